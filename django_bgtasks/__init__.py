@@ -1,0 +1,66 @@
+"""django-bgtasks: one owner across every replica for long-running background
+work, and one truthful shared state, kept in a database lease.
+
+The public names are re-exported here. Nothing heavy is imported until it is
+used, so importing this package before Django is set up is safe.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import (
+    BgTasksError,
+    InAtomicBlock,
+    LeaseHeld,
+    LeaseLost,
+    NotInAtomicBlock,
+    TaskCancelled,
+    UnknownTask,
+)
+
+if TYPE_CHECKING:
+    from .leases import Lease, TaskState
+    from .runner import RunningLease, alease, lease
+    from .tasks import BackgroundTaskFunction, background_task, get_task, registered_tasks
+
+__all__ = [
+    "BackgroundTaskFunction",
+    "BgTasksError",
+    "InAtomicBlock",
+    "Lease",
+    "LeaseHeld",
+    "LeaseLost",
+    "NotInAtomicBlock",
+    "RunningLease",
+    "TaskCancelled",
+    "TaskState",
+    "UnknownTask",
+    "alease",
+    "background_task",
+    "get_task",
+    "lease",
+    "registered_tasks",
+]
+
+_LAZY = {
+    "Lease": "leases",
+    "TaskState": "leases",
+    "RunningLease": "runner",
+    "lease": "runner",
+    "alease": "runner",
+    "BackgroundTaskFunction": "tasks",
+    "background_task": "tasks",
+    "get_task": "tasks",
+    "registered_tasks": "tasks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # The runner imports the models, which need the app registry ready; load
+    # it on first use rather than at "import django_bgtasks".
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,76 @@
+"""The errors django-bgtasks raises. All share one base, :class:`BgTasksError`.
+
+Bad arguments (a blank name, a ttl <= 0, a value JSON can't encode) are plain
+``ValueError``/``TypeError``, raised before any SQL runs, as Python code expects.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+
+class BgTasksError(Exception):
+    """Base class of every django-bgtasks error."""
+
+
+class LeaseHeld(BgTasksError):
+    """The lease is held by another owner, so the work was not started."""
+
+    def __init__(self, name: str, holder: str | None = None) -> None:
+        self.name = name
+        self.holder = holder
+        where = f" by {holder}" if holder else ""
+        super().__init__(f"task {name!r} is already running{where}")
+
+
+class LeaseLost(BgTasksError):
+    """This process no longer holds the lease: it was taken over, force-released,
+    or could not be renewed before its deadline. Stop writing."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"lease on {name!r} lost: {reason}")
+
+
+class TaskCancelled(BgTasksError):
+    """An operator asked the holder to stop (``request_cancel``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"task {name!r} was cancelled by an operator")
+
+
+class UnknownTask(BgTasksError, LookupError):
+    """No ``@background_task`` is registered under this name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no background task is registered as {name!r}")
+
+
+class InAtomicBlock(BgTasksError, transaction.TransactionManagementError):
+    """A lease write was called inside ``transaction.atomic()``.
+
+    A claim, heartbeat or release must be durable when it returns. Inside the
+    caller's transaction it would be rolled back with it, so it is refused.
+    """
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(
+            f"{operation}() must be durable when it returns, so it cannot run inside "
+            "transaction.atomic(). Call it outside the block, or after commit with "
+            "transaction.on_commit(). (Tests that take leases need "
+            "TransactionTestCase / django_db(transaction=True).)"
+        )
+
+
+class NotInAtomicBlock(BgTasksError, transaction.TransactionManagementError):
+    """``fence()`` was called outside ``transaction.atomic()``, where a lock
+    would end with the statement and protect nothing."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(
+            f"{operation}() locks the lease for the caller's transaction, so it must be "
+            "called inside transaction.atomic() on the BGTASKS_DATABASE alias"
+        )

@@ -1,0 +1,390 @@
+"""The lease operations: ``BackgroundTask.objects``.
+
+Each operation validates its arguments (raising ``ValueError``/``TypeError``
+before any SQL), then runs exactly one statement from :mod:`django_bgtasks.sql`
+on the ``BGTASKS_DATABASE`` connection, in autocommit: when a write returns, it
+is committed and every replica sees it. A write inside ``transaction.atomic()``
+is refused with :class:`~django_bgtasks.exceptions.InAtomicBlock` rather than
+left to be rolled back with the caller's transaction; see docs/api.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import secrets
+import socket
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from asgiref.sync import sync_to_async
+from django.db import connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from . import sql
+from .conf import conf
+from .exceptions import InAtomicBlock, NotInAtomicBlock
+from .validation import (
+    clean_error,
+    encode_value,
+    validate_name,
+    validate_outcome,
+    validate_owner,
+    validate_token,
+    validate_ttl,
+)
+
+if TYPE_CHECKING:
+    from .models import BackgroundTask, TaskRun
+
+_KEEP: Any = object()  # "leave the value as it is", distinct from None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A successful claim. ``token`` is the fencing token: pass it to every
+    write, and to any other system that can check it."""
+
+    name: str
+    owner: str
+    token: int
+    ttl: float
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What a holder learns from a successful heartbeat or update."""
+
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """One task's row as every replica sees it.
+
+    ``running`` is already ``False`` when the holder's heartbeat is older than
+    its ttl; ``stale`` is then ``True`` and says why. ``heartbeat_age`` is the
+    seconds since the last heartbeat, by the database's clock.
+    """
+
+    name: str
+    value: Any
+    running: bool
+    owner: str
+    token: int
+    ttl: float
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    updated_at: dt.datetime | None
+    cancel_requested: bool
+    outcome: str
+    error: str
+    stale: bool
+    heartbeat_age: float | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> TaskState:
+        (name, value, running, owner, token, ttl, started_at, finished_at, updated_at,
+         cancel_requested, outcome, error, stale, heartbeat_age) = row  # fmt: skip
+        return cls(
+            name=name,
+            value=json.loads(value) if isinstance(value, str) else value,
+            running=bool(running),
+            owner=owner,
+            token=int(token),
+            ttl=float(ttl),
+            started_at=_as_datetime(started_at),
+            finished_at=_as_datetime(finished_at),
+            updated_at=_as_datetime(updated_at),
+            cancel_requested=bool(cancel_requested),
+            outcome=outcome,
+            error=error,
+            stale=bool(stale),
+            heartbeat_age=None if heartbeat_age is None else float(heartbeat_age),
+        )
+
+    @property
+    def status(self) -> str:
+        """``running``, ``cancel requested``, ``stale`` or ``idle``."""
+        if self.running:
+            return "cancel requested" if self.cancel_requested else "running"
+        return "stale" if self.stale else "idle"
+
+    @property
+    def progress(self) -> float | None:
+        """0-1 from ``value["done"]/value["total"]`` or ``value["progress"]``."""
+        value = self.value
+        if not isinstance(value, dict):
+            return None
+        done, total = value.get("done"), value.get("total")
+        if _is_number(done) and _is_number(total) and total > 0:
+            return float(min(max(done / total, 0.0), 1.0))
+        progress = value.get("progress")
+        if _is_number(progress):
+            return float(min(max(progress, 0.0), 1.0))
+        return None
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``."""
+        data = asdict(self)
+        for key in ("started_at", "finished_at", "updated_at"):
+            if data[key] is not None:
+                data[key] = data[key].isoformat()
+        data["status"] = self.status
+        data["progress"] = self.progress
+        return data
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _as_datetime(value: object) -> dt.datetime | None:
+    # PostgreSQL hands back aware datetimes; SQLite hands back the naive UTC
+    # times that the statements wrote (as datetimes or as text, depending on
+    # the column's declared type).
+    if value is None:
+        return None
+    parsed = value if isinstance(value, dt.datetime) else parse_datetime(str(value))
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed
+
+
+_owner_for_pid: tuple[int, str] | None = None
+
+
+def default_owner() -> str:
+    """``host:pid:random``, unique per process start (and fresh after a fork)."""
+    global _owner_for_pid
+    pid = os.getpid()
+    if _owner_for_pid is None or _owner_for_pid[0] != pid:
+        host = socket.gethostname()[:150] or "localhost"
+        _owner_for_pid = (pid, f"{host}:{pid}:{secrets.token_hex(4)}")
+    return _owner_for_pid[1]
+
+
+class LeaseManager(models.Manager["BackgroundTask"]):
+    """The atomic lease operations. Each is one SQL statement and one round trip."""
+
+    def get_queryset(self) -> models.QuerySet[BackgroundTask]:
+        # ORM reads (the admin, the history) go where the leases live.
+        return super().get_queryset().using(conf.DATABASE)
+
+    # --- holder operations ---------------------------------------------------
+
+    def try_claim(
+        self,
+        name: str,
+        owner: str | None = None,
+        initial_value: Any = None,
+        *,
+        ttl: float | None = None,
+    ) -> Lease | None:
+        """Claim ``name`` if nobody holds it or its holder's heartbeat is older
+        than the holder's ttl. Returns the :class:`Lease`, or ``None``.
+
+        ``owner`` defaults to :func:`default_owner`.
+        """
+        name = validate_name(name)
+        owner = default_owner() if owner is None else validate_owner(owner)
+        ttl = validate_ttl(ttl)
+        params = {"name": name, "owner": owner, "value": encode_value(initial_value), "ttl": ttl}
+        rows = self._write("try_claim", "claim", params)
+        return Lease(name, owner, int(rows[0][0]), ttl) if rows else None
+
+    def renew(
+        self, name: str, owner: str, *, token: int | None = None, value: Any = _KEEP
+    ) -> Renewal | None:
+        """Refresh the heartbeat (and write ``value``, if given) while ``owner``
+        (with ``token``) holds the lease. Returns ``None`` when it does not, and
+        then writes nothing. The runner uses this to see cancel requests."""
+        params = self._holder_params(name, owner, token)
+        if value is _KEEP:
+            rows = self._write("heartbeat", "renew", params)
+        else:
+            params["value"] = encode_value(value)
+            rows = self._write("update_state", "renew_with_value", params)
+        return Renewal(cancel_requested=bool(rows[0][0])) if rows else None
+
+    def update_state(self, name: str, owner: str, value: Any, *, token: int | None = None) -> bool:
+        """Write ``value`` and refresh the heartbeat. ``False``, with nothing
+        written, when the caller no longer holds the lease."""
+        return self.renew(name, owner, token=token, value=value) is not None
+
+    def heartbeat(self, name: str, owner: str, *, token: int | None = None) -> bool:
+        """Refresh the heartbeat only. ``False`` when the caller no longer holds the lease."""
+        return self.renew(name, owner, token=token) is not None
+
+    def release(
+        self,
+        name: str,
+        owner: str,
+        final_value: Any = None,
+        *,
+        token: int | None = None,
+        outcome: str = "succeeded",
+        error: str = "",
+    ) -> bool:
+        """End the holder's run and record it in history, in one statement.
+
+        ``final_value`` of ``None`` keeps the last value. ``outcome`` is
+        ``succeeded``, ``failed`` or ``cancelled``. Only the current holder can
+        release; anyone else gets ``False`` and nothing is written.
+        """
+        params = self._holder_params(name, owner, token)
+        params["value"] = encode_value(final_value)
+        params["outcome"] = validate_outcome(outcome)
+        params["error"] = clean_error(error)
+        return bool(self._write("release", "release", params))
+
+    def fence(self, name: str, owner: str, token: int) -> bool:
+        """Inside the caller's ``transaction.atomic()``: lock the lease row until
+        that transaction ends, if ``owner`` still holds a live lease with
+        ``token``. While it is locked, no takeover can happen, so the caller's
+        writes commit only while the lease is theirs. ``False`` if not held."""
+        params = self._holder_params(name, owner, token)
+        if params["token"] is None:
+            raise TypeError("fence() needs the lease's token")
+        connection = self._connection()
+        if not connection.in_atomic_block:
+            raise NotInAtomicBlock("fence")
+        return bool(self._run(connection, "fence", params))
+
+    # --- operator operations -------------------------------------------------
+
+    def force_release(self, name: str) -> bool:
+        """End whoever holds ``name`` (outcome ``released-by-operator``). The
+        old holder's later heartbeat, update and release then fail."""
+        return bool(self._write("force_release", "force_release", {"name": validate_name(name)}))
+
+    def request_cancel(self, name: str) -> bool:
+        """Ask a live holder to stop; it sees this on its next heartbeat.
+        ``False`` when nobody holds the lease. A new claim clears the request."""
+        return bool(self._write("request_cancel", "request_cancel", {"name": validate_name(name)}))
+
+    def expire_stale(self) -> int:
+        """End every lease whose holder went silent past its ttl, recording
+        those runs as ``lost``. Returns how many. (A takeover does the same for
+        one lease; this is for tasks nobody claims again.)"""
+        return len(self._write("expire_stale", "expire_stale", {}))
+
+    # --- reads -----------------------------------------------------------------
+
+    def get_state(self, name: str) -> TaskState | None:
+        """The task's state as every replica sees it, or ``None`` if never claimed."""
+        rows = self._run(self._connection(), "get_state", {"name": validate_name(name)})
+        return TaskState.from_row(rows[0]) if rows else None
+
+    def list_states(self) -> list[TaskState]:
+        """Every task's state, by name."""
+        return [
+            TaskState.from_row(row) for row in self._run(self._connection(), "list_states", {})
+        ]
+
+    # --- async twins -----------------------------------------------------------
+
+    async def atry_claim(
+        self,
+        name: str,
+        owner: str | None = None,
+        initial_value: Any = None,
+        *,
+        ttl: float | None = None,
+    ) -> Lease | None:
+        return await sync_to_async(self.try_claim)(name, owner, initial_value, ttl=ttl)
+
+    async def arenew(
+        self, name: str, owner: str, *, token: int | None = None, value: Any = _KEEP
+    ) -> Renewal | None:
+        return await sync_to_async(self.renew)(name, owner, token=token, value=value)
+
+    async def aupdate_state(
+        self, name: str, owner: str, value: Any, *, token: int | None = None
+    ) -> bool:
+        return await sync_to_async(self.update_state)(name, owner, value, token=token)
+
+    async def aheartbeat(self, name: str, owner: str, *, token: int | None = None) -> bool:
+        return await sync_to_async(self.heartbeat)(name, owner, token=token)
+
+    async def arelease(
+        self,
+        name: str,
+        owner: str,
+        final_value: Any = None,
+        *,
+        token: int | None = None,
+        outcome: str = "succeeded",
+        error: str = "",
+    ) -> bool:
+        return await sync_to_async(self.release)(
+            name, owner, final_value, token=token, outcome=outcome, error=error
+        )
+
+    async def aget_state(self, name: str) -> TaskState | None:
+        return await sync_to_async(self.get_state)(name)
+
+    async def alist_states(self) -> list[TaskState]:
+        return await sync_to_async(self.list_states)()
+
+    async def aforce_release(self, name: str) -> bool:
+        return await sync_to_async(self.force_release)(name)
+
+    async def arequest_cancel(self, name: str) -> bool:
+        return await sync_to_async(self.request_cancel)(name)
+
+    # --- plumbing --------------------------------------------------------------
+
+    @staticmethod
+    def _holder_params(name: str, owner: str, token: int | None) -> dict[str, Any]:
+        return {
+            "name": validate_name(name),
+            "owner": validate_owner(owner),
+            "token": validate_token(token),
+        }
+
+    @staticmethod
+    def _connection() -> BaseDatabaseWrapper:
+        return connections[conf.DATABASE]
+
+    def _write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
+        connection = self._connection()
+        if connection.in_atomic_block:
+            raise InAtomicBlock(operation)
+        return self._run(connection, statement, params)
+
+    @staticmethod
+    def _run(connection: BaseDatabaseWrapper, statement: str, params: dict[str, Any]) -> list[Any]:
+        query: str = getattr(sql.statements(connection), statement)
+        with connection.cursor() as cursor:
+            cursor.execute(query, params)
+            return list(cursor.fetchall())
+
+
+class RunQuerySet(models.QuerySet["TaskRun"]):
+    """Run history, read from the ``BGTASKS_DATABASE`` alias."""
+
+    def for_task(self, name: str) -> RunQuerySet:
+        return self.using(conf.DATABASE).filter(name=name).order_by("-token")
+
+    def older_than(self, days: float) -> RunQuerySet:
+        """Runs that finished more than ``days`` ago, except each task's newest
+        run, which is kept so that a name's tokens keep rising even if its lease
+        row is ever deleted by hand."""
+        cutoff = timezone.now() - dt.timedelta(days=days)
+        newest = (
+            self.model._default_manager.using(conf.DATABASE)
+            .filter(name=models.OuterRef("name"))
+            .order_by("-token")
+            .values("token")[:1]
+        )
+        return (
+            self.using(conf.DATABASE)
+            .filter(finished_at__lt=cutoff)
+            .exclude(token=models.Subquery(newest))
+        )

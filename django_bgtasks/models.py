@@ -1,0 +1,87 @@
+"""The lease table and its history.
+
+``BackgroundTask`` holds one row per task name: the lease (running, owner,
+token, ttl, heartbeat) and the task's shared state (value, outcome). Every
+replica reads and writes this row and nothing else, so they all agree.
+``TaskRun`` keeps one row per finished run. Rows are written only by the lease
+operations in :mod:`django_bgtasks.leases`, never by ``save()``.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .leases import LeaseManager, RunQuerySet
+
+
+class Outcome(models.TextChoices):
+    SUCCEEDED = "succeeded", _("succeeded")
+    FAILED = "failed", _("failed")
+    CANCELLED = "cancelled", _("cancelled")
+    # The holder stopped renewing (killed, paused, cut off) and the lease was
+    # taken over or noticed stale.
+    LOST = "lost", _("lost")
+    RELEASED_BY_OPERATOR = "released-by-operator", _("released by operator")
+
+
+class BackgroundTask(models.Model):
+    name = models.CharField(_("name"), max_length=200, primary_key=True)
+    value = models.JSONField(_("value"), null=True, blank=True)
+    running = models.BooleanField(_("running"), default=False)
+    owner = models.CharField(_("owner"), max_length=200, blank=True, default="")
+    token = models.BigIntegerField(
+        _("token"),
+        default=0,
+        help_text=_("Fencing token: strictly increases on every claim of this name."),
+    )
+    ttl = models.FloatField(_("ttl (s)"))
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+    updated_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
+    cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    outcome = models.CharField(
+        _("outcome"), max_length=32, choices=Outcome.choices, blank=True, default=""
+    )
+    error = models.TextField(_("error"), blank=True, default="")
+
+    objects = LeaseManager()
+
+    class Meta:
+        verbose_name = _("background task")
+        verbose_name_plural = _("background tasks")
+        ordering = ["name"]
+        # Only the primary key is indexed, and no lease operation changes it:
+        # a heartbeat rewrites ``updated_at`` alone, so PostgreSQL can do it as
+        # a HOT update (no index write). The fillfactor that leaves room for
+        # that is set in migration 0001.
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TaskRun(models.Model):
+    name = models.CharField(_("task"), max_length=200)
+    token = models.BigIntegerField(_("token"))
+    owner = models.CharField(_("owner"), max_length=200)
+    started_at = models.DateTimeField(_("started"), null=True)
+    finished_at = models.DateTimeField(_("finished"), null=True)
+    outcome = models.CharField(_("outcome"), max_length=32, choices=Outcome.choices)
+    error = models.TextField(_("error"), blank=True, default="")
+    value = models.JSONField(_("final value"), null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("task run")
+        verbose_name_plural = _("task runs")
+        ordering = ["name", "-token"]
+        constraints = [
+            # A run is recorded once: the writes use ON CONFLICT DO NOTHING /
+            # INSERT OR IGNORE on this key, and it serves "newest runs of a task".
+            models.UniqueConstraint(fields=["name", "token"], name="bgtasks_run_name_token"),
+        ]
+        indexes = [models.Index(fields=["finished_at"], name="bgtasks_run_finished")]
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.token}"

@@ -1,0 +1,167 @@
+"""What the lease operations accept. Every check here runs before any SQL, so a
+bad argument raises ``ValueError``/``TypeError`` and writes nothing.
+
+The limits are the table's (200-character names and owners) and what both
+databases can store: PostgreSQL's ``jsonb`` refuses NUL characters and lone
+surrogates, and an interval overflows long before ``float`` does, so those are
+refused here with a clear message instead of surfacing as a database error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from typing import Any
+
+from .conf import conf
+
+MAX_NAME_LENGTH = 200
+MAX_OWNER_LENGTH = 200
+# A lease that nobody may take over for more than a day after its holder died
+# is a mistake, and the bound keeps ``ttl * interval '1 second'`` in range.
+MAX_TTL = 86400.0
+# Progress values are small; deep nesting is a bug, and SQLite's JSON functions
+# stop at depth 1000 anyway.
+MAX_VALUE_DEPTH = 100
+MAX_ERROR_LENGTH = 10_000
+HOLDER_OUTCOMES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def _check_text(kind: str, text: object, max_length: int) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{kind} must be a str, not {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{kind} must not be blank")
+    if len(text) > max_length:
+        raise ValueError(f"{kind} must be at most {max_length} characters, not {len(text)}")
+    if text != text.strip():
+        raise ValueError(f"{kind} must not start or end with whitespace: {text!r}")
+    for char in text:
+        # Cc: control characters (NUL, newlines, escapes) would corrupt logs,
+        # terminals and PostgreSQL text; Cs: lone surrogates can't be UTF-8.
+        if unicodedata.category(char) in ("Cc", "Cs"):
+            raise ValueError(f"{kind} must not contain control characters: {text!r}")
+    return text
+
+
+def validate_name(name: object) -> str:
+    """A task name: 1-200 printable characters, and no ``/`` so that every name
+    is one URL path segment in the JSON API."""
+    name = _check_text("task name", name, MAX_NAME_LENGTH)
+    if "/" in name:
+        raise ValueError(f"task name must not contain '/': {name!r}")
+    return name
+
+
+def validate_owner(owner: object) -> str:
+    """A holder identity: 1-200 printable characters."""
+    return _check_text("owner", owner, MAX_OWNER_LENGTH)
+
+
+def validate_ttl(ttl: object) -> float:
+    """A lease duration in seconds, ``None`` meaning ``BGTASKS_TTL``."""
+    if ttl is None:
+        ttl = conf.TTL
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise TypeError(f"ttl must be a number of seconds, not {type(ttl).__name__}")
+    ttl = float(ttl)
+    if not math.isfinite(ttl) or ttl <= 0:
+        raise ValueError(f"ttl must be a positive, finite number of seconds, not {ttl!r}")
+    if ttl > MAX_TTL:
+        raise ValueError(f"ttl must be at most {MAX_TTL:g} seconds, not {ttl:g}")
+    return ttl
+
+
+def validate_token(token: object) -> int | None:
+    """A fencing token as ``try_claim`` returned it, or ``None``."""
+    if token is None:
+        return None
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise TypeError(f"token must be an int, not {type(token).__name__}")
+    if not 1 <= token < 2**63:
+        raise ValueError(f"token must be between 1 and 2**63 - 1, not {token}")
+    return token
+
+
+def heartbeat_interval(ttl: float) -> float:
+    """Seconds between heartbeats for a lease of ``ttl``: ``BGTASKS_HEARTBEAT_INTERVAL``
+    or a third of the ttl. It must stay below half the ttl, so that a renewal
+    that fails once is retried before the lease expires."""
+    interval = conf.HEARTBEAT_INTERVAL
+    if interval is None:
+        return ttl / 3
+    if isinstance(interval, bool) or not isinstance(interval, int | float):
+        raise TypeError("BGTASKS_HEARTBEAT_INTERVAL must be a number of seconds or None")
+    if not math.isfinite(interval) or interval <= 0 or interval >= ttl / 2:
+        raise ValueError(
+            f"BGTASKS_HEARTBEAT_INTERVAL ({interval!r} s) must be positive and below "
+            f"half the ttl ({ttl:g} s), so a failed heartbeat is retried in time"
+        )
+    return float(interval)
+
+
+def encode_value(value: Any) -> str | None:
+    """Encode a task's value as JSON text; ``None`` is stored as SQL NULL.
+
+    Raises ``TypeError`` for what JSON can't encode and ``ValueError`` for what
+    it can but the databases would refuse or should not hold.
+    """
+    if value is None:
+        return None
+    _check_json_strings(value)
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except ValueError as exc:  # NaN or infinity
+        raise ValueError(f"value is not valid JSON: {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"value is not JSON-serialisable: {exc}") from None
+    size = len(text.encode())
+    if size > conf.MAX_VALUE_BYTES:
+        raise ValueError(
+            f"value is {size} bytes of JSON; the limit is {conf.MAX_VALUE_BYTES} "
+            "(BGTASKS_MAX_VALUE_BYTES)"
+        )
+    return text
+
+
+def _check_json_strings(value: Any) -> None:
+    # Walk iteratively: a self-referencing or absurdly deep value must end in a
+    # ValueError here, not a RecursionError inside json.
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_json_text(item)
+        elif isinstance(item, dict | list | tuple):
+            if depth > MAX_VALUE_DEPTH:
+                raise ValueError(f"value is nested deeper than {MAX_VALUE_DEPTH} levels")
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item if isinstance(key, str))
+                stack.extend((child, depth + 1) for child in item.values())
+            else:
+                stack.extend((child, depth + 1) for child in item)
+
+
+def _check_json_text(text: str) -> None:
+    if "\x00" in text:
+        raise ValueError("value must not contain NUL characters (PostgreSQL refuses them)")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise ValueError("value must not contain lone surrogates (not valid UTF-8)") from None
+
+
+def clean_error(error: object) -> str:
+    """The error text stored with a run: any object's text, made storable and
+    bounded, because it comes from an arbitrary exception."""
+    text = str(error).replace("\x00", "\ufffd")
+    text = text.encode("utf-8", "replace").decode()
+    return text[:MAX_ERROR_LENGTH]
+
+
+def validate_outcome(outcome: object) -> str:
+    """How a holder ended its run: succeeded, failed or cancelled."""
+    if outcome not in HOLDER_OUTCOMES:
+        raise ValueError(f"outcome must be one of {sorted(HOLDER_OUTCOMES)}, not {outcome!r}")
+    return str(outcome)

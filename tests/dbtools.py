@@ -1,0 +1,43 @@
+"""Direct SQL the tests use to arrange a situation (a stale heartbeat) or to
+look at what was written, bypassing the code under test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connections
+
+from django_bgtasks.models import BackgroundTask, TaskRun
+
+
+def backdate(alias: str, name: str, seconds: float) -> None:
+    """Make ``name``'s last heartbeat ``seconds`` older, as if its holder had
+    gone silent that long ago, without sleeping."""
+    connection = connections[alias]
+    table = connection.ops.quote_name(BackgroundTask._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = (
+            f"UPDATE {table} SET updated_at = updated_at - make_interval(secs => %s)"
+            " WHERE name = %s"
+        )
+        params: list[Any] = [seconds, name]
+    else:
+        sql = (
+            f"UPDATE {table} SET updated_at = "
+            f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', updated_at, %s) WHERE name = %s"
+        )
+        params = [f"-{seconds} seconds", name]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        assert cursor.rowcount == 1
+
+
+def rows(alias: str) -> list[dict[str, Any]]:
+    return list(BackgroundTask.objects.using(alias).order_by("name").values())
+
+
+def runs(alias: str, name: str | None = None) -> list[dict[str, Any]]:
+    queryset = TaskRun.objects.using(alias).order_by("name", "token")
+    if name is not None:
+        queryset = queryset.filter(name=name)
+    return list(queryset.values())

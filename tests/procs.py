@@ -1,0 +1,187 @@
+"""Real worker processes for the concurrency tests.
+
+The test starts ``python -m tests.procs <scenario> ...`` with the test
+database's connection settings in the environment. Each worker sets Django up
+on its own, says ``ready``, waits for ``go`` on stdin (so that all of them
+start together), runs its scenario and prints one ``result <json>`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+ENV_DB = "BGTASKS_TEST_DB"
+ENV_SETTINGS = "BGTASKS_TEST_SETTINGS"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# --- the test side -------------------------------------------------------------
+
+
+def require_server(connection: Any, alias: str) -> None:
+    """Fail, with the reason, when a PostgreSQL the suite needs can't be reached."""
+    import pytest
+
+    try:
+        connection.ensure_connection()
+    except Exception as exc:
+        pytest.fail(
+            f"PostgreSQL for the {alias!r} database can't be reached: {exc}. "
+            "The suite tests real databases and does not skip them.",
+            pytrace=False,
+        )
+    finally:
+        connection.close()
+
+
+def worker_env(alias: str, **bgtasks_settings: Any) -> dict[str, str]:
+    from django.db import connections
+
+    db = connections[alias].settings_dict
+    keys = ("ENGINE", "NAME", "USER", "PASSWORD", "HOST", "PORT", "OPTIONS")
+    env = dict(os.environ)
+    env[ENV_DB] = json.dumps({key: db[key] for key in keys if key in db}, default=str)
+    env[ENV_SETTINGS] = json.dumps(bgtasks_settings)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+class Worker:
+    """One worker process, started and waiting for ``go``."""
+
+    def __init__(self, alias: str, scenario: str, *args: Any, **settings: Any) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.procs", scenario, *map(str, args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=worker_env(alias, **settings),
+            cwd=ROOT,
+        )
+        self.lines: list[str] = []
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_for(self, word: str, timeout: float = 30) -> str:
+        """Read stdout until a line starting with ``word``; return that line."""
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError(
+                    f"worker {self.pid} exited ({self.process.wait()}) before {word!r}; "
+                    f"it said {self.lines}"
+                )
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith(word):
+                return line.rstrip("\n")
+        raise AssertionError(f"worker {self.pid} did not say {word!r} in {timeout} s")
+
+    def go(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+
+    def result(self, timeout: float = 60) -> Any:
+        line = self.wait_for("result", timeout)
+        self.process.wait(timeout)
+        return json.loads(line.split(" ", 1)[1])
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def start_together(workers: Sequence[Worker]) -> None:
+    for worker in workers:
+        worker.wait_for("ready")
+    for worker in workers:
+        worker.go()
+
+
+# --- the worker side -------------------------------------------------------------
+
+
+def _setup_django() -> None:
+    import django
+    from django.conf import settings
+
+    settings.configure(
+        INSTALLED_APPS=[
+            "django.contrib.contenttypes",
+            "django.contrib.auth",
+            "django_bgtasks",
+            "tests.testapp",
+        ],
+        DATABASES={"default": json.loads(os.environ[ENV_DB])},
+        USE_TZ=True,
+        **json.loads(os.environ.get(ENV_SETTINGS, "{}")),
+    )
+    django.setup()
+
+
+def _ready() -> None:
+    from django.db import connection
+
+    connection.ensure_connection()  # connect before the start line, not after
+    print("ready", flush=True)
+    sys.stdin.readline()
+
+
+def _result(value: Any) -> None:
+    print("result " + json.dumps(value), flush=True)
+
+
+def race(prefix: str, count: str, owner: str) -> None:
+    """Claim ``prefix-0`` .. ``prefix-<count-1>``, all at once with the others."""
+    from django_bgtasks.models import BackgroundTask
+
+    names = [f"{prefix}-{i}" for i in range(int(count))]
+    _ready()
+    won = {}
+    for name in names:
+        lease = BackgroundTask.objects.try_claim(name, owner, {"by": owner}, ttl=60)
+        if lease is not None:
+            won[name] = lease.token
+    _result(won)
+
+
+def storm(name: str, ttl: str, seconds: str, owner: str) -> None:
+    """Grab a short lease over and over for ``seconds``; hold it for a random
+    time (often past the ttl, so others take over), and sometimes release."""
+    from django_bgtasks.models import BackgroundTask
+
+    objects = BackgroundTask.objects
+    rng = random.Random(owner)
+    _ready()
+    deadline = time.monotonic() + float(seconds)
+    claims, released = [], []
+    while time.monotonic() < deadline:
+        lease = objects.try_claim(name, owner, {"by": owner}, ttl=float(ttl))
+        if lease is None:
+            time.sleep(rng.uniform(0, 0.02))
+            continue
+        claims.append(lease.token)
+        time.sleep(rng.uniform(0, 1.5 * float(ttl)))
+        if rng.random() < 0.5 and objects.release(name, owner, token=lease.token):
+            released.append(lease.token)
+    _result({"claims": claims, "released": released})
+
+
+SCENARIOS: dict[str, Callable[..., None]] = {"race": race, "storm": storm}
+
+
+if __name__ == "__main__":
+    _setup_django()
+    SCENARIOS[sys.argv[1]](*sys.argv[2:])

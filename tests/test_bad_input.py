@@ -1,0 +1,192 @@
+"""Bad arguments get a clear ValueError/TypeError before any SQL runs, and
+nothing is written: not a row, not a history entry, not a changed value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from django_bgtasks.models import BackgroundTask
+from tests.dbtools import rows, runs
+
+objects = BackgroundTask.objects
+
+
+def deep(levels: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def cyclic() -> list[Any]:
+    value: list[Any] = []
+    value.append(value)
+    return value
+
+
+BAD_NAMES = [
+    ("", ValueError, "blank"),
+    ("   ", ValueError, "blank"),
+    (None, TypeError, "must be a str"),
+    (42, TypeError, "must be a str"),
+    (b"bytes", TypeError, "must be a str"),
+    ("x" * 201, ValueError, "at most 200"),
+    (" padded", ValueError, "whitespace"),
+    ("a/b", ValueError, "'/'"),
+    ("nul\x00byte", ValueError, "control"),
+    ("new\nline", ValueError, "control"),
+    ("lone \ud800 surrogate", ValueError, "control"),
+]
+BAD_OWNERS = [
+    ("", ValueError, "blank"),
+    ("x" * 201, ValueError, "at most 200"),
+    (7, TypeError, "must be a str"),
+    ("tab\there", ValueError, "control"),
+]
+BAD_TTLS = [
+    (0, ValueError, "positive"),
+    (-1, ValueError, "positive"),
+    (math.nan, ValueError, "finite"),
+    (math.inf, ValueError, "finite"),
+    (-math.inf, ValueError, "finite"),
+    (86400.5, ValueError, "at most"),
+    ("30", TypeError, "number"),
+    (True, TypeError, "number"),
+]
+BAD_VALUES = [
+    (object(), TypeError, "not JSON-serialisable"),
+    ({1, 2}, TypeError, "not JSON-serialisable"),
+    ({("tuple", "key"): 1}, TypeError, "not JSON-serialisable"),
+    (math.nan, ValueError, "not valid JSON"),
+    ({"x": math.inf}, ValueError, "not valid JSON"),
+    ({"x": "nul\x00"}, ValueError, "NUL"),
+    ({"nul\x00key": 1}, ValueError, "NUL"),
+    (["\udc80"], ValueError, "surrogate"),
+    (deep(150), ValueError, "deeper than"),
+    (cyclic(), ValueError, "deeper than"),
+    ({"blob": "x" * (1 << 20)}, ValueError, "BGTASKS_MAX_VALUE_BYTES"),
+]
+BAD_TOKENS = [
+    ("1", TypeError, "must be an int"),
+    (1.0, TypeError, "must be an int"),
+    (True, TypeError, "must be an int"),
+    (0, ValueError, "between"),
+    (-5, ValueError, "between"),
+    (2**63, ValueError, "between"),
+]
+
+
+def operations_taking_a_name(name: Any) -> list[Callable[[], Any]]:
+    return [
+        lambda: objects.try_claim(name, "a", ttl=30),
+        lambda: objects.update_state(name, "a", {"x": 1}),
+        lambda: objects.heartbeat(name, "a"),
+        lambda: objects.release(name, "a"),
+        lambda: objects.force_release(name),
+        lambda: objects.request_cancel(name),
+        lambda: objects.get_state(name),
+    ]
+
+
+def assert_refused(
+    alias: str, call: Callable[[], Any], error: type[Exception], match: str
+) -> None:
+    before = (rows(alias), runs(alias))
+    with pytest.raises(error, match=match):
+        call()
+    assert (rows(alias), runs(alias)) == before
+
+
+@pytest.fixture
+def held(db_alias: str) -> int:
+    """A lease on "held" with a value, so refused writes can be seen not to change it."""
+    lease = objects.try_claim("held", "a", {"done": 1}, ttl=30)
+    assert lease is not None
+    return lease.token
+
+
+@pytest.mark.parametrize(("name", "error", "match"), BAD_NAMES)
+def test_bad_names(db_alias: str, held: int, name: Any, error: type, match: str) -> None:
+    for call in operations_taking_a_name(name):
+        assert_refused(db_alias, call, error, match)
+
+
+@pytest.mark.parametrize(("owner", "error", "match"), BAD_OWNERS)
+def test_bad_owners(db_alias: str, held: int, owner: Any, error: type, match: str) -> None:
+    for call in [
+        lambda: objects.try_claim("new", owner, ttl=30),
+        lambda: objects.update_state("held", owner, {"x": 1}),
+        lambda: objects.heartbeat("held", owner),
+        lambda: objects.release("held", owner),
+    ]:
+        assert_refused(db_alias, call, error, match)
+
+
+@pytest.mark.parametrize(("ttl", "error", "match"), BAD_TTLS)
+def test_bad_ttls(db_alias: str, held: int, ttl: Any, error: type, match: str) -> None:
+    assert_refused(db_alias, lambda: objects.try_claim("new", "a", ttl=ttl), error, match)
+
+
+def test_a_bad_default_ttl_is_refused_too(db_alias: str, settings: Any) -> None:
+    settings.BGTASKS_TTL = 0
+    assert_refused(db_alias, lambda: objects.try_claim("new", "a"), ValueError, "positive")
+
+
+@pytest.mark.parametrize(("value", "error", "match"), BAD_VALUES)
+def test_bad_values(db_alias: str, held: int, value: Any, error: type, match: str) -> None:
+    for call in [
+        lambda: objects.try_claim("new", "a", value, ttl=30),
+        lambda: objects.update_state("held", "a", value, token=held),
+        lambda: objects.renew("held", "a", token=held, value=value),
+        lambda: objects.release("held", "a", value, token=held),
+    ]:
+        assert_refused(db_alias, call, error, match)
+    assert objects.get_state("held").value == {"done": 1}
+
+
+def test_the_value_limit_is_a_setting(db_alias: str, held: int, settings: Any) -> None:
+    settings.BGTASKS_MAX_VALUE_BYTES = 10
+    assert_refused(
+        db_alias,
+        lambda: objects.update_state("held", "a", {"x": "0123456789"}, token=held),
+        ValueError,
+        "limit is 10",
+    )
+
+
+@pytest.mark.parametrize(("token", "error", "match"), BAD_TOKENS)
+def test_bad_tokens(db_alias: str, held: int, token: Any, error: type, match: str) -> None:
+    for call in [
+        lambda: objects.update_state("held", "a", {"x": 1}, token=token),
+        lambda: objects.heartbeat("held", "a", token=token),
+        lambda: objects.release("held", "a", token=token),
+    ]:
+        assert_refused(db_alias, call, error, match)
+
+
+@pytest.mark.parametrize("outcome", ["lost", "released-by-operator", "", "done", None])
+def test_a_holder_can_only_release_as_succeeded_failed_or_cancelled(
+    db_alias: str, held: int, outcome: Any
+) -> None:
+    assert_refused(
+        db_alias,
+        lambda: objects.release("held", "a", token=held, outcome=outcome),
+        ValueError,
+        "outcome must be one of",
+    )
+
+
+def test_fence_needs_a_token(db_alias: str, held: int) -> None:
+    assert_refused(db_alias, lambda: objects.fence("held", "a", None), TypeError, "token")  # type: ignore[arg-type]
+
+
+def test_error_text_is_stored_safely_whatever_it_holds(db_alias: str, held: int) -> None:
+    assert objects.release(
+        "held", "a", token=held, outcome="failed", error="bad\x00\ud800" + "x" * 20_000
+    )
+    state = objects.get_state("held")
+    assert state.error.startswith("bad\ufffd?") and len(state.error) == 10_000

@@ -1,0 +1,316 @@
+"""The lease operations on real SQLite and PostgreSQL: claims, fencing,
+takeover, history and durability. Each test runs once per database."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import threading
+from typing import Any
+
+import pytest
+import time_machine
+from django.db import connections, transaction
+
+from django_bgtasks import InAtomicBlock, NotInAtomicBlock
+from django_bgtasks.leases import Lease, default_owner
+from django_bgtasks.models import BackgroundTask
+from tests.dbtools import backdate, rows, runs
+
+objects = BackgroundTask.objects
+
+
+def test_first_claim_gets_token_1_and_the_state_shows_it(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "a", {"phase": "start"}, ttl=30)
+
+    assert lease == Lease(name="cleanup", owner="a", token=1, ttl=30.0)
+    state = objects.get_state("cleanup")
+    assert state is not None
+    assert (state.running, state.stale, state.owner, state.token) == (True, False, "a", 1)
+    assert state.value == {"phase": "start"}
+    assert state.ttl == 30.0
+    assert state.started_at is not None and state.started_at.tzinfo is not None
+    assert state.updated_at is not None and state.finished_at is None
+    assert state.heartbeat_age is not None and 0 <= state.heartbeat_age < 5
+    assert state.status == "running"
+
+
+def test_a_held_lease_cannot_be_claimed_and_is_left_as_it_was(db_alias: str) -> None:
+    objects.try_claim("cleanup", "a", {"n": 1}, ttl=30)
+    before = rows(db_alias)
+
+    assert objects.try_claim("cleanup", "b", {"n": 2}, ttl=30) is None
+    assert objects.try_claim("cleanup", "a", {"n": 3}, ttl=30) is None  # not re-entrant
+    assert rows(db_alias) == before
+
+
+def test_release_ends_the_run_records_history_and_frees_the_name(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "a", {"done": 0}, ttl=30)
+    assert lease is not None
+
+    assert objects.release("cleanup", "a", {"done": 10}, token=lease.token)
+
+    state = objects.get_state("cleanup")
+    assert state is not None
+    assert (state.running, state.outcome, state.value) == (False, "succeeded", {"done": 10})
+    assert state.finished_at is not None and state.finished_at >= state.started_at
+    assert state.status == "idle"
+    [run] = runs(db_alias, "cleanup")
+    assert (run["token"], run["owner"], run["outcome"], run["value"]) == (
+        1,
+        "a",
+        "succeeded",
+        {"done": 10},
+    )
+    assert run["started_at"] == state.started_at and run["finished_at"] == state.finished_at
+
+    again = objects.try_claim("cleanup", "b", ttl=30)
+    assert again is not None and again.token == 2
+    assert objects.get_state("cleanup").outcome == ""  # a new run starts clean
+
+
+def test_release_without_a_final_value_keeps_the_last_progress(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "a", ttl=30)
+    assert objects.update_state("cleanup", "a", {"done": 3}, token=lease.token)
+    assert objects.release("cleanup", "a", token=lease.token, outcome="failed", error="boom")
+    state = objects.get_state("cleanup")
+    assert (state.value, state.outcome, state.error) == ({"done": 3}, "failed", "boom")
+    assert runs(db_alias)[0]["error"] == "boom"
+
+
+def test_only_the_holder_can_update_heartbeat_or_release(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "a", {"n": 1}, ttl=30)
+    before = rows(db_alias)
+
+    assert not objects.update_state("cleanup", "b", {"n": 2})
+    assert not objects.heartbeat("cleanup", "b")
+    assert not objects.release("cleanup", "b")
+    assert not objects.update_state("cleanup", "a", {"n": 2}, token=lease.token + 1)
+    assert not objects.release("cleanup", "a", token=lease.token + 1)
+    assert rows(db_alias) == before
+    assert runs(db_alias) == []
+
+
+def test_update_and_heartbeat_move_the_heartbeat_forward(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "a", ttl=30)
+    backdate(db_alias, "cleanup", 10)
+    old = objects.get_state("cleanup").updated_at
+
+    assert objects.heartbeat("cleanup", "a", token=lease.token)
+    after_heartbeat = objects.get_state("cleanup")
+    assert after_heartbeat.updated_at > old
+    assert after_heartbeat.value is None
+
+    assert objects.update_state("cleanup", "a", {"done": 1, "total": 4}, token=lease.token)
+    state = objects.get_state("cleanup")
+    assert state.value == {"done": 1, "total": 4} and state.progress == 0.25
+    # Without a token, the owner string alone identifies the holder.
+    assert objects.heartbeat("cleanup", "a")
+
+
+def test_a_stale_lease_reads_as_not_running_and_is_taken_over(db_alias: str) -> None:
+    objects.try_claim("cleanup", "a", {"done": 5}, ttl=30)
+    backdate(db_alias, "cleanup", 31)
+
+    state = objects.get_state("cleanup")
+    assert (state.running, state.stale, state.status) == (False, True, "stale")
+    assert state.heartbeat_age is not None and state.heartbeat_age > 30
+
+    lease = objects.try_claim("cleanup", "b", {"done": 0}, ttl=10)
+    assert lease is not None and lease.token == 2
+    state = objects.get_state("cleanup")
+    assert (state.running, state.owner, state.ttl, state.value) == (True, "b", 10.0, {"done": 0})
+    # The run that went silent is in history as lost, as of its last heartbeat.
+    [lost] = runs(db_alias, "cleanup")
+    assert (lost["token"], lost["owner"], lost["outcome"], lost["value"]) == (
+        1,
+        "a",
+        "lost",
+        {"done": 5},
+    )
+    assert lost["error"] == "lease expired; taken over by b"
+    assert lost["finished_at"] < state.started_at
+
+
+def test_staleness_uses_the_holders_ttl_not_the_claimers(db_alias: str) -> None:
+    objects.try_claim("cleanup", "a", ttl=60)
+    backdate(db_alias, "cleanup", 30)
+    assert objects.try_claim("cleanup", "b", ttl=1) is None
+    backdate(db_alias, "cleanup", 31)
+    assert objects.try_claim("cleanup", "b", ttl=1) is not None
+
+
+def test_an_old_holder_is_fenced_off_even_with_the_same_owner_string(db_alias: str) -> None:
+    old = objects.try_claim("cleanup", "worker-1", {"by": "old"}, ttl=30)
+    backdate(db_alias, "cleanup", 31)
+    new = objects.try_claim("cleanup", "worker-1", {"by": "new"}, ttl=30)
+    assert old is not None and new is not None and new.token == old.token + 1
+    before = rows(db_alias)
+
+    # The paused process wakes up and writes with the token it had.
+    assert not objects.update_state("cleanup", "worker-1", {"by": "old"}, token=old.token)
+    assert not objects.heartbeat("cleanup", "worker-1", token=old.token)
+    assert not objects.release("cleanup", "worker-1", {"by": "old"}, token=old.token)
+    with transaction.atomic(using=db_alias):
+        assert not objects.fence("cleanup", "worker-1", old.token)
+    assert rows(db_alias) == before
+    assert objects.release("cleanup", "worker-1", token=new.token)
+
+
+def test_force_release_ends_the_holder_and_never_reuses_its_token(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "a", {"done": 2}, ttl=30)
+
+    assert objects.force_release("cleanup")
+    assert not objects.force_release("cleanup")  # nothing left to release
+
+    state = objects.get_state("cleanup")
+    assert (state.running, state.outcome, state.token) == (False, "released-by-operator", 1)
+    assert not objects.heartbeat("cleanup", "a", token=lease.token)
+    assert not objects.update_state("cleanup", "a", {"done": 3}, token=lease.token)
+    assert not objects.release("cleanup", "a", token=lease.token)
+    [run] = runs(db_alias, "cleanup")
+    assert (run["token"], run["owner"], run["outcome"]) == (1, "a", "released-by-operator")
+    assert objects.try_claim("cleanup", "a", ttl=30).token == 2
+
+
+def test_tokens_keep_rising_even_if_the_lease_row_is_deleted(db_alias: str) -> None:
+    for _ in range(3):
+        lease = objects.try_claim("cleanup", "a", ttl=30)
+        objects.release("cleanup", "a", token=lease.token)
+    BackgroundTask.objects.using(db_alias).filter(name="cleanup").delete()
+
+    assert objects.try_claim("cleanup", "a", ttl=30).token == 4
+
+
+def test_cancel_is_seen_by_the_holder_and_cleared_by_the_next_claim(db_alias: str) -> None:
+    assert not objects.request_cancel("cleanup")  # nobody holds it
+    lease = objects.try_claim("cleanup", "a", ttl=30)
+    assert objects.renew("cleanup", "a", token=lease.token).cancel_requested is False
+
+    assert objects.request_cancel("cleanup")
+    state = objects.get_state("cleanup")
+    assert state.cancel_requested and state.status == "cancel requested"
+    assert objects.renew("cleanup", "a", token=lease.token).cancel_requested is True
+    assert objects.renew("cleanup", "a", token=lease.token, value={"n": 1}).cancel_requested
+
+    objects.release("cleanup", "a", token=lease.token, outcome="cancelled")
+    assert objects.try_claim("cleanup", "b", ttl=30) is not None
+    assert not objects.get_state("cleanup").cancel_requested
+
+
+def test_cancel_is_refused_for_a_stale_lease(db_alias: str) -> None:
+    objects.try_claim("cleanup", "a", ttl=30)
+    backdate(db_alias, "cleanup", 31)
+    assert not objects.request_cancel("cleanup")
+
+
+def test_expire_stale_records_silent_holders_as_lost(db_alias: str) -> None:
+    objects.try_claim("silent", "a", {"done": 1}, ttl=30)
+    objects.try_claim("alive", "b", ttl=30)
+    backdate(db_alias, "silent", 31)
+
+    assert objects.expire_stale() == 1
+    assert objects.expire_stale() == 0
+    silent = objects.get_state("silent")
+    assert (silent.running, silent.stale, silent.outcome) == (False, False, "lost")
+    assert silent.finished_at == silent.updated_at
+    assert objects.get_state("alive").running
+    [run] = runs(db_alias)
+    assert (run["name"], run["outcome"], run["value"]) == ("silent", "lost", {"done": 1})
+    assert not objects.heartbeat("silent", "a", token=1)
+
+
+def test_list_states_returns_every_task_by_name(db_alias: str) -> None:
+    assert objects.list_states() == []
+    objects.try_claim("b-task", "x", ttl=30)
+    objects.try_claim("a-task", "x", ttl=30)
+    backdate(db_alias, "b-task", 31)
+    states = objects.list_states()
+    assert [(s.name, s.running, s.stale) for s in states] == [
+        ("a-task", True, False),
+        ("b-task", False, True),
+    ]
+    again = objects.get_state("a-task")
+    assert dataclasses.replace(states[0], heartbeat_age=None) == dataclasses.replace(
+        again, heartbeat_age=None
+    )
+
+
+def test_values_round_trip_as_json(db_alias: str) -> None:
+    value = {"s": "ünïcødé ✓", "n": [1, 2.5, None, True], "nested": {"deep": {"x": "y"}}}
+    lease = objects.try_claim("cleanup", "a", value, ttl=30)
+    assert objects.get_state("cleanup").value == value
+    for scalar in ("just text", 42, 0.5, False, []):
+        assert objects.update_state("cleanup", "a", scalar, token=lease.token)
+        assert objects.get_state("cleanup").value == scalar
+
+
+def test_a_write_inside_atomic_is_refused_and_writes_nothing(db_alias: str) -> None:
+    lease = objects.try_claim("held", "a", ttl=30)
+    before = rows(db_alias)
+    writes = [
+        lambda: objects.try_claim("new", "a", ttl=30),
+        lambda: objects.update_state("held", "a", {"x": 1}, token=lease.token),
+        lambda: objects.heartbeat("held", "a", token=lease.token),
+        lambda: objects.release("held", "a", token=lease.token),
+        lambda: objects.force_release("held"),
+        lambda: objects.request_cancel("held"),
+        lambda: objects.expire_stale(),
+    ]
+    for write in writes:
+        with transaction.atomic(using=db_alias), pytest.raises(InAtomicBlock, match="durable"):
+            write()
+    with transaction.atomic(using=db_alias):  # reads are fine
+        assert objects.get_state("held").running
+    assert rows(db_alias) == before
+
+
+def test_fence_needs_a_transaction(db_alias: str) -> None:
+    lease = objects.try_claim("held", "a", ttl=30)
+    with pytest.raises(NotInAtomicBlock):
+        objects.fence("held", "a", lease.token)
+    with transaction.atomic(using=db_alias):
+        assert objects.fence("held", "a", lease.token)
+
+
+def test_a_claim_is_visible_to_another_connection_when_it_returns(db_alias: str) -> None:
+    objects.try_claim("cleanup", "a", {"n": 1}, ttl=30)
+    seen: list[Any] = []
+
+    def other_thread() -> None:  # a thread has its own connection
+        try:
+            seen.append(objects.get_state("cleanup"))
+        finally:
+            connections[db_alias].close()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert seen[0].running and seen[0].value == {"n": 1}
+
+
+@pytest.mark.parametrize("shift", [dt.timedelta(hours=1), dt.timedelta(hours=-1)])
+def test_the_app_servers_clock_changes_nothing(db_alias: str, shift: dt.timedelta) -> None:
+    real_now = dt.datetime.now(dt.UTC)
+    objects.try_claim("fresh", "a", ttl=60)
+    objects.try_claim("silent", "a", ttl=60)
+    backdate(db_alias, "silent", 61)
+
+    with time_machine.travel(real_now + shift, tick=True):
+        assert abs(dt.datetime.now(dt.UTC) - real_now - shift) < dt.timedelta(minutes=1)
+        # A fresh lease is not stale to an app server whose clock runs ahead...
+        assert objects.try_claim("fresh", "b", ttl=60) is None
+        fresh = objects.get_state("fresh")
+        assert fresh.running and 0 <= fresh.heartbeat_age < 5
+        # ...and a stale one is taken over by one whose clock lags.
+        assert objects.try_claim("silent", "b", ttl=60) is not None
+        # Times written are the database's, not the app server's.
+        started = objects.get_state("silent").started_at
+        assert abs(started - real_now) < dt.timedelta(minutes=1)
+
+
+def test_default_owner_is_host_pid_random() -> None:
+    owner = default_owner()
+    host, pid, random_part = owner.rsplit(":", 2)
+    assert host and int(pid) > 0 and len(random_part) == 8
+    assert default_owner() == owner
