@@ -10,4 +10,10 @@ class BgTasksConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.utils.module_loading import autodiscover_modules
+
         from . import checks  # noqa: F401  (registers the system checks)
+
+        # Register every app's @background_task functions, so that the admin,
+        # the API and the command can start them by name on any replica.
+        autodiscover_modules("tasks")

@@ -40,9 +40,10 @@ from .validation import (
 )
 
 if TYPE_CHECKING:
-    from .models import BackgroundTask, TaskRun
+    from .models import BackgroundTask, TaskRun  # noqa: F401  (named in QuerySet[...])
 
-_KEEP: Any = object()  # "leave the value as it is", distinct from None
+# "Leave the value as it is", as distinct from None (store NULL).
+KEEP_VALUE: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,13 +200,13 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         return Lease(name, owner, int(rows[0][0]), ttl) if rows else None
 
     def renew(
-        self, name: str, owner: str, *, token: int | None = None, value: Any = _KEEP
+        self, name: str, owner: str, *, token: int | None = None, value: Any = KEEP_VALUE
     ) -> Renewal | None:
         """Refresh the heartbeat (and write ``value``, if given) while ``owner``
         (with ``token``) holds the lease. Returns ``None`` when it does not, and
         then writes nothing. The runner uses this to see cancel requests."""
         params = self._holder_params(name, owner, token)
-        if value is _KEEP:
+        if value is KEEP_VALUE:
             rows = self._write("heartbeat", "renew", params)
         else:
             params["value"] = encode_value(value)
@@ -300,7 +301,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         return await sync_to_async(self.try_claim)(name, owner, initial_value, ttl=ttl)
 
     async def arenew(
-        self, name: str, owner: str, *, token: int | None = None, value: Any = _KEEP
+        self, name: str, owner: str, *, token: int | None = None, value: Any = KEEP_VALUE
     ) -> Renewal | None:
         return await sync_to_async(self.renew)(name, owner, token=token, value=value)
 

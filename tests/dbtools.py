@@ -26,7 +26,7 @@ def backdate(alias: str, name: str, seconds: float) -> None:
             f"UPDATE {table} SET updated_at = "
             f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', updated_at, %s) WHERE name = %s"
         )
-        params = [f"-{seconds} seconds", name]
+        params = [f"{-seconds:+} seconds", name]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         assert cursor.rowcount == 1

@@ -179,7 +179,188 @@ def storm(name: str, ttl: str, seconds: str, owner: str) -> None:
     _result({"claims": claims, "released": released})
 
 
-SCENARIOS: dict[str, Callable[..., None]] = {"race": race, "storm": storm}
+def _db_now() -> Any:
+    """The database's clock, for timestamps the tests compare across processes."""
+    from django.db import connection
+
+    sql = (
+        "SELECT clock_timestamp()"
+        if connection.vendor == "postgresql"
+        else ("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        now = cursor.fetchone()[0]
+    if isinstance(now, str):
+        import datetime as dt
+
+        now = dt.datetime.fromisoformat(now).replace(tzinfo=dt.UTC)
+    return now
+
+
+def _fenced_increment(running: Any, counter: str) -> int:
+    """One fenced read-modify-write of ``counter``, logged in the ledger."""
+    from django.db import transaction
+
+    from tests.testapp.models import Counter, LedgerEntry
+
+    with transaction.atomic():
+        running.fence()
+        began = _db_now()
+        row = Counter.objects.select_for_update().get(name=counter)
+        row.value += 1
+        row.save(update_fields=["value"])
+        LedgerEntry.objects.create(
+            counter=counter,
+            owner=running.owner,
+            token=running.token,
+            value=row.value,
+            began_at=began,
+            ended_at=_db_now(),
+        )
+        return row.value
+
+
+def _retry_outages(work: Callable[[], Any]) -> Any:
+    """What a real job does with its own writes when the database restarts:
+    reconnect and try again (the lease itself is the runner's business)."""
+    from django.db import InterfaceError, OperationalError, connection
+
+    while True:
+        try:
+            return work()
+        except (OperationalError, InterfaceError):
+            connection.close()
+            time.sleep(0.1)
+
+
+def hold(name: str, ttl: str, seconds: str) -> None:
+    """Hold ``name`` under the runner, updating and doing a fenced increment in
+    a loop, and saying ``idle`` between transactions (a safe point to pause
+    it). Reports how the lease ended, and whether writes after that were refused."""
+    from django.db import transaction
+
+    from django_bgtasks import LeaseLost, TaskCancelled, lease
+    from django_bgtasks.models import BackgroundTask
+
+    _ready()
+    report: dict[str, Any] = {"committed": 0, "updates": 0}
+    deadline = time.monotonic() + float(seconds)
+    try:
+        with lease(name, ttl=float(ttl), value={"by": "holder"}) as running:
+            report["token"], report["owner"] = running.token, running.owner
+            print(f"held {running.token}", flush=True)
+            while time.monotonic() < deadline:
+                running.update({"by": "holder", "i": report["updates"] + 1})
+                report["updates"] += 1
+                _retry_outages(lambda: _fenced_increment(running, name))
+                report["committed"] += 1
+                print(f"idle {report['committed']}", flush=True)
+                time.sleep(0.3)
+        report["ended"] = "finished"
+    except LeaseLost as exc:
+        report["ended"] = "lost"
+        report["reason"] = exc.reason
+        # A woken holder that tries again is refused, locally and by the database.
+        try:
+            _retry_outages(lambda: _fenced_increment(running, name))
+            report["fence_after_loss"] = "accepted"
+        except LeaseLost:
+            report["fence_after_loss"] = "refused"
+
+        def db_fence() -> bool:
+            with transaction.atomic():
+                return BackgroundTask.objects.fence(name, running.owner, running.token)
+
+        report["db_fence_after_loss"] = _retry_outages(db_fence)
+        report["update_after_loss"] = _retry_outages(
+            lambda: BackgroundTask.objects.update_state(
+                name, running.owner, {"by": "holder", "late": True}, token=running.token
+            )
+        )
+    except TaskCancelled:
+        report["ended"] = "cancelled"
+    _result(report)
+
+
+def standby(name: str, ttl: str) -> None:
+    """Poll every 0.1 s until the lease can be claimed; then hold it (renewed
+    by the runner) until told to stop, and report when it took over."""
+    from django_bgtasks.runner import RunningLease
+
+    _ready()
+    attempts = 0
+    while True:
+        attempts += 1
+        running = RunningLease.claim(name, ttl=float(ttl), value={"by": "standby"})
+        if running is not None:
+            break
+        time.sleep(0.1)
+    claimed_at = time.monotonic()
+    print(f"claimed {running.token}", flush=True)
+    sys.stdin.readline()  # hold until the test says so
+    running.check()
+    running.finish(None)
+    _result({"claimed_at": claimed_at, "token": running.token, "attempts": attempts})
+
+
+def counter(name: str, ttl: str, seconds: str) -> None:
+    """Take turns on a short lease; inside it, fenced increments with random
+    pauses, some longer than the ttl while the row is locked."""
+    from django_bgtasks import LeaseHeld, LeaseLost, lease
+
+    rng = random.Random()
+    _ready()
+    report = {"committed": 0, "lost": 0, "held_by_other": 0, "claims": 0}
+    deadline = time.monotonic() + float(seconds)
+    while time.monotonic() < deadline:
+        try:
+            with lease(name, ttl=float(ttl)) as running:
+                report["claims"] += 1
+                for _ in range(rng.randint(1, 5)):
+                    _fenced_increment_with_pause(running, name, rng, float(ttl))
+                    report["committed"] += 1
+        except LeaseHeld:
+            report["held_by_other"] += 1
+            time.sleep(rng.uniform(0, 0.05))
+        except LeaseLost:
+            report["lost"] += 1
+    _result(report)
+
+
+def _fenced_increment_with_pause(
+    running: Any, counter: str, rng: random.Random, ttl: float
+) -> None:
+    from django.db import transaction
+
+    from tests.testapp.models import Counter, LedgerEntry
+
+    with transaction.atomic():
+        running.fence()
+        began = _db_now()
+        row = Counter.objects.select_for_update().get(name=counter)
+        # Sometimes stall inside the fenced transaction for longer than the ttl:
+        # nobody may take over until it ends, and this holder must notice after.
+        time.sleep(rng.choice([0, 0, 0, 0.01, 0.05, ttl * 1.5]))
+        row.value += 1
+        row.save(update_fields=["value"])
+        LedgerEntry.objects.create(
+            counter=counter,
+            owner=running.owner,
+            token=running.token,
+            value=row.value,
+            began_at=began,
+            ended_at=_db_now(),
+        )
+
+
+SCENARIOS: dict[str, Callable[..., None]] = {
+    "race": race,
+    "storm": storm,
+    "hold": hold,
+    "standby": standby,
+    "counter": counter,
+}
 
 
 if __name__ == "__main__":

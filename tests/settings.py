@@ -84,10 +84,10 @@ DATABASES = {
         "NAME": "postgres",
         "USER": "postgres",
         "HOST": "",  # the embedded server's socket directory, set by conftest.py
-        "TEST": {"NAME": "test_bgtasks"},
+        "TEST": {"NAME": "test_bgtasks", "DEPENDENCIES": []},
     },
 }
 
 if os.environ.get("DATABASE_URL"):
     DATABASES["env"] = dj_database_url.parse(os.environ["DATABASE_URL"])
-    DATABASES["env"]["TEST"] = {"NAME": f"test_bgtasks_{CHECKOUT_ID}"}
+    DATABASES["env"]["TEST"] = {"NAME": f"test_bgtasks_{CHECKOUT_ID}", "DEPENDENCIES": []}

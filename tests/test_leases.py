@@ -132,6 +132,19 @@ def test_a_stale_lease_reads_as_not_running_and_is_taken_over(db_alias: str) -> 
     assert lost["finished_at"] < state.started_at
 
 
+def test_a_stale_holder_can_no_longer_write_even_if_nobody_took_over(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "a", {"done": 1}, ttl=30)
+    backdate(db_alias, "cleanup", 31)
+    before = rows(db_alias)
+
+    assert not objects.heartbeat("cleanup", "a", token=lease.token)
+    assert not objects.update_state("cleanup", "a", {"done": 2}, token=lease.token)
+    assert not objects.release("cleanup", "a", token=lease.token)
+    with transaction.atomic(using=db_alias):
+        assert not objects.fence("cleanup", "a", lease.token)
+    assert rows(db_alias) == before
+
+
 def test_staleness_uses_the_holders_ttl_not_the_claimers(db_alias: str) -> None:
     objects.try_claim("cleanup", "a", ttl=60)
     backdate(db_alias, "cleanup", 30)

@@ -1,0 +1,338 @@
+"""Running work under a lease: ``lease()``, ``alease()`` and :class:`RunningLease`.
+
+While the body runs, a heartbeat thread renews the lease every
+``BGTASKS_HEARTBEAT_INTERVAL`` (a third of the ttl by default) on its own
+connection, so a body that is silent for minutes keeps its lease.
+
+The holder gives the lease up as *lost* when a renewal is refused (the lease was
+taken over or force-released) or when no renewal has succeeded for a whole ttl:
+failing renewals are retried until then, then it stops (Kubernetes'
+renew-deadline rule). That deadline is measured from when the last successful
+renewal was *sent*, on this process's monotonic clock. It never judges anyone
+else's lease (the database's clock does that); it only makes this holder give
+up no later than the database would let another take over, even when the
+database can't be reached to say so, or this process was paused.
+
+A lost lease is never released by its old holder: ``check()``, ``update()`` and
+``fence()`` raise :class:`LeaseLost`, and the next claim records the run as lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import traceback
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+
+from .conf import conf
+from .exceptions import LeaseHeld, LeaseLost, TaskCancelled
+from .leases import KEEP_VALUE, Lease, Renewal
+from .models import BackgroundTask
+from .signals import lease_claimed, lease_lost, lease_released
+from .validation import heartbeat_interval, validate_ttl
+
+logger = logging.getLogger("django_bgtasks")
+
+# Errors that mean "the database can't be reached right now": retried until
+# the renew deadline. Anything else is a bug and ends the lease at once.
+TRANSIENT_ERRORS = (OperationalError, InterfaceError)
+_T = TypeVar("_T")
+
+
+class RunningLease:
+    """A lease this process holds while its work runs.
+
+    ``name``, ``owner``, ``token`` and ``ttl`` are those of the claim. Call
+    ``update(value)`` to report progress and ``check()`` between steps; both
+    raise :class:`LeaseLost` or :class:`TaskCancelled` when the work must stop.
+    """
+
+    def __init__(self, lease: Lease, *, interval: float, claimed_at: float) -> None:
+        self.lease = lease
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._deadline = claimed_at + lease.ttl
+        self._lost: str | None = None
+        self._cancel_requested = False
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._done = threading.Event()
+        self.result: Any = None
+        self.exception: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"<RunningLease {self.name!r} token={self.token} owner={self.owner!r}>"
+
+    @property
+    def name(self) -> str:
+        return self.lease.name
+
+    @property
+    def owner(self) -> str:
+        return self.lease.owner
+
+    @property
+    def token(self) -> int:
+        """The fencing token; pass it to any other system that can check it."""
+        return self.lease.token
+
+    @property
+    def ttl(self) -> float:
+        return self.lease.ttl
+
+    @property
+    def lost(self) -> bool:
+        self._check_deadline()
+        return self._lost is not None
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_requested
+
+    # --- what the work calls -----------------------------------------------------
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` if the lease is gone, or
+        :class:`TaskCancelled` if an operator asked to stop. No database access:
+        it reports what the heartbeat thread last learned."""
+        self._raise_if_lost()
+        if self._cancel_requested:
+            raise TaskCancelled(self.name)
+
+    def update(self, value: Any) -> None:
+        """Store ``value`` (progress, partial results) and renew the lease.
+
+        A database that can't be reached is retried until the renew deadline.
+        Then, or if the lease was taken over, raises :class:`LeaseLost` with
+        nothing written. Raises :class:`TaskCancelled` after the value is
+        written if an operator asked to stop.
+        """
+        self._raise_if_lost()
+        self._renew(value)
+        self.check()
+
+    async def aupdate(self, value: Any) -> None:
+        """``update()`` for async code."""
+        await sync_to_async(self.update)(value)
+
+    def fence(self) -> None:
+        """Lock the lease row for the caller's current transaction.
+
+        Call it first inside ``transaction.atomic(using=<BGTASKS_DATABASE>)``:
+        until that transaction ends, nobody can take the lease over, so the
+        transaction's writes commit only while this token holds the lease.
+        Raises :class:`LeaseLost`, so the transaction rolls back, if it does not.
+        Keep fenced transactions shorter than the ttl: renewals wait for them.
+        """
+        self._raise_if_lost()
+        if not BackgroundTask.objects.fence(self.name, self.owner, self.token):
+            self._declare_lost("the lease was taken over or released by an operator")
+            self._raise_if_lost()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """For ``.start()``: wait until the work has finished; ``False`` on timeout."""
+        return self._done.wait(timeout)
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    @classmethod
+    def claim(
+        cls, name: str, *, ttl: float | None = None, value: Any = None, owner: str | None = None
+    ) -> RunningLease | None:
+        """Claim ``name`` and start renewing it, or return ``None`` if it is held."""
+        ttl = validate_ttl(ttl)
+        interval = heartbeat_interval(ttl)
+        claimed_at = time.monotonic()
+        lease = BackgroundTask.objects.try_claim(name, owner, value, ttl=ttl)
+        if lease is None:
+            return None
+        running = cls(lease, interval=interval, claimed_at=claimed_at)
+        running._start_heartbeat()
+        lease_claimed.send(BackgroundTask, name=lease.name, owner=lease.owner, token=lease.token)
+        return running
+
+    def finish(self, exc: BaseException | None) -> None:
+        """Stop renewing and release with the outcome ``exc`` implies:
+        succeeded (``None``), cancelled (:class:`TaskCancelled`) or failed.
+
+        A lost lease is not released. If the work itself succeeded, the loss is
+        raised as :class:`LeaseLost`, since it ran without the lease for a while;
+        otherwise the work's own exception is left to propagate.
+        """
+        self._stop_heartbeat()
+        try:
+            if exc is None:
+                outcome, error = "succeeded", ""
+            elif isinstance(exc, LeaseLost):
+                return
+            elif isinstance(exc, TaskCancelled):
+                outcome, error = "cancelled", str(exc)
+            else:
+                outcome, error = "failed", "".join(traceback.format_exception(exc))
+            try:
+                self._release(outcome, error)
+            except LeaseLost:
+                if exc is None:
+                    raise
+        finally:
+            self._done.set()
+
+    def _release(self, outcome: str, error: str) -> None:
+        released = self._retrying(
+            lambda: BackgroundTask.objects.release(
+                self.name, self.owner, token=self.token, outcome=outcome, error=error
+            )
+        )
+        if not released:
+            self._declare_lost("the lease was taken over or released by an operator")
+            self._raise_if_lost()
+        lease_released.send(
+            BackgroundTask, name=self.name, owner=self.owner, token=self.token, outcome=outcome
+        )
+
+    # --- renewing ----------------------------------------------------------------
+
+    def _start_heartbeat(self) -> None:
+        self._heartbeat = threading.Thread(
+            target=self._beat, name=f"bgtasks-heartbeat:{self.name}", daemon=True
+        )
+        self._heartbeat.start()
+
+    def _stop_heartbeat(self) -> None:
+        self._stop.set()
+        if self._heartbeat is not None:
+            # A renewal stuck on a dead network must not hold up the exit past
+            # the deadline; the thread is a daemon and finishes on its own.
+            self._heartbeat.join(timeout=max(self._remaining(), 0.0) + 1.0)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(self.interval):
+                self._renew(stop=self._stop)
+        except (LeaseLost, _Stopped):
+            pass
+        except Exception as exc:  # a bug, not an outage: give the lease up loudly
+            logger.exception("heartbeat of %r failed", self.name)
+            self._declare_lost(f"heartbeat failed: {exc!r}")
+        finally:
+            _close_connection()
+
+    def _renew(self, value: Any = KEEP_VALUE, *, stop: threading.Event | None = None) -> None:
+        """Renew (writing ``value`` if given) and record what the database said."""
+
+        def attempt() -> tuple[float, Renewal | None]:
+            sent = time.monotonic()
+            return sent, BackgroundTask.objects.renew(
+                self.name, self.owner, token=self.token, value=value
+            )
+
+        sent, renewal = self._retrying(attempt, stop=stop)
+        if renewal is None:
+            self._declare_lost("the lease was taken over or released by an operator")
+            self._raise_if_lost()
+            return
+        with self._lock:
+            self._deadline = max(self._deadline, sent + self.ttl)
+            if renewal.cancel_requested:
+                self._cancel_requested = True
+
+    def _retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
+        """``call()``, retried while the database can't be reached, until the
+        renew deadline passes (then :class:`LeaseLost`) or ``stop`` is set."""
+        while True:
+            self._raise_if_lost()
+            try:
+                return call()
+            except TRANSIENT_ERRORS as exc:
+                logger.warning("lease %r: database unreachable, retrying: %s", self.name, exc)
+                _close_connection()
+            delay = min(max(0.05, min(self.interval / 4, 1.0)), max(self._remaining(), 0.0))
+            if stop is None:
+                time.sleep(delay)
+            elif stop.wait(delay):
+                raise _Stopped
+
+    def _remaining(self) -> float:
+        return self._deadline - time.monotonic()
+
+    # --- losing ------------------------------------------------------------------
+
+    def _check_deadline(self) -> None:
+        if self._lost is None and self._remaining() <= 0:
+            self._declare_lost(
+                f"not renewed within the ttl ({self.ttl:g} s): the database was unreachable "
+                "or this process was paused"
+            )
+
+    def _declare_lost(self, reason: str) -> None:
+        with self._lock:
+            if self._lost is not None:
+                return
+            self._lost = reason
+        logger.warning("lease %r (token %s) lost: %s", self.name, self.token, reason)
+        lease_lost.send(
+            BackgroundTask, name=self.name, owner=self.owner, token=self.token, reason=reason
+        )
+
+    def _raise_if_lost(self) -> None:
+        self._check_deadline()
+        if self._lost is not None:
+            raise LeaseLost(self.name, self._lost)
+
+
+class _Stopped(Exception):
+    """The heartbeat thread was told to stop while it waited to retry."""
+
+
+def _close_connection() -> None:
+    # After an outage the connection is broken; closing it makes the next
+    # attempt reconnect. Each thread has its own, so this closes only ours.
+    with contextlib.suppress(DatabaseError):
+        connections[conf.DATABASE].close()
+
+
+def _claim_or_raise(name: str, ttl: float | None, value: Any, owner: str | None) -> RunningLease:
+    running = RunningLease.claim(name, ttl=ttl, value=value, owner=owner)
+    if running is None:
+        state = BackgroundTask.objects.get_state(name)
+        raise LeaseHeld(name, state.owner if state is not None else None)
+    return running
+
+
+@contextlib.contextmanager
+def lease(
+    name: str, *, ttl: float | None = None, value: Any = None, owner: str | None = None
+) -> Iterator[RunningLease]:
+    """Run the ``with`` body while holding the lease on ``name``.
+
+    Raises :class:`LeaseHeld`, without running the body, when another holder has
+    it. On exit, releases with outcome ``succeeded``, or ``failed`` with the
+    traceback (and re-raises), or ``cancelled`` after :class:`TaskCancelled`.
+    """
+    running = _claim_or_raise(name, ttl, value, owner)
+    try:
+        yield running
+    except BaseException as exc:
+        running.finish(exc)
+        raise
+    running.finish(None)
+
+
+@contextlib.asynccontextmanager
+async def alease(
+    name: str, *, ttl: float | None = None, value: Any = None, owner: str | None = None
+) -> AsyncIterator[RunningLease]:
+    """``lease()`` for async code: ``async with alease("name") as lease:``."""
+    running = await sync_to_async(_claim_or_raise)(name, ttl, value, owner)
+    try:
+        yield running
+    except BaseException as exc:
+        await sync_to_async(running.finish)(exc)
+        raise
+    await sync_to_async(running.finish)(None)

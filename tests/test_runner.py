@@ -1,0 +1,292 @@
+"""``lease()``, ``background_task`` and the heartbeat thread, in this process
+and against real worker processes (SIGKILL, SIGSTOP, database restarts)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+
+import django_bgtasks
+from django_bgtasks import (
+    BgTasksError,
+    LeaseHeld,
+    LeaseLost,
+    TaskCancelled,
+    UnknownTask,
+    background_task,
+    get_task,
+    lease,
+)
+from django_bgtasks.models import BackgroundTask
+from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
+from tests.dbtools import backdate, rows, runs
+
+objects = BackgroundTask.objects
+
+
+def test_the_public_names_share_one_base() -> None:
+    for error in (LeaseHeld, LeaseLost, TaskCancelled, UnknownTask):
+        assert issubclass(error, BgTasksError)
+    assert django_bgtasks.lease is lease
+
+
+def test_a_body_that_finishes_releases_as_succeeded(db_alias: str) -> None:
+    with lease("cleanup", ttl=30, value={"phase": "start"}) as running:
+        assert objects.get_state("cleanup").owner == running.owner
+        running.update({"done": 2, "total": 2})
+        running.check()
+
+    state = objects.get_state("cleanup")
+    assert (state.running, state.outcome, state.value) == (
+        False,
+        "succeeded",
+        {"done": 2, "total": 2},
+    )
+    [run] = runs(db_alias)
+    assert (run["outcome"], run["token"]) == ("succeeded", running.token)
+
+
+def test_a_held_lease_raises_lease_held_without_running_the_body(db_alias: str) -> None:
+    objects.try_claim("cleanup", "elsewhere", ttl=30)
+    ran = False
+    with (
+        pytest.raises(LeaseHeld, match="already running by elsewhere") as info,
+        lease("cleanup", ttl=30),
+    ):
+        ran = True
+    assert not ran and info.value.holder == "elsewhere"
+
+
+def test_a_crash_in_the_body_is_recorded_as_failed_and_reraised(db_alias: str) -> None:
+    with pytest.raises(RuntimeError, match="disk on fire"), lease("cleanup", ttl=30) as running:
+        running.update({"done": 1})
+        raise RuntimeError("disk on fire")
+
+    state = objects.get_state("cleanup")
+    assert (state.running, state.outcome, state.value) == (False, "failed", {"done": 1})
+    assert "RuntimeError: disk on fire" in state.error and "Traceback" in state.error
+    assert runs(db_alias)[0]["outcome"] == "failed"
+
+
+def test_a_silent_body_keeps_its_lease_for_three_ttls(db_alias: str) -> None:
+    ttl = 0.6
+    with lease("quiet", ttl=ttl) as running:
+        deadline = time.monotonic() + 3 * ttl
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            assert objects.try_claim("quiet", "rival", ttl=ttl) is None
+        running.check()
+        state = objects.get_state("quiet")
+        assert state.running and state.heartbeat_age < ttl
+    assert objects.get_state("quiet").outcome == "succeeded"
+
+
+def test_a_stolen_lease_is_noticed_by_the_heartbeat_and_never_released(db_alias: str) -> None:
+    lost: list[dict[str, Any]] = []
+    lease_lost.connect(lambda **kw: lost.append(kw), weak=False, dispatch_uid="t-lost")
+    try:
+        with (
+            pytest.raises(LeaseLost, match="taken over or released by an operator"),
+            lease("cleanup", ttl=0.9) as running,
+        ):
+            backdate(db_alias, "cleanup", 5)
+            thief = objects.try_claim("cleanup", "thief", {"by": "thief"}, ttl=30)
+            assert thief is not None
+            deadline = time.monotonic() + 2
+            while not running.lost and time.monotonic() < deadline:
+                time.sleep(0.05)
+            running.check()
+    finally:
+        lease_lost.disconnect(dispatch_uid="t-lost")
+
+    state = objects.get_state("cleanup")
+    assert (state.owner, state.running, state.value) == ("thief", True, {"by": "thief"})
+    assert lost and lost[0]["token"] == running.token
+    [run] = runs(db_alias)  # recorded lost by the thief's claim, not released
+    assert run["outcome"] == "lost"
+
+
+def test_force_release_makes_the_next_update_raise_lease_lost(db_alias: str) -> None:
+    with pytest.raises(LeaseLost), lease("cleanup", ttl=30) as running:
+        assert objects.force_release("cleanup")
+        running.update({"late": True})
+    state = objects.get_state("cleanup")
+    assert state.outcome == "released-by-operator" and state.value is None
+
+
+def test_a_body_that_succeeds_after_losing_the_lease_is_told(db_alias: str) -> None:
+    with pytest.raises(LeaseLost), lease("cleanup", ttl=30):
+        objects.force_release("cleanup")
+    assert objects.get_state("cleanup").outcome == "released-by-operator"
+
+
+def test_cancel_raises_task_cancelled_and_records_cancelled(db_alias: str) -> None:
+    with pytest.raises(TaskCancelled), lease("cleanup", ttl=0.9) as running:
+        assert objects.request_cancel("cleanup")
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            running.check()  # the heartbeat thread brings the request
+            time.sleep(0.05)
+    state = objects.get_state("cleanup")
+    assert (state.running, state.outcome) == (False, "cancelled")
+    assert runs(db_alias)[0]["outcome"] == "cancelled"
+
+
+def test_update_sees_a_cancel_at_once(db_alias: str) -> None:
+    with pytest.raises(TaskCancelled), lease("cleanup", ttl=30) as running:
+        objects.request_cancel("cleanup")
+        running.update({"done": 5})
+    state = objects.get_state("cleanup")
+    assert (state.outcome, state.value) == ("cancelled", {"done": 5})
+
+
+def test_signals_tell_claim_and_release(db_alias: str) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    receivers = {
+        "claimed": lambda **kw: seen.append(("claimed", kw)),
+        "released": lambda **kw: seen.append(("released", kw)),
+    }
+    lease_claimed.connect(receivers["claimed"], dispatch_uid="t-claimed")
+    lease_released.connect(receivers["released"], dispatch_uid="t-released")
+    try:
+        with lease("cleanup", ttl=30) as running:
+            pass
+    finally:
+        lease_claimed.disconnect(dispatch_uid="t-claimed")
+        lease_released.disconnect(dispatch_uid="t-released")
+    assert [event for event, _ in seen] == ["claimed", "released"]
+    assert seen[0][1]["token"] == running.token and seen[1][1]["outcome"] == "succeeded"
+
+
+def test_fence_holds_off_a_takeover_until_the_transaction_ends(db_alias: str) -> None:
+    """Even once the lease has expired, nobody takes it over while the holder's
+    fenced transaction is open (PostgreSQL: the row lock; SQLite: the write
+    lock). The takeover happens after the commit, and the holder then learns
+    it lost the lease."""
+    ttl = 0.5
+    claimed: list[float] = []
+
+    def rival() -> None:
+        try:
+            while objects.try_claim("cleanup", "rival", ttl=30) is None:
+                time.sleep(0.02)
+            claimed.append(time.monotonic())
+        finally:
+            connections[db_alias].close()
+
+    with pytest.raises(LeaseLost), lease("cleanup", ttl=ttl) as running:
+        with transaction.atomic(using=db_alias):
+            running.fence()
+            thread = threading.Thread(target=rival)
+            thread.start()
+            time.sleep(3 * ttl)  # long past the ttl: the lease is expired
+            assert claimed == [], "a takeover happened inside the fenced transaction"
+            committing_at = time.monotonic()
+        thread.join(10)
+        assert claimed and claimed[0] >= committing_at
+        running.check()
+    assert objects.get_state("cleanup").owner == "rival"
+
+
+def test_fence_refuses_a_lost_lease(db_alias: str) -> None:
+    with pytest.raises(LeaseLost), lease("cleanup", ttl=30) as running:
+        objects.force_release("cleanup")
+        with transaction.atomic(using=db_alias):
+            running.fence()
+            pytest.fail("fence() must not return for a lost lease")
+
+
+def test_background_task_run_and_start(db_alias: str) -> None:
+    calls: list[Any] = []
+    gate = threading.Event()
+
+    @background_task(name="t-report", ttl=30)
+    def report(running: Any, days: int = 1) -> str:
+        calls.append((running.name, days))
+        gate.wait(10)
+        running.update({"done": days, "total": days})
+        return f"{days} days"
+
+    assert get_task("t-report") is report
+    gate.set()
+    assert report.run(days=3) == "3 days"
+    gate.clear()
+
+    started = report.start(days=4)
+    assert started is not None
+    assert report.start(days=5) is None  # already running: no second copy
+    assert objects.get_state("t-report").running
+    gate.set()
+    assert started.wait(10)
+    assert started.result == "4 days" and started.exception is None
+    assert calls == [("t-report", 3), ("t-report", 4)]
+    assert [run["outcome"] for run in runs(db_alias)] == ["succeeded", "succeeded"]
+
+
+def test_a_started_task_that_fails_is_recorded(db_alias: str) -> None:
+    @background_task(name="t-fails", ttl=30)
+    def fails(running: Any) -> None:
+        raise ValueError("bad row 7")
+
+    started = fails.start()
+    assert started is not None and started.wait(10)
+    assert isinstance(started.exception, ValueError)
+    assert objects.get_state("t-fails").outcome == "failed"
+
+
+def test_async_twins(db_alias: str) -> None:
+    async def main() -> None:
+        lease_ = await objects.atry_claim("a-task", "a", {"n": 1}, ttl=30)
+        assert lease_ is not None
+        assert await objects.aupdate_state("a-task", "a", {"n": 2}, token=lease_.token)
+        assert await objects.aheartbeat("a-task", "a", token=lease_.token)
+        assert (await objects.aget_state("a-task")).value == {"n": 2}
+        assert await objects.arelease("a-task", "a", token=lease_.token)
+        async with django_bgtasks.alease("b-task", ttl=30) as running:
+            await running.aupdate({"done": 1})
+        assert (await objects.aget_state("b-task")).outcome == "succeeded"
+
+    asyncio.run(main())
+
+
+# --- bad input -----------------------------------------------------------------
+
+
+def test_an_unknown_task_is_a_clear_error() -> None:
+    with pytest.raises(UnknownTask, match="no background task is registered as 'nope'"):
+        get_task("nope")
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan")])
+def test_a_bad_ttl_is_refused_before_anything_is_written(db_alias: str, ttl: float) -> None:
+    with pytest.raises(ValueError, match="ttl"), lease("cleanup", ttl=ttl):
+        pytest.fail("body must not run")
+    with pytest.raises(ValueError, match="ttl"):
+        background_task(name="t-bad-ttl", ttl=ttl)
+    assert rows(db_alias) == []
+
+
+def test_a_heartbeat_interval_of_half_the_ttl_is_refused(db_alias: str, settings: Any) -> None:
+    settings.BGTASKS_HEARTBEAT_INTERVAL = 5
+    with pytest.raises(ValueError, match="below half the ttl"), lease("cleanup", ttl=10):
+        pytest.fail("body must not run")
+    with pytest.raises(ValueError, match="below half the ttl"):
+        background_task(name="t-bad-interval", ttl=10)
+    assert rows(db_alias) == []
+    with lease("cleanup", ttl=10.5) as running:
+        assert running.interval == 5
+
+
+def test_two_functions_cannot_share_a_name() -> None:
+    @background_task(name="t-dup")
+    def first(running: Any) -> None: ...
+
+    with pytest.raises(ValueError, match="already registered"):
+
+        @background_task(name="t-dup")
+        def second(running: Any) -> None: ...
