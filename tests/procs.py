@@ -150,11 +150,12 @@ def race(prefix: str, count: str, owner: str) -> None:
     names = [f"{prefix}-{i}" for i in range(int(count))]
     _ready()
     won = {}
+    began = time.monotonic()
     for name in names:
         lease = BackgroundTask.objects.try_claim(name, owner, {"by": owner}, ttl=60)
         if lease is not None:
             won[name] = lease.token
-    _result(won)
+    _result({"won": won, "began": began, "ended": time.monotonic()})
 
 
 def storm(name: str, ttl: str, seconds: str, owner: str) -> None:

@@ -22,8 +22,8 @@ def test_eight_processes_racing_for_each_name_get_exactly_one_winner(db_alias: s
             worker.kill()
 
     winners: dict[str, list[str]] = {}
-    for owner, won in results.items():
-        for name, token in won.items():
+    for owner, result in results.items():
+        for name, token in result["won"].items():
             assert token == 1
             winners.setdefault(name, []).append(owner)
     assert sorted(winners) == sorted(f"job-{i}" for i in range(NAMES))
@@ -36,8 +36,10 @@ def test_eight_processes_racing_for_each_name_get_exactly_one_winner(db_alias: s
             1,
             {"by": owner},
         )
-    # Sanity: the race was real, not one process taking everything.
-    assert len({owners[0] for owners in winners.values()}) > 1
+    # The race was real: every process was claiming while every other was.
+    # (Who wins is up to the scheduler; on SQLite one process often takes a
+    # whole run of names while the others wait for the write lock.)
+    assert max(r["began"] for r in results.values()) < min(r["ended"] for r in results.values())
 
 
 @pytest.mark.parametrize("ttl", [0.2])
