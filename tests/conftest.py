@@ -17,10 +17,17 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connections
+from hypothesis import settings as hypothesis_settings
 
 from tests import procs
 
 DB_IDS = {"default": "sqlite", "postgres": "postgres-embedded", "env": "postgres-env"}
+
+# Hypothesis: a few seconds per fuzz test in CI; far more examples in the soak
+# (BGTASKS_SOAK=1). Database round trips vary in length, so no deadline.
+hypothesis_settings.register_profile("ci", max_examples=60, deadline=None)
+hypothesis_settings.register_profile("soak", max_examples=2000, deadline=None)
+hypothesis_settings.load_profile("soak" if os.environ.get("BGTASKS_SOAK") else "ci")
 
 
 def pytest_configure(config: pytest.Config) -> None:
