@@ -4,53 +4,115 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='BackgroundTask',
+            name="BackgroundTask",
             fields=[
-                ('name', models.CharField(max_length=200, primary_key=True, serialize=False, verbose_name='name')),
-                ('value', models.JSONField(blank=True, null=True, verbose_name='value')),
-                ('running', models.BooleanField(default=False, verbose_name='running')),
-                ('owner', models.CharField(blank=True, default='', max_length=200, verbose_name='owner')),
-                ('token', models.BigIntegerField(default=0, help_text='Fencing token: strictly increases on every claim of this name.', verbose_name='token')),
-                ('ttl', models.FloatField(verbose_name='ttl (s)')),
-                ('started_at', models.DateTimeField(blank=True, null=True, verbose_name='started')),
-                ('finished_at', models.DateTimeField(blank=True, null=True, verbose_name='finished')),
-                ('updated_at', models.DateTimeField(blank=True, null=True, verbose_name='last heartbeat')),
-                ('cancel_requested', models.BooleanField(default=False, verbose_name='cancel requested')),
-                ('outcome', models.CharField(blank=True, choices=[('succeeded', 'succeeded'), ('failed', 'failed'), ('cancelled', 'cancelled'), ('lost', 'lost'), ('released-by-operator', 'released by operator')], default='', max_length=32, verbose_name='outcome')),
-                ('error', models.TextField(blank=True, default='', verbose_name='error')),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=200, primary_key=True, serialize=False, verbose_name="name"
+                    ),
+                ),
+                ("value", models.JSONField(blank=True, null=True, verbose_name="value")),
+                ("running", models.BooleanField(default=False, verbose_name="running")),
+                (
+                    "owner",
+                    models.CharField(blank=True, default="", max_length=200, verbose_name="owner"),
+                ),
+                (
+                    "token",
+                    models.BigIntegerField(
+                        default=0,
+                        help_text="Fencing token: strictly increases on every claim of this name.",
+                        verbose_name="token",
+                    ),
+                ),
+                ("ttl", models.FloatField(verbose_name="ttl (s)")),
+                (
+                    "started_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="started"),
+                ),
+                (
+                    "finished_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="finished"),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="last heartbeat"),
+                ),
+                (
+                    "cancel_requested",
+                    models.BooleanField(default=False, verbose_name="cancel requested"),
+                ),
+                (
+                    "outcome",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                            ("lost", "lost"),
+                            ("released-by-operator", "released by operator"),
+                        ],
+                        default="",
+                        max_length=32,
+                        verbose_name="outcome",
+                    ),
+                ),
+                ("error", models.TextField(blank=True, default="", verbose_name="error")),
             ],
             options={
-                'verbose_name': 'background task',
-                'verbose_name_plural': 'background tasks',
-                'ordering': ['name'],
+                "verbose_name": "background task",
+                "verbose_name_plural": "background tasks",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='TaskRun',
+            name="TaskRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, verbose_name='task')),
-                ('token', models.BigIntegerField(verbose_name='token')),
-                ('owner', models.CharField(max_length=200, verbose_name='owner')),
-                ('started_at', models.DateTimeField(null=True, verbose_name='started')),
-                ('finished_at', models.DateTimeField(null=True, verbose_name='finished')),
-                ('outcome', models.CharField(choices=[('succeeded', 'succeeded'), ('failed', 'failed'), ('cancelled', 'cancelled'), ('lost', 'lost'), ('released-by-operator', 'released by operator')], max_length=32, verbose_name='outcome')),
-                ('error', models.TextField(blank=True, default='', verbose_name='error')),
-                ('value', models.JSONField(blank=True, null=True, verbose_name='final value')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, verbose_name="task")),
+                ("token", models.BigIntegerField(verbose_name="token")),
+                ("owner", models.CharField(max_length=200, verbose_name="owner")),
+                ("started_at", models.DateTimeField(null=True, verbose_name="started")),
+                ("finished_at", models.DateTimeField(null=True, verbose_name="finished")),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                            ("lost", "lost"),
+                            ("released-by-operator", "released by operator"),
+                        ],
+                        max_length=32,
+                        verbose_name="outcome",
+                    ),
+                ),
+                ("error", models.TextField(blank=True, default="", verbose_name="error")),
+                ("value", models.JSONField(blank=True, null=True, verbose_name="final value")),
             ],
             options={
-                'verbose_name': 'task run',
-                'verbose_name_plural': 'task runs',
-                'ordering': ['name', '-token'],
-                'constraints': [models.UniqueConstraint(fields=('name', 'token'), name='bgtasks_run_name_token')],
+                "verbose_name": "task run",
+                "verbose_name_plural": "task runs",
+                "ordering": ["name", "-token"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("name", "token"), name="bgtasks_run_name_token"
+                    )
+                ],
             },
         ),
     ]
