@@ -142,7 +142,12 @@ class TaskState:
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond any float: JSON allows it, progress can't use it
+        return False
 
 
 def _as_datetime(value: object) -> dt.datetime | None:

@@ -65,7 +65,10 @@ def validate_ttl(ttl: object) -> float:
         ttl = conf.TTL
     if isinstance(ttl, bool) or not isinstance(ttl, int | float):
         raise TypeError(f"ttl must be a number of seconds, not {type(ttl).__name__}")
-    ttl = float(ttl)
+    try:
+        ttl = float(ttl)
+    except OverflowError:  # an int beyond any float
+        raise ValueError(f"ttl must be at most {MAX_TTL:g} seconds") from None
     if not math.isfinite(ttl) or ttl <= 0:
         raise ValueError(f"ttl must be a positive, finite number of seconds, not {ttl!r}")
     if ttl > MAX_TTL:
