@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from django.db import DatabaseError, transaction
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -38,6 +38,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from django_bgtasks.leases import default_owner
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import backdate, rows, runs
 
@@ -74,7 +75,8 @@ owners = st.one_of(good_text, any_text, st.just("o" * 201), junk)
 ttls = st.one_of(
     st.none(),
     st.floats(),
-    st.integers(min_value=-(10**20), max_value=10**20),
+    st.integers(),
+    st.integers(min_value=10**300, max_value=10**400),  # beyond any float
     st.sampled_from([0, -0.0, 5e-324, 1e-9, 86400, 86400.000001, 10**400]),
     st.booleans(),
     st.text(max_size=5),
@@ -180,13 +182,20 @@ def _same(a: Any, b: Any) -> bool:
 
 @FUZZ
 @given(name=names, owner=owners, value=values, ttl=ttls)
+# What earlier runs found, kept so that every run tries them.
+@example(name="huge-ttl", owner="o", value=None, ttl=10**400)
+@example(name="huge-progress", owner="o", value={"done": 10**400, "total": 3}, ttl=60)
+@example(name="huge-progress-2", owner="o", value={"progress": -(10**309)}, ttl=60)
 def test_try_claim_with_anything(
     db_alias: str, name: Any, owner: Any, value: Any, ttl: Any
 ) -> None:
     lease, error = attempt(db_alias, lambda: objects.try_claim(name, owner, value, ttl=ttl))
     if error is None and lease is not None:
         state = objects.get_state(name)
-        assert (state.owner, state.token) == (owner, lease.token)
+        # What the API, the admin and the command show must never fail.
+        json.dumps(state.as_json(), allow_nan=False)
+        expected_owner = default_owner() if owner is None else owner
+        assert (state.owner, state.token) == (expected_owner, lease.token)
         # A ttl of a few nanoseconds is valid, and expires at once.
         assert state.running or (state.stale and state.ttl < 1), state
         assert same_json(state.value, value), (state.value, value)
@@ -217,7 +226,9 @@ def test_holder_writes_with_anything(
     if error is None:
         assert updated is holds
         expected = value if updated else {"start": True}
-        assert same_json(objects.get_state(name).value, expected)
+        state = objects.get_state(name)
+        assert same_json(state.value, expected)
+        json.dumps(state.as_json(), allow_nan=False)
     beat, error = attempt(db_alias, lambda: objects.heartbeat(name, owner, token=token))
     if error is None:
         assert beat is holds
