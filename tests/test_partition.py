@@ -237,6 +237,12 @@ def test_a_partitioned_holder_gives_up_by_its_deadline_and_its_late_writes_are_r
         if standby is not None:
             standby.kill()
 
+    # For docs/reliability.md (shown with -s): seconds after the cut.
+    print(
+        f"\n{cut}: lost by the runner {report['lost_at'] - cut_at:.2f} s, "
+        f"LeaseLost in the body {report['raised_at'] - cut_at:.2f} s, "
+        f"taken over {taken['claimed_at'] - cut_at:.2f} s (ttl {TTL:g} s)"
+    )
     assert standby_token == token + 1
     assert taken["token"] == token + 1
     assert "not renewed within the ttl" in report["reason"], report

@@ -228,6 +228,9 @@ class Chaos:
         pid = slot.pid
         os.kill(pid, signal.SIGSTOP)
         _wait_stopped(pid)
+        # Every time.monotonic() the worker records from now on was read
+        # after it resumed.
+        stopped_mono = time.monotonic()
         settled = self.settle(pid)
         token = self.held_by(slot)
         stopped_at = self.now()
@@ -254,6 +257,7 @@ class Chaos:
             settled=settled,
             stopped_at=stopped_at,
             resumed_at=resumed_at,
+            stopped_mono=stopped_mono,
             seconds=duration,
             lost_seen=lost_seen,
         )

@@ -146,24 +146,38 @@ def check(evidence: Evidence) -> Verdict:
             violation(f"a ledger entry that no worker committed: {key}")
 
     # 4. Every worker paused past its ttl while holding the lease was told
-    #    LeaseLost, the database refused its late write, and nothing with its
-    #    token was written after the pause began.
+    #    LeaseLost, the database refused its late fence, and no fenced write
+    #    with its token that began after the pause committed. (One that had
+    #    fenced before the pause commits when the worker resumes: the lease
+    #    row stayed locked throughout, so nobody could take over or write in
+    #    between. "Began" is when fence() was called, on the monotonic clock
+    #    that the worker and the chaos process share.)
     pauses = [e for e in events if e["kind"] == "pause"]
     holder_pauses = [e for e in pauses if e["token"] is not None and e["seconds"] > ttl]
     for pause in pauses:
         if not pause["settled"]:
             verdict.inconclusive.append(f"paused worker's statements never settled: {pause}")
+    held_across_pause = 0
     for pause in holder_pauses:
         owner, token = pause["owner"], pause["token"]
+        held_across_pause += sum(
+            1
+            for e in journal(owner)
+            if e["e"] == "ok" and e["token"] == token and e["t"] >= pause["stopped_mono"]
+        )
         if not has(owner, "lost", token):
             violation(f"paused past the ttl but never told LeaseLost: {pause}")
         for e in journal(owner):
             if e["e"] == "late" and e["token"] == token and e["accepted"]:
                 violation(f"the database accepted a paused holder's late fence: {pause}")
-        stopped_at = _when(pause["stopped_at"])
-        for entry in ledger:
-            if entry["token"] == token and _when(entry["began_at"]) >= stopped_at:
-                violation(f"a write with token {token} began after its holder's pause: {entry}")
+        for e in journal(owner):
+            if (
+                e["e"] == "try"
+                and e["token"] == token
+                and e["fence_called"] >= pause["stopped_mono"]
+                and (owner, token, e["value"]) in in_ledger
+            ):
+                violation(f"a write with token {token} began after its holder's pause: {e}")
     #    The same for the holder cut off by the database restart.
     for restart in (e for e in events if e["kind"] == "restart"):
         owner, token = restart["owner"], restart["token"]
@@ -248,6 +262,7 @@ def check(evidence: Evidence) -> Verdict:
         "forced releases asked / done": f"{len(releases)} / {forced}",
         "leases given up by the runner (LeaseLost)": kinds["lost"],
         "fenced writes accepted (ledger entries)": len(ledger),
+        "of which fenced before a pause, committed after it": held_across_pause,
         "fenced writes refused by the runner (lease known lost)": refused["runner"],
         "fenced writes refused by the database (stale token)": (refused["database"] + late[False]),
         "late fences by a lost holder the database still accepted": late[True],

@@ -63,9 +63,9 @@ def clean() -> Evidence:
             "A": [
                 {"e": "start", "owner": "A"},
                 {"e": "claim", "token": 1},
-                {"e": "try", "token": 1, "value": 1},
+                {"e": "try", "token": 1, "value": 1, "fence_called": 1.0},
                 {"e": "ok", "token": 1, "value": 1},
-                {"e": "try", "token": 1, "value": 2},
+                {"e": "try", "token": 1, "value": 2, "fence_called": 2.0},
                 {"e": "ok", "token": 1, "value": 2},
                 {"e": "body_end", "token": 1, "how": "succeeded"},
                 {"e": "released", "token": 1, "outcome": "succeeded"},
@@ -76,8 +76,8 @@ def clean() -> Evidence:
             "B": [
                 {"e": "start", "owner": "B"},
                 {"e": "claim", "token": 2},
-                {"e": "try", "token": 2, "value": 3},
-                {"e": "ok", "token": 2, "value": 3},
+                {"e": "try", "token": 2, "value": 3, "fence_called": 10.0},
+                {"e": "ok", "token": 2, "value": 3, "t": 10.1},
                 {"e": "lost", "token": 2, "reason": "not renewed within the ttl"},
                 {"e": "refused", "token": 2, "by": "runner"},
                 {"e": "late", "token": 2, "accepted": False},
@@ -91,6 +91,7 @@ def clean() -> Evidence:
                 "token": 2,
                 "settled": True,
                 "stopped_at": at(1.05).isoformat(),
+                "stopped_mono": 10.5,
                 "seconds": 2.0,
             },
             {
@@ -153,8 +154,7 @@ def paused_late_fence_accepted(e: Evidence) -> None:
 
 
 def write_after_pause(e: Evidence) -> None:
-    e.ledger[2]["began_at"] = at(1.2)
-    e.ledger[2]["ended_at"] = at(1.3)
+    e.journals["B"][2]["fence_called"] = 12.6
 
 
 def dead_holder_still_running(e: Evidence) -> None:
@@ -220,3 +220,12 @@ def test_an_unsettled_pause_is_inconclusive() -> None:
     evidence = clean()
     evidence.events[0]["settled"] = False
     assert "never settled" in check(evidence).inconclusive[0]
+
+
+def test_a_write_fenced_before_a_pause_may_commit_after_it() -> None:
+    # The lease row stayed locked through the pause: nobody else could write.
+    evidence = clean()
+    evidence.journals["B"][3]["t"] = 12.7
+    verdict = check(evidence)
+    assert verdict.violations == []
+    assert verdict.counts["of which fenced before a pause, committed after it"] == 1

@@ -158,6 +158,9 @@ def _journaled_increment(running: Any, journal: Journal, rng: random.Random, nam
         try:
             with transaction.atomic():
                 known_lost = running.lost
+                # When this fenced write began, on this machine's monotonic
+                # clock: the chaos process records its pauses on it too.
+                fence_called = time.monotonic()
                 try:
                     running.fence()
                 except LeaseLost:
@@ -177,7 +180,7 @@ def _journaled_increment(running: Any, journal: Journal, rng: random.Random, nam
                     ended_at=_db_now(),
                 )
                 value = row.value
-                journal("try", token=token, value=value)
+                journal("try", token=token, value=value, fence_called=fence_called)
             journal("ok", token=token, value=value)
             return
         except (OperationalError, InterfaceError) as exc:
@@ -200,6 +203,7 @@ def _zombie_write(running: Any, journal: Journal, name: str) -> None:
     for _ in range(100):
         try:
             with transaction.atomic():
+                fence_called = time.monotonic()
                 accepted = BackgroundTask.objects.fence(name, running.owner, running.token)
                 if accepted:
                     began = _db_now()
@@ -214,7 +218,13 @@ def _zombie_write(running: Any, journal: Journal, name: str) -> None:
                         began_at=began,
                         ended_at=_db_now(),
                     )
-                    journal("try", token=running.token, value=row.value, zombie=True)
+                    journal(
+                        "try",
+                        token=running.token,
+                        value=row.value,
+                        fence_called=fence_called,
+                        zombie=True,
+                    )
             journal("late", token=running.token, accepted=accepted)
             if accepted:
                 journal("ok", token=running.token, value=row.value, zombie=True)
