@@ -315,7 +315,7 @@ class Chaos:
             output=done.stdout.strip()[-500:],
             errors=done.stderr.strip()[-2000:],
             token_before=before.token if before is not None else None,
-            done=_operator_said_done(done.stdout),
+            done=_operator_said_done(done),
         )
 
     def restart(self) -> None:
@@ -410,10 +410,16 @@ def _seconds_since(earlier: Any, later: Any) -> float:
     return float((later - earlier).total_seconds())
 
 
-def _operator_said_done(stdout: str) -> bool | None:
-    for line in stdout.splitlines():
+def _operator_said_done(done: subprocess.CompletedProcess[str]) -> bool | None:
+    """Whether the cancel or release took effect; ``None`` if the operator
+    process failed in a way that doesn't say."""
+    for line in done.stdout.splitlines():
         if line.startswith("result "):
             return bool(json.loads(line.split(" ", 1)[1])["done"])
+    if done.returncode == 0 and done.stdout.strip():
+        return True  # the command said what it did
+    if done.returncode == 1 and done.stderr.startswith("CommandError:"):
+        return False  # the command refused: nothing held, or the holder changed
     return None
 
 

@@ -383,12 +383,21 @@ def operator(action: str, name: str) -> None:
     _result({"done": done})
 
 
+def manage(*args: str) -> None:
+    """``manage.py <args>`` in a process set up like the workers: how the
+    chaos process runs the ``bgtasks`` command, as an operator would."""
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["manage.py", *args])
+
+
 SCENARIOS = {
     "torture": torture,
     "replica": replica,
     "standby": standby,
     "migrate": migrate,
     "operator": operator,
+    "manage": manage,
 }
 
 
