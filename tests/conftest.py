@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,24 +33,38 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "db_alias" in metafunc.fixturenames:
-        metafunc.parametrize(
-            "db_alias",
-            [
-                pytest.param(
-                    alias,
-                    id=DB_IDS[alias],
-                    marks=pytest.mark.django_db(transaction=True, databases=[alias]),
-                )
-                for alias in settings.DATABASES
-            ],
-            indirect=True,
-        )
+    # site_alias: as db_alias, for tests of the admin, API and command, whose
+    # users, sessions and LogEntry rows live in "default" whatever alias
+    # holds the leases.
+    for fixture, also in (("db_alias", set()), ("site_alias", {"default"})):
+        if fixture in metafunc.fixturenames:
+            metafunc.parametrize(
+                fixture,
+                [
+                    pytest.param(
+                        alias,
+                        id=DB_IDS[alias],
+                        marks=pytest.mark.django_db(
+                            transaction=True, databases=sorted({alias} | also)
+                        ),
+                    )
+                    for alias in settings.DATABASES
+                ],
+                indirect=True,
+            )
 
 
 @pytest.fixture
 def db_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """The alias under test; ``BGTASKS_DATABASE`` points at it for the test."""
+    alias: str = request.param
+    settings.BGTASKS_DATABASE = alias
+    return alias
+
+
+@pytest.fixture
+def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """``db_alias`` for site tests: the leases on the alias, the users on "default"."""
     alias: str = request.param
     settings.BGTASKS_DATABASE = alias
     return alias
@@ -89,3 +104,70 @@ def django_db_modify_db_settings(
         for alias in ("postgres", "env"):
             if alias in settings.DATABASES:
                 procs.require_server(connections[alias], alias)
+
+
+# --- the operator surfaces (admin, API, command) --------------------------------
+
+
+@pytest.fixture
+def make_staff(django_user_model: Any) -> Callable[..., Any]:
+    """``make_staff(username, *codenames, superuser=False)``: a staff user (in
+    "default") with those ``django_bgtasks`` permissions, e.g. "view_backgroundtask"."""
+    from django.contrib.auth.models import Permission
+
+    def make(username: str, *codenames: str, superuser: bool = False, staff: bool = True) -> Any:
+        user = django_user_model.objects.create_user(
+            username,
+            password="pw",  # noqa: S106  (test users)
+            is_staff=staff,
+            is_superuser=superuser,
+        )
+        perms = Permission.objects.filter(
+            content_type__app_label="django_bgtasks", codename__in=codenames
+        )
+        assert perms.count() == len(codenames), codenames
+        user.user_permissions.set(perms)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def atomic_requests(site_alias: str) -> Iterator[None]:
+    """``ATOMIC_REQUESTS = True``, as some sites run, on the databases under test."""
+    saved = {
+        alias: connections.settings[alias]["ATOMIC_REQUESTS"] for alias in {"default", site_alias}
+    }
+    for alias in saved:
+        connections.settings[alias]["ATOMIC_REQUESTS"] = True
+    yield
+    for alias, value in saved.items():
+        connections.settings[alias]["ATOMIC_REQUESTS"] = value
+
+
+@pytest.fixture
+def settle() -> Iterator[Callable[..., Any]]:
+    """``settle(name)`` waits until ``name``'s run has ended and returns its
+    state. Afterwards, every task still running in this process is asked to
+    stop and waited for, so that no task thread writes while the test
+    database is flushed."""
+    from django_bgtasks.leases import default_owner
+    from django_bgtasks.models import BackgroundTask
+
+    objects = BackgroundTask.objects
+
+    def wait(name: str, timeout: float = 20) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = objects.get_state(name)
+            if state is not None and not state.running and state.outcome:
+                return state
+            time.sleep(0.02)
+        raise AssertionError(f"{name!r} still running after {timeout} s: {state}")
+
+    yield wait
+    ours = [s.name for s in objects.list_states() if s.running and s.owner == default_owner()]
+    for name in ours:
+        objects.request_cancel(name)
+    for name in ours:
+        wait(name)
