@@ -17,4 +17,6 @@ def manage(*args: str) -> None:
 if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo_site.settings")
     manage("migrate", "--verbosity", "0")
-    manage("shell", "-c", "from demo_site.tasks import log_cleanup; print(log_cleanup.run(batches=5))")
+    manage(
+        "shell", "-c", "from demo_site.tasks import log_cleanup; print(log_cleanup.run(batches=5))"
+    )

@@ -32,11 +32,20 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+# Fixture name -> which database aliases it runs a test on, and which other
+# aliases the test needs. The admin, API and command tests ("site_alias")
+# keep users, sessions and LogEntry rows in "default" whichever alias holds
+# the leases.
+ALIAS_FIXTURES = {
+    "db_alias": (lambda engine: True, set()),
+    "pg_alias": (lambda engine: engine.endswith("postgresql"), set()),
+    "sqlite_alias": (lambda engine: engine.endswith("sqlite3"), set()),
+    "site_alias": (lambda engine: True, {"default"}),
+}
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # site_alias: as db_alias, for tests of the admin, API and command, whose
-    # users, sessions and LogEntry rows live in "default" whatever alias
-    # holds the leases.
-    for fixture, also in (("db_alias", set()), ("site_alias", {"default"})):
+    for fixture, (wanted, also) in ALIAS_FIXTURES.items():
         if fixture in metafunc.fixturenames:
             metafunc.parametrize(
                 fixture,
@@ -48,26 +57,41 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                             transaction=True, databases=sorted({alias} | also)
                         ),
                     )
-                    for alias in settings.DATABASES
+                    for alias, db in settings.DATABASES.items()
+                    if wanted(db["ENGINE"])
                 ],
                 indirect=True,
             )
 
 
-@pytest.fixture
-def db_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """The alias under test; ``BGTASKS_DATABASE`` points at it for the test."""
+def _use_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     alias: str = request.param
     settings.BGTASKS_DATABASE = alias
     return alias
+
+
+@pytest.fixture
+def db_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Each database in turn; ``BGTASKS_DATABASE`` points at it for the test."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def pg_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Each PostgreSQL database in turn (embedded, and DATABASE_URL's)."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def sqlite_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """The SQLite database."""
+    return _use_alias(request, settings)
 
 
 @pytest.fixture
 def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """``db_alias`` for site tests: the leases on the alias, the users on "default"."""
-    alias: str = request.param
-    settings.BGTASKS_DATABASE = alias
-    return alias
+    """``db_alias`` for the admin, API and command tests (users in "default")."""
+    return _use_alias(request, settings)
 
 
 @pytest.fixture(scope="session")
