@@ -617,7 +617,6 @@ class BackgroundTaskAdmin(TaskModelAdmin):
             **self.admin_site.each_context(request),
             "title": _("Force release"),
             "opts": self.opts,
-            "states": states,
             "rows": [
                 (state, display.status_text(state), display.seconds(state.heartbeat_age))
                 for state in states
