@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from django_bgtasks.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import backdate, rows, runs
 from tests.procs import ROOT, worker_env
@@ -156,6 +157,36 @@ def test_run_fails_when_the_task_fails(db_alias: str) -> None:
         bgtasks("run", "surface-fails")
     state = objects.get_state("surface-fails")
     assert state.outcome == "failed" and "disk on fire" in state.error
+
+
+class Terminal(StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def state(value: Any) -> TaskState:
+    now = dt.datetime.now(dt.UTC)
+    return TaskState("t", value, True, "w", 1, 30.0, now, None, now, False, "", "", False, 0.1)
+
+
+def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
+    from django.core.management.base import OutputWrapper
+    from django.core.management.color import no_style
+
+    from django_bgtasks.management.commands.bgtasks import ProgressBar
+
+    screen = Terminal()
+    bar = ProgressBar(OutputWrapper(screen), no_style())
+    bar.draw(state({"done": 1, "total": 4, "phase": "a long phase name"}))
+    bar.draw(state({"done": 1, "total": 4, "phase": "a long phase name"}))  # unchanged: nothing
+    bar.draw(state({"done": 2, "total": 4}))
+    bar.close()
+
+    first = "[" + "#" * 7 + "-" * 23 + '] 25% (1/4) {"phase":"a long phase name"}'
+    second = "[" + "#" * 15 + "-" * 15 + "] 50% (2/4)"
+    # Each redraw returns to the line's start and covers the longer line before it.
+    assert screen.getvalue() == f"\r{first}\r{second.ljust(len(first))}\n"
+    assert "\x1b" not in screen.getvalue()
 
 
 # --- release and cancel ---------------------------------------------------------------------
