@@ -562,13 +562,19 @@ class BackgroundTaskAdmin(TaskModelAdmin):
 
     @outside_request_transactions
     def run_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
-        self._check_operation(request)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
         self._run_now(request, name)
         return self._back(request)
 
     @outside_request_transactions
     def cancel_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
-        self._check_operation(request)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
         self._request_cancel(request, name)
         return self._back(request)
 
@@ -628,12 +634,6 @@ class BackgroundTaskAdmin(TaskModelAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, self.release_confirmation_template, context)
-
-    def _check_operation(self, request: HttpRequest) -> None:
-        if request.method != "POST":
-            raise PermissionDenied(_("Operations need a POST from the admin's buttons."))
-        if not self.has_operate_permission(request):
-            raise PermissionDenied
 
     def _changelist_url(self) -> str:
         info = self.opts.app_label, self.opts.model_name

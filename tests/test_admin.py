@@ -327,8 +327,9 @@ def test_force_release_does_not_end_a_claim_made_after_the_confirmation(
 def test_operations_need_post(site_alias: str, superuser: Client) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
     before = rows(site_alias)
-    assert superuser.get(url("surface-quick", "run")).status_code == 403
-    assert superuser.get(url("cleanup", "cancel")).status_code == 403
+    assert superuser.get(url("surface-quick", "run")).status_code == 405
+    assert superuser.get(url("cleanup", "cancel")).status_code == 405
+    assert superuser.put(url("cleanup", "release")).status_code == 405
     assert rows(site_alias) == before
 
 
