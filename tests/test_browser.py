@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.db import connections
 
 from django_bgtasks import get_task
 from django_bgtasks.models import BackgroundTask
@@ -58,6 +59,10 @@ def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         context.set_default_timeout(20_000)
         yield context.new_page()
         browser.close()
+        # Connections the test opened while the browser ran belong to the
+        # context Playwright runs the test in: close them there, or the test
+        # database can't be dropped at the end of the session.
+        connections.close_all()
 
 
 def a_few_other_tasks(alias: str) -> None:

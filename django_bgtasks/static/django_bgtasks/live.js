@@ -201,7 +201,6 @@
           etag = response.headers.get("ETag");
           states = new Map(data.tasks.map((state) => [state.name, state]));
           receivedAt = performance.now();
-          root.dataset.bgtasksPolls = String(Number(root.dataset.bgtasksPolls || 0) + 1);
           say("");
         } else if (response.status === 403 || response.redirected || response.ok) {
           // Logged out (the admin redirects to its login page) or no longer allowed.
