@@ -27,7 +27,7 @@ from django_bgtasks import RunningLease, background_task
 def log_cleanup(
     lease: RunningLease, days: int = 30, batch_size: int = 50, pause: float = 0.1
 ) -> dict[str, int]:
-    """Delete log entries older than `days`, in batches.
+    """Delete log entries older than a number of days, in batches.
 
     Small batches keep each transaction short, and the pause between them
     spares the database. Each batch is deleted under ``lease.fence()``: if
