@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
+    # Installed for SIGINT too: a shell starts background jobs with SIGINT
+    # ignored, and Python then leaves it ignored.
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     say()
     say("Two replicas of the example site, one database:")
     for port in args.ports:
