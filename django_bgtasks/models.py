@@ -81,7 +81,8 @@ class TaskRun(models.Model):
             # INSERT OR IGNORE on this key, and it serves "newest runs of a task".
             models.UniqueConstraint(fields=["name", "token"], name="bgtasks_run_name_token"),
         ]
-        indexes = [models.Index(fields=["finished_at"], name="bgtasks_run_finished")]
+        # No index on finished_at: every release would pay for it, and the one
+        # query that filters on it (prune, daily at most) can afford a scan.
 
     def __str__(self) -> str:
         return f"{self.name} #{self.token}"

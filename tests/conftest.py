@@ -31,28 +31,54 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+# Fixture name -> which database aliases it runs a test on.
+ALIAS_FIXTURES = {
+    "db_alias": lambda engine: True,
+    "pg_alias": lambda engine: engine.endswith("postgresql"),
+    "sqlite_alias": lambda engine: engine.endswith("sqlite3"),
+}
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "db_alias" in metafunc.fixturenames:
-        metafunc.parametrize(
-            "db_alias",
-            [
-                pytest.param(
-                    alias,
-                    id=DB_IDS[alias],
-                    marks=pytest.mark.django_db(transaction=True, databases=[alias]),
-                )
-                for alias in settings.DATABASES
-            ],
-            indirect=True,
-        )
+    for fixture, wanted in ALIAS_FIXTURES.items():
+        if fixture in metafunc.fixturenames:
+            metafunc.parametrize(
+                fixture,
+                [
+                    pytest.param(
+                        alias,
+                        id=DB_IDS[alias],
+                        marks=pytest.mark.django_db(transaction=True, databases=[alias]),
+                    )
+                    for alias, db in settings.DATABASES.items()
+                    if wanted(db["ENGINE"])
+                ],
+                indirect=True,
+            )
+
+
+def _use_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    alias: str = request.param
+    settings.BGTASKS_DATABASE = alias
+    return alias
 
 
 @pytest.fixture
 def db_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """The alias under test; ``BGTASKS_DATABASE`` points at it for the test."""
-    alias: str = request.param
-    settings.BGTASKS_DATABASE = alias
-    return alias
+    """Each database in turn; ``BGTASKS_DATABASE`` points at it for the test."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def pg_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Each PostgreSQL database in turn (embedded, and DATABASE_URL's)."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def sqlite_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """The SQLite database."""
+    return _use_alias(request, settings)
 
 
 @pytest.fixture(scope="session")

@@ -84,6 +84,9 @@ DATABASES = {
         "NAME": "postgres",
         "USER": "postgres",
         "HOST": "",  # the embedded server's socket directory, set by conftest.py
+        # Server-side binding with prepared statements here, Django's default
+        # client-side binding on "env": the lease SQL must work with both.
+        "OPTIONS": {"server_side_binding": True, "prepare_threshold": 2},
         "TEST": {"NAME": "test_bgtasks", "DEPENDENCIES": []},
     },
 }

