@@ -104,13 +104,15 @@ def test_demo_tells_the_whole_story(
         return
     pgdata = tmp_path / "data" / "pgdata"
     try:
-        first_token = check_story(run_demo(env, *args), expected_db)
+        first = run_demo(env, *args)
+        first_token = check_story(first, expected_db)
         # The demo stops the server it started when it exits...
-        assert not (pgdata / "postmaster.pid").exists()
+        assert not (pgdata / "postmaster.pid").exists(), first.stderr
         # ...and keeps its data: a second run starts it again on the same
         # folder, and the task's tokens go on rising from the first run's.
-        assert check_story(run_demo(env, *args), expected_db) > first_token + 1
-        assert not (pgdata / "postmaster.pid").exists()
+        second = run_demo(env, *args)
+        assert check_story(second, expected_db) > first_token + 1
+        assert not (pgdata / "postmaster.pid").exists(), second.stderr
     finally:
         stop_postmaster(pgdata)
 
