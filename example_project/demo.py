@@ -76,6 +76,8 @@ class Story:
 
 
 class Demo:
+    """Runs the replicas, tells what they report, and kills the holder once."""
+
     def __init__(self, replicas: int, ttl: float) -> None:
         self.count = replicas
         self.ttl = ttl
@@ -138,6 +140,9 @@ class Demo:
             label, event, _ = self._next_event(deadline, "the replicas to start")
             if event["event"] == "ready":
                 waiting.discard(label)
+            elif event["event"] == "exited":  # its traceback is on stderr, above
+                status = self.replicas[label].process.wait()
+                raise DemoFailed(f"{label} exited with status {status} as it started")
         say(
             "replicas  "
             + ", ".join(f"{r.label} (pid {r.pid})" for r in self.replicas.values())
@@ -239,9 +244,10 @@ class Demo:
     def show_lost_run(self, at: float) -> None:
         from django_bgtasks.models import TaskRun
 
-        run = TaskRun.objects.for_task(TASK).filter(token=self.story.first_token).first()
+        token = self.story.first_token or 0
+        run = TaskRun.objects.for_task(TASK).filter(token=token).first()
         if run is None:
-            self.line(at, "history", f"no run recorded for token {self.story.first_token}")
+            self.line(at, "history", f"no run recorded for token {token}")
         else:
             self.line(
                 at,

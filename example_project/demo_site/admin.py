@@ -6,7 +6,7 @@ from demo_site.models import LogEntry
 
 
 @admin.register(LogEntry)
-class LogEntryAdmin(admin.ModelAdmin):
+class LogEntryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  (not subscriptable at run time)
     list_display = ["created_at", "level", "message"]
     list_filter = ["level"]
     date_hierarchy = "created_at"

@@ -71,7 +71,7 @@ def databases(data_dir: Path) -> dict[str, dict[str, Any]]:
     if chosen == "url":
         import dj_database_url
 
-        return {"default": dj_database_url.parse(os.environ["DATABASE_URL"])}
+        return {"default": dict(dj_database_url.parse(os.environ["DATABASE_URL"]))}
     host, port = embedded_address(data_dir / "pgdata")
     return {
         "default": {
