@@ -121,7 +121,7 @@ def main() -> None:
             )
             serve_log_cleanup_again(data)
             assert post(page, f"{site_a}/bgtasks/log-cleanup/run/") == 202
-            page.set_viewport_size({"width": 1500, "height": 560})
+            page.set_viewport_size({"width": 1640, "height": 420})
             page.goto(f"{site_b}/admin/django_bgtasks/backgroundtask/")
             if page.is_visible("#nav-sidebar"):
                 page.click("#toggle-nav-sidebar")  # more room for the columns
