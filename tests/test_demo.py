@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -87,6 +89,12 @@ if os.environ.get("DATABASE_URL"):
 def test_demo_tells_the_whole_story(
     database: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    if database == "postgres-embedded":
+        # Not under tmp_path: the server runs as another user, and every new
+        # pytest session on this machine takes the group and other bits off
+        # pytest's base folder, which would lock that user out mid-run.
+        tmp_path = Path(tempfile.mkdtemp(prefix="bgtasks-demo-"))
+        request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
     env = demo_env(tmp_path / "data")
     args: list[str] = []
     if database == "sqlite":
