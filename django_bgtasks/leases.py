@@ -264,10 +264,15 @@ class LeaseManager(models.Manager["BackgroundTask"]):
 
     # --- operator operations -------------------------------------------------
 
-    def force_release(self, name: str) -> bool:
+    def force_release(self, name: str, *, token: int | None = None) -> bool:
         """End whoever holds ``name`` (outcome ``released-by-operator``). The
-        old holder's later heartbeat, update and release then fail."""
-        return bool(self._write("force_release", "force_release", {"name": validate_name(name)}))
+        old holder's later heartbeat, update and release then fail.
+
+        With ``token``, only that claim is ended: an operator who confirmed
+        releasing the run they saw never ends a newer one that took over since.
+        """
+        params = {"name": validate_name(name), "token": validate_token(token)}
+        return bool(self._write("force_release", "force_release", params))
 
     def request_cancel(self, name: str) -> bool:
         """Ask a live holder to stop; it sees this on its next heartbeat.
@@ -338,8 +343,8 @@ class LeaseManager(models.Manager["BackgroundTask"]):
     async def alist_states(self) -> list[TaskState]:
         return await sync_to_async(self.list_states)()
 
-    async def aforce_release(self, name: str) -> bool:
-        return await sync_to_async(self.force_release)(name)
+    async def aforce_release(self, name: str, *, token: int | None = None) -> bool:
+        return await sync_to_async(self.force_release)(name, token=token)
 
     async def arequest_cancel(self, name: str) -> bool:
         return await sync_to_async(self.request_cancel)(name)

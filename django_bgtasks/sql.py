@@ -142,6 +142,7 @@ POSTGRESQL = Statements(
             SET running = false, finished_at = clock_timestamp(),
                 outcome = 'released-by-operator', error = 'released by an operator'
             WHERE name = %(name)s AND running
+                AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
             RETURNING {run_columns}
         ), {record_ended}
         SELECT 1 FROM ended
@@ -224,7 +225,7 @@ SQLITE = Statements(
         UPDATE {task}
         SET running = 0, finished_at = {now}, outcome = 'released-by-operator',
             error = 'released by an operator'
-        WHERE name = %(name)s AND running
+        WHERE name = %(name)s AND running AND (%(token)s IS NULL OR token = %(token)s)
         RETURNING 1
     """,
     request_cancel="""

@@ -47,10 +47,14 @@ def _check_text(kind: str, text: object, max_length: int) -> str:
 
 def validate_name(name: object) -> str:
     """A task name: 1-200 printable characters, and no ``/`` so that every name
-    is one URL path segment in the JSON API."""
+    is one URL path segment in the JSON API. For the same reason ``.`` and
+    ``..`` are refused: browsers and HTTP clients remove those segments from a
+    URL (even percent-encoded), so no URL could name such a task."""
     name = _check_text("task name", name, MAX_NAME_LENGTH)
     if "/" in name:
         raise ValueError(f"task name must not contain '/': {name!r}")
+    if name in (".", ".."):
+        raise ValueError(f"task name must not be {name!r}: it can't be a URL path segment")
     return name
 
 

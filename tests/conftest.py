@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +39,20 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-# Fixture name -> which database aliases it runs a test on.
+# Fixture name -> which database aliases it runs a test on, and which other
+# aliases the test needs. The admin, API and command tests ("site_alias")
+# keep users, sessions and LogEntry rows in "default" whichever alias holds
+# the leases.
 ALIAS_FIXTURES = {
-    "db_alias": lambda engine: True,
-    "pg_alias": lambda engine: engine.endswith("postgresql"),
-    "sqlite_alias": lambda engine: engine.endswith("sqlite3"),
+    "db_alias": (lambda engine: True, set()),
+    "pg_alias": (lambda engine: engine.endswith("postgresql"), set()),
+    "sqlite_alias": (lambda engine: engine.endswith("sqlite3"), set()),
+    "site_alias": (lambda engine: True, {"default"}),
 }
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    for fixture, wanted in ALIAS_FIXTURES.items():
+    for fixture, (wanted, also) in ALIAS_FIXTURES.items():
         if fixture in metafunc.fixturenames:
             metafunc.parametrize(
                 fixture,
@@ -55,7 +60,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     pytest.param(
                         alias,
                         id=DB_IDS[alias],
-                        marks=pytest.mark.django_db(transaction=True, databases=[alias]),
+                        marks=pytest.mark.django_db(
+                            transaction=True, databases=sorted({alias} | also)
+                        ),
                     )
                     for alias, db in settings.DATABASES.items()
                     if wanted(db["ENGINE"])
@@ -85,6 +92,12 @@ def pg_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def sqlite_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """The SQLite database."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """``db_alias`` for the admin, API and command tests (users in "default")."""
     return _use_alias(request, settings)
 
 
@@ -122,3 +135,70 @@ def django_db_modify_db_settings(
         for alias in ("postgres", "env"):
             if alias in settings.DATABASES:
                 procs.require_server(connections[alias], alias)
+
+
+# --- the operator surfaces (admin, API, command) --------------------------------
+
+
+@pytest.fixture
+def make_staff(django_user_model: Any) -> Callable[..., Any]:
+    """``make_staff(username, *codenames, superuser=False)``: a staff user (in
+    "default") with those ``django_bgtasks`` permissions, e.g. "view_backgroundtask"."""
+    from django.contrib.auth.models import Permission
+
+    def make(username: str, *codenames: str, superuser: bool = False, staff: bool = True) -> Any:
+        user = django_user_model.objects.create_user(
+            username,
+            password="pw",  # noqa: S106  (test users)
+            is_staff=staff,
+            is_superuser=superuser,
+        )
+        perms = Permission.objects.filter(
+            content_type__app_label="django_bgtasks", codename__in=codenames
+        )
+        assert perms.count() == len(codenames), codenames
+        user.user_permissions.set(perms)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def atomic_requests(site_alias: str) -> Iterator[None]:
+    """``ATOMIC_REQUESTS = True``, as some sites run, on the databases under test."""
+    saved = {
+        alias: connections.settings[alias]["ATOMIC_REQUESTS"] for alias in {"default", site_alias}
+    }
+    for alias in saved:
+        connections.settings[alias]["ATOMIC_REQUESTS"] = True
+    yield
+    for alias, value in saved.items():
+        connections.settings[alias]["ATOMIC_REQUESTS"] = value
+
+
+@pytest.fixture
+def settle() -> Iterator[Callable[..., Any]]:
+    """``settle(name)`` waits until ``name``'s run has ended and returns its
+    state. Afterwards, every task still running in this process is asked to
+    stop and waited for, so that no task thread writes while the test
+    database is flushed."""
+    from django_bgtasks.leases import default_owner
+    from django_bgtasks.models import BackgroundTask
+
+    objects = BackgroundTask.objects
+
+    def wait(name: str, timeout: float = 20) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = objects.get_state(name)
+            if state is not None and not state.running and state.outcome:
+                return state
+            time.sleep(0.02)
+        raise AssertionError(f"{name!r} still running after {timeout} s: {state}")
+
+    yield wait
+    ours = [s.name for s in objects.list_states() if s.running and s.owner == default_owner()]
+    for name in ours:
+        objects.request_cancel(name)
+    for name in ours:
+        wait(name)

@@ -37,6 +37,8 @@ BAD_NAMES = [
     ("x" * 201, ValueError, "at most 200"),
     (" padded", ValueError, "whitespace"),
     ("a/b", ValueError, "'/'"),
+    (".", ValueError, "URL path segment"),
+    ("..", ValueError, "URL path segment"),
     ("nul\x00byte", ValueError, "control"),
     ("new\nline", ValueError, "control"),
     ("lone \ud800 surrogate", ValueError, "control"),

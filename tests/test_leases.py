@@ -186,6 +186,17 @@ def test_force_release_ends_the_holder_and_never_reuses_its_token(db_alias: str)
     assert objects.try_claim("cleanup", "a", ttl=30).token == 2
 
 
+def test_force_release_with_a_token_ends_only_that_claim(db_alias: str) -> None:
+    seen = objects.try_claim("cleanup", "a", ttl=30)
+    objects.force_release("cleanup")
+    newer = objects.try_claim("cleanup", "b", ttl=30)  # took over since the operator looked
+
+    assert not objects.force_release("cleanup", token=seen.token)
+    assert objects.get_state("cleanup").running
+    assert objects.force_release("cleanup", token=newer.token)
+    assert objects.get_state("cleanup").outcome == "released-by-operator"
+
+
 def test_tokens_keep_rising_even_if_the_lease_row_is_deleted(db_alias: str) -> None:
     for _ in range(3):
         lease = objects.try_claim("cleanup", "a", ttl=30)

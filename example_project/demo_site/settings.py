@@ -1,6 +1,12 @@
-"""Settings for the example site.
+"""Settings for the example site: a small site that runs as several replicas.
 
-The database: ``DATABASE_URL`` when set, otherwise SQLite in this folder.
+The database is chosen in :mod:`demo_site.database`: SQLite with
+``BGTASKS_DEMO_DB=sqlite``, else ``DATABASE_URL``, else an embedded PostgreSQL.
+Everything the site writes to disk (the SQLite file, the embedded server's
+data, the folder tree that storage-scan walks) lives in ``.data/`` beside
+manage.py, or in ``BGTASKS_DEMO_DATA``.
+
+For a local demo only: DEBUG is on and the secret key is public.
 """
 
 from __future__ import annotations
@@ -8,11 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import dj_database_url
+from demo_site import database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("BGTASKS_DEMO_DATA") or BASE_DIR / ".data").resolve()
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-bgtasks-demo-only")
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-bgtasks-demo-only-not-secret")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 USE_TZ = True
@@ -53,18 +60,21 @@ TEMPLATES = [
 ]
 STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LOGIN_URL = "admin:login"
 
-if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"])}
-else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": BASE_DIR / "demo.sqlite3",
-            # WAL and a busy timeout: several replica processes share the file.
-            "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 30},
-        }
-    }
+DATABASES = database.databases(DATA_DIR)
 
-# A short ttl so that a takeover is quick to watch.
-BGTASKS_TTL = float(os.environ.get("BGTASKS_TTL", "3"))
+# A lease expires 3 s after its holder's last heartbeat (renewed every 1 s), so
+# that a takeover is quick to watch. Production sites keep the default (120 s).
+BGTASKS_TTL = float(os.environ.get("BGTASKS_DEMO_TTL", "3"))
+
+# Where storage-scan walks (demo_site/storage.py makes the tree on first use).
+DEMO_STORAGE_ROOT = DATA_DIR / "storage"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # The runner says when a lease is lost; the demo wants to show that.
+    "loggers": {"django_bgtasks": {"handlers": ["console"], "level": "WARNING"}},
+}

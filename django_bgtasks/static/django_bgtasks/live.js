@@ -1,0 +1,237 @@
+/*
+ * django-bgtasks: keeps the admin's task cells current without a reload.
+ *
+ * Every second it asks the admin's status URL (the JSON API's task list)
+ * with If-None-Match, so a poll that finds nothing changed costs a 304 and no
+ * body, and it rewrites the cells marked data-bgtasks-task + data-bgtasks-field.
+ * Between changes it ages the heartbeats itself: the server leaves
+ * heartbeat_age out of the ETag, because it grows with the clock.
+ *
+ * The words it writes follow django_bgtasks/display.py; change both together.
+ * No build step: plain ES2017, loaded by BackgroundTaskAdmin.Media.
+ */
+"use strict";
+(function () {
+  const SLUGS = {
+    "running": "running",
+    "cancel requested": "cancel-requested",
+    "stale": "stale",
+    "idle": "idle",
+  };
+
+  function formatSeconds(value) {
+    if (value === null || value === undefined) return "";
+    value = Math.max(value, 0);
+    if (value < 10) return value.toFixed(1) + " s";
+    if (value < 60) return Math.floor(value) + " s";
+    const whole = Math.floor(value);
+    const minutes = Math.floor(whole / 60);
+    if (minutes < 60) return minutes + " min " + (whole % 60) + " s";
+    return Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
+  }
+
+  function statusText(state, age) {
+    if (state.status === "stale") return "stale: holder silent for " + formatSeconds(age);
+    return state.status;
+  }
+
+  function progressLabel(state) {
+    if (state.progress === null) return "";
+    let label = Math.floor(state.progress * 100) + "%";
+    const value = state.value;
+    if (value && typeof value === "object" && "done" in value && "total" in value) {
+      label += " (" + String(value.done) + "/" + String(value.total) + ")";
+    }
+    return label;
+  }
+
+  function durationOf(state, age) {
+    if (!state.started_at) return null;
+    const started = Date.parse(state.started_at);
+    if (state.finished_at) return (Date.parse(state.finished_at) - started) / 1000;
+    if (!state.updated_at || age === null) return null;
+    return (Date.parse(state.updated_at) - started) / 1000 + age;
+  }
+
+  function pad(number) {
+    return String(number).padStart(2, "0");
+  }
+
+  function formatTime(iso) {
+    const d = new Date(iso);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+  }
+
+  function sortedKeys(value) {
+    // As Python's json.dumps(sort_keys=True) writes it on the server.
+    if (Array.isArray(value)) return value.map(sortedKeys);
+    if (value && typeof value === "object") {
+      const sorted = {};
+      for (const key of Object.keys(value).sort()) sorted[key] = sortedKeys(value[key]);
+      return sorted;
+    }
+    return value;
+  }
+
+  function setTime(cell, iso) {
+    if (!iso) {
+      cell.textContent = "";
+      return;
+    }
+    let time = cell.querySelector("time");
+    if (!time) {
+      time = document.createElement("time");
+      cell.replaceChildren(time);
+    }
+    time.dateTime = iso;
+    time.textContent = formatTime(iso);
+  }
+
+  function setClass(cell, prefix, slug) {
+    for (const name of Array.from(cell.classList)) {
+      if (name.startsWith(prefix)) cell.classList.remove(name);
+    }
+    if (slug) cell.classList.add(prefix + slug);
+  }
+
+  const RENDER = {
+    status(cell, state, age) {
+      cell.textContent = statusText(state, age);
+      setClass(cell, "bgtasks-status-", SLUGS[state.status]);
+    },
+    progress(cell, state) {
+      const bar = cell.querySelector("progress");
+      const label = cell.querySelector(".bgtasks-label");
+      if (bar) {
+        if (state.progress !== null) {
+          bar.value = state.progress;
+          bar.hidden = false;
+        } else if (state.running) {
+          bar.removeAttribute("value"); // indeterminate: running, no progress reported
+          bar.hidden = false;
+        } else {
+          bar.hidden = true;
+        }
+      }
+      if (label) label.textContent = progressLabel(state);
+    },
+    owner(cell, state) {
+      cell.textContent = state.owner;
+    },
+    token(cell, state) {
+      cell.textContent = String(state.token);
+    },
+    outcome(cell, state) {
+      cell.textContent = state.outcome;
+      setClass(cell, "bgtasks-outcome-", state.outcome);
+    },
+    heartbeat(cell, state, age) {
+      cell.textContent = age === null ? "" : formatSeconds(age) + " ago";
+    },
+    started(cell, state) {
+      setTime(cell, state.started_at);
+    },
+    finished(cell, state) {
+      setTime(cell, state.finished_at);
+    },
+    duration(cell, state, age) {
+      cell.textContent = formatSeconds(durationOf(state, age));
+    },
+    value(cell, state) {
+      cell.textContent = JSON.stringify(sortedKeys(state.value), null, 2);
+    },
+  };
+
+  function start(root) {
+    const url = root.dataset.bgtasksPoll;
+    const interval = Number(root.dataset.bgtasksInterval) || 1000;
+    const problem = root.querySelector("[data-bgtasks-problem]");
+    // Cells and buttons by task name; the set of rows is fixed until a reload.
+    const cells = new Map();
+    for (const element of document.querySelectorAll("[data-bgtasks-task]")) {
+      const name = element.dataset.bgtasksTask;
+      if (!cells.has(name)) cells.set(name, []);
+      cells.get(name).push(element);
+    }
+    let etag = null;
+    let states = new Map();
+    let receivedAt = 0;
+    let timer = null;
+    let stopped = false;
+
+    function say(message) {
+      if (!problem) return;
+      problem.textContent = message;
+      problem.hidden = !message;
+    }
+
+    function render() {
+      const elapsed = (performance.now() - receivedAt) / 1000;
+      for (const [name, elements] of cells) {
+        const state = states.get(name);
+        if (!state) continue;
+        const age = state.heartbeat_age === null ? null : state.heartbeat_age + elapsed;
+        const held = state.running || state.stale;
+        for (const element of elements) {
+          const field = element.dataset.bgtasksField;
+          if (field && RENDER[field]) RENDER[field](element, state, age);
+          const show = element.dataset.bgtasksShow;
+          if (show === "idle") element.hidden = held;
+          else if (show === "running") element.hidden = !state.running;
+          else if (show === "held") element.hidden = !held;
+        }
+      }
+    }
+
+    async function poll() {
+      timer = null;
+      if (stopped || document.hidden) return; // resumed by visibilitychange
+      try {
+        const headers = { "Accept": "application/json" };
+        if (etag) headers["If-None-Match"] = etag;
+        // no-store: the browser neither adds nor answers conditions itself, so
+        // this script sees the 304 and keeps what it has.
+        const response = await fetch(url, { headers, credentials: "same-origin", cache: "no-store" });
+        const type = response.headers.get("Content-Type") || "";
+        if (response.status === 304) {
+          say("");
+        } else if (response.ok && type.startsWith("application/json")) {
+          const data = await response.json();
+          etag = response.headers.get("ETag");
+          states = new Map(data.tasks.map((state) => [state.name, state]));
+          receivedAt = performance.now();
+          say("");
+        } else if (response.status === 403 || response.redirected || response.ok) {
+          // Logged out (the admin redirects to its login page) or no longer allowed.
+          stopped = true;
+          say("Live updates stopped: your session has ended or lost its permission. Reload the page.");
+          return;
+        } else {
+          say("Live updates paused: the server answered " + response.status + ". Retrying.");
+        }
+      } catch (error) {
+        say("Live updates paused: the server can't be reached. Retrying.");
+      }
+      render();
+      timer = setTimeout(poll, interval);
+    }
+
+    document.addEventListener("visibilitychange", () => {
+      if (!document.hidden && timer === null && !stopped) poll();
+    });
+    // Times are written by the server in its time zone; show the browser's.
+    for (const time of document.querySelectorAll("[data-bgtasks-task] time")) {
+      time.textContent = formatTime(time.dateTime);
+    }
+    poll();
+  }
+
+  function init() {
+    const root = document.getElementById("bgtasks-live");
+    if (root && root.dataset.bgtasksPoll && window.fetch) start(root);
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

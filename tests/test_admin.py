@@ -1,0 +1,433 @@
+"""The admin for background tasks: what superusers, view-only staff and
+anonymous users see and can do, each action's LogEntry, escaping, CSRF and
+ATOMIC_REQUESTS, on each database (users live in "default")."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.test import Client
+
+from django_bgtasks import background_task
+from django_bgtasks.models import BackgroundTask
+from tests.dbtools import backdate, rows
+
+objects = BackgroundTask.objects
+CHANGELIST = "/admin/django_bgtasks/backgroundtask/"
+EVIL = '<script>alert("owned")<\\script> & <img onerror=x>'  # no '/': names can't have one
+
+
+@background_task(name=EVIL, ttl=30)
+def evil(lease: Any) -> None:
+    """Has a name that is markup."""
+
+
+def url(name: str, operation: str) -> str:
+    from django.urls import reverse
+
+    return reverse(f"admin:django_bgtasks_backgroundtask_{operation}", args=[name])
+
+
+def change_url(name: str) -> str:
+    from django.contrib.admin.utils import quote
+
+    return f"{CHANGELIST}{quote(name)}/change/"
+
+
+@pytest.fixture
+def superuser(make_staff: Any) -> Client:
+    client = Client()
+    client.force_login(make_staff("root", superuser=True))
+    return client
+
+
+@pytest.fixture
+def viewer(make_staff: Any) -> Client:
+    client = Client()
+    client.force_login(make_staff("viewer", "view_backgroundtask"))
+    return client
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def logged() -> list[tuple[str, str]]:
+    return [
+        (entry.object_id, entry.change_message)
+        for entry in LogEntry.objects.order_by("pk")
+        if entry.action_flag == CHANGE
+    ]
+
+
+# --- anonymous -----------------------------------------------------------------------------
+
+
+def test_anonymous_users_are_sent_to_the_login_page_and_change_nothing(site_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", {"secret": "s3cr3t"}, ttl=30)
+    before = rows(site_alias)
+    client = Client()
+
+    for path, method in [
+        (CHANGELIST, "get"),
+        (change_url("cleanup"), "get"),
+        (CHANGELIST + "status/", "get"),
+        (url("surface-quick", "run"), "post"),
+        (url("cleanup", "cancel"), "post"),
+        (url("cleanup", "release"), "post"),
+    ]:
+        response = getattr(client, method)(path)
+        assert response.status_code == 302, path
+        assert response["Location"].startswith("/admin/login/"), path
+        assert b"s3cr3t" not in response.content
+    assert rows(site_alias) == before
+
+
+# --- view-only staff ------------------------------------------------------------------------
+
+
+def test_view_only_staff_see_the_state_but_no_buttons(site_alias: str, viewer: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", {"done": 9, "total": 20, "phase": "deleting"}, ttl=30)
+
+    page = viewer.get(CHANGELIST)
+    html = page.content.decode()
+
+    assert page.status_code == 200
+    assert 'data-bgtasks-field="status">running</span>' in html
+    assert '<progress max="1" value="0.45"></progress>' in html
+    assert "45% (9/20)" in html
+    assert "worker-1" in html
+    assert f'data-bgtasks-poll="{CHANGELIST}status/"' in html
+    assert "django_bgtasks/live.js" in html
+    # No operations: no buttons, no action menu, no hidden form to submit.
+    for absent in (
+        "Run now",
+        "Request cancel",
+        "Force release",
+        "bgtasks-row-actions",
+        'name="action"',
+    ):
+        assert absent not in html, absent
+
+
+def test_view_only_staff_get_403_for_every_operation(site_alias: str, viewer: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    before = rows(site_alias)
+
+    assert viewer.post(url("surface-quick", "run")).status_code == 403
+    assert viewer.post(url("cleanup", "cancel")).status_code == 403
+    assert viewer.get(url("cleanup", "release")).status_code == 403
+    assert viewer.post(url("cleanup", "release"), {"token": "1"}).status_code == 403
+    # The changelist's actions are not offered to them, so a forged one does nothing.
+    forged = viewer.post(
+        CHANGELIST,
+        {
+            "action": "force_release",
+            "_selected_action": ["cleanup"],
+            "post": "yes",
+            "confirmed": json.dumps({"cleanup": 1}),
+            "index": "0",
+        },
+        follow=True,
+    )
+    assert forged.status_code == 200
+    assert rows(site_alias) == before
+    assert logged() == []
+
+
+def test_the_status_url_needs_the_view_permission(site_alias: str, make_staff: Any) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    client = Client()
+    client.force_login(make_staff("staff"))
+    assert client.get(CHANGELIST + "status/").status_code == 403
+
+    client.force_login(make_staff("viewer", "view_backgroundtask"))
+    response = client.get(CHANGELIST + "status/")
+    assert response.status_code == 200
+    assert [task["name"] for task in response.json()["tasks"]] == ["cleanup"]
+    tag = response["ETag"]
+    assert client.get(CHANGELIST + "status/", headers={"if-none-match": tag}).status_code == 304
+
+
+# --- the data is read-only for everyone -------------------------------------------------------
+
+
+def test_nobody_can_add_edit_or_delete_rows(site_alias: str, superuser: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", {"done": 1}, ttl=30)
+    before = rows(site_alias)
+
+    assert superuser.get(CHANGELIST + "add/").status_code == 403
+    detail = superuser.get(change_url("cleanup"))
+    assert detail.status_code == 200
+    assert 'name="_save"' not in detail.content.decode()
+    edit = superuser.post(change_url("cleanup"), {"owner": "me", "running": "", "token": 99})
+    assert edit.status_code == 403
+    assert superuser.post(CHANGELIST + "cleanup/delete/", {"post": "yes"}).status_code == 403
+    assert rows(site_alias) == before
+
+
+def test_the_detail_page_shows_the_value_and_the_run_history(
+    site_alias: str, viewer: Client
+) -> None:
+    for i in range(3):
+        lease = objects.try_claim("cleanup", "worker-1", {"done": i}, ttl=30)
+        objects.release("cleanup", "worker-1", {"done": i, "note": "ok"}, token=lease.token)
+    objects.try_claim("cleanup", "worker-2", {"done": 7, "total": 10, "nested": {"b": 2, "a": 1}})
+
+    html = viewer.get(change_url("cleanup")).content.decode()
+
+    value = re.search(r'<pre class="bgtasks-value"[^>]*>(.*?)</pre>', html, re.S)
+    assert value is not None
+    assert json.loads(value.group(1).replace("&quot;", '"')) == {
+        "done": 7,
+        "total": 10,
+        "nested": {"a": 1, "b": 2},
+    }
+    assert '\n  "done": 7,' in value.group(1).replace("&quot;", '"')  # pretty, indented
+    history = re.search(r'<table class="bgtasks-history">(.*?)</table>', html, re.S)
+    assert history is not None
+    tokens = re.findall(r"<tr><td>(\d+)</td>", history.group(1))
+    assert tokens == ["3", "2", "1"]  # newest first
+    assert "70% (7/10)" in html
+
+
+def test_a_stale_holder_is_shown_as_silent(site_alias: str, viewer: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    backdate(site_alias, "cleanup", 95)
+
+    html = viewer.get(CHANGELIST).content.decode()
+
+    assert re.search(r"stale: holder silent for 1 min 3\d s", html)
+    assert "bgtasks-status-stale" in html
+
+
+# --- operations by a superuser ----------------------------------------------------------------
+
+
+def test_run_now_from_a_row_starts_the_task_and_is_logged(
+    site_alias: str, superuser: Client, settle: Any
+) -> None:
+    lease = objects.try_claim("surface-quick", "worker-1", ttl=30)
+    objects.release("surface-quick", "worker-1", token=lease.token)
+
+    page = superuser.get(CHANGELIST).content.decode()
+    assert f'formaction="{url("surface-quick", "run")}"' in page
+    response = superuser.post(url("surface-quick", "run"), {"next": CHANGELIST}, follow=True)
+
+    assert response.redirect_chain == [(CHANGELIST, 302)]
+    [message] = messages_of(response)
+    assert message.startswith("Started “surface-quick” (token 2) on ")
+    assert settle("surface-quick").outcome == "succeeded"
+    [(object_id, change)] = logged()
+    assert object_id == "surface-quick" and change.startswith("Ran now (token 2, owner ")
+
+
+def test_run_now_says_who_holds_a_running_task(site_alias: str, superuser: Client) -> None:
+    objects.try_claim("surface-quick", "worker-1", ttl=30)
+    before = rows(site_alias)
+
+    response = superuser.post(url("surface-quick", "run"), follow=True)
+
+    assert messages_of(response) == ["“surface-quick” is already running on worker-1."]
+    assert rows(site_alias) == before and logged() == []
+
+
+def test_registered_tasks_that_never_ran_can_be_started(
+    site_alias: str, superuser: Client, settle: Any
+) -> None:
+    html = superuser.get(CHANGELIST).content.decode()
+    never_run = html[html.index("Registered tasks that have never run") :]
+    assert "surface-quick" in never_run and "Counts to three, reporting each step." in never_run
+
+    superuser.post(url("surface-quick", "run"))
+
+    assert settle("surface-quick").token == 1
+    html = superuser.get(CHANGELIST).content.decode()
+    assert "surface-quick" not in html[html.index("Registered tasks that have never run") :]
+
+
+def test_run_now_refuses_a_task_that_is_not_registered(site_alias: str, superuser: Client) -> None:
+    lease = objects.try_claim("adhoc", "worker-1", ttl=30)
+    objects.release("adhoc", "worker-1", token=lease.token)
+    before = rows(site_alias)
+
+    response = superuser.post(url("adhoc", "run"), follow=True)
+
+    assert messages_of(response) == [
+        "“adhoc” is not a registered task, so it can't be started here."
+    ]
+    assert rows(site_alias) == before
+    assert (
+        "formaction" not in superuser.get(CHANGELIST).content.decode().split("adhoc", 1)[1][:400]
+    )
+
+
+def test_request_cancel_from_a_row(site_alias: str, superuser: Client) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+
+    response = superuser.post(url("cleanup", "cancel"), follow=True)
+
+    assert messages_of(response) == [
+        "Asked worker-1 to stop “cleanup” (token 1); it stops at its next heartbeat or update."
+    ]
+    renewal = objects.renew("cleanup", "worker-1", token=lease.token)
+    assert renewal is not None and renewal.cancel_requested
+    assert logged() == [("cleanup", "Requested cancel (token 1, owner worker-1).")]
+
+    lease2 = objects.try_claim("idle", "worker-1", ttl=30)
+    objects.release("idle", "worker-1", token=lease2.token)
+    response = superuser.post(url("idle", "cancel"), follow=True)
+    assert messages_of(response) == ["“idle” is not running; there is nothing to cancel."]
+    assert len(logged()) == 1
+
+
+def test_force_release_asks_for_confirmation_then_releases_that_claim(
+    site_alias: str, superuser: Client
+) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    backdate(site_alias, "cleanup", 40)  # a holder that died
+
+    confirm = superuser.get(url("cleanup", "release"))
+    html = confirm.content.decode()
+    assert confirm.status_code == 200
+    assert "worker-1" in html and "stale: holder silent for" in html
+    assert 'name="token" value="1"' in html
+    assert objects.get_state("cleanup").stale  # nothing released by looking
+
+    response = superuser.post(url("cleanup", "release"), {"token": "1"}, follow=True)
+
+    state = objects.get_state("cleanup")
+    assert (state.running, state.stale, state.outcome) == (False, False, "released-by-operator")
+    assert messages_of(response)[0].startswith("Released “cleanup” (token 1).")
+    assert logged() == [("cleanup", "Force-released (token 1, owner worker-1).")]
+
+
+def test_force_release_does_not_end_a_claim_made_after_the_confirmation(
+    site_alias: str, superuser: Client
+) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    superuser.get(url("cleanup", "release"))  # the operator sees token 1
+    objects.force_release("cleanup")
+    objects.try_claim("cleanup", "worker-2", ttl=30)  # token 2 takes over meanwhile
+
+    response = superuser.post(url("cleanup", "release"), {"token": "1"}, follow=True)
+
+    assert objects.get_state("cleanup").running
+    assert "was not released: token 1 no longer holds it" in messages_of(response)[0]
+    assert logged() == []
+    bad = superuser.post(url("cleanup", "release"), {"token": "one"}, follow=True)
+    assert messages_of(bad) == ["The confirmation had no valid token."]
+    assert objects.get_state("cleanup").running
+
+
+def test_operations_need_post(site_alias: str, superuser: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    before = rows(site_alias)
+    assert superuser.get(url("surface-quick", "run")).status_code == 405
+    assert superuser.get(url("cleanup", "cancel")).status_code == 405
+    assert superuser.put(url("cleanup", "release")).status_code == 405
+    assert rows(site_alias) == before
+
+
+# --- the changelist's bulk actions ---------------------------------------------------------------
+
+
+def action(client: Client, name: str, *selected: str, **extra: str) -> Any:
+    data = {"action": name, "_selected_action": list(selected), "index": "0", **extra}
+    return client.post(CHANGELIST, data, follow=True)
+
+
+def test_bulk_request_cancel_and_run_now(site_alias: str, superuser: Client, settle: Any) -> None:
+    objects.try_claim("a", "worker-1", ttl=30)
+    objects.try_claim("b", "worker-2", ttl=30)
+    lease = objects.try_claim("surface-quick", "worker-3", ttl=30)
+    objects.release("surface-quick", "worker-3", token=lease.token)
+
+    action(superuser, "request_cancel", "a", "b")
+    assert objects.get_state("a").cancel_requested and objects.get_state("b").cancel_requested
+
+    response = action(superuser, "run_now", "surface-quick", "a")
+    assert settle("surface-quick").token == 2
+    assert "“a” is not a registered task, so it can't be started here." in messages_of(response)
+    assert [object_id for object_id, _ in logged()] == ["a", "b", "surface-quick"]
+
+
+def test_bulk_force_release_confirms_first(site_alias: str, superuser: Client) -> None:
+    objects.try_claim("a", "worker-1", ttl=30)
+    objects.try_claim("b", "worker-2", ttl=30)
+    lease = objects.try_claim("idle", "worker-3", ttl=30)
+    objects.release("idle", "worker-3", token=lease.token)
+
+    confirm = action(superuser, "force_release", "a", "b", "idle")
+    html = confirm.content.decode()
+    assert "Yes, force release" in html and "worker-1" in html and "worker-2" in html
+    assert objects.get_state("a").running and objects.get_state("b").running
+    confirmed = re.search(r'name="confirmed" value="([^"]*)"', html)
+    assert confirmed is not None
+    tokens = json.loads(confirmed.group(1).replace("&quot;", '"'))
+    assert tokens == {"a": 1, "b": 1}  # the idle task is not offered
+
+    # Meanwhile b changes hands: only the claims shown are released.
+    objects.force_release("b")
+    objects.try_claim("b", "worker-4", ttl=30)
+    selected = {"_selected_action": ["a", "b"], "action": "force_release", "post": "yes"}
+    superuser.post(CHANGELIST, {**selected, "confirmed": json.dumps(tokens)})
+
+    assert objects.get_state("a").outcome == "released-by-operator"
+    assert objects.get_state("b").running and objects.get_state("b").owner == "worker-4"
+    assert logged() == [("a", "Force-released (token 1, owner worker-1).")]
+
+
+# --- escaping, CSRF, ATOMIC_REQUESTS ----------------------------------------------------
+
+
+def test_task_names_are_escaped_everywhere(site_alias: str, superuser: Client) -> None:
+    objects.try_claim(EVIL, f"{EVIL}-owner", {"note": EVIL}, ttl=30)
+    objects.release(EVIL, f"{EVIL}-owner", token=1, outcome="failed", error=EVIL)
+    objects.try_claim(EVIL, f"{EVIL}-owner", {"note": EVIL}, ttl=30)
+
+    pages = [
+        superuser.get(CHANGELIST),
+        superuser.get(change_url(EVIL)),
+        superuser.get(url(EVIL, "release")),
+        superuser.post(url(EVIL, "cancel"), follow=True),
+        superuser.post(url(EVIL, "run"), follow=True),
+        action(superuser, "force_release", EVIL),
+    ]
+    for page in pages:
+        html = page.content.decode()
+        assert page.status_code == 200
+        assert "<script>alert(" not in html
+        assert "&lt;script&gt;alert(" in html
+
+
+def test_admin_posts_without_a_csrf_token_are_refused(site_alias: str, make_staff: Any) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_staff("root", superuser=True))
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    before = rows(site_alias)
+
+    assert client.post(url("surface-quick", "run")).status_code == 403
+    assert client.post(url("cleanup", "cancel")).status_code == 403
+    assert client.post(url("cleanup", "release"), {"token": "1"}).status_code == 403
+    bulk = {"action": "request_cancel", "_selected_action": "cleanup", "index": "0"}
+    assert client.post(CHANGELIST, bulk).status_code == 403
+    assert rows(site_alias) == before and logged() == []
+
+
+def test_operations_work_with_atomic_requests(
+    site_alias: str, superuser: Client, atomic_requests: None, settle: Any
+) -> None:
+    superuser.post(url("surface-quick", "run"))
+    assert settle("surface-quick").outcome == "succeeded"
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    superuser.post(url("cleanup", "cancel"))
+    assert objects.get_state("cleanup").cancel_requested
+    action(superuser, "request_cancel", "cleanup")
+    superuser.post(url("cleanup", "release"), {"token": "1"})
+    assert objects.get_state("cleanup").outcome == "released-by-operator"
+    assert len(logged()) == 4

@@ -1,0 +1,354 @@
+"""The JSON status API (``django_bgtasks.urls``, mounted at /bgtasks/): every
+status code, permissions, CSRF, ETag/304, and ATOMIC_REQUESTS, on each database."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from django_bgtasks.leases import TaskState
+from django_bgtasks.models import BackgroundTask
+from tests.dbtools import backdate, rows, runs
+
+objects = BackgroundTask.objects
+STATE_KEYS = set(TaskState.__dataclass_fields__) | {"status", "progress"}
+
+
+@pytest.fixture
+def viewer(make_staff: Any) -> Client:
+    client = Client()
+    client.force_login(make_staff("viewer", "view_backgroundtask"))
+    return client
+
+
+@pytest.fixture
+def operator(make_staff: Any) -> Client:
+    client = Client()
+    client.force_login(make_staff("operator", "change_backgroundtask"))
+    return client
+
+
+def post_json(client: Client, url: str, data: Any = None, **extra: Any) -> Any:
+    body = "" if data is None else json.dumps(data)
+    return client.post(url, body, content_type="application/json", **extra)
+
+
+# --- who may see and do what ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url", ["/bgtasks/", "/bgtasks/cleanup/", "/bgtasks/nope/"], ids=["list", "task", "unknown"]
+)
+def test_anonymous_and_unprivileged_users_get_403_json_and_no_data(
+    site_alias: str, make_staff: Any, url: str
+) -> None:
+    objects.try_claim("cleanup", "worker-1", {"secret": "s3cr3t"}, ttl=30)
+    no_perm_staff = Client()
+    no_perm_staff.force_login(make_staff("staff"))
+    not_staff = Client()
+    not_staff.force_login(make_staff("member", "view_backgroundtask", staff=False))
+
+    for client in (Client(), no_perm_staff, not_staff):
+        response = client.get(url)
+        assert response.status_code == 403
+        assert response["Content-Type"] == "application/json"
+        assert set(response.json()) == {"error"}
+        assert b"s3cr3t" not in response.content and b"worker-1" not in response.content
+
+
+def test_view_permission_is_not_enough_to_run_or_cancel(site_alias: str, viewer: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    before = rows(site_alias)
+
+    assert post_json(viewer, "/bgtasks/surface-quick/run/").status_code == 403
+    assert post_json(viewer, "/bgtasks/cleanup/cancel/").status_code == 403
+    assert post_json(Client(), "/bgtasks/surface-quick/run/").status_code == 403
+    assert rows(site_alias) == before
+
+
+def test_change_permission_alone_can_read_too(site_alias: str, operator: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    assert operator.get("/bgtasks/cleanup/").status_code == 200
+
+
+# --- reads -----------------------------------------------------------------------------
+
+
+def test_list_and_detail_return_task_states(site_alias: str, viewer: Client) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", {"done": 3, "total": 4}, ttl=30)
+    objects.try_claim("other", "worker-2", ttl=30)
+
+    listing = viewer.get("/bgtasks/")
+    assert listing.status_code == 200
+    assert [task["name"] for task in listing.json()["tasks"]] == ["cleanup", "other"]
+    assert set(listing.json()) == {"tasks"}
+
+    detail = viewer.get("/bgtasks/cleanup/")
+    assert detail.status_code == 200
+    data = detail.json()
+    assert set(data) == STATE_KEYS  # task state and nothing else
+    assert data == listing.json()["tasks"][0] | {"heartbeat_age": data["heartbeat_age"]}
+    assert (data["owner"], data["token"], data["status"], data["progress"]) == (
+        "worker-1",
+        lease.token,
+        "running",
+        0.75,
+    )
+    assert isinstance(data["heartbeat_age"], float) and 0 <= data["heartbeat_age"] < 5
+    assert data["started_at"] == objects.get_state("cleanup").started_at.isoformat()
+    assert data["finished_at"] is None
+
+
+def test_an_unknown_task_is_404_and_a_bad_name_is_400(site_alias: str, viewer: Client) -> None:
+    response = viewer.get("/bgtasks/nope/")
+    assert response.status_code == 404
+    assert response.json() == {"error": "No task named 'nope' has run."}
+
+    for bad in ("%20padded", "x" * 201, "tab%09in"):
+        response = viewer.get(f"/bgtasks/{bad}/")
+        assert response.status_code == 400, bad
+        assert set(response.json()) == {"error"}
+
+
+def test_reads_refuse_other_methods(site_alias: str, operator: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    assert operator.post("/bgtasks/cleanup/").status_code == 405
+    assert operator.delete("/bgtasks/").status_code == 405
+    head = operator.head("/bgtasks/cleanup/")
+    assert head.status_code == 200 and head["ETag"]
+
+
+def test_a_stale_holder_reads_as_stale(site_alias: str, viewer: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    backdate(site_alias, "cleanup", 45)
+
+    data = viewer.get("/bgtasks/cleanup/").json()
+    assert (data["running"], data["stale"], data["status"]) == (False, True, "stale")
+    assert data["heartbeat_age"] >= 45
+
+
+# --- conditional GET ---------------------------------------------------------------------
+
+
+def get_tag(client: Client, url: str) -> str:
+    response = client.get(url)
+    assert response.status_code == 200
+    assert "private" in response["Cache-Control"] and "no-cache" in response["Cache-Control"]
+    assert response["ETag"].startswith('W/"')
+    return str(response["ETag"])
+
+
+def assert_not_modified(client: Client, url: str, tag: str, sent: str | None = None) -> None:
+    response = client.get(url, headers={"if-none-match": sent or tag})
+    assert response.status_code == 304
+    assert response.content == b""
+    assert response["ETag"] == tag
+
+
+@pytest.mark.parametrize("url", ["/bgtasks/cleanup/", "/bgtasks/"], ids=["task", "list"])
+def test_etag_and_304_until_the_task_changes(site_alias: str, viewer: Client, url: str) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", {"done": 1, "total": 4}, ttl=30)
+    tag = get_tag(viewer, url)
+    assert_not_modified(viewer, url, tag)
+    # Time passing alone (the heartbeat_age grows) is no change.
+    assert_not_modified(viewer, url, tag)
+
+    seen = {tag}
+    changes = {
+        "progress": lambda: objects.update_state("cleanup", "worker-1", {"done": 2, "total": 4}),
+        # A heartbeat changes updated_at, once the clock has moved on (SQLite
+        # keeps milliseconds).
+        "heartbeat": lambda: time.sleep(0.01) or objects.heartbeat("cleanup", "worker-1"),
+        "cancel": lambda: objects.request_cancel("cleanup"),
+        "silent holder": lambda: backdate(site_alias, "cleanup", 60),  # now stale
+        "force release": lambda: objects.force_release("cleanup"),
+        "new claim": lambda: objects.try_claim("cleanup", "worker-2", ttl=30),
+        "release": lambda: objects.release("cleanup", "worker-2", {"done": 4, "total": 4}),
+        "another task": lambda: objects.try_claim("another", "worker-3", ttl=30),
+    }
+    for change, make in changes.items():
+        make()
+        response = viewer.get(url, headers={"if-none-match": tag})
+        if change == "another task" and url != "/bgtasks/":
+            assert response.status_code == 304  # another task is not this one
+            continue
+        assert response.status_code == 200, change
+        tag = str(response["ETag"])
+        assert tag not in seen, change
+        seen.add(tag)
+        assert_not_modified(viewer, url, tag)
+    assert lease.token == 1
+
+
+def test_an_old_etag_in_a_list_of_them_still_matches(site_alias: str, viewer: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    tag = get_tag(viewer, "/bgtasks/cleanup/")
+    assert_not_modified(viewer, "/bgtasks/cleanup/", tag, f'W/"old", {tag}')
+    # A strong form of the same tag matches too: If-None-Match compares weakly.
+    assert_not_modified(viewer, "/bgtasks/cleanup/", tag, tag.removeprefix("W/"))
+
+
+# --- run -----------------------------------------------------------------------------------
+
+
+def test_run_starts_a_registered_task_and_answers_202(
+    site_alias: str, operator: Client, settle: Any
+) -> None:
+    response = post_json(operator, "/bgtasks/surface-quick/run/")
+
+    assert response.status_code == 202
+    assert response["Location"] == "/bgtasks/surface-quick/"
+    data = response.json()
+    assert set(data) == STATE_KEYS and data["token"] == 1
+    state = settle("surface-quick")
+    assert (state.outcome, state.value, state.token) == ("succeeded", {"done": 3, "total": 3}, 1)
+
+
+def test_run_takes_a_ttl_from_json_or_a_form(
+    site_alias: str, operator: Client, settle: Any
+) -> None:
+    assert post_json(operator, "/bgtasks/surface-quick/run/", {"ttl": 7.5}).status_code == 202
+    assert settle("surface-quick").ttl == 7.5
+    assert operator.post("/bgtasks/surface-quick/run/", {"ttl": "9"}).status_code == 202
+    assert settle("surface-quick").ttl == 9.0
+
+
+def test_run_answers_409_when_the_task_is_held(site_alias: str, operator: Client) -> None:
+    objects.try_claim("surface-quick", "worker-1", ttl=30)
+    before = rows(site_alias)
+
+    response = post_json(operator, "/bgtasks/surface-quick/run/")
+
+    assert response.status_code == 409
+    assert response.json()["error"] == "Task 'surface-quick' is already running on worker-1."
+    assert response.json()["state"]["owner"] == "worker-1"
+    assert rows(site_alias) == before
+
+
+def test_run_answers_404_for_a_task_nobody_registered(site_alias: str, operator: Client) -> None:
+    objects.try_claim("adhoc", "worker-1", ttl=30)
+    objects.force_release("adhoc")  # it has run, under lease(), but is not registered
+    before = rows(site_alias)
+
+    for name in ("adhoc", "nope"):
+        response = post_json(operator, f"/bgtasks/{name}/run/")
+        assert response.status_code == 404
+        assert response.json() == {"error": f"No background task is registered as {name!r}."}
+    assert rows(site_alias) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "message"),
+    [
+        ('{"ttl": -1}', "application/json", "positive"),
+        ('{"ttl": 0}', "application/json", "positive"),
+        ('{"ttl": "30"}', "application/json", "number"),
+        ('{"ttl": 1e9}', "application/json", "at most"),
+        ('{"ttl": 30, "args": [1]}', "application/json", "Unknown field(s): args"),
+        ("[30]", "application/json", "JSON object"),
+        ("{not json", "application/json", "not valid JSON"),
+        ("ttl=soon", "application/x-www-form-urlencoded", "number of seconds"),
+        ("ttl=30&steps=9", "application/x-www-form-urlencoded", "Unknown field(s): steps"),
+    ],
+)
+def test_run_answers_400_for_bad_input_and_starts_nothing(
+    site_alias: str, operator: Client, body: str, content_type: str, message: str
+) -> None:
+    response = operator.post("/bgtasks/surface-quick/run/", body, content_type=content_type)
+
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+    assert rows(site_alias) == [] and runs(site_alias) == []
+
+
+def test_run_answers_400_for_a_bad_name(site_alias: str, operator: Client) -> None:
+    response = post_json(operator, "/bgtasks/%20surface-quick/run/")
+    assert response.status_code == 400
+    assert "whitespace" in response.json()["error"]
+    assert rows(site_alias) == []
+
+
+def test_run_and_cancel_need_post(site_alias: str, operator: Client) -> None:
+    assert operator.get("/bgtasks/surface-quick/run/").status_code == 405
+    assert operator.get("/bgtasks/surface-quick/cancel/").status_code == 405
+    assert rows(site_alias) == []
+
+
+# --- cancel ------------------------------------------------------------------------------
+
+
+def test_cancel_asks_the_holder_to_stop(site_alias: str, operator: Client) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+
+    response = post_json(operator, "/bgtasks/cleanup/cancel/")
+
+    assert response.status_code == 202
+    assert response["Location"] == "/bgtasks/cleanup/"
+    assert (response.json()["cancel_requested"], response.json()["status"]) == (
+        True,
+        "cancel requested",
+    )
+    renewal = objects.renew("cleanup", "worker-1", token=lease.token)
+    assert renewal is not None and renewal.cancel_requested
+
+
+def test_cancel_answers_409_when_nobody_holds_it_and_404_when_unknown(
+    site_alias: str, operator: Client
+) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.force_release("cleanup")
+    before = rows(site_alias)
+
+    response = post_json(operator, "/bgtasks/cleanup/cancel/")
+    assert response.status_code == 409
+    assert response.json()["error"] == "Task 'cleanup' is not running."
+    assert post_json(operator, "/bgtasks/nope/cancel/").status_code == 404
+    assert post_json(operator, "/bgtasks/%20x/cancel/").status_code == 400
+    assert rows(site_alias) == before
+
+
+def test_cancel_stops_a_running_task(site_alias: str, operator: Client, settle: Any) -> None:
+    assert post_json(operator, "/bgtasks/surface-slow/run/").status_code == 202
+    assert post_json(operator, "/bgtasks/surface-slow/cancel/").status_code == 202
+    state = settle("surface-slow")
+    assert state.outcome == "cancelled"
+    assert state.value["done"] < state.value["total"]
+
+
+# --- CSRF and ATOMIC_REQUESTS ----------------------------------------------------------------
+
+
+def test_posts_without_a_csrf_token_are_refused(
+    site_alias: str, make_staff: Any, settle: Any
+) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_staff("operator", "change_backgroundtask"))
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    before = rows(site_alias)
+
+    assert post_json(client, "/bgtasks/surface-quick/run/").status_code == 403
+    assert post_json(client, "/bgtasks/cleanup/cancel/").status_code == 403
+    assert rows(site_alias) == before
+
+    # The same requests with the token (as a front end's fetch() sends it) pass.
+    client.get("/bgtasks/")  # any page that sets the cookie would do
+    client.cookies.load({"csrftoken": "a" * 32})
+    token = {"headers": {"x-csrftoken": "a" * 32}}
+    assert post_json(client, "/bgtasks/surface-quick/run/", **token).status_code == 202
+    assert post_json(client, "/bgtasks/cleanup/cancel/", **token).status_code == 202
+    settle("surface-quick")
+
+
+def test_writes_work_with_atomic_requests(
+    site_alias: str, operator: Client, atomic_requests: None, settle: Any
+) -> None:
+    # A lease write refuses to run inside a transaction; these views opt out.
+    assert post_json(operator, "/bgtasks/surface-quick/run/").status_code == 202
+    assert settle("surface-quick").outcome == "succeeded"
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    assert post_json(operator, "/bgtasks/cleanup/cancel/").status_code == 202
+    assert operator.get("/bgtasks/cleanup/").json()["cancel_requested"] is True

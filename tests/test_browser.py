@@ -1,0 +1,154 @@
+"""The admin in a real browser: Debian's Chromium, driven by Playwright,
+against a live server on each database.
+
+An operator logs in, starts a registered task with "Run now", watches its
+progress bar advance with no reload (live.js polling the status URL), asks
+it to stop, and sees it stop. Set ``BGTASKS_SCREENSHOT=docs/admin-changelist.png``
+to save the live changelist (mid-run) there; otherwise it goes to a temp dir.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.db import connections
+
+from django_bgtasks import get_task
+from django_bgtasks.models import BackgroundTask
+from tests.dbtools import backdate
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",  # the tests run as root
+    "--disable-gpu",
+    # This machine has no network: without these Chromium keeps trying to
+    # reach Google's services, and logs refused connections.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+CHANGELIST = "/admin/django_bgtasks/backgroundtask/"
+objects = BackgroundTask.objects
+
+
+@pytest.fixture
+def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A Chromium page, closed before the test database is flushed."""
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(
+            f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it).",
+            pytrace=False,
+        )
+    # Playwright's sync API runs an event loop under this thread, which makes
+    # Django's async-safety check refuse the test's own (synchronous) ORM
+    # calls. They are not async code, so the check is switched off while the
+    # browser is open.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1920, "height": 560})
+        context.set_default_timeout(20_000)
+        yield context.new_page()
+        browser.close()
+        # Connections the test opened while the browser ran belong to the
+        # context Playwright runs the test in: close them there, or the test
+        # database can't be dropped at the end of the session.
+        connections.close_all()
+
+
+def a_few_other_tasks(alias: str) -> None:
+    """Rows in other states, so the page (and its screenshot) shows them all."""
+    get_task("surface-quick").run()
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        get_task("surface-fails").run()
+    objects.try_claim("nightly-report", "web-2:4711:5e1f", {"progress": 0.62}, ttl=30)
+    backdate(alias, "nightly-report", 47)  # its holder went silent
+
+
+def test_run_watch_and_cancel_in_a_real_browser(
+    site_alias: str,
+    live_server: Any,
+    make_staff: Any,
+    page: Any,
+    settle: Any,
+    tmp_path: Path,
+) -> None:
+    make_staff("root", superuser=True)
+    a_few_other_tasks(site_alias)
+    polls: list[int] = []
+    page.on(
+        "response",
+        lambda response: polls.append(response.status) if "/status/" in response.url else None,
+    )
+
+    page.goto(live_server.url + "/admin/login/?next=" + CHANGELIST)
+    # The admin's navigation sidebar, closed: room for every column.
+    page.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_url("**" + CHANGELIST)
+
+    # Never run so far: it is offered in the list of registered tasks.
+    page.locator(".bgtasks-never-run tr", has_text="surface-slow").get_by_role(
+        "button", name="Run now"
+    ).click()
+    page.wait_for_url("**" + CHANGELIST)
+    assert "Started “surface-slow”" in page.locator(".messagelist").inner_text()
+
+    # From here on, a reload would lose this mark.
+    page.evaluate("window.bgtasksSameDocument = true")
+    bar = page.locator(
+        '[data-bgtasks-task="surface-slow"][data-bgtasks-field="progress"] progress'
+    )
+    label = page.locator(
+        '[data-bgtasks-task="surface-slow"][data-bgtasks-field="progress"] .bgtasks-label'
+    )
+    status = page.locator('[data-bgtasks-task="surface-slow"][data-bgtasks-field="status"]')
+    first = float(bar.get_attribute("value") or 0)
+    page.wait_for_function("([el, v]) => el.value >= v + 0.2", arg=[bar.element_handle(), first])
+    later = bar.evaluate("el => el.value")
+    assert later >= first + 0.2
+    assert status.inner_text() == "running"
+    assert label.inner_text().endswith("/40)")
+    assert page.evaluate("window.bgtasksSameDocument") is True
+    assert (
+        "stale: holder silent for"
+        in page.locator(
+            '[data-bgtasks-task="nightly-report"][data-bgtasks-field="status"]'
+        ).inner_text()
+    )
+    screenshot = Path(os.environ.get("BGTASKS_SCREENSHOT") or tmp_path / "changelist.png")
+    page.screenshot(path=str(screenshot), full_page=True)
+
+    # Ask it to stop, from its row.
+    page.locator('button[data-bgtasks-task="surface-slow"]', has_text="Request cancel").click()
+    page.wait_for_url("**" + CHANGELIST)
+    assert "Asked " in page.locator(".messagelist").inner_text()
+    outcome = page.locator('[data-bgtasks-task="surface-slow"][data-bgtasks-field="outcome"]')
+    page.evaluate("window.bgtasksSameDocument = true")
+    outcome.filter(has_text="cancelled").wait_for()
+    assert status.inner_text() == "idle"
+    # Idle again: "Run now" is offered once more, without a reload.
+    page.locator('button[data-bgtasks-task="surface-slow"]', has_text="Run now").wait_for()
+    assert page.evaluate("window.bgtasksSameDocument") is True
+
+    state = settle("surface-slow")
+    assert state.outcome == "cancelled" and 0 < state.value["done"] < 40
+    assert [entry.change_message.split(" (")[0] for entry in LogEntry.objects.order_by("pk")] == [
+        "Ran now",
+        "Requested cancel",
+    ]
+    # While the task ran every poll brought news (200); once it stopped,
+    # polls are answered 304 Not Modified.
+    page.wait_for_timeout(2500)
+    assert 200 in polls and polls[-1] == 304

@@ -1,0 +1,458 @@
+"""``manage.py bgtasks``: every subcommand, its ``--json`` output parsed, its
+errors, colour handling, and ``watch``/``run`` stopping cleanly on SIGINT and
+SIGTERM in a real process, on each database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_bgtasks.leases import TaskState
+from django_bgtasks.models import BackgroundTask, TaskRun
+from tests.dbtools import backdate, rows, runs
+from tests.procs import ROOT, worker_env
+
+objects = BackgroundTask.objects
+
+
+def bgtasks(*args: str) -> str:
+    out = StringIO()
+    call_command("bgtasks", *args, stdout=out)
+    return out.getvalue()
+
+
+def without_age(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if key != "heartbeat_age"}
+
+
+# --- list and show ----------------------------------------------------------------------------
+
+
+def test_list_shows_every_task(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", {"done": 9, "total": 20}, ttl=30)
+    objects.try_claim("silent", "worker-2", ttl=30)
+    backdate(db_alias, "silent", 40)
+
+    out = bgtasks("list").splitlines()
+
+    assert out[0].split() == ["NAME", "STATUS", "PROGRESS", "OWNER", "TOKEN", "OUTCOME",
+                              "HEARTBEAT", "STARTED", "FINISHED", "DURATION"]  # fmt: skip
+    cleanup = next(line for line in out if line.startswith("cleanup"))
+    assert "running" in cleanup and "45% (9/20)" in cleanup and "worker-1" in cleanup
+    silent = next(line for line in out if line.startswith("silent"))
+    assert "stale: holder silent for 4" in silent
+    # Registered tasks that have never run are named too.
+    assert any(
+        line.startswith("Registered, never run: ") and "surface-quick" in line for line in out
+    )
+
+
+def test_list_json_is_only_json_in_the_api_shape(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", {"done": 1, "total": 4}, ttl=30)
+    objects.try_claim("other", "worker-2", ttl=30)
+
+    data = json.loads(bgtasks("list", "--json"))
+
+    assert set(data) == {"tasks"}
+    expected = [state.as_json() for state in objects.list_states()]
+    assert [without_age(task) for task in data["tasks"]] == [without_age(t) for t in expected]
+    assert data["tasks"][0]["progress"] == 0.25
+
+
+def test_list_json_with_no_tasks(db_alias: str) -> None:
+    assert json.loads(bgtasks("list", "--json")) == {"tasks": []}
+
+
+def test_show_prints_the_state_value_and_recent_runs(db_alias: str) -> None:
+    for _ in range(2):
+        lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+        objects.release("cleanup", "worker-1", {"deleted": 5}, token=lease.token)
+    objects.try_claim("cleanup", "worker-2", {"done": 1, "total": 2, "phase": "scan"}, ttl=30)
+
+    out = bgtasks("show", "cleanup")
+
+    assert "status            running" in out
+    assert "owner             worker-2" in out and "token             3" in out
+    assert '"phase": "scan"' in out  # the value, pretty
+    assert "recent runs (newest first" in out
+    tokens = [line.split()[0] for line in out.split("TOKEN", 1)[1].splitlines()[1:]]
+    assert tokens == ["2", "1"]
+
+
+def test_show_json_is_the_task_state(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", {"done": 1}, ttl=30)
+    data = json.loads(bgtasks("show", "cleanup", "--json"))
+    assert without_age(data) == without_age(objects.get_state("cleanup").as_json())
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("nope", "No task named 'nope' has run, and none is registered."),
+        ("surface-quick", "Task 'surface-quick' is registered but has never run."),
+        (" padded", "whitespace"),
+        ("x" * 201, "at most 200"),
+    ],
+)
+def test_show_refuses_unknown_or_bad_names(db_alias: str, name: str, message: str) -> None:
+    with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        bgtasks("show", name)
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+def test_run_runs_in_the_foreground_with_a_progress_bar(db_alias: str) -> None:
+    out = bgtasks("run", "surface-quick")
+
+    assert "Running 'surface-quick' here as " in out
+    assert "[" + "#" * 30 + "] 100% (3/3)" in out
+    assert "'surface-quick' succeeded (token 1) in " in out
+    assert 'result: {"counted": 3}' in out
+    state = objects.get_state("surface-quick")
+    assert (state.running, state.outcome, state.ttl) == (False, "succeeded", 30.0)
+
+
+def test_run_takes_a_ttl(db_alias: str) -> None:
+    bgtasks("run", "surface-quick", "--ttl", "7")
+    assert objects.get_state("surface-quick").ttl == 7.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "No background task is registered as 'nope'"),
+        (["surface-quick", "--ttl", "0"], "ttl must be a positive"),
+        (["surface-quick", "--ttl", "1e9"], "at most"),
+    ],
+)
+def test_run_refuses_bad_input_and_writes_nothing(
+    db_alias: str, args: list[str], message: str
+) -> None:
+    with pytest.raises(CommandError, match=message):
+        bgtasks("run", *args)
+    assert rows(db_alias) == []
+
+
+def test_run_refuses_a_held_task_and_names_the_holder(db_alias: str) -> None:
+    objects.try_claim("surface-quick", "worker-1", ttl=30)
+    before = rows(db_alias)
+    with pytest.raises(CommandError, match=r"already running on worker-1 \(token 1\)"):
+        bgtasks("run", "surface-quick")
+    assert rows(db_alias) == before
+
+
+def test_run_fails_when_the_task_fails(db_alias: str) -> None:
+    with pytest.raises(CommandError, match=r"'surface-fails' failed \(token 1\): RuntimeError"):
+        bgtasks("run", "surface-fails")
+    state = objects.get_state("surface-fails")
+    assert state.outcome == "failed" and "disk on fire" in state.error
+
+
+class Terminal(StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def state(value: Any) -> TaskState:
+    now = dt.datetime.now(dt.UTC)
+    return TaskState("t", value, True, "w", 1, 30.0, now, None, now, False, "", "", False, 0.1)
+
+
+def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
+    from django.core.management.base import OutputWrapper
+    from django.core.management.color import no_style
+
+    from django_bgtasks.management.commands.bgtasks import ProgressBar
+
+    screen = Terminal()
+    bar = ProgressBar(OutputWrapper(screen), no_style())
+    bar.draw(state({"done": 1, "total": 4, "phase": "a long phase name"}))
+    bar.draw(state({"done": 1, "total": 4, "phase": "a long phase name"}))  # unchanged: nothing
+    bar.draw(state({"done": 2, "total": 4}))
+    bar.close()
+
+    first = "[" + "#" * 7 + "-" * 23 + '] 25% (1/4) {"phase":"a long phase name"}'
+    second = "[" + "#" * 15 + "-" * 15 + "] 50% (2/4)"
+    # Each redraw returns to the line's start and covers the longer line before it.
+    assert screen.getvalue() == f"\r{first}\r{second.ljust(len(first))}\n"
+    assert "\x1b" not in screen.getvalue()
+
+
+# --- release and cancel ---------------------------------------------------------------------
+
+
+def test_release_refuses_without_force_and_names_the_holder(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    before = rows(db_alias)
+
+    with pytest.raises(CommandError) as info:
+        bgtasks("release", "cleanup")
+
+    message = str(info.value)
+    assert "held by worker-1 (token 1, running)" in message and "--force" in message
+    assert "bgtasks cancel cleanup" in message
+    assert rows(db_alias) == before
+
+
+def test_release_force_ends_the_lease(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    backdate(db_alias, "cleanup", 40)  # a holder that died: the reason to force
+
+    out = bgtasks("release", "cleanup", "--force")
+
+    assert "Released 'cleanup' (token 1, held by worker-1)." in out
+    state = objects.get_state("cleanup")
+    assert (state.running, state.stale, state.outcome) == (False, False, "released-by-operator")
+    assert not objects.heartbeat("cleanup", "worker-1", token=lease.token)
+
+
+def test_release_refuses_what_is_not_held_or_has_changed_hands(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.force_release("cleanup")
+    with pytest.raises(CommandError, match="not held; there is nothing to release"):
+        bgtasks("release", "cleanup", "--force")
+    with pytest.raises(CommandError, match="No task named 'nope' has run"):
+        bgtasks("release", "nope", "--force")
+
+    objects.try_claim("cleanup", "worker-2", ttl=30)  # token 2
+    with pytest.raises(CommandError, match="token 1 no longer holds it"):
+        bgtasks("release", "cleanup", "--force", "--token", "1")
+    assert objects.get_state("cleanup").running
+
+
+def test_cancel_asks_the_holder_to_stop(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+
+    out = bgtasks("cancel", "cleanup")
+
+    assert "Asked worker-1 to stop 'cleanup' (token 1)" in out
+    assert "(heartbeats every 10 s)" in out
+    renewal = objects.renew("cleanup", "worker-1", token=lease.token)
+    assert renewal is not None and renewal.cancel_requested
+
+
+def test_cancel_refuses_what_is_not_running(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.force_release("cleanup")
+    with pytest.raises(CommandError, match="not running; there is nothing to cancel"):
+        bgtasks("cancel", "cleanup")
+    with pytest.raises(CommandError, match="No task named 'nope'"):
+        bgtasks("cancel", "nope")
+
+
+# --- prune ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def history(db_alias: str) -> None:
+    """Task "old": three runs 40, 20 and 10 days old. Task "recent": one run
+    today. Task "silent": a holder that stopped heartbeating."""
+    for days in (40, 20, 10):
+        lease = objects.try_claim("old", "worker-1", ttl=30)
+        objects.release("old", "worker-1", token=lease.token)
+        finished = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+        TaskRun.objects.using(db_alias).filter(name="old", token=lease.token).update(
+            started_at=finished, finished_at=finished
+        )
+    lease = objects.try_claim("recent", "worker-1", ttl=30)
+    objects.release("recent", "worker-1", token=lease.token)
+    objects.try_claim("silent", "worker-2", ttl=30)
+    backdate(db_alias, "silent", 40)
+
+
+def test_prune_dry_run_changes_nothing(db_alias: str, history: None) -> None:
+    before = (rows(db_alias), runs(db_alias))
+
+    out = bgtasks("prune", "--days", "15", "--dry-run")
+
+    assert "Would record 1 silent holder(s) as lost: silent." in out
+    assert "Would delete 2 run(s) that finished more than 15 day(s) ago." in out
+    assert (rows(db_alias), runs(db_alias)) == before
+
+
+def test_prune_expires_silent_holders_and_deletes_old_runs(db_alias: str, history: None) -> None:
+    out = bgtasks("prune", "--days", "15")
+
+    assert "Recorded 1 silent holder(s) as lost." in out
+    assert "Deleted 2 run(s) that finished more than 15 day(s) ago." in out
+    assert [(run["name"], run["token"]) for run in runs(db_alias)] == [
+        ("old", 3),  # 10 days old: kept
+        ("recent", 1),
+        ("silent", 1),  # recorded as lost just now
+    ]
+    assert runs(db_alias, "silent")[0]["outcome"] == "lost"
+    assert objects.get_state("silent").outcome == "lost"
+
+
+def test_prune_keeps_each_tasks_newest_run_and_defaults_to_the_setting(
+    db_alias: str, history: None, settings: Any
+) -> None:
+    settings.BGTASKS_HISTORY_DAYS = 5
+    bgtasks("prune")
+    # All of "old"'s runs are older than 5 days; its newest is kept anyway.
+    assert [run["token"] for run in runs(db_alias, "old")] == [3]
+
+
+def test_prune_refuses_negative_days(db_alias: str) -> None:
+    with pytest.raises(CommandError, match="--days must be 0 or more"):
+        bgtasks("prune", "--days", "-1")
+
+
+# --- watch and colour ---------------------------------------------------------------------------
+
+
+def test_watch_prints_a_table_each_interval(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", {"progress": 0.5}, ttl=30)
+
+    out = bgtasks("watch", "--interval", "0.05", "--iterations", "3", "--no-color")
+
+    assert out.count("1 task(s), 1 running. Every 0.05 s; Ctrl-C to stop.") == 3
+    assert out.count("cleanup") == 3 and "50%" in out
+    assert "\x1b" not in out  # no colour and no screen clearing
+
+
+@pytest.mark.parametrize("args", [["--interval", "0"], ["--iterations", "0"]])
+def test_watch_refuses_bad_options(db_alias: str, args: list[str]) -> None:
+    with pytest.raises(CommandError, match="must be"):
+        bgtasks("watch", *args)
+
+
+def test_colour_can_be_forced_or_switched_off_after_the_subcommand(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+
+    assert "\x1b[" in bgtasks("list", "--force-color")
+    assert "\x1b[" in bgtasks("--force-color", "list")
+    assert "\x1b[" not in bgtasks("list", "--no-color")
+    # Even forced, colour is never in --json output, and a pipe gets no screen clearing.
+    assert json.loads(bgtasks("list", "--json", "--force-color"))["tasks"][0]["name"] == "cleanup"
+    watched = bgtasks("watch", "--iterations", "1", "--force-color")
+    assert "\x1b[" in watched and "\x1b[2J" not in watched
+
+
+def test_a_subcommand_is_required(db_alias: str) -> None:
+    with pytest.raises(CommandError, match="required"):
+        bgtasks()
+
+
+# --- real processes: exit codes and signals ----------------------------------------------
+
+
+def manage(alias: str, *args: str, **popen: Any) -> subprocess.Popen[str]:
+    """``manage.py bgtasks ...`` in a new process, on the test database."""
+    code = (
+        "import sys; from tests.procs import _setup_django; _setup_django(); "
+        "from django.core.management import execute_from_command_line; "
+        "execute_from_command_line(['manage.py', *sys.argv[1:]])"
+    )
+    env = worker_env(alias)
+    env["PYTHONUNBUFFERED"] = "1"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "bgtasks", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        **popen,
+    )
+
+
+def read_until(process: subprocess.Popen[str], text: str, timeout: float = 30) -> list[str]:
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    process.kill()
+    raise AssertionError(f"no {text!r} in {lines}; stderr: {process.communicate()[1]}")
+
+
+def test_errors_exit_with_status_1_and_a_message(db_alias: str) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    process = manage(db_alias, "release", "cleanup")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert out == ""
+    assert err.startswith("CommandError: Task 'cleanup' is held by worker-1")
+
+    process = manage(db_alias, "show", "cleanup", "--json")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0 and err == ""
+    assert json.loads(out)["owner"] == "worker-1"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_watch_stops_cleanly_on_a_signal(db_alias: str, sig: signal.Signals) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    process = manage(db_alias, "watch", "--interval", "0.1")
+    try:
+        seen = read_until(process, "cleanup")
+        seen += read_until(process, "cleanup")  # a second table: it is refreshing
+        process.send_signal(sig)
+        _rest, err = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "".join(seen).count("Ctrl-C to stop.") == 2
+
+
+def test_ctrl_c_during_run_cancels_the_task(db_alias: str) -> None:
+    process = manage(db_alias, "run", "surface-slow")
+    try:
+        read_until(process, "Running 'surface-slow'")
+        read_until(process, "(2/40)")  # the progress bar is moving
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert "Asked the task to stop" in out
+    assert process.returncode == 1
+    assert "CommandError: 'surface-slow' was cancelled (token 1)" in err
+    state = objects.get_state("surface-slow")
+    assert (state.running, state.outcome) == (False, "cancelled")
+    assert state.value["done"] < 40
+
+
+def test_a_second_ctrl_c_abandons_the_run_and_releases_its_lease(db_alias: str) -> None:
+    process = manage(db_alias, "run", "surface-slow")
+    try:
+        read_until(process, "(1/40)")
+        # Two interrupts that arrive together, before the task could react
+        # to the first: delivered while the process is stopped. (Two pending
+        # SIGINTs would merge into one, so the second is a SIGTERM.)
+        os.kill(process.pid, signal.SIGSTOP)
+        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+        os.kill(process.pid, signal.SIGCONT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 1
+    assert "Asked the task to stop" not in out  # straight to abandoning
+    assert "CommandError: Abandoned 'surface-slow' (token 1); its lease is released." in err
+    state = objects.get_state("surface-slow")
+    assert (state.running, state.outcome) == (False, "cancelled")
+    assert "abandoned" in state.error
