@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import signal
 import threading
 import time
@@ -135,6 +136,18 @@ class ProgressBar:
             self.stdout.write("")
 
 
+# Errors and values are written by task code, which may echo anything (a file
+# name, a remote server's message). Their control characters would be obeyed
+# by the operator's terminal (clear the screen, retitle the window), so they
+# are printed escaped, as JSON escapes them, which keeps --json valid JSON.
+# Newlines and tabs stay: tracebacks are multi-line.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def _value_summary(value: Any, limit: int = 60) -> str:
     """The value's other keys (not done/total/progress), compact, for one line."""
     if isinstance(value, dict):
@@ -143,7 +156,7 @@ def _value_summary(value: Any, limit: int = 60) -> str:
             return ""
     elif value is None:
         return ""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _printable(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -299,9 +312,11 @@ class Command(BaseCommand):
             self.stdout.write(f"{label.ljust(width)}  {_styled(cell)}")
         if state.error:
             self.stdout.write("error:")
-            self.stdout.write(state.error.rstrip())
+            self.stdout.write(_printable(state.error.rstrip()))
         self.stdout.write("value:")
-        self.stdout.write(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True))
+        self.stdout.write(
+            _printable(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True))
+        )
         runs = list(TaskRun.objects.for_task(state.name)[:RECENT_RUNS])
         if runs:
             self.stdout.write(f"recent runs (newest first, up to {RECENT_RUNS}):")
@@ -402,7 +417,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"{name!r} succeeded (token {token}) in {took}."))
             if result is not None:
                 self.stdout.write(
-                    "result: " + json.dumps(result, ensure_ascii=False, default=repr)
+                    "result: " + _printable(json.dumps(result, ensure_ascii=False, default=repr))
                 )
             return
         if isinstance(exception, TaskCancelled):
@@ -536,7 +551,7 @@ class Command(BaseCommand):
         return state
 
     def _json(self, data: Any) -> None:
-        self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
+        self.stdout.write(_printable(json.dumps(data, indent=2, ensure_ascii=False)))
 
     def _status(self, state: TaskState) -> Cell:
         text = display.status_text(state)
