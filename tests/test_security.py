@@ -1,5 +1,13 @@
-"""The security review's claims, as tests (docs/security.md).
+"""The security review's claims, as tests (docs/security.md), across every
+surface at once (each surface's own tests go deeper into its behaviour).
 
+* Every write path needs a permission: every URL of the JSON API and of the
+  admin for tasks is found by walking the URLconf, and each is requested,
+  GET and POST, by every kind of user who must not change anything.
+* The JSON API and the admin leak nothing to those users.
+* CSRF is enforced on every URL that accepts a POST.
+* Task names, owners, values and errors are escaped: HTML in the admin, JSON
+  in the API, and no terminal control characters in the command's output.
 * No SQL is built from values: the package executes SQL in one place, the
   statements carry values only as parameters, and names made of SQL, format
   and placeholder syntax are stored as the text they are.
@@ -8,16 +16,27 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
+import unicodedata
+from collections.abc import Callable, Iterator
 from dataclasses import fields
+from io import StringIO
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote as url_quote
 
 import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote
+from django.core.management import call_command
 from django.db import connections
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
 
 from django_bgtasks import sql
 from django_bgtasks.models import BackgroundTask, TaskRun
-from tests.dbtools import runs
+from tests.dbtools import rows, runs
 
 objects = BackgroundTask.objects
 PACKAGE = Path(sql.__file__).parent
@@ -122,3 +141,234 @@ def test_names_made_of_sql_are_stored_as_text(db_alias: str, name: str) -> None:
     tables = connections[db_alias].introspection.table_names()
     assert {BackgroundTask._meta.db_table, TaskRun._meta.db_table} <= set(tables)
     assert BackgroundTask.objects.using(db_alias).count() == 1
+
+
+# --- the web surfaces: every URL, every user who may not write -----------------------------
+
+OWNER_MARK = "worker-s3cr3t"
+VALUE_MARK = "v4lue-s3cr3t"
+ACTIONS = ("run_now", "request_cancel", "force_release")
+
+
+def _routes(patterns: list[Any], prefix: str = "") -> Iterator[str]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            yield from _routes(pattern.url_patterns, prefix + str(pattern.pattern))
+        elif isinstance(pattern, URLPattern):
+            yield prefix + str(pattern.pattern)
+
+
+def task_urls(name: str) -> list[str]:
+    """Every URL of the JSON API and of the tasks' admin, for task ``name``.
+    A route with a parameter this doesn't know fails the test, so that a new
+    endpoint can't go untested."""
+    urls = []
+    for route in _routes(get_resolver().url_patterns):
+        if not route.startswith(("bgtasks/", "admin/django_bgtasks/")):
+            continue
+        # As the admin and reverse() write them: percent-encoded for a
+        # <str:name>, the admin's own quoting for an object id.
+        url = "/" + route.replace("<str:name>", url_quote(name, safe="")).replace(
+            "<path:object_id>", quote(name)
+        )
+        unknown = re.sub(r"<str:name>|<path:object_id>", "", route)
+        assert "<" not in unknown and "(" not in unknown, f"unknown parameter in {route!r}"
+        urls.append(url)
+    return urls
+
+
+def post_data(name: str, token: int) -> dict[str, Any]:
+    """What any of the write endpoints could want, all at once."""
+    return {
+        "token": str(token),
+        "ttl": "30",
+        "_selected_action": [name],
+        "index": "0",
+        "post": "yes",
+        "confirmed": json.dumps({name: token}),
+    }
+
+
+def snapshot(alias: str) -> Any:
+    return rows(alias), runs(alias), list(LogEntry.objects.values_list("pk", flat=True))
+
+
+@pytest.fixture
+def users(make_staff: Any) -> dict[str, Client]:
+    """Everyone who must not change tasks, logged in."""
+    clients = {"anonymous": Client()}
+    for kind, user in [
+        ("staff without permissions", make_staff("staff")),
+        ("staff with view permission", make_staff("viewer", "view_backgroundtask")),
+        (
+            "not staff, with every permission",
+            make_staff("member", "view_backgroundtask", "change_backgroundtask", staff=False),
+        ),
+        ("inactive superuser", make_staff("gone", superuser=True)),
+    ]:
+        if kind == "inactive superuser":
+            user.is_active = False
+            user.save()
+        clients[kind] = Client()
+        clients[kind].force_login(user)
+    return clients
+
+
+@pytest.mark.parametrize("name", ["cleanup", "surface-quick"])
+def test_no_url_lets_an_unprivileged_user_change_anything(
+    site_alias: str, users: dict[str, Client], name: str
+) -> None:
+    lease = objects.try_claim(name, OWNER_MARK, {"note": VALUE_MARK}, ttl=60)
+    assert lease is not None
+    before = snapshot(site_alias)
+    urls = task_urls(name)
+    assert len(urls) >= 13  # the API's 4 and the admin's
+
+    for kind, client in users.items():
+        for url in urls:
+            for action in (None, *ACTIONS):
+                data = post_data(name, lease.token) | ({"action": action} if action else {})
+                response = client.post(url, data)
+                # (Reads answer POSTs too, e.g. the admin's status view, to
+                # those who may read: what matters is that nothing changes.)
+                assert response.status_code in (200, 302, 403, 405), (kind, url, action)
+                if response.status_code == 302:
+                    # To the login page, or back to the page, never onwards.
+                    assert response["Location"].startswith(("/admin/login/", url)), response
+            assert client.get(url).status_code in (200, 302, 403, 404, 405), (kind, url)
+    assert snapshot(site_alias) == before
+
+
+def test_the_same_requests_do_change_things_for_an_operator(
+    site_alias: str, make_staff: Any, settle: Callable[..., Any]
+) -> None:
+    # The control for the test above: its requests are the ones that work.
+    operator = Client()
+    operator.force_login(make_staff("operator", "view_backgroundtask", "change_backgroundtask"))
+    changed = []
+    for url in task_urls("surface-quick"):
+        token = 0
+        if not url.endswith("/run/"):  # everything else wants a holder
+            lease = objects.try_claim("surface-quick", OWNER_MARK, ttl=60)
+            assert lease is not None
+            token = lease.token
+        before = snapshot(site_alias)
+        operator.post(url, post_data("surface-quick", token))
+        if snapshot(site_alias) != before:
+            changed.append(url)
+        objects.force_release("surface-quick")
+        settle("surface-quick")
+    assert {url.rsplit("/", 2)[-2] for url in changed} >= {"run", "cancel", "release"}, changed
+
+
+def test_nothing_leaks_to_users_without_the_view_permission(
+    site_alias: str, users: dict[str, Client]
+) -> None:
+    objects.try_claim("cleanup", OWNER_MARK, {"note": VALUE_MARK}, ttl=60)
+    for kind, client in users.items():
+        if kind == "staff with view permission":
+            continue
+        for url in task_urls("cleanup"):
+            for response in (client.get(url), client.post(url)):
+                assert OWNER_MARK.encode() not in response.content, (kind, url)
+                assert VALUE_MARK.encode() not in response.content, (kind, url)
+        # Not even whether a task exists: a name that never ran gets the same answer.
+        for suffix in ("", "run/", "cancel/"):
+            known = client.get(f"/bgtasks/cleanup/{suffix}")
+            unknown = client.get(f"/bgtasks/never-ran/{suffix}")
+            assert (known.status_code, known.content) == (unknown.status_code, unknown.content)
+
+
+def test_every_post_needs_the_csrf_token(site_alias: str, make_staff: Any) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_staff("root", superuser=True))
+    lease = objects.try_claim("cleanup", OWNER_MARK, ttl=60)
+    assert lease is not None
+    before = snapshot(site_alias)
+    for name in ("cleanup", "surface-quick"):
+        for url in task_urls(name):
+            for action in (None, *ACTIONS):
+                data = post_data(name, lease.token) | ({"action": action} if action else {})
+                response = client.post(url, data)
+                assert response.status_code in (403, 405), (url, action, response)
+                body = json.dumps(data)
+                response = client.post(url, body, content_type="application/json")
+                assert response.status_code in (403, 405), (url, action, response)
+    assert snapshot(site_alias) == before
+
+
+# --- escaping -------------------------------------------------------------------------------
+
+EVIL = '<script>alert("owned")<\\script> & <img src=x onerror=alert(1)>'  # no "/" in names
+# Terminal control: clear the screen, set the window title, and an 8-bit CSI.
+CONTROL = "\x1b[2J\x1b]0;owned\x07\x9b31m"
+
+
+def test_the_api_answers_json_that_a_browser_will_not_render(site_alias: str, users: Any) -> None:
+    objects.try_claim(EVIL, f"{EVIL} owner", {"note": EVIL}, ttl=60)
+    viewer = users["staff with view permission"]
+    evil = url_quote(EVIL, safe="")
+    for url in (
+        "/bgtasks/",
+        f"/bgtasks/{evil}/",
+        f"/bgtasks/{evil}x/",  # 404
+        "/bgtasks/%20x/",  # 400
+    ):
+        response = viewer.get(url)
+        assert response["Content-Type"] == "application/json", url
+        assert response["X-Content-Type-Options"] == "nosniff", url
+        json.loads(response.content)
+    assert viewer.get(f"/bgtasks/{evil}/").json()["name"] == EVIL
+
+
+def test_admin_pages_escape_markup_in_every_field(site_alias: str, make_staff: Any) -> None:
+    root = Client()
+    root.force_login(make_staff("root", superuser=True))
+    lease = objects.try_claim(EVIL, f"{EVIL} owner", {"note": EVIL}, ttl=60)
+    assert lease is not None
+    objects.release(EVIL, f"{EVIL} owner", token=lease.token, outcome="failed", error=EVIL)
+    objects.try_claim(EVIL, f"{EVIL} owner", {"note": EVIL}, ttl=60)
+    for url in task_urls(EVIL):
+        response = root.get(url, follow=True)
+        if response["Content-Type"] == "application/json":  # the API, the live view's data
+            assert response["X-Content-Type-Options"] == "nosniff", url
+            continue
+        html = response.content.decode()
+        assert response["Content-Type"].startswith("text/html"), url
+        assert "<script>alert(" not in html and "<img src=x" not in html, url
+    detail = root.get(f"/admin/django_bgtasks/backgroundtask/{quote(EVIL)}/change/")
+    html = detail.content.decode()
+    # The owner, the value, the error and the history all went through escaping.
+    assert html.count("&lt;script&gt;alert(") >= 5, html
+
+
+def _control_characters(text: str) -> list[str]:
+    return [c for c in text if unicodedata.category(c) == "Cc" and c not in "\n"]
+
+
+def test_the_command_prints_no_terminal_control_characters(db_alias: str) -> None:
+    value = {"note": f"{EVIL} {CONTROL}", CONTROL: [CONTROL]}
+    lease = objects.try_claim(EVIL, "worker-1", value, ttl=60)
+    assert lease is not None
+    error = f"Traceback (most recent call last):\n  boom {CONTROL}\nRuntimeError: {CONTROL}"
+    objects.release(EVIL, "worker-1", token=lease.token, outcome="failed", error=error)
+
+    outputs = {}
+    for args in (
+        ("list",),
+        ("list", "--json"),
+        ("show", EVIL),
+        ("show", EVIL, "--json"),
+        ("watch", "--iterations", "1"),
+    ):
+        out = StringIO()
+        call_command("bgtasks", *args, stdout=out, no_color=True)
+        outputs[args] = out.getvalue()
+        assert _control_characters(outputs[args]) == [], (args, outputs[args])
+    # Markup is printed as the text it is (a terminal renders no HTML), and
+    # --json still says exactly what is stored.
+    assert EVIL in outputs[("list",)] and EVIL in outputs[("show", EVIL)]
+    shown = json.loads(outputs[("show", EVIL, "--json")])
+    assert (shown["name"], shown["value"], shown["error"]) == (EVIL, value, error)
+    [listed] = json.loads(outputs[("list", "--json")])["tasks"]
+    assert listed["value"] == value

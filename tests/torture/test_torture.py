@@ -63,7 +63,7 @@ def test_torture(
         "pgdata": str(embedded_postgres.pgdata),
         "pg_user": embedded_postgres.system_user,
         "restarts": max(1, round(SECONDS / 300)),
-        "operator": "operator",
+        "operator": "command",
     }
     began = time.monotonic()
     with (directory / "chaos.log").open("w") as log:
