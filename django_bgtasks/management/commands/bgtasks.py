@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import re
 import signal
 import threading
@@ -39,6 +40,10 @@ RUN_POLL_SECONDS = 0.2
 # percentage changes, and otherwise at most this often.
 PLAIN_PROGRESS_EVERY = 5.0
 RECENT_RUNS = 10
+# Bounds for --days and --interval: beyond them the date arithmetic and the
+# wait overflow (and neither makes sense for history or a refresh).
+MAX_HISTORY_DAYS = 36500
+MAX_WATCH_INTERVAL = 86400.0
 # Home the cursor and clear the screen, as watch(1) does. Written only to a
 # terminal and never with --no-color, so captured output has no escapes.
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
@@ -474,8 +479,10 @@ class Command(BaseCommand):
 
     def handle_prune(self, *, days: float | None, dry_run: bool, **_: Any) -> None:
         days = conf.HISTORY_DAYS if days is None else days
-        if days < 0:
-            raise CommandError(f"--days must be 0 or more, not {days:g}.")
+        if not (math.isfinite(days) and 0 <= days <= MAX_HISTORY_DAYS):
+            raise CommandError(
+                f"--days must be 0 or more, and at most {MAX_HISTORY_DAYS}, not {days:g}."
+            )
         old_runs = TaskRun.objects.older_than(days)
         if dry_run:
             silent = [state.name for state in BackgroundTask.objects.list_states() if state.stale]
@@ -498,8 +505,11 @@ class Command(BaseCommand):
     def handle_watch(
         self, *, interval: float, iterations: int | None, no_color: bool = False, **_: Any
     ) -> None:
-        if not interval > 0:
-            raise CommandError(f"--interval must be above 0, not {interval:g}.")
+        if not 0 < interval <= MAX_WATCH_INTERVAL:
+            raise CommandError(
+                f"--interval must be above 0 and at most {MAX_WATCH_INTERVAL:g} seconds, "
+                f"not {interval:g}."
+            )
         if iterations is not None and iterations < 1:
             raise CommandError(f"--iterations must be 1 or more, not {iterations}.")
         clear = self.stdout.isatty() and not no_color
