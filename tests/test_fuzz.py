@@ -335,11 +335,15 @@ API_STATUSES = {
     endpoint=st.sampled_from(sorted(API_STATUSES)),
     body=st.one_of(json_bodies, st.binary(max_size=40), form_bodies),
 )
+@example(name="\ud800", endpoint=("get", ""), body=b"{}")
+@example(name="caf\xe9 \u2028", endpoint=("post", "cancel/"), body=b"{}")
 def test_the_json_api_with_anything(
     site_alias: str, operator: Client, name: str, endpoint: tuple[str, str], body: Any
 ) -> None:
     method, suffix = endpoint
-    url = f"/bgtasks/{quote(name, safe='')}/{suffix}"
+    # A lone surrogate can't be UTF-8; a client could still send its bytes.
+    segment = quote(name.encode("utf-8", "surrogatepass"), safe="")
+    url = f"/bgtasks/{segment}/{suffix}"
     before, threads = snapshot(site_alias), set(threading.enumerate())
     if method == "get":
         response = operator.get(url)
