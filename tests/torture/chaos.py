@@ -8,8 +8,9 @@ at a time, in a seeded random order:
 * ``kill``: SIGKILL the holder (or, one time in four, any worker) and start a
   new one in its place; if it held the lease, check that the lease stops
   reading as running a ttl after the dead worker's last statement ended;
-* ``cancel`` and ``release``: ask for a cancel or a forced release from a
-  separate operator process, as an operator at a shell would;
+* ``cancel`` and ``release``: ``manage.py bgtasks cancel NAME`` and
+  ``manage.py bgtasks release NAME --force``, each in its own process, as an
+  operator at a shell would;
 * ``restart``: once, in the middle, stop PostgreSQL (immediate mode, i.e. a
   crash) for longer than the ttl and start it again.
 
@@ -60,7 +61,6 @@ class Config:
     pgdata: str  # the embedded server's data directory (for the restart)
     pg_user: str | None  # the system user it runs as (when run as root)
     restarts: int = 1
-    operator: str = "operator"  # or "command", once `manage.py bgtasks` exists
 
     @property
     def events_path(self) -> Path:
@@ -295,12 +295,9 @@ class Chaos:
     def operator_action(self, action: str) -> None:
         before = self.state()
         config = self.config
-        if config.operator == "command":
-            args = ["manage", "bgtasks", action, config.name]
-            if action == "release":
-                args.append("--force")
-        else:
-            args = ["operator", action, config.name]
+        args = ["manage", "bgtasks", action, config.name]
+        if action == "release":
+            args.append("--force")
         done = subprocess.run(
             [sys.executable, "-m", "tests.torture.workers", *args],
             capture_output=True,
@@ -411,11 +408,8 @@ def _seconds_since(earlier: Any, later: Any) -> float:
 
 
 def _operator_said_done(done: subprocess.CompletedProcess[str]) -> bool | None:
-    """Whether the cancel or release took effect; ``None`` if the operator
-    process failed in a way that doesn't say."""
-    for line in done.stdout.splitlines():
-        if line.startswith("result "):
-            return bool(json.loads(line.split(" ", 1)[1])["done"])
+    """Whether the cancel or release took effect; ``None`` if the command
+    failed in a way that doesn't say."""
     if done.returncode == 0 and done.stdout.strip():
         return True  # the command said what it did
     if done.returncode == 1 and done.stderr.startswith("CommandError:"):

@@ -230,7 +230,8 @@ def check(evidence: Evidence) -> Verdict:
     releases = [e for e in events if e["kind"] == "release"]
     cancels = [e for e in events if e["kind"] == "cancel"]
     for action in releases + cancels:
-        if action["returncode"] != 0 or action["done"] is None:
+        # A refusal ("not held", exit status 1) is an answer; a crash is not.
+        if action["done"] is None:
             verdict.inconclusive.append(f"an operator command failed: {action}")
     forced = sum(1 for e in releases if e["done"])
     if outcomes["released-by-operator"] != forced:

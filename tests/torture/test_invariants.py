@@ -229,3 +229,11 @@ def test_a_write_fenced_before_a_pause_may_commit_after_it() -> None:
     verdict = check(evidence)
     assert verdict.violations == []
     assert verdict.counts["of which fenced before a pause, committed after it"] == 1
+
+
+def test_a_refused_operator_command_is_an_answer_and_a_crashed_one_is_not() -> None:
+    evidence = clean()
+    evidence.events.append({"kind": "release", "returncode": 1, "done": False})
+    assert (check(evidence).violations, check(evidence).inconclusive) == ([], [])
+    evidence.events.append({"kind": "cancel", "returncode": 1, "done": None})
+    assert "operator command failed" in check(evidence).inconclusive[0]

@@ -1,6 +1,6 @@
 """The torture run: eight workers on one short lease, and a chaos process
 that pauses, kills and restarts them, crashes PostgreSQL once, and cancels
-and force-releases from the command line. Then every invariant is checked
+and force-releases from the command line (``manage.py bgtasks``). Then every invariant is checked
 from the database, and the results table is printed.
 
     .venv/bin/python -m pytest tests/torture -s                  # CI profile, ~2.5 min
@@ -63,7 +63,6 @@ def test_torture(
         "pgdata": str(embedded_postgres.pgdata),
         "pg_user": embedded_postgres.system_user,
         "restarts": max(1, round(SECONDS / 300)),
-        "operator": "command",
     }
     began = time.monotonic()
     with (directory / "chaos.log").open("w") as log:

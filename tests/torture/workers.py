@@ -370,19 +370,6 @@ def migrate() -> None:
     _result({"migrated": True})
 
 
-def operator(action: str, name: str) -> None:
-    """What an operator does from another process: cancel or force-release."""
-    from django_bgtasks.models import BackgroundTask
-
-    if action == "cancel":
-        done = BackgroundTask.objects.request_cancel(name)
-    elif action == "release":
-        done = BackgroundTask.objects.force_release(name)
-    else:
-        raise SystemExit(f"unknown action {action!r}")
-    _result({"done": done})
-
-
 def manage(*args: str) -> None:
     """``manage.py <args>`` in a process set up like the workers: how the
     chaos process runs the ``bgtasks`` command, as an operator would."""
@@ -396,7 +383,6 @@ SCENARIOS = {
     "replica": replica,
     "standby": standby,
     "migrate": migrate,
-    "operator": operator,
     "manage": manage,
 }
 
