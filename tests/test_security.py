@@ -214,12 +214,19 @@ def users(make_staff: Any) -> dict[str, Client]:
     return clients
 
 
-@pytest.mark.parametrize("name", ["cleanup", "surface-quick"])
+@pytest.mark.parametrize(
+    ("name", "held"),
+    # Held, so that a cancel or a release would work; idle (and registered),
+    # so that a run would.
+    [("cleanup", True), ("surface-quick", False)],
+)
 def test_no_url_lets_an_unprivileged_user_change_anything(
-    site_alias: str, users: dict[str, Client], name: str
+    site_alias: str, users: dict[str, Client], name: str, held: bool
 ) -> None:
     lease = objects.try_claim(name, OWNER_MARK, {"note": VALUE_MARK}, ttl=60)
     assert lease is not None
+    if not held:
+        assert objects.release(name, OWNER_MARK, token=lease.token)
     before = snapshot(site_alias)
     urls = task_urls(name)
     assert len(urls) >= 13  # the API's 4 and the admin's
