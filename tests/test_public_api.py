@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -16,8 +17,10 @@ from django.db.backends.dummy.base import DatabaseWrapper as DummyDatabaseWrappe
 from django.utils import timezone
 
 from django_bgtasks import (
+    LeaseLost,
     RunningLease,
     TaskCancelled,
+    alease,
     background_task,
     get_task,
     lease,
@@ -26,7 +29,7 @@ from django_bgtasks import (
 from django_bgtasks import sql as lease_sql
 from django_bgtasks.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
-from tests.dbtools import backdate
+from tests.dbtools import backdate, rows, runs
 
 objects = BackgroundTask.objects
 
@@ -173,6 +176,46 @@ def test_a_running_lease_shows_who_holds_it_and_a_cancel_request(db_alias: str) 
     assert running.cancel_requested
 
 
+def test_a_body_that_fails_after_losing_its_lease_raises_its_own_error(db_alias: str) -> None:
+    """The work's exception wins over the loss, and the operator's release is
+    not overwritten by a 'failed' from a holder that no longer holds it."""
+    with pytest.raises(RuntimeError, match="late failure"), lease("job", ttl=30):
+        assert objects.force_release("job")
+        raise RuntimeError("late failure")
+    assert objects.get_state("job").outcome == "released-by-operator"
+    assert [run["outcome"] for run in runs(db_alias)] == ["released-by-operator"]
+
+
+def test_a_started_task_that_outlived_its_lease_reports_lease_lost(db_alias: str) -> None:
+    gate = threading.Event()
+
+    @background_task(name="t-outlived", ttl=30)
+    def outlived(running: RunningLease) -> str:
+        gate.wait(10)
+        return "done"
+
+    started = outlived.start()
+    assert started is not None
+    assert objects.force_release("t-outlived")
+    gate.set()
+    assert started.wait(10)
+    # It ran to the end, but part of it without the lease: the caller is told.
+    assert started.result == "done" and isinstance(started.exception, LeaseLost)
+    assert objects.get_state("t-outlived").outcome == "released-by-operator"
+
+
+def test_a_heartbeat_interval_that_is_not_a_number_is_refused(
+    db_alias: str, settings: Any
+) -> None:
+    settings.BGTASKS_HEARTBEAT_INTERVAL = "10"
+    with (
+        pytest.raises(TypeError, match="BGTASKS_HEARTBEAT_INTERVAL must be a number"),
+        lease("job", ttl=30),
+    ):
+        pytest.fail("body must not run")
+    assert rows(db_alias) == []
+
+
 # --- async twins ---------------------------------------------------------------------
 
 
@@ -195,6 +238,22 @@ def test_the_operator_async_twins(db_alias: str) -> None:
             await sync_to_async(connections.close_all)()
 
     asyncio.run(run_and_close())
+
+
+def test_alease_records_a_failing_body_and_reraises(db_alias: str) -> None:
+    async def main() -> None:
+        try:
+            with pytest.raises(RuntimeError, match="disk on fire"):
+                async with alease("job", ttl=30) as running:
+                    await running.aupdate({"done": 1})
+                    raise RuntimeError("disk on fire")
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    asyncio.run(main())
+    state = objects.get_state("job")
+    assert (state.running, state.outcome, state.value) == (False, "failed", {"done": 1})
+    assert "RuntimeError: disk on fire" in state.error
 
 
 # --- a database without lease SQL -------------------------------------------------------
