@@ -4,8 +4,8 @@ that holds the built wheel and not the checkout. Not a pytest module.
 It proves that what ships works on its own: the package is imported from
 site-packages, it carries ``py.typed``, every template and static file it ships
 is found by Django's loaders, the example project's tasks are discovered, a
-full lease cycle runs with history and a rising token, and (once the app has an
-admin) the admin's changelist renders.
+full lease cycle runs with history and a rising token, and (in versions that
+ship them) the admin's changelist renders and the JSON API answers.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -34,7 +35,9 @@ def main() -> None:
     check_static(package)
     check_tasks()
     check_lease_cycle()
-    check_admin(package)
+    client = staff_client()
+    check_admin(package, client)
+    check_json_api(package, client)
     say("the installed wheel works")
 
 
@@ -101,11 +104,33 @@ def check_lease_cycle() -> None:
     say(f"two lease cycles: tokens {tokens}, both in history as succeeded")
 
 
-def check_admin(package: Path) -> None:
-    from django.contrib import admin
+def staff_client() -> Any:
+    """A test client logged in as a superuser of the example project."""
     from django.contrib.auth import get_user_model
     from django.test import Client
-    from django.test.utils import override_settings, setup_test_environment
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    user_model = get_user_model()
+    user = user_model.objects.filter(username="wheel-smoke").first()
+    if user is None:
+        user = user_model.objects.create_superuser("wheel-smoke", "smoke@example.com", "x")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def get(client: Any, url: str) -> Any:
+    from django.test.utils import override_settings
+
+    with override_settings(ALLOWED_HOSTS=["testserver"]):
+        response = client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    return response
+
+
+def check_admin(package: Path, client: Any) -> None:
+    from django.contrib import admin
     from django.urls import reverse
 
     from django_bgtasks.models import BackgroundTask
@@ -114,19 +139,26 @@ def check_admin(package: Path) -> None:
         say("this version ships no admin.py; no changelist to render")
         return
     assert admin.site.is_registered(BackgroundTask), "admin.py registers no BackgroundTask admin"
-    setup_test_environment()
-    user_model = get_user_model()
-    user = user_model.objects.filter(username="wheel-smoke").first()
-    if user is None:
-        user = user_model.objects.create_superuser("wheel-smoke", "smoke@example.com", "x")
-    client = Client()
-    client.force_login(user)
     url = reverse("admin:django_bgtasks_backgroundtask_changelist")
-    with override_settings(ALLOWED_HOSTS=["testserver"]):
-        response = client.get(url)
-    assert response.status_code == 200, (url, response.status_code)
-    assert b"wheel-smoke" in response.content, "the task is not on the changelist"
+    assert b"wheel-smoke" in get(client, url).content, "the task is not on the changelist"
     say(f"admin changelist {url} renders")
+
+
+def check_json_api(package: Path, client: Any) -> None:
+    from django.urls import reverse
+
+    from django_bgtasks.models import BackgroundTask
+
+    if not (package / "urls.py").exists():
+        say("this version ships no urls.py; no JSON API to call")
+        return
+    state = BackgroundTask.objects.get_state("wheel-smoke")
+    assert state is not None
+    data = get(client, reverse("bgtasks:task", args=["wheel-smoke"])).json()
+    assert (data["name"], data["token"], data["status"]) == ("wheel-smoke", state.token, "idle")
+    names = [task["name"] for task in get(client, reverse("bgtasks:list")).json()["tasks"]]
+    assert "wheel-smoke" in names, names
+    say("JSON API answers for the task and the list")
 
 
 if __name__ == "__main__":
