@@ -24,7 +24,7 @@ coverage, in the test process and in the worker processes it starts;
 wheel (not the checkout) into a fresh virtualenv on each leg's Python and
 Django, and runs the example project from it: ``check``, ``makemigrations
 --check``, ``migrate``, then tests/wheel/smoke.py (a lease cycle, the shipped
-templates and static files, the admin).
+templates and static files, the admin and the JSON API where shipped).
 
 Usage: ``nox`` runs everything; ``nox -s tests-3.13 -- -k leases`` passes
 arguments to pytest. Set ``DATABASE_URL`` to include a PostgreSQL server.
