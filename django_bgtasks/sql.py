@@ -43,6 +43,8 @@ RUN_COLUMNS = "name, token, owner, started_at, finished_at, outcome, error, valu
 
 @dataclass(frozen=True)
 class Statements:
+    """One vendor's statements, one field per lease operation."""
+
     claim: str
     renew: str
     renew_with_value: str
