@@ -13,7 +13,11 @@ each for two Django configurations of the same server: Django's default
 statements, as bare psycopg uses by default). Also:
 
 * the share of heartbeat updates PostgreSQL did as HOT updates;
-* what an idle lease costs: statements per minute at the default ttl.
+* what an idle lease costs: statements per minute at the default ttl;
+* where the time goes: one heartbeat timed layer by layer (the seed's UPDATE
+  and ours on bare psycopg, ours through Django's cursor, the whole manager
+  call), and each statement's planning time, which Django's default binding
+  pays on every call.
 
 Usage (an embedded PostgreSQL is started unless a DSN is given):
 
@@ -30,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -238,10 +243,98 @@ def main() -> None:
         f"idle lease: {renewals} renewals in {window:g} s at ttl {ttl:g} s -> "
         f"{per_minute:.2f} statements/min per lease at the default ttl ({conf.TTL:g} s)"
     )
+    breakdown(seed, beat_tokens["prepared"])
     seed.close()
     connection.close()
     if server is not None:
         server.cleanup()
+
+
+def interleaved_us(layers: list[tuple[str, Callable[[], object]]], rounds: int = 8) -> list[float]:
+    """Median call time of each layer, measured round-robin so that the
+    machine's drift (other load, WAL flushes) hits every layer alike."""
+    per_round: list[list[float]] = [[] for _ in layers]
+    for _ in range(rounds):
+        for index, (_, work) in enumerate(layers):
+            for _ in range(50):
+                work()
+            samples = []
+            for _ in range(300):
+                start = time.perf_counter()
+                work()
+                samples.append(time.perf_counter() - start)
+            per_round[index].append(statistics.median(samples))
+    return [statistics.median(values) * 1e6 for values in per_round]
+
+
+def breakdown(seed: psycopg.Connection, beat: tuple[str, int]) -> None:
+    """One heartbeat, layer by layer, all prepared and durable (same server)."""
+    import re
+
+    from django.conf import settings
+    from django.db import connections
+
+    from django_bgtasks import sql
+    from django_bgtasks.models import BackgroundTask
+
+    name, token = beat
+    settings.BGTASKS_DATABASE = "prepared"  # the manager call, on the same connection
+    prepared = connections["prepared"]
+    statements = sql.statements(prepared)
+    params = {"name": name, "owner": "bench-owner", "token": token}
+    cursor = seed.cursor()
+    # Our SQL on the very connection Django uses, so the next step isolates
+    # Django's cursor layer alone.
+    prepared.ensure_connection()
+    raw = prepared.connection.cursor()
+
+    def django_cursor() -> None:
+        with prepared.cursor() as django_cur:
+            django_cur.execute(statements.renew, params)
+            django_cur.fetchall()
+
+    layers = [
+        (
+            "seed UPDATE, bare psycopg",
+            lambda: cursor.execute(SEED_HEARTBEAT, ["beat", "bench-owner"], prepare=True),
+        ),
+        (
+            "our renew SQL, bare psycopg",
+            lambda: raw.execute(statements.renew, params, prepare=True).fetchall(),
+        ),
+        ("our renew SQL, Django cursor", django_cursor),
+        (
+            "BackgroundTask.objects.heartbeat()",
+            lambda: BackgroundTask.objects.heartbeat(name, "bench-owner", token=token),
+        ),
+    ]
+    print("\nwhere a heartbeat's time goes (prepared, durable; interleaved medians):")
+    previous = None
+    for (label, _), took in zip(layers, interleaved_us(layers), strict=True):
+        extra = "" if previous is None else f"  ({took - previous:+.0f})"
+        print(f"  {label:<36} {took:6.0f} us{extra}")
+        previous = took
+
+    print("planning time per call without prepared statements (EXPLAIN SUMMARY, median of 30):")
+    values = {"value": '{"done": 1}', "ttl": 120.0, "outcome": "succeeded", "error": ""}
+    client = psycopg.ClientCursor(seed)
+    for label, query in [
+        ("seed claim (upsert)", SEED_CLAIM),
+        ("seed heartbeat", SEED_HEARTBEAT),
+        ("our claim", statements.claim),
+        ("our renew", statements.renew),
+        ("our update", statements.renew_with_value),
+        ("our release (with history)", statements.release),
+    ]:
+        args: Any = (
+            {**params, **values} if "%(" in query else ["x", '{"a": 1}', "o"][: query.count("%s")]
+        )
+        planning = []
+        for _ in range(30):
+            rows = client.execute("EXPLAIN (SUMMARY) " + query, args).fetchall()
+            line = next(row[0] for row in rows if "Planning Time" in row[0])
+            planning.append(float(re.findall(r"[\d.]+", line)[0]) * 1000)
+        print(f"  {label:<36} {statistics.median(planning):6.0f} us")
 
 
 if __name__ == "__main__":

@@ -128,6 +128,9 @@ class TaskChangeList(ChangeList):
 
 @admin.register(BackgroundTask)
 class BackgroundTaskAdmin(TaskModelAdmin):
+    """Tasks, live: read-only rows, and run now / request cancel / force
+    release for users with the change permission."""
+
     list_display_links = ["name"]
     search_fields = ["name", "owner"]
     actions = ["run_now", "request_cancel", "force_release"]

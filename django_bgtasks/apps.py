@@ -1,3 +1,5 @@
+"""The app configuration: registers the system checks and every app's tasks."""
+
 from __future__ import annotations
 
 from django.apps import AppConfig
@@ -5,11 +7,14 @@ from django.utils.translation import gettext_lazy as _
 
 
 class BgTasksConfig(AppConfig):
+    """``django_bgtasks`` in ``INSTALLED_APPS``."""
+
     name = "django_bgtasks"
     verbose_name = _("Background tasks")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        """Register the system checks and import every app's ``tasks`` module."""
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks  # noqa: F401  (registers the system checks)

@@ -25,6 +25,7 @@ def _is_number(value: object) -> bool:
 
 @register()
 def check_database(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E003 (unknown alias), E001 (unsupported vendor), E004 (old SQLite)."""
     alias = conf.DATABASE
     if alias not in settings.DATABASES:
         return [
@@ -58,6 +59,7 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
 
 @register()
 def check_timing(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E005 (bad ``BGTASKS_TTL``), E002 (heartbeat interval not below ttl/2)."""
     ttl, interval = conf.TTL, conf.HEARTBEAT_INTERVAL
     if not _is_number(ttl) or not 0 < ttl <= MAX_TTL:
         return [
@@ -85,6 +87,7 @@ def check_timing(**kwargs: Any) -> list[CheckMessage]:
 
 @register()
 def check_history(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E006 (bad ``BGTASKS_HISTORY_DAYS``)."""
     days = conf.HISTORY_DAYS
     if not _is_number(days) or days < 0:
         return [
@@ -99,6 +102,7 @@ def check_history(**kwargs: Any) -> list[CheckMessage]:
 
 @register()
 def check_time_zone(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.W001 (``USE_TZ = False``)."""
     if not settings.USE_TZ:
         return [
             Warning(

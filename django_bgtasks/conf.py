@@ -10,6 +10,8 @@ from django.conf import settings
 
 
 class Settings:
+    """The ``BGTASKS_*`` settings: ``conf.TTL`` reads ``settings.BGTASKS_TTL``, and so on."""
+
     @property
     def TTL(self) -> float:
         """Default lease duration in seconds."""

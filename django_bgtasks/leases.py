@@ -90,6 +90,7 @@ class TaskState:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> TaskState:
+        """Build from a row in ``sql.STATE_COLUMNS`` order, as either vendor returns it."""
         (name, value, running, owner, token, ttl, started_at, finished_at, updated_at,
          cancel_requested, outcome, error, stale, heartbeat_age) = row  # fmt: skip
         return cls(
@@ -179,6 +180,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
     """The atomic lease operations. Each is one SQL statement and one round trip."""
 
     def get_queryset(self) -> models.QuerySet[BackgroundTask]:
+        """ORM reads of the lease table, on the ``BGTASKS_DATABASE`` alias."""
         # ORM reads (the admin, the history) go where the leases live.
         return super().get_queryset().using(conf.DATABASE)
 
@@ -308,19 +310,23 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         *,
         ttl: float | None = None,
     ) -> Lease | None:
+        """:meth:`try_claim` for async code."""
         return await sync_to_async(self.try_claim)(name, owner, initial_value, ttl=ttl)
 
     async def arenew(
         self, name: str, owner: str, *, token: int | None = None, value: Any = KEEP_VALUE
     ) -> Renewal | None:
+        """:meth:`renew` for async code."""
         return await sync_to_async(self.renew)(name, owner, token=token, value=value)
 
     async def aupdate_state(
         self, name: str, owner: str, value: Any, *, token: int | None = None
     ) -> bool:
+        """:meth:`update_state` for async code."""
         return await sync_to_async(self.update_state)(name, owner, value, token=token)
 
     async def aheartbeat(self, name: str, owner: str, *, token: int | None = None) -> bool:
+        """:meth:`heartbeat` for async code."""
         return await sync_to_async(self.heartbeat)(name, owner, token=token)
 
     async def arelease(
@@ -333,20 +339,25 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         outcome: str = "succeeded",
         error: str = "",
     ) -> bool:
+        """:meth:`release` for async code."""
         return await sync_to_async(self.release)(
             name, owner, final_value, token=token, outcome=outcome, error=error
         )
 
     async def aget_state(self, name: str) -> TaskState | None:
+        """:meth:`get_state` for async code."""
         return await sync_to_async(self.get_state)(name)
 
     async def alist_states(self) -> list[TaskState]:
+        """:meth:`list_states` for async code."""
         return await sync_to_async(self.list_states)()
 
     async def aforce_release(self, name: str, *, token: int | None = None) -> bool:
+        """:meth:`force_release` for async code."""
         return await sync_to_async(self.force_release)(name, token=token)
 
     async def arequest_cancel(self, name: str) -> bool:
+        """:meth:`request_cancel` for async code."""
         return await sync_to_async(self.request_cancel)(name)
 
     # --- plumbing --------------------------------------------------------------
@@ -381,6 +392,7 @@ class RunQuerySet(models.QuerySet["TaskRun"]):
     """Run history, read from the ``BGTASKS_DATABASE`` alias."""
 
     def for_task(self, name: str) -> RunQuerySet:
+        """The runs of task ``name``, newest (highest token) first."""
         return self.using(conf.DATABASE).filter(name=name).order_by("-token")
 
     def older_than(self, days: float) -> RunQuerySet:

@@ -16,6 +16,8 @@ from .leases import LeaseManager, RunQuerySet
 
 
 class Outcome(models.TextChoices):
+    """How a run ended."""
+
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
     CANCELLED = "cancelled", _("cancelled")
@@ -26,6 +28,9 @@ class Outcome(models.TextChoices):
 
 
 class BackgroundTask(models.Model):
+    """One task name: its lease and its shared state. Written only through
+    ``BackgroundTask.objects`` (:class:`~django_bgtasks.leases.LeaseManager`)."""
+
     name = models.CharField(_("name"), max_length=200, primary_key=True)
     value = models.JSONField(_("value"), null=True, blank=True)
     running = models.BooleanField(_("running"), default=False)
@@ -61,6 +66,8 @@ class BackgroundTask(models.Model):
 
 
 class TaskRun(models.Model):
+    """One finished run of a task (history), written in the statement that ended it."""
+
     name = models.CharField(_("task"), max_length=200)
     token = models.BigIntegerField(_("token"))
     owner = models.CharField(_("owner"), max_length=200)

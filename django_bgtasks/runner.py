@@ -71,10 +71,12 @@ class RunningLease:
 
     @property
     def name(self) -> str:
+        """The task name."""
         return self.lease.name
 
     @property
     def owner(self) -> str:
+        """This holder's identity, as stored in the lease row."""
         return self.lease.owner
 
     @property
@@ -84,15 +86,18 @@ class RunningLease:
 
     @property
     def ttl(self) -> float:
+        """The lease duration in seconds."""
         return self.lease.ttl
 
     @property
     def lost(self) -> bool:
+        """``True`` once this holder has given the lease up (see :class:`LeaseLost`)."""
         self._check_deadline()
         return self._lost is not None
 
     @property
     def cancel_requested(self) -> bool:
+        """``True`` once a heartbeat has brought an operator's cancel request."""
         return self._cancel_requested
 
     # --- what the work calls -----------------------------------------------------

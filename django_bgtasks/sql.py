@@ -19,10 +19,12 @@ Rules every statement keeps:
   the first time starts above any token its history holds, so tokens are not
   reused even if a lease row is deleted by hand.
 * **History in the same statement.** Ending a run writes its ``TaskRun`` row in
-  the statement that ends it: a data-modifying CTE on PostgreSQL, and on
-  SQLite (which has no such CTEs) the trigger that migration 0002 installs. A
-  claim that takes over a stale lease records the old run as ``lost`` the same
-  way, as of its last heartbeat.
+  the statement that ends it: a release, force release or expiry with a
+  data-modifying CTE on PostgreSQL, and on SQLite (which has no such CTEs) with
+  the trigger of migration 0002. A claim that takes over a stale lease records
+  the run it replaces as ``lost``, as of its last heartbeat, with a trigger on
+  both vendors (0002 on SQLite, 0003 on PostgreSQL): only a trigger sees the
+  exact row an upsert replaces.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ RUN_COLUMNS = "name, token, owner, started_at, finished_at, outcome, error, valu
 
 @dataclass(frozen=True)
 class Statements:
+    """One vendor's statements, one field per lease operation."""
+
     claim: str
     renew: str
     renew_with_value: str
@@ -60,6 +64,7 @@ class Statements:
 POSTGRESQL_FRAGMENTS = {
     "live": "updated_at >= clock_timestamp() - ttl * interval '1 second'",
     "stale": "updated_at < clock_timestamp() - ttl * interval '1 second'",
+    "t_stale": "t.updated_at < clock_timestamp() - t.ttl * interval '1 second'",
     "holder": """name = %(name)s AND owner = %(owner)s AND running
         AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
         AND updated_at >= clock_timestamp() - ttl * interval '1 second'""",
@@ -78,42 +83,24 @@ POSTGRESQL_FRAGMENTS = {
 }
 
 POSTGRESQL = Statements(
-    # The old row is locked first: FOR UPDATE waits for a holder's fenced
-    # transaction, then sees the row's latest version, so that a takeover
-    # records exactly the run it ends. `created` covers a name never claimed.
+    # A plain upsert, as on SQLite. (The casts give the repeated parameter one
+    # type under server-side binding.) On a conflict it waits for the row's lock
+    # (a holder's fenced transaction), then re-checks the WHERE on the latest
+    # version. Taking over a running row changes its token, which fires the
+    # trigger of migration 0003: it records the replaced run as lost.
     claim="""
-        WITH prev AS (
-            SELECT name, owner, token, running, value, started_at, updated_at, {stale} AS stale
-            FROM {task} WHERE name = %(name)s
-            FOR UPDATE
-        ), taken AS (
-            UPDATE {task} AS t
-            SET value = %(value)s::jsonb, running = true, owner = %(owner)s,
-                token = t.token + 1, ttl = %(ttl)s, started_at = clock_timestamp(),
-                finished_at = NULL, updated_at = clock_timestamp(),
-                cancel_requested = false, outcome = '', error = ''
-            FROM prev
-            WHERE t.name = prev.name AND (NOT prev.running OR prev.stale)
-            RETURNING t.token, prev.running AS was_running, prev.owner AS prev_owner,
-                prev.token AS prev_token, prev.started_at AS prev_started_at,
-                prev.updated_at AS prev_updated_at, prev.value AS prev_value
-        ), lost AS (
-            INSERT INTO {run} ({run_columns})
-            SELECT %(name)s, prev_token, prev_owner, prev_started_at, prev_updated_at, 'lost',
-                'lease expired; taken over by ' || %(owner)s::text, prev_value
-            FROM taken WHERE was_running
-            ON CONFLICT (name, token) DO NOTHING
-        ), created AS (
-            INSERT INTO {task} (name, value, running, owner, token, ttl, started_at,
-                finished_at, updated_at, cancel_requested, outcome, error)
-            SELECT %(name)s, %(value)s::jsonb, true, %(owner)s,
-                COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s), 0) + 1,
-                %(ttl)s, clock_timestamp(), NULL, clock_timestamp(), false, '', ''
-            WHERE NOT EXISTS (SELECT FROM prev)
-            ON CONFLICT (name) DO NOTHING
-            RETURNING token
-        )
-        SELECT token FROM taken UNION ALL SELECT token FROM created
+        INSERT INTO {task} AS t (name, value, running, owner, token, ttl, started_at,
+            finished_at, updated_at, cancel_requested, outcome, error)
+        VALUES (%(name)s::text, %(value)s::jsonb, true, %(owner)s,
+            COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s::text), 0) + 1,
+            %(ttl)s, clock_timestamp(), NULL, clock_timestamp(), false, '', '')
+        ON CONFLICT (name) DO UPDATE
+        SET value = excluded.value, running = true, owner = excluded.owner,
+            token = t.token + 1, ttl = excluded.ttl, started_at = clock_timestamp(),
+            finished_at = NULL, updated_at = clock_timestamp(),
+            cancel_requested = false, outcome = '', error = ''
+        WHERE NOT t.running OR {t_stale}
+        RETURNING token
     """,
     # A heartbeat rewrites updated_at only, which no index covers: a HOT update.
     renew="""

@@ -77,6 +77,7 @@ def user_may(request: HttpRequest, action: str) -> bool:
 
 
 def error(status: int, message: str, **extra: Any) -> JsonResponse:
+    """A JSON error body: ``{"error": message, ...}``, never task data."""
     return JsonResponse({"error": message, **extra}, status=status)
 
 
@@ -144,12 +145,14 @@ def _state_url(name: str) -> str:
 @require_safe
 @_requires("view")
 def task_list(request: HttpRequest) -> HttpResponse:
+    """``GET <prefix>/``: every task's state."""
     return task_list_response(request)
 
 
 @require_safe
 @_requires("view")
 def task_detail(request: HttpRequest, name: str) -> HttpResponse:
+    """``GET <prefix>/<name>/``: one task's state, or 404."""
     name_or_error = _clean_name(name)
     if isinstance(name_or_error, JsonResponse):
         return name_or_error

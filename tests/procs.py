@@ -8,6 +8,7 @@ start together), runs its scenario and prints one ``result <json>`` line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -98,9 +99,14 @@ class Worker:
         return json.loads(line.split(" ", 1)[1])
 
     def kill(self) -> None:
+        """Kill the worker if it is still running, and close its pipes."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    pipe.close()
 
 
 def start_together(workers: Sequence[Worker]) -> None:

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
 import django_bgtasks
@@ -251,7 +252,15 @@ def test_async_twins(db_alias: str) -> None:
             await running.aupdate({"done": 1})
         assert (await objects.aget_state("b-task")).outcome == "succeeded"
 
-    asyncio.run(main())
+    async def run_and_close() -> None:
+        try:
+            await main()
+        finally:
+            # The async twins run in asgiref's shared sync thread, which keeps
+            # its connection open; an ASGI server closes it after each request.
+            await sync_to_async(connections.close_all)()
+
+    asyncio.run(run_and_close())
 
 
 # --- bad input -----------------------------------------------------------------

@@ -18,6 +18,15 @@ def test_sqlite_has_the_history_trigger(sqlite_alias: str) -> None:
         assert ("bgtasks_record_run",) in cursor.fetchall()
 
 
+def test_postgresql_has_the_takeover_trigger(pg_alias: str) -> None:
+    with connections[pg_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+            [BackgroundTask._meta.db_table],
+        )
+        assert cursor.fetchall() == [("bgtasks_record_takeover",)]
+
+
 def test_heartbeats_are_hot_updates_on_postgresql(pg_alias: str) -> None:
     """A heartbeat touches no indexed column, so PostgreSQL rewrites the row
     in place (HOT) without writing any index entry."""

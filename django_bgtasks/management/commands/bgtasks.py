@@ -166,6 +166,8 @@ def _value_summary(value: Any, limit: int = 60) -> str:
 
 
 class Command(BaseCommand):
+    """``manage.py bgtasks``: the operator's command line."""
+
     help = (
         "See, start, stop and unstick background tasks: list, show, run, release, cancel, "
         "prune, watch. Every replica gives the same answers: the state is the database's."

@@ -1,0 +1,239 @@
+"""The test matrix, the combined coverage report and the installed-wheel check.
+
+Two legs, each against all three databases (SQLite, the embedded PostgreSQL 18
+the suite starts, and the server in ``DATABASE_URL``: PostgreSQL 15 in CI):
+
+=====================  ===========  ==================  ===========================
+leg                    Python       Django              what runs
+=====================  ===========  ==================  ===========================
+``tests-3.11``         3.11         5.2 LTS             the whole suite, torture too
+``tests-3.13``         3.13         newest 6.x          the whole suite but torture
+=====================  ===========  ==================  ===========================
+
+The torture profile (``tests/torture/``) runs once: it tests the databases
+under faults, which no Django version changes, and it is the slowest part.
+
+.ci/run runs the 3.11 leg as the README's ``make test`` (the project's
+``.venv`` is Python 3.11 with Django 5.2 there, which .ci/run checks), so the
+command newcomers are told to run is the one CI runs; ``nox -s tests-3.11``
+runs the same leg in a throwaway virtualenv. Every leg measures branch
+coverage, in the test process and in the worker processes it starts;
+``nox -s coverage`` combines the legs and fails under the bar in pyproject.toml.
+
+``nox -s wheel`` builds the sdist and the wheel, checks them, installs the
+wheel (not the checkout) into a fresh virtualenv on each leg's Python and
+Django, and runs the example project from it: ``check``, ``makemigrations
+--check``, ``migrate``, then tests/wheel/smoke.py (a lease cycle, the shipped
+templates and static files, the admin and the JSON API where shipped).
+
+Usage: ``nox`` runs everything; ``nox -s tests-3.13 -- -k leases`` passes
+arguments to pytest. Set ``DATABASE_URL`` to include a PostgreSQL server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+PACKAGE = "django_bgtasks"
+
+nox.options.default_venv_backend = "venv"
+# A missing Python fails the run; it is never skipped as if it had passed.
+nox.options.error_on_missing_interpreters = True
+nox.options.download_python = "never"
+nox.options.sessions = ["tests", "coverage", "wheel"]
+
+
+@dataclass(frozen=True)
+class Leg:
+    python: str
+    django: str  # a pip requirement
+    torture: bool
+
+
+MATRIX = [
+    Leg("3.11", "Django>=5.2,<5.3", torture=True),
+    Leg("3.13", "Django>=6,<7", torture=False),
+]
+LEGS = {leg.python: leg for leg in MATRIX}
+
+
+def _let_pyenv_find_the_matrix() -> None:
+    """With pyenv, ``python3.13`` is a shim that fails unless 3.13 is among
+    the selected versions; select the newest install of each leg's Python."""
+    if os.environ.get("PYENV_VERSION") or not shutil.which("pyenv"):
+        return
+    bare = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True)
+    installed = [line.strip() for line in bare.stdout.splitlines() if line.strip()[:1].isdigit()]
+    selected = []
+    for leg in MATRIX:
+        matches = [v for v in installed if v.startswith(leg.python + ".") and v.count(".") == 2]
+        if matches:
+            selected.append(max(matches, key=lambda v: tuple(map(int, v.split(".")))))
+    if selected:
+        os.environ["PYENV_VERSION"] = ":".join(selected)
+
+
+_let_pyenv_find_the_matrix()
+
+
+def coverage_env() -> dict[str, str]:
+    """Measure coverage in every Python process the tests start (see the
+    [tool.coverage.run] comment in pyproject.toml)."""
+    return {"COVERAGE_PROCESS_START": str(ROOT / "pyproject.toml")}
+
+
+@nox.session(python=[leg.python for leg in MATRIX])
+def tests(session: nox.Session) -> None:
+    """One leg of the matrix: the suite on all databases, under coverage."""
+    leg = LEGS[str(session.python)]
+    session.install("-e", ".[dev]", leg.django)
+    session.run(
+        "python", "-c", "import django, sys; print(sys.version, 'Django', django.__version__)"
+    )
+    args = list(session.posargs)
+    if not leg.torture:
+        args.append("--ignore=tests/torture")
+    session.run("python", "-m", "pytest", *args, env=coverage_env())
+
+
+@nox.session
+def coverage(session: nox.Session) -> None:
+    """Combine the coverage of every leg (and every worker process) and report.
+
+    Fails under the ``fail_under`` bar in pyproject.toml."""
+    session.install("coverage>=7.10")
+    if not list(ROOT.glob(".coverage.*")):
+        session.error("no coverage data: run the test legs first")
+    session.run("coverage", "combine", "--quiet")
+    session.run("coverage", "report")
+
+
+@nox.session(python=[leg.python for leg in MATRIX])
+def wheel(session: nox.Session) -> None:
+    """Build, check and install the wheel; run the example project from it."""
+    # Outside the checkout, so nothing can import django_bgtasks from it.
+    tmp = Path(tempfile.mkdtemp(prefix="bgtasks-wheel-"))
+    try:
+        _build_check_install(session, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build_check_install(session: nox.Session, tmp: Path) -> None:
+    dist = tmp / "dist"
+    session.install("build", "twine")
+    session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
+    session.run("twine", "check", "--strict", *map(str, sorted(dist.iterdir())))
+
+    [wheel_file] = dist.glob("*.whl")
+    [sdist_file] = dist.glob("*.tar.gz")
+    check_wheel_contents(session, wheel_file)
+    check_sdist_contents(session, sdist_file)
+
+    # A fresh virtualenv with nothing but the wheel, its dependencies and
+    # what the example project's settings import.
+    venv = tmp / "venv"
+    session.run("python", "-m", "venv", str(venv))
+    python = str(venv / "bin" / "python")
+    leg = LEGS[str(session.python)]
+    requirements = [str(wheel_file), leg.django, "dj-database-url"]
+    session.run(python, "-m", "pip", "install", "--quiet", *requirements, external=True)
+
+    # The example project, away from the checkout: its manage.py puts its
+    # parent folder on sys.path, which here holds no django_bgtasks.
+    site = tmp / "site"
+    shutil.copytree(
+        ROOT / "example_project",
+        site / "example_project",
+        ignore=shutil.ignore_patterns("__pycache__", "*.sqlite3*", ".pgdata", ".data"),
+    )
+    shutil.copy(ROOT / "tests" / "wheel" / "smoke.py", site / "example_project" / "smoke.py")
+    env = {
+        "BGTASKS_DEMO_DB": "sqlite",
+        "DATABASE_URL": None,
+        "DJANGO_SETTINGS_MODULE": None,
+        "PYTHONPATH": None,
+        "COVERAGE_PROCESS_START": None,
+        "BGTASKS_CHECKOUT": str(ROOT),
+    }
+    cwd = site / "example_project"
+    with session.chdir(cwd):
+        manage = [python, "manage.py"]
+        session.run(*manage, "check", "--fail-level", "WARNING", env=env, external=True)
+        session.run(*manage, "makemigrations", "--check", "--dry-run", env=env, external=True)
+        session.run(*manage, "migrate", "--verbosity", "1", env=env, external=True)
+        session.run(python, "smoke.py", env=env, external=True)
+
+
+def tracked_package_files() -> set[str]:
+    """The package's files as git knows them (what a release must ship)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", PACKAGE], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    return {name for name in listed.split("\0") if name}
+
+
+def check_wheel_contents(session: nox.Session, wheel_file: Path) -> None:
+    """The wheel holds django_bgtasks, all of it, and nothing else."""
+    with zipfile.ZipFile(wheel_file) as archive:
+        names = {name for name in archive.namelist() if not name.endswith("/")}
+    dist_info = {name for name in names if name.split("/")[0].endswith(".dist-info")}
+    shipped = names - dist_info
+    stray = sorted(name for name in shipped if not name.startswith(f"{PACKAGE}/"))
+    junk = sorted(name for name in shipped if "__pycache__" in name or name.endswith(".pyc"))
+    missing = sorted(tracked_package_files() - shipped)
+    untracked = sorted(shipped - tracked_package_files())
+    for label, found in [
+        ("outside the package", stray),
+        ("bytecode", junk),
+        ("tracked but missing", missing),
+        ("not tracked by git", untracked),
+    ]:
+        if found:
+            session.error(f"wheel: {len(found)} file(s) {label}: {found}")
+    for required in ("py.typed", "migrations/0001_initial.py", "apps.py"):
+        if f"{PACKAGE}/{required}" not in shipped:
+            session.error(f"wheel: {PACKAGE}/{required} is missing")
+    if not any(name.endswith("/licenses/LICENSE") for name in dist_info):
+        session.error("wheel: the licence file is missing from the metadata")
+    session.log(f"wheel: {len(shipped)} package files, all tracked, nothing else")
+
+
+def check_sdist_contents(session: nox.Session, sdist_file: Path) -> None:
+    """The sdist holds the package, its tests and docs, and no local debris."""
+    with tarfile.open(sdist_file) as archive:
+        names = {
+            name.split("/", 1)[1]
+            for name in archive.getnames()
+            if "/" in name and not archive.getmember(name).isdir()
+        }
+    missing = sorted(tracked_package_files() - names)
+    if missing:
+        session.error(f"sdist: tracked package files missing: {missing}")
+    for required in (
+        "pyproject.toml",
+        "README.md",
+        "LICENSE",
+        "CHANGELOG.md",
+        "tests/conftest.py",
+    ):
+        if required not in names:
+            session.error(f"sdist: {required} is missing")
+    debris = sorted(
+        name
+        for name in names
+        if any(part in name for part in ("__pycache__", ".venv", ".tmp/", ".sqlite3", ".coverage"))
+    )
+    if debris:
+        session.error(f"sdist: local files shipped: {debris}")
+    session.log(f"sdist: {len(names)} files, package complete, no local debris")
