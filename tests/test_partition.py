@@ -207,7 +207,10 @@ def test_a_partitioned_holder_gives_up_by_its_deadline_and_its_late_writes_are_r
     }
     replica_env = db_env(replica_db)
     setup = Scenario(host_env, "migrate")
-    setup.result(timeout=60)
+    try:
+        setup.result(timeout=60)
+    finally:
+        setup.kill()
     query(tcp_postgres, "INSERT INTO testapp_counter (name, value) VALUES ('job', 0)")
 
     in_namespace = ["ip", "netns", "exec", network.namespace]

@@ -9,6 +9,7 @@ for a line really times out even when the process says nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -53,7 +54,8 @@ class Scenario(Worker):
         )
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -87,3 +89,15 @@ class Scenario(Worker):
 
     def go(self) -> None:
         self.send("go")
+
+    def kill(self) -> None:
+        """Kill the process if it is still running, and close its pipes once
+        the reader has seen the end of its output."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self._reader.join(timeout=10)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    pipe.close()
