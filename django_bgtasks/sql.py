@@ -151,8 +151,13 @@ POSTGRESQL = Statements(
         SELECT 1 FROM ended
     """,
     # Locks the row for the caller's transaction: a takeover, whose claim
-    # locks the same row, waits until that transaction ends.
-    fence="SELECT 1 FROM {task} WHERE {holder} FOR UPDATE",
+    # locks the same row, waits until that transaction ends. A no-op write,
+    # not SELECT ... FOR UPDATE: an UPDATE that waited on a row lock re-checks
+    # its WHERE only if the row was modified meanwhile. A heartbeat sent just
+    # before the holder froze inside its fenced transaction would otherwise
+    # renew the lease on a staleness check made before the freeze; with a new
+    # row version it re-checks staleness by the clock after the wait.
+    fence="UPDATE {task} SET updated_at = updated_at WHERE {holder} RETURNING 1",
     get_state="SELECT {state_columns} FROM {state_source} WHERE name = %(name)s",
     list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
 )

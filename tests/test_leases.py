@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -287,6 +288,39 @@ def test_a_write_inside_atomic_is_refused_and_writes_nothing(db_alias: str) -> N
     with transaction.atomic(using=db_alias):  # reads are fine
         assert objects.get_state("held").running
     assert rows(db_alias) == before
+
+
+def test_a_renewal_that_waited_on_a_fence_rechecks_staleness_after_the_wait(
+    db_alias: str,
+) -> None:
+    """A heartbeat sent just before its holder froze inside a fenced
+    transaction waits for that transaction. If the lease expired meanwhile,
+    the heartbeat must fail: a staleness check made before the wait must not
+    revive the lease."""
+    ttl = 0.5
+    lease = objects.try_claim("cleanup", "a", ttl=ttl)
+    renewed: list[bool] = []
+
+    def heartbeat() -> None:
+        try:
+            renewed.append(objects.heartbeat("cleanup", "a", token=lease.token))
+        finally:
+            connections[db_alias].close()
+
+    thread = threading.Thread(target=heartbeat)
+    with transaction.atomic(using=db_alias):
+        assert objects.fence("cleanup", "a", lease.token)
+        thread.start()
+        time.sleep(0.2)
+        assert thread.is_alive(), "the heartbeat should wait for the fenced transaction"
+        time.sleep(2 * ttl)  # the holder is frozen past its ttl
+    thread.join(10)
+
+    assert renewed == [False]
+    state = objects.get_state("cleanup")
+    assert (state.running, state.stale) == (False, True)
+    with transaction.atomic(using=db_alias):
+        assert not objects.fence("cleanup", "a", lease.token)
 
 
 def test_fence_needs_a_transaction(db_alias: str) -> None:
