@@ -6,7 +6,6 @@ SQLite's version from the library Python links against.
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from typing import Any
 
@@ -16,11 +15,7 @@ from django.db import connections
 
 from .conf import conf
 from .sql import MIN_SQLITE_VERSION, SUPPORTED_VENDORS
-from .validation import MAX_TTL
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+from .validation import MAX_TTL, is_finite_number
 
 
 @register()
@@ -61,7 +56,7 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
 def check_timing(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E005 (bad ``BGTASKS_TTL``), E002 (heartbeat interval not below ttl/2)."""
     ttl, interval = conf.TTL, conf.HEARTBEAT_INTERVAL
-    if not _is_number(ttl) or not 0 < ttl <= MAX_TTL:
+    if not is_finite_number(ttl) or not 0 < ttl <= MAX_TTL:
         return [
             Error(
                 f"BGTASKS_TTL is {ttl!r}; it must be a number of seconds above 0 and at "
@@ -70,7 +65,7 @@ def check_timing(**kwargs: Any) -> list[CheckMessage]:
                 id="bgtasks.E005",
             )
         ]
-    if interval is not None and (not _is_number(interval) or not 0 < interval < ttl / 2):
+    if interval is not None and (not is_finite_number(interval) or not 0 < interval < ttl / 2):
         return [
             Error(
                 f"BGTASKS_HEARTBEAT_INTERVAL is {interval!r}; it must be above 0 and below "
@@ -89,7 +84,7 @@ def check_timing(**kwargs: Any) -> list[CheckMessage]:
 def check_history(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E006 (bad ``BGTASKS_HISTORY_DAYS``)."""
     days = conf.HISTORY_DAYS
-    if not _is_number(days) or days < 0:
+    if not is_finite_number(days) or days < 0:
         return [
             Error(
                 f"BGTASKS_HISTORY_DAYS is {days!r}; it must be a number of days, 0 or more.",

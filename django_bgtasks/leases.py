@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 import secrets
 import socket
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.db import connections, models
@@ -32,6 +31,7 @@ from .exceptions import InAtomicBlock, NotInAtomicBlock
 from .validation import (
     clean_error,
     encode_value,
+    is_finite_number,
     validate_name,
     validate_outcome,
     validate_owner,
@@ -124,10 +124,10 @@ class TaskState:
         if not isinstance(value, dict):
             return None
         done, total = value.get("done"), value.get("total")
-        if _is_number(done) and _is_number(total) and total > 0:
+        if is_finite_number(done) and is_finite_number(total) and total > 0:
             return float(min(max(done / total, 0.0), 1.0))
         progress = value.get("progress")
-        if _is_number(progress):
+        if is_finite_number(progress):
             return float(min(max(progress, 0.0), 1.0))
         return None
 
@@ -140,15 +140,6 @@ class TaskState:
         data["status"] = self.status
         data["progress"] = self.progress
         return data
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int beyond any float: JSON allows it, progress can't use it
-        return False
 
 
 def _as_datetime(value: object) -> dt.datetime | None:

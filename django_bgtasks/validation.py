@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
-from typing import Any
+from typing import Any, TypeGuard
 
 from .conf import conf
 
@@ -26,6 +26,17 @@ MAX_TTL = 86400.0
 MAX_VALUE_DEPTH = 100
 MAX_ERROR_LENGTH = 10_000
 HOLDER_OUTCOMES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def is_finite_number(value: object) -> TypeGuard[int | float]:
+    """An int or float (not a bool) that is finite, also for an int too large
+    for any float, which JSON and Python settings both allow."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _check_text(kind: str, text: object, max_length: int) -> str:
@@ -100,7 +111,7 @@ def heartbeat_interval(ttl: float) -> float:
         return ttl / 3
     if isinstance(interval, bool) or not isinstance(interval, int | float):
         raise TypeError("BGTASKS_HEARTBEAT_INTERVAL must be a number of seconds or None")
-    if not math.isfinite(interval) or interval <= 0 or interval >= ttl / 2:
+    if not is_finite_number(interval) or interval <= 0 or interval >= ttl / 2:
         raise ValueError(
             f"BGTASKS_HEARTBEAT_INTERVAL ({interval!r} s) must be positive and below "
             f"half the ttl ({ttl:g} s), so a failed heartbeat is retried in time"
