@@ -167,8 +167,17 @@ def check(evidence: Evidence) -> Verdict:
         )
         if not has(owner, "lost", token):
             violation(f"paused past the ttl but never told LeaseLost: {pause}")
+        # Only a fence called after the pause began: a runner can give up at
+        # its renew deadline a moment before the database's lease expires, and
+        # a zombie fence in that moment is rightly accepted. The chaos process
+        # may then pause that worker while the row still shows its token.
         for e in journal(owner):
-            if e["e"] == "late" and e["token"] == token and e["accepted"]:
+            if (
+                e["e"] == "late"
+                and e["token"] == token
+                and e["accepted"]
+                and e["fence_called"] >= pause["stopped_mono"]
+            ):
                 violation(f"the database accepted a paused holder's late fence: {pause}")
         for e in journal(owner):
             if (

@@ -71,7 +71,7 @@ def clean() -> Evidence:
                 {"e": "released", "token": 1, "outcome": "succeeded"},
                 {"e": "claim", "token": 3},
                 {"e": "lost", "token": 3, "reason": "released by an operator"},
-                {"e": "late", "token": 3, "accepted": False},
+                {"e": "late", "token": 3, "accepted": False, "fence_called": 4.5},
             ],
             "B": [
                 {"e": "start", "owner": "B"},
@@ -80,7 +80,7 @@ def clean() -> Evidence:
                 {"e": "ok", "token": 2, "value": 3, "t": 10.1},
                 {"e": "lost", "token": 2, "reason": "not renewed within the ttl"},
                 {"e": "refused", "token": 2, "by": "runner"},
-                {"e": "late", "token": 2, "accepted": False},
+                {"e": "late", "token": 2, "accepted": False, "fence_called": 12.8},
             ],
             "C": [{"e": "start", "owner": "C"}, {"e": "claim", "token": 4}],
         },
@@ -229,6 +229,17 @@ def test_a_write_fenced_before_a_pause_may_commit_after_it() -> None:
     verdict = check(evidence)
     assert verdict.violations == []
     assert verdict.counts["of which fenced before a pause, committed after it"] == 1
+
+
+def test_a_late_fence_accepted_before_a_pause_is_not_a_violation() -> None:
+    # B's runner gave up at its deadline while the database still counted
+    # the lease as live; its zombie fence was accepted, and then the chaos
+    # process paused B, whose token the lease row still showed.
+    evidence = clean()
+    evidence.journals["B"][-1].update(accepted=True, fence_called=10.2)
+    verdict = check(evidence)
+    assert verdict.violations == []
+    assert verdict.counts["late fences by a lost holder the database still accepted"] == 1
 
 
 def test_a_refused_operator_command_is_an_answer_and_a_crashed_one_is_not() -> None:

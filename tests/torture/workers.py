@@ -225,7 +225,7 @@ def _zombie_write(running: Any, journal: Journal, name: str) -> None:
                         fence_called=fence_called,
                         zombie=True,
                     )
-            journal("late", token=running.token, accepted=accepted)
+            journal("late", token=running.token, accepted=accepted, fence_called=fence_called)
             if accepted:
                 journal("ok", token=running.token, value=row.value, zombie=True)
             return
