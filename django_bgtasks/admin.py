@@ -380,8 +380,17 @@ class BackgroundTaskAdmin(TaskModelAdmin):
         buttons = []
         if task.name in registered_tasks():
             buttons.append(self._button(task.name, "run", _("Run now"), "idle", hidden=held))
+        # The cancel button carries the token of the run on screen (live.js
+        # keeps it current), so a cancel never reaches a run that took over since.
         buttons.append(
-            self._button(task.name, "cancel", _("Request cancel"), "running", hidden=not running)
+            self._button(
+                task.name,
+                "cancel",
+                _("Request cancel"),
+                "running",
+                hidden=not running,
+                token=state.token,
+            )
         )
         buttons.append(
             format_html(
@@ -396,14 +405,21 @@ class BackgroundTaskAdmin(TaskModelAdmin):
         return format_html_join(" ", "{}", ((button,) for button in buttons))
 
     def _button(
-        self, name: str, operation: str, label: str, show: str, hidden: bool
+        self,
+        name: str,
+        operation: str,
+        label: str,
+        show: str,
+        hidden: bool,
+        token: int | None = None,
     ) -> SafeString:
         return format_html(
             '<button type="submit" class="button bgtasks-button" form="bgtasks-row-actions" '
-            'formaction="{}" data-bgtasks-task="{}" data-bgtasks-show="{}"{}>{}</button>',
+            'formaction="{}" data-bgtasks-task="{}" data-bgtasks-show="{}"{}{}>{}</button>',
             self._url(operation, name),
             name,
             show,
+            format_html(' name="token" value="{}"', token) if token is not None else "",
             SafeString(" hidden") if hidden else "",
             label,
         )
@@ -443,13 +459,24 @@ class BackgroundTaskAdmin(TaskModelAdmin):
             f"Ran now (token {running.token}, owner {running.owner}).",
         )
 
-    def _request_cancel(self, request: HttpRequest, name: str) -> None:
+    def _request_cancel(self, request: HttpRequest, name: str, token: int | None = None) -> None:
         try:
-            requested = BackgroundTask.objects.request_cancel(name)
+            requested = BackgroundTask.objects.request_cancel(name, token=token)
         except ValueError as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return
         state = BackgroundTask.objects.get_state(name)
+        if not requested and token is not None and state is not None and state.token != token:
+            self.message_user(
+                request,
+                _(
+                    "“%(name)s” was not cancelled: token %(token)s no longer holds it "
+                    "(another run, token %(now)s, took over)."
+                )
+                % {"name": name, "token": token, "now": state.token},
+                messages.WARNING,
+            )
+            return
         if not requested or state is None:
             self.message_user(
                 request,
@@ -578,7 +605,13 @@ class BackgroundTaskAdmin(TaskModelAdmin):
             return HttpResponseNotAllowed(["POST"])
         if not self.has_operate_permission(request):
             raise PermissionDenied
-        self._request_cancel(request, name)
+        # The row's button sends the token on screen; without one (an older
+        # page, a hand-made request) the current holder is asked.
+        token = _confirmed_token(request.POST.get("token", ""))
+        if token is None and "token" in request.POST:
+            self.message_user(request, _("That is not a valid token."), messages.ERROR)
+        else:
+            self._request_cancel(request, name, token)
         return self._back(request)
 
     @outside_request_transactions

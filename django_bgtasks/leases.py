@@ -267,10 +267,15 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         params = {"name": validate_name(name), "token": validate_token(token)}
         return bool(self._write("force_release", "force_release", params))
 
-    def request_cancel(self, name: str) -> bool:
+    def request_cancel(self, name: str, *, token: int | None = None) -> bool:
         """Ask a live holder to stop; it sees this on its next heartbeat.
-        ``False`` when nobody holds the lease. A new claim clears the request."""
-        return bool(self._write("request_cancel", "request_cancel", {"name": validate_name(name)}))
+        ``False`` when nobody holds the lease. A new claim clears the request.
+
+        With ``token``, only that claim is asked: an operator who cancels the
+        run they saw never cancels a newer one that took over since.
+        """
+        params = {"name": validate_name(name), "token": validate_token(token)}
+        return bool(self._write("request_cancel", "request_cancel", params))
 
     def expire_stale(self) -> int:
         """End every lease whose holder went silent past its ttl, recording
@@ -347,9 +352,9 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         """:meth:`force_release` for async code."""
         return await sync_to_async(self.force_release)(name, token=token)
 
-    async def arequest_cancel(self, name: str) -> bool:
+    async def arequest_cancel(self, name: str, *, token: int | None = None) -> bool:
         """:meth:`request_cancel` for async code."""
-        return await sync_to_async(self.request_cancel)(name)
+        return await sync_to_async(self.request_cancel)(name, token=token)
 
     # --- plumbing --------------------------------------------------------------
 

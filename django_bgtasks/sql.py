@@ -137,6 +137,7 @@ POSTGRESQL = Statements(
     request_cancel="""
         UPDATE {task} SET cancel_requested = true
         WHERE name = %(name)s AND running AND {live}
+            AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
         RETURNING 1
     """,
     # Ends every lease whose holder went silent, as lost, as of its last heartbeat.
@@ -223,6 +224,7 @@ SQLITE = Statements(
     request_cancel="""
         UPDATE {task} SET cancel_requested = 1
         WHERE name = %(name)s AND running AND NOT ({stale})
+            AND (%(token)s IS NULL OR token = %(token)s)
         RETURNING 1
     """,
     expire_stale="""

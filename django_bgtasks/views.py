@@ -167,8 +167,12 @@ class _BadInput(ValueError):
     pass
 
 
-def _run_options(request: HttpRequest) -> dict[str, Any]:
-    """The optional ``ttl`` of a run request, from a JSON object or a form."""
+# The optional fields each POST accepts, and how a form's text becomes one.
+_FORM_FIELDS = {"ttl": (float, "a number of seconds"), "token": (int, "a whole number")}
+
+
+def _post_options(request: HttpRequest, accepted: tuple[str, ...]) -> dict[str, Any]:
+    """The optional fields of a POST (``accepted``), from a JSON object or a form."""
     data: Any
     if request.content_type == "application/json":
         try:
@@ -179,14 +183,16 @@ def _run_options(request: HttpRequest) -> dict[str, Any]:
             raise _BadInput("The body must be a JSON object.")
     else:
         data = {key: request.POST[key] for key in request.POST if key != "csrfmiddlewaretoken"}
-        if "ttl" in data:
-            try:
-                data["ttl"] = float(data["ttl"])
-            except ValueError:
-                raise _BadInput(f"ttl must be a number of seconds, not {data['ttl']!r}") from None
-    unknown = sorted(set(data) - {"ttl"})
+        for key, (convert, kind) in _FORM_FIELDS.items():
+            if key in data:
+                try:
+                    data[key] = convert(data[key])
+                except ValueError:
+                    raise _BadInput(f"{key} must be {kind}, not {data[key]!r}") from None
+    unknown = sorted(set(data) - set(accepted))
     if unknown:
-        raise _BadInput(f"Unknown field(s): {', '.join(unknown)}. Only 'ttl' is accepted.")
+        only = " and ".join(repr(field) for field in accepted)
+        raise _BadInput(f"Unknown field(s): {', '.join(unknown)}. Only {only} is accepted.")
     options: dict[str, Any] = data
     return options
 
@@ -202,7 +208,7 @@ def task_run(request: HttpRequest, name: str) -> HttpResponse:
         return name_or_error
     name = name_or_error
     try:
-        options = _run_options(request)
+        options = _post_options(request, ("ttl",))
         task = get_task(name)
         if "ttl" in options:
             task = task.options(ttl=options["ttl"])
@@ -238,12 +244,22 @@ def task_cancel(request: HttpRequest, name: str) -> HttpResponse:
     if isinstance(name_or_error, JsonResponse):
         return name_or_error
     name = name_or_error
-    requested = BackgroundTask.objects.request_cancel(name)
+    try:
+        # With a token, only that run is asked to stop: a client cancels the
+        # run it showed, never a newer one that took over since.
+        token = _post_options(request, ("token",)).get("token")
+        requested = BackgroundTask.objects.request_cancel(name, token=token)
+    except (ValueError, TypeError) as exc:
+        return error(400, str(exc))
     state = BackgroundTask.objects.get_state(name)
     if state is None:
         return error(404, f"No task named {name!r} has run.")
     if not requested:
-        return error(409, f"Task {name!r} is not running.", state=state.as_json())
+        if token is not None and state.token != token:
+            message = f"Task {name!r} is no longer run by token {token} (now {state.token})."
+        else:
+            message = f"Task {name!r} is not running."
+        return error(409, message, state=state.as_json())
     response = JsonResponse(state.as_json(), status=202)
     response.headers["Location"] = _state_url(name)
     return response

@@ -285,6 +285,28 @@ def test_request_cancel_from_a_row(site_alias: str, superuser: Client) -> None:
     assert len(logged()) == 1
 
 
+def test_a_row_cancels_only_the_run_it_shows(site_alias: str, superuser: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    assert 'name="token" value="1"' in superuser.get(CHANGELIST).content.decode()
+    objects.force_release("cleanup")
+    objects.try_claim("cleanup", "worker-2", ttl=30)  # took over after the page loaded
+    before = rows(site_alias)
+
+    response = superuser.post(url("cleanup", "cancel"), {"token": "1"}, follow=True)
+    assert messages_of(response) == [
+        "“cleanup” was not cancelled: token 1 no longer holds it "
+        "(another run, token 2, took over)."
+    ]
+    response = superuser.post(url("cleanup", "cancel"), {"token": "x"}, follow=True)
+    assert messages_of(response) == ["That is not a valid token."]
+    assert rows(site_alias) == before
+    assert logged() == []
+
+    superuser.post(url("cleanup", "cancel"), {"token": "2"})
+    assert objects.get_state("cleanup").cancel_requested
+    assert logged() == [("cleanup", "Requested cancel (token 2, owner worker-2).")]
+
+
 def test_force_release_asks_for_confirmation_then_releases_that_claim(
     site_alias: str, superuser: Client
 ) -> None:

@@ -311,6 +311,27 @@ def test_cancel_answers_409_when_nobody_holds_it_and_404_when_unknown(
     assert rows(site_alias) == before
 
 
+def test_cancel_with_a_token_asks_only_that_run(site_alias: str, operator: Client) -> None:
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.force_release("cleanup")
+    objects.try_claim("cleanup", "worker-2", ttl=30)  # token 2 took over
+    before = rows(site_alias)
+
+    response = post_json(operator, "/bgtasks/cleanup/cancel/", {"token": 1})
+    assert response.status_code == 409
+    assert response.json()["error"] == "Task 'cleanup' is no longer run by token 1 (now 2)."
+    for body in ({"token": "1"}, {"token": 0}, {"token": True}, {"ttl": 3}, [1]):
+        assert post_json(operator, "/bgtasks/cleanup/cancel/", body).status_code == 400, body
+    form = operator.post("/bgtasks/cleanup/cancel/", {"token": "one"})
+    assert form.status_code == 400
+    assert form.json()["error"] == "token must be a whole number, not 'one'"
+    assert rows(site_alias) == before
+
+    response = operator.post("/bgtasks/cleanup/cancel/", {"token": "2"})
+    assert response.status_code == 202
+    assert response.json()["cancel_requested"] is True
+
+
 def test_cancel_stops_a_running_task(site_alias: str, operator: Client, settle: Any) -> None:
     assert post_json(operator, "/bgtasks/surface-slow/run/").status_code == 202
     assert post_json(operator, "/bgtasks/surface-slow/cancel/").status_code == 202

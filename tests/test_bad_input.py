@@ -166,6 +166,8 @@ def test_bad_tokens(db_alias: str, held: int, token: Any, error: type, match: st
         lambda: objects.update_state("held", "a", {"x": 1}, token=token),
         lambda: objects.heartbeat("held", "a", token=token),
         lambda: objects.release("held", "a", token=token),
+        lambda: objects.force_release("held", token=token),
+        lambda: objects.request_cancel("held", token=token),
     ]:
         assert_refused(db_alias, call, error, match)
 

@@ -242,6 +242,22 @@ def test_cancel_asks_the_holder_to_stop(db_alias: str) -> None:
     assert renewal is not None and renewal.cancel_requested
 
 
+def test_cancel_asks_only_the_run_it_names(db_alias: str) -> None:
+    first = objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.force_release("cleanup")
+    objects.try_claim("cleanup", "worker-2", ttl=30)
+
+    with pytest.raises(CommandError, match=f"token {first.token} no longer holds it"):
+        bgtasks("cancel", "cleanup", "--token", str(first.token))
+    assert not objects.get_state("cleanup").cancel_requested
+    with pytest.raises(CommandError, match="between 1 and"):
+        bgtasks("cancel", "cleanup", "--token", "0")
+    assert not objects.get_state("cleanup").cancel_requested
+
+    assert "(token 2)" in bgtasks("cancel", "cleanup", "--token", "2")
+    assert objects.get_state("cleanup").cancel_requested
+
+
 def test_cancel_refuses_what_is_not_running(db_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
     objects.force_release("cleanup")

@@ -223,6 +223,17 @@ def test_cancel_is_seen_by_the_holder_and_cleared_by_the_next_claim(db_alias: st
     assert not objects.get_state("cleanup").cancel_requested
 
 
+def test_cancel_with_a_token_asks_only_that_run(db_alias: str) -> None:
+    first = objects.try_claim("cleanup", "a", ttl=30)
+    objects.force_release("cleanup", token=first.token)
+    second = objects.try_claim("cleanup", "a", ttl=30)  # same owner, newer run
+
+    assert not objects.request_cancel("cleanup", token=first.token)
+    assert not objects.get_state("cleanup").cancel_requested
+    assert objects.request_cancel("cleanup", token=second.token)
+    assert objects.get_state("cleanup").cancel_requested
+
+
 def test_cancel_is_refused_for_a_stale_lease(db_alias: str) -> None:
     objects.try_claim("cleanup", "a", ttl=30)
     backdate(db_alias, "cleanup", 31)

@@ -230,6 +230,13 @@ class Command(BaseCommand):
             "cancel", parents=[colour], help="Ask a task's holder to stop."
         )
         cancel.add_argument("name", help="The task's name.")
+        cancel.add_argument(
+            "--token",
+            type=int,
+            default=None,
+            help="Cancel only if this claim (fencing token) still holds the lease "
+            "(default: the claim seen when the command starts).",
+        )
 
         prune = subcommands.add_parser(
             "prune",
@@ -464,17 +471,28 @@ class Command(BaseCommand):
             )
         )
 
-    def handle_cancel(self, *, name: str, **_: Any) -> None:
+    def handle_cancel(self, *, name: str, token: int | None, **_: Any) -> None:
         state = self._state(name)
-        if not BackgroundTask.objects.request_cancel(name):
+        if not state.running:
             raise CommandError(f"Task {name!r} is not running; there is nothing to cancel.")
+        # Ask the run this command saw (or was told), never one that took over since.
+        token = state.token if token is None else token
+        try:
+            requested = BackgroundTask.objects.request_cancel(name, token=token)
+        except (ValueError, TypeError) as exc:
+            raise CommandError(str(exc)) from None
+        if not requested:
+            raise CommandError(
+                f"Task {name!r} was not cancelled: token {token} no longer holds it "
+                "(it finished, or another run took over)."
+            )
         try:
             within = f" (heartbeats every {display.seconds(heartbeat_interval(state.ttl))})"
         except (ValueError, TypeError):
             within = ""
         self.stdout.write(
             self.style.SUCCESS(
-                f"Asked {state.owner} to stop {name!r} (token {state.token}). It stops at "
+                f"Asked {state.owner} to stop {name!r} (token {token}). It stops at "
                 f"its next heartbeat or update{within}."
             )
         )

@@ -176,6 +176,8 @@
         for (const element of elements) {
           const field = element.dataset.bgtasksField;
           if (field && RENDER[field]) RENDER[field](element, state, age);
+          // A cancel button names the run it cancels: the one on screen now.
+          if (element.name === "token" && state.token !== null) element.value = state.token;
           const show = element.dataset.bgtasksShow;
           if (show === "idle") element.hidden = held;
           else if (show === "running") element.hidden = !state.running;
