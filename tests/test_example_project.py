@@ -265,3 +265,44 @@ def test_started_on_one_replica_watched_and_cancelled_from_the_other(
         page = staff.request(f"{base}/admin/django_bgtasks/backgroundtask/storage-scan/change/")
         assert page.status == 200
         assert "cancelled" in page.body
+
+
+def test_the_task_page_in_a_real_browser_run_on_one_replica_cancelled_from_the_other(
+    site: Site,
+) -> None:
+    """The polling page itself, in Chromium: Run on replica A, then replica B's
+    page shows A's process holding it and its Cancel stops that run."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context()
+            context.set_default_timeout(20_000)
+            page_a = context.new_page()
+            page_a.goto(f"{site.a}/admin/login/?next=/")
+            page_a.fill("#id_username", "demo")
+            page_a.fill("#id_password", "demo")
+            page_a.click("input[type=submit]")
+            page_a.wait_for_url(f"{site.a}/")
+            card_a = page_a.locator('.task[data-name="storage-scan"]')
+            card_a.locator('[data-action="run"]').click()
+            card_a.locator('[data-field="message"]', has_text="Started on this replica").wait_for()
+
+            # The session cookie is the host's, so replica B knows this user too.
+            page_b = context.new_page()
+            page_b.goto(f"{site.b}/")
+            card_b = page_b.locator('.task[data-name="storage-scan"]')
+            card_b.locator('[data-field="owner"]', has_text="another process").wait_for()
+            card_b.locator('[data-field="progress"]', has_text="files scanned").wait_for()
+            token = card_b.locator('[data-field="token"]').inner_text()
+            assert token == card_a.locator('[data-field="token"]').inner_text()
+
+            card_b.locator('[data-action="cancel"]').click()
+            card_b.locator('[data-field="message"]', has_text="Cancel requested").wait_for()
+            card_a.locator('[data-field="outcome"]', has_text="cancelled").wait_for()
+            assert card_a.locator('[data-field="token"]').inner_text() == token
+        finally:
+            browser.close()
