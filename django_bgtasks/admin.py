@@ -181,11 +181,13 @@ class BackgroundTaskAdmin(TaskModelAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         registered = registered_tasks()
-        started = set(
-            BackgroundTask.objects.filter(name__in=list(registered)).values_list("name", flat=True)
-        )
+        # Every task with a row now: live.js points out rows that appear later
+        # (started on another replica), which only a reload can add.
+        known = sorted(BackgroundTask.objects.values_list("name", flat=True))
+        started = set(known)
         context = {
             **self._live_context(request),
+            "bgtasks_known": known,
             "bgtasks_never_run": [
                 task for name, task in registered.items() if name not in started
             ],

@@ -3,7 +3,8 @@ against a live server on each database.
 
 An operator logs in, starts a registered task with "Run now", watches its
 progress bar advance with no reload (live.js polling the status URL), asks
-it to stop, and sees it stop. Set ``BGTASKS_SCREENSHOT=docs/admin-changelist.png``
+it to stop, and sees it stop; a task started elsewhere is pointed out for a
+reload to add. Set ``BGTASKS_SCREENSHOT=docs/admin-changelist.png``
 to save the live changelist (mid-run) there; otherwise it goes to a temp dir.
 """
 
@@ -152,3 +153,14 @@ def test_run_watch_and_cancel_in_a_real_browser(
     # polls are answered 304 Not Modified.
     page.wait_for_timeout(2500)
     assert 200 in polls and polls[-1] == 304
+
+    # A task started elsewhere gets a row only on a reload; the page says so.
+    notice = page.locator("[data-bgtasks-notice]")
+    assert notice.is_hidden()
+    objects.try_claim("started-elsewhere", "web-3:99:ab", ttl=30)
+    notice.filter(has_text="Started since this page loaded: started-elsewhere.").wait_for()
+    assert page.evaluate("window.bgtasksSameDocument") is True
+    page.reload()
+    page.locator('[data-bgtasks-task="started-elsewhere"]').first.wait_for()
+    page.wait_for_timeout(1500)
+    assert notice.is_hidden()

@@ -147,6 +147,11 @@
     const url = root.dataset.bgtasksPoll;
     const interval = Number(root.dataset.bgtasksInterval) || 1000;
     const problem = root.querySelector("[data-bgtasks-problem]");
+    const notice = root.querySelector("[data-bgtasks-notice]");
+    // The changelist's rows are fixed when the page is made; tasks that get a
+    // row later (started on another replica) are named, for a reload to add.
+    const knownScript = document.getElementById("bgtasks-known");
+    const known = knownScript ? new Set(JSON.parse(knownScript.textContent)) : null;
     // Cells and buttons by task name; the set of rows is fixed until a reload.
     const cells = new Map();
     for (const element of document.querySelectorAll("[data-bgtasks-task]")) {
@@ -164,6 +169,15 @@
       if (!problem) return;
       problem.textContent = message;
       problem.hidden = !message;
+    }
+
+    function announceNew() {
+      if (!known || !notice) return;
+      const fresh = Array.from(states.keys()).filter((name) => !known.has(name));
+      notice.textContent = fresh.length
+        ? "Started since this page loaded: " + fresh.join(", ") + ". Reload to see them."
+        : "";
+      notice.hidden = !fresh.length;
     }
 
     function render() {
@@ -204,6 +218,7 @@
           states = new Map(data.tasks.map((state) => [state.name, state]));
           receivedAt = performance.now();
           say("");
+          announceNew();
         } else if (response.status === 403 || response.redirected || response.ok) {
           // Logged out (the admin redirects to its login page) or no longer allowed.
           stopped = true;
