@@ -51,6 +51,10 @@ def worker_env(alias: str, **bgtasks_settings: Any) -> dict[str, str]:
     env[ENV_DB] = json.dumps({key: db[key] for key in keys if key in db}, default=str)
     env[ENV_SETTINGS] = json.dumps(bgtasks_settings)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    # Warnings are errors in the workers too, with pyproject.toml's one
+    # exception (platformdirs' note about XDG_RUNTIME_DIR, for the chaos
+    # process that restarts the embedded PostgreSQL).
+    env["PYTHONWARNINGS"] = "error,ignore:XDG_RUNTIME_DIR is not set:UserWarning"
     return env
 
 
