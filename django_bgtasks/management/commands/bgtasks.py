@@ -455,15 +455,7 @@ class Command(BaseCommand):
                 f"pass --force to release it{hint}."
             )
         token = state.token if token is None else token
-        try:
-            released = BackgroundTask.objects.force_release(name, token=token)
-        except (ValueError, TypeError) as exc:
-            raise CommandError(str(exc)) from None
-        if not released:
-            raise CommandError(
-                f"Task {name!r} was not released: token {token} no longer holds it "
-                "(it finished, or another run took over)."
-            )
+        _on_claim(BackgroundTask.objects.force_release, name, token, "released")
         self.stdout.write(
             self.style.SUCCESS(
                 f"Released {name!r} (token {token}, held by {state.owner}). That holder can "
@@ -477,15 +469,7 @@ class Command(BaseCommand):
             raise CommandError(f"Task {name!r} is not running; there is nothing to cancel.")
         # Ask the run this command saw (or was told), never one that took over since.
         token = state.token if token is None else token
-        try:
-            requested = BackgroundTask.objects.request_cancel(name, token=token)
-        except (ValueError, TypeError) as exc:
-            raise CommandError(str(exc)) from None
-        if not requested:
-            raise CommandError(
-                f"Task {name!r} was not cancelled: token {token} no longer holds it "
-                "(it finished, or another run took over)."
-            )
+        _on_claim(BackgroundTask.objects.request_cancel, name, token, "cancelled")
         try:
             within = f" (heartbeats every {display.seconds(heartbeat_interval(state.ttl))})"
         except (ValueError, TypeError):
@@ -643,3 +627,17 @@ def _styled(cell: Cell, width: int = 0) -> str:
 
 def _ago(age: float | None) -> str:
     return "" if age is None else f"{display.seconds(age)} ago"
+
+
+def _on_claim(operation: Callable[..., bool], name: str, token: int, done: str) -> None:
+    """Run an operator's write on claim ``token`` of ``name`` only; a
+    ``CommandError`` when that claim no longer holds it (or on bad input)."""
+    try:
+        succeeded = operation(name, token=token)
+    except (ValueError, TypeError) as exc:
+        raise CommandError(str(exc)) from None
+    if not succeeded:
+        raise CommandError(
+            f"Task {name!r} was not {done}: token {token} no longer holds it "
+            "(it finished, or another run took over)."
+        )
