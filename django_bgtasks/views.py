@@ -5,7 +5,8 @@
 * ``POST <prefix>/<name>/run/``: start a registered task here, 202 (409 when
   it is held, 404 when no task is registered by that name, 400 on bad input);
 * ``POST <prefix>/<name>/cancel/``: ask the holder to stop, 202 (409 when
-  nobody holds it, 404 when the task has never run).
+  nobody holds it, or when an optional ``token`` no longer does; 404 when the
+  task has never run; 400 on bad input).
 
 A ``TaskState`` is :meth:`TaskState.as_json`, the shape the ``bgtasks``
 command prints too. Everything is read from the lease table through
