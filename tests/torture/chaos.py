@@ -331,6 +331,9 @@ class Chaos:
             "restart",
             outage=outage,
             stopped_at=stopped_at,
+            up_at=self.db(_server_started_at),
+            # Who held the lease a moment before the stop (for the record: a
+            # release can still slip in between; the check reads history).
             owner=found[0].owner if found else None,
             token=found[1] if found else None,
         )
@@ -431,3 +434,13 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _server_started_at() -> Any:
+    """When the (restarted) server started: nothing committed between the
+    stop and this moment, so it splits history into before and after."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()")
+        return cursor.fetchone()[0]

@@ -32,13 +32,16 @@ def entry(id: int, owner: str, token: int, began: float) -> dict[str, Any]:
     }
 
 
-def run(token: int, owner: str, outcome: str, finished: float, error: str = "") -> dict[str, Any]:
+def run(
+    token: int, owner: str, outcome: str, finished: float, error: str = "", started: float = 0.0
+) -> dict[str, Any]:
     return {
         "name": "job",
         "token": token,
         "owner": owner,
         "outcome": outcome,
         "error": error,
+        "started_at": at(started),
         "finished_at": at(finished),
     }
 
@@ -52,10 +55,10 @@ def clean() -> Evidence:
         ledger=[entry(1, "A", 1, 0.1), entry(2, "A", 1, 0.2), entry(3, "B", 2, 1.0)],
         counter=3,
         history=[
-            run(1, "A", "succeeded", 0.5),
-            run(2, "B", "lost", 1.1, "lease expired; taken over by A"),
-            run(3, "A", "released-by-operator", 4.0),
-            run(4, "C", "lost", 5.0, "lease expired: no heartbeat within the ttl"),
+            run(1, "A", "succeeded", 0.5, started=0.0),
+            run(2, "B", "lost", 1.1, "lease expired; taken over by A", started=0.6),
+            run(3, "A", "released-by-operator", 4.0, started=1.2),
+            run(4, "C", "lost", 5.0, "lease expired: no heartbeat within the ttl", started=4.1),
         ],
         last_token=4,
         still_running=[],
@@ -106,7 +109,14 @@ def clean() -> Evidence:
                 "sessions_ended": True,
                 "still_running_after_ttl": False,
             },
-            {"kind": "restart", "owner": None, "token": None, "outage": 1.5},
+            {
+                "kind": "restart",
+                "owner": None,
+                "token": None,
+                "outage": 1.5,
+                "stopped_at": at(5.9).isoformat(),
+                "up_at": at(6.0).isoformat(),
+            },
         ],
     )
 
@@ -183,7 +193,8 @@ def uncounted_force_release(e: Evidence) -> None:
 
 
 def restart_holder_kept_going(e: Evidence) -> None:
-    e.events[3].update(owner="A", token=1, stopped_at=at(0.3).isoformat())
+    # C's run (token 4) was open across the outage, and C was never told.
+    e.events[3].update(stopped_at=at(4.3).isoformat(), up_at=at(4.5).isoformat())
 
 
 @pytest.mark.parametrize(
@@ -240,6 +251,17 @@ def test_a_late_fence_accepted_before_a_pause_is_not_a_violation() -> None:
     verdict = check(evidence)
     assert verdict.violations == []
     assert verdict.counts["late fences by a lost holder the database still accepted"] == 1
+
+
+def test_a_restart_passes_when_the_run_it_cut_off_was_given_up() -> None:
+    # A's token 3 spanned the outage and A was told LeaseLost. The event names
+    # token 1, read a moment before the stop, which A released in between:
+    # history, not that reading, decides (a soak run once tripped on it).
+    evidence = clean()
+    evidence.events[3].update(
+        owner="A", token=1, stopped_at=at(1.5).isoformat(), up_at=at(2.0).isoformat()
+    )
+    assert check(evidence).violations == []
 
 
 def test_a_refused_operator_command_is_an_answer_and_a_crashed_one_is_not() -> None:
