@@ -432,10 +432,6 @@ def main() -> None:
     Chaos(config).run()
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _server_started_at() -> Any:
     """When the (restarted) server started: nothing committed between the
     stop and this moment, so it splits history into before and after."""
@@ -444,3 +440,7 @@ def _server_started_at() -> Any:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_postmaster_start_time()")
         return cursor.fetchone()[0]
+
+
+if __name__ == "__main__":
+    main()

@@ -188,19 +188,30 @@ def check(evidence: Evidence) -> Verdict:
             ):
                 violation(f"a write with token {token} began after its holder's pause: {e}")
     #    The same for the holders cut off by a database restart (an outage
-    #    longer than the ttl). Nothing commits while the server is down, so a
-    #    run that started before the restarted server came up (``up_at``) and
-    #    ended at or after it was open throughout the outage: its holder must
-    #    have been told LeaseLost. Which worker held the lease can't be read
-    #    at the very moment of the stop (a release may slip in between), but
-    #    history says exactly which runs spanned the outage.
+    #    longer than the ttl): every run open when the server stopped was
+    #    given up by its holder (told LeaseLost), unless the holder was killed.
+    #    Which worker held the lease can't be read at the very moment of the
+    #    stop (a release may slip in between), so history decides. Nothing
+    #    commits while the server is down, so a run that started before it
+    #    came back up (``up_at``) and was ended by a commit at or after that
+    #    was open across the outage. A ``lost`` run is recorded as of its last
+    #    heartbeat instead: it was open at the stop if that heartbeat was
+    #    younger than the ttl when the holder was read, just before the stop.
+    cut_off = 0
     for restart in (e for e in events if e["kind"] == "restart"):
         if restart["outage"] <= ttl:
             continue
-        up = _when(restart["up_at"])
+        stop, up = _when(restart["stopped_at"]), _when(restart["up_at"])
         for run in evidence.history:
-            spanned = _when(run["started_at"]) < up <= _when(run["finished_at"])
-            if spanned and not has(run["owner"], "lost", run["token"]):
+            started, finished = _when(run["started_at"]), _when(run["finished_at"])
+            if run["outcome"] == "lost":
+                spanned = started < up and finished + dt.timedelta(seconds=ttl) > stop
+            else:
+                spanned = started < up <= finished
+            if not spanned or run["owner"] in killed:
+                continue
+            cut_off += 1
+            if not has(run["owner"], "lost", run["token"]):
                 violation(
                     f"the holder cut off by the restart never gave the lease up: "
                     f"token {run['token']} of {run['owner']}, {restart}"
@@ -273,6 +284,7 @@ def check(evidence: Evidence) -> Verdict:
             f"{len(kills)} / {sum(1 for k in kills if k['token'] is not None)}"
         ),
         "PostgreSQL restarts (crash, outage > ttl)": len(restarts),
+        "runs open across a restart, holder alive (each told LeaseLost)": cut_off,
         "cancels asked / accepted": f"{len(cancels)} / {accepted_cancels}",
         "forced releases asked / done": f"{len(releases)} / {forced}",
         "leases given up by the runner (LeaseLost)": kinds["lost"],

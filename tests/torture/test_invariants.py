@@ -114,8 +114,8 @@ def clean() -> Evidence:
                 "owner": None,
                 "token": None,
                 "outage": 1.5,
-                "stopped_at": at(5.9).isoformat(),
-                "up_at": at(6.0).isoformat(),
+                "stopped_at": at(6.5).isoformat(),
+                "up_at": at(6.6).isoformat(),
             },
         ],
     )
@@ -193,8 +193,16 @@ def uncounted_force_release(e: Evidence) -> None:
 
 
 def restart_holder_kept_going(e: Evidence) -> None:
-    # C's run (token 4) was open across the outage, and C was never told.
-    e.events[3].update(stopped_at=at(4.3).isoformat(), up_at=at(4.5).isoformat())
+    # A's run (token 3) was open across the outage, and A was never told.
+    e.events[3].update(stopped_at=at(2.2).isoformat(), up_at=at(2.5).isoformat())
+    e.journals["A"] = [x for x in e.journals["A"] if x["e"] != "lost"]
+
+
+def restart_lost_run_holder_kept_going(e: Evidence) -> None:
+    # B's run (token 2, recorded lost as of its heartbeat at 1.1) was still
+    # live when the server stopped at 1.5, and B was never told.
+    e.events[3].update(stopped_at=at(1.5).isoformat(), up_at=at(1.6).isoformat())
+    e.journals["B"] = [x for x in e.journals["B"] if x["e"] != "lost"]
 
 
 @pytest.mark.parametrize(
@@ -216,6 +224,7 @@ def restart_holder_kept_going(e: Evidence) -> None:
         (lost_but_holder_finished, "neither lost it nor died"),
         (uncounted_force_release, "0 forced releases succeeded"),
         (restart_holder_kept_going, "cut off by the restart never gave the lease up"),
+        (restart_lost_run_holder_kept_going, "token 2 of B"),
     ],
 )
 def test_each_broken_invariant_is_caught(
@@ -259,9 +268,16 @@ def test_a_restart_passes_when_the_run_it_cut_off_was_given_up() -> None:
     # history, not that reading, decides (a soak run once tripped on it).
     evidence = clean()
     evidence.events[3].update(
-        owner="A", token=1, stopped_at=at(1.5).isoformat(), up_at=at(2.0).isoformat()
+        owner="A", token=1, stopped_at=at(2.2).isoformat(), up_at=at(2.5).isoformat()
     )
-    assert check(evidence).violations == []
+    verdict = check(evidence)
+    assert verdict.violations == []
+    assert verdict.counts["runs open across a restart, holder alive (each told LeaseLost)"] == 1
+    # Stopped at 1.5: B's lost run (last heartbeat 1.1) was still live then, and counts too.
+    evidence.events[3].update(stopped_at=at(1.5).isoformat(), up_at=at(1.6).isoformat())
+    verdict = check(evidence)
+    assert verdict.violations == []
+    assert verdict.counts["runs open across a restart, holder alive (each told LeaseLost)"] == 2
 
 
 def test_a_refused_operator_command_is_an_answer_and_a_crashed_one_is_not() -> None:
