@@ -213,23 +213,29 @@ def _fenced_increment(running: Any, counter: str) -> int:
     """One fenced read-modify-write of ``counter``, logged in the ledger."""
     from django.db import transaction
 
-    from tests.testapp.models import Counter, LedgerEntry
-
     with transaction.atomic():
         running.fence()
-        began = _db_now()
-        row = Counter.objects.select_for_update().get(name=counter)
-        row.value += 1
-        row.save(update_fields=["value"])
-        LedgerEntry.objects.create(
-            counter=counter,
-            owner=running.owner,
-            token=running.token,
-            value=row.value,
-            began_at=began,
-            ended_at=_db_now(),
-        )
-        return row.value
+        return _ledger_increment(counter, running.owner, running.token)
+
+
+def _ledger_increment(counter: str, owner: str, token: int) -> int:
+    """Inside a fenced transaction: increment ``counter`` and log it in the ledger."""
+    from tests.testapp.models import Counter, LedgerEntry
+
+    began = _db_now()
+    row = Counter.objects.select_for_update().get(name=counter)
+    row.value += 1
+    row.save(update_fields=["value"])
+    LedgerEntry.objects.create(
+        counter=counter,
+        owner=owner,
+        token=token,
+        value=row.value,
+        began_at=began,
+        ended_at=_db_now(),
+    )
+    value: int = row.value
+    return value
 
 
 def _retry_outages(work: Callable[[], Any]) -> Any:

@@ -18,7 +18,15 @@ import threading
 import time
 from typing import Any
 
-from tests.procs import ENV_DB, _db_now, _ready, _result, _setup_django, standby
+from tests.procs import (
+    ENV_DB,
+    _db_now,
+    _ledger_increment,
+    _ready,
+    _result,
+    _setup_django,
+    standby,
+)
 
 # What a worker's database calls raise while PostgreSQL restarts or the
 # network is cut: retried, like a real job would, until the lease is lost.
@@ -198,7 +206,6 @@ def _zombie_write(running: Any, journal: Journal, name: str) -> None:
     from django.db import InterfaceError, OperationalError, connection, transaction
 
     from django_bgtasks.models import BackgroundTask
-    from tests.testapp.models import Counter, LedgerEntry
 
     for _ in range(100):
         try:
@@ -206,28 +213,17 @@ def _zombie_write(running: Any, journal: Journal, name: str) -> None:
                 fence_called = time.monotonic()
                 accepted = BackgroundTask.objects.fence(name, running.owner, running.token)
                 if accepted:
-                    began = _db_now()
-                    row = Counter.objects.select_for_update().get(name=name)
-                    row.value += 1
-                    row.save(update_fields=["value"])
-                    LedgerEntry.objects.create(
-                        counter=name,
-                        owner=running.owner,
-                        token=running.token,
-                        value=row.value,
-                        began_at=began,
-                        ended_at=_db_now(),
-                    )
+                    value = _ledger_increment(name, running.owner, running.token)
                     journal(
                         "try",
                         token=running.token,
-                        value=row.value,
+                        value=value,
                         fence_called=fence_called,
                         zombie=True,
                     )
             journal("late", token=running.token, accepted=accepted, fence_called=fence_called)
             if accepted:
-                journal("ok", token=running.token, value=row.value, zombie=True)
+                journal("ok", token=running.token, value=value, zombie=True)
             return
         except (OperationalError, InterfaceError):
             connection.close()
