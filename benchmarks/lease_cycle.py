@@ -274,13 +274,12 @@ def breakdown(seed: psycopg.Connection, beat: tuple[str, int]) -> None:
     from django.conf import settings
     from django.db import connections
 
-    from django_bgtasks import sql
     from django_bgtasks.models import BackgroundTask
 
     name, token = beat
     settings.BGTASKS_DATABASE = "prepared"  # the manager call, on the same connection
     prepared = connections["prepared"]
-    statements = sql.statements(prepared)
+    statements = BackgroundTask.objects._statements(prepared)
     params = {"name": name, "owner": "bench-owner", "token": token}
     cursor = seed.cursor()
     # Our SQL on the very connection Django uses, so the next step isolates

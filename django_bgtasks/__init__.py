@@ -20,8 +20,8 @@ from .exceptions import (
 )
 
 if TYPE_CHECKING:
-    from .leases import Lease, TaskState
     from .runner import RunningLease, alease, lease
+    from .states import Lease, TaskState
     from .tasks import BackgroundTaskFunction, background_task, get_task, registered_tasks
 
 __all__ = [
@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Lease": "leases",
-    "TaskState": "leases",
+    "Lease": "states",
+    "TaskState": "states",
     "RunningLease": "runner",
     "lease": "runner",
     "alease": "runner",

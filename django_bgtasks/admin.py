@@ -47,8 +47,8 @@ from django.utils.translation import gettext_lazy
 
 from . import display
 from .exceptions import UnknownTask
-from .leases import TaskState
 from .models import BackgroundTask, TaskRun
+from .states import TaskState
 from .tasks import get_task, registered_tasks
 from .views import outside_request_transactions, task_list_response
 
@@ -239,7 +239,7 @@ class BackgroundTaskAdmin(TaskModelAdmin):
             state.name,
             "status",
             display.status_text(state),
-            f"bgtasks-status-{display.STATUS_SLUGS[state.status]}",
+            f"bgtasks-status-{state.status.slug}",
         )
 
     @admin.display(description=gettext_lazy("progress"))
@@ -297,7 +297,7 @@ class BackgroundTaskAdmin(TaskModelAdmin):
         state = state_of(task)
         if state is None:
             return EMPTY
-        return _live(state.name, "duration", display.seconds(display.duration(state)))
+        return _live(state.name, "duration", display.seconds(state.duration))
 
     @admin.display(description=gettext_lazy("error"))
     def error_text(self, task: BackgroundTask) -> SafeString | str:
@@ -378,7 +378,7 @@ class BackgroundTaskAdmin(TaskModelAdmin):
         state = state_of(task)
         if state is None:
             return EMPTY
-        held, running = display.held(state), state.running
+        held, running = state.held, state.running
         buttons = []
         if task.name in registered_tasks():
             buttons.append(self._button(task.name, "run", _("Run now"), "idle", hidden=held))
@@ -551,7 +551,7 @@ class BackgroundTaskAdmin(TaskModelAdmin):
                     if state is not None:
                         self._force_release(request, _with_token(state, confirmed[task.name]))
             return None
-        held = [state for state in map(state_of, queryset) if state and display.held(state)]
+        held = [state for state in map(state_of, queryset) if state and state.held]
         if not held:
             self.message_user(
                 request,
@@ -639,7 +639,7 @@ class BackgroundTaskAdmin(TaskModelAdmin):
             else:
                 self._force_release(request, _with_token(state, token))
             return self._back(request)
-        if not display.held(state):
+        if not state.held:
             self.message_user(
                 request,
                 _("“%(name)s” is not held; there is nothing to release.") % {"name": name},

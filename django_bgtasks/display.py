@@ -1,6 +1,8 @@
 """How the admin and the ``bgtasks`` command put a :class:`TaskState` into words.
 
-``static/django_bgtasks/live.js`` repeats these rules in the browser (its
+Only wording lives here; the rules (status, progress, duration, held) are
+properties of :class:`~django_bgtasks.states.TaskState` and ``TaskRun``.
+``static/django_bgtasks/live.js`` repeats these words in the browser (its
 ``formatSeconds``, ``progressLabel`` and ``durationOf``), so that a cell the
 script updates reads exactly like the one the server rendered. Change both
 together.
@@ -14,15 +16,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from .leases import TaskState
-
-# The CSS class suffix of each status badge.
-STATUS_SLUGS = {
-    "running": "running",
-    "cancel requested": "cancel-requested",
-    "stale": "stale",
-    "idle": "idle",
-}
+from .choices import Status
+from .states import TaskState
 
 
 def seconds(value: float | None) -> str:
@@ -41,11 +36,16 @@ def seconds(value: float | None) -> str:
     return f"{hours} h {minutes} min"
 
 
+def ago(value: float | None) -> str:
+    """``4.2 s ago``, for a heartbeat age; ``""`` for ``None``."""
+    return "" if value is None else f"{seconds(value)} ago"
+
+
 def status_text(state: TaskState) -> str:
     """The badge: the status, and for a stale lease how long its holder has been silent."""
-    if state.status == "stale":
+    if state.status == Status.STALE:
         return f"stale: holder silent for {seconds(state.heartbeat_age)}"
-    return state.status
+    return str(state.status)
 
 
 def progress_label(state: TaskState) -> str:
@@ -67,23 +67,6 @@ def _number(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def duration(state: TaskState) -> float | None:
-    """Seconds from the claim to the release, or to now (by the database's
-    clock) while the lease is held or stale."""
-    if state.started_at is None:
-        return None
-    if state.finished_at is not None:
-        return (state.finished_at - state.started_at).total_seconds()
-    if state.updated_at is None or state.heartbeat_age is None:
-        return None
-    return (state.updated_at - state.started_at).total_seconds() + state.heartbeat_age
-
-
-def held(state: TaskState) -> bool:
-    """Someone holds the lease, live or silent: what force release would end."""
-    return state.running or state.stale
 
 
 def when(value: dt.datetime | None) -> str:

@@ -11,27 +11,24 @@ left to be rolled back with the caller's transaction; see docs/api.md.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import secrets
 import socket
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from . import sql
+from .choices import Outcome
 from .conf import conf
 from .exceptions import InAtomicBlock, NotInAtomicBlock
+from .states import Lease, Renewal, TaskState
 from .validation import (
     clean_error,
     encode_value,
-    is_finite_number,
     validate_name,
     validate_outcome,
     validate_owner,
@@ -42,116 +39,18 @@ from .validation import (
 if TYPE_CHECKING:
     from .models import BackgroundTask, TaskRun  # noqa: F401  (named in QuerySet[...])
 
+__all__ = [
+    "KEEP_VALUE",
+    "Lease",
+    "LeaseManager",
+    "Renewal",
+    "RunQuerySet",
+    "TaskState",
+    "default_owner",
+]
+
 # "Leave the value as it is", as distinct from None (store NULL).
 KEEP_VALUE: Any = object()
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A successful claim. ``token`` is the fencing token: pass it to every
-    write, and to any other system that can check it."""
-
-    name: str
-    owner: str
-    token: int
-    ttl: float
-
-
-@dataclass(frozen=True, slots=True)
-class Renewal:
-    """What a holder learns from a successful heartbeat or update."""
-
-    cancel_requested: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TaskState:
-    """One task's row as every replica sees it.
-
-    ``running`` is already ``False`` when the holder's heartbeat is older than
-    its ttl; ``stale`` is then ``True`` and says why. ``heartbeat_age`` is the
-    seconds since the last heartbeat, by the database's clock.
-    """
-
-    name: str
-    value: Any
-    running: bool
-    owner: str
-    token: int
-    ttl: float
-    started_at: dt.datetime | None
-    finished_at: dt.datetime | None
-    updated_at: dt.datetime | None
-    cancel_requested: bool
-    outcome: str
-    error: str
-    stale: bool
-    heartbeat_age: float | None
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> TaskState:
-        """Build from a row in ``sql.STATE_COLUMNS`` order, as either vendor returns it."""
-        (name, value, running, owner, token, ttl, started_at, finished_at, updated_at,
-         cancel_requested, outcome, error, stale, heartbeat_age) = row  # fmt: skip
-        return cls(
-            name=name,
-            value=json.loads(value) if isinstance(value, str) else value,
-            running=bool(running),
-            owner=owner,
-            token=int(token),
-            ttl=float(ttl),
-            started_at=_as_datetime(started_at),
-            finished_at=_as_datetime(finished_at),
-            updated_at=_as_datetime(updated_at),
-            cancel_requested=bool(cancel_requested),
-            outcome=outcome,
-            error=error,
-            stale=bool(stale),
-            heartbeat_age=None if heartbeat_age is None else float(heartbeat_age),
-        )
-
-    @property
-    def status(self) -> str:
-        """``running``, ``cancel requested``, ``stale`` or ``idle``."""
-        if self.running:
-            return "cancel requested" if self.cancel_requested else "running"
-        return "stale" if self.stale else "idle"
-
-    @property
-    def progress(self) -> float | None:
-        """0-1 from ``value["done"]/value["total"]`` or ``value["progress"]``."""
-        value = self.value
-        if not isinstance(value, dict):
-            return None
-        done, total = value.get("done"), value.get("total")
-        if is_finite_number(done) and is_finite_number(total) and total > 0:
-            return float(min(max(done / total, 0.0), 1.0))
-        progress = value.get("progress")
-        if is_finite_number(progress):
-            return float(min(max(progress, 0.0), 1.0))
-        return None
-
-    def as_json(self) -> dict[str, Any]:
-        """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``."""
-        data = asdict(self)
-        for key in ("started_at", "finished_at", "updated_at"):
-            if data[key] is not None:
-                data[key] = data[key].isoformat()
-        data["status"] = self.status
-        data["progress"] = self.progress
-        return data
-
-
-def _as_datetime(value: object) -> dt.datetime | None:
-    # PostgreSQL hands back aware datetimes; SQLite hands back the naive UTC
-    # times that the statements wrote (as datetimes or as text, depending on
-    # the column's declared type).
-    if value is None:
-        return None
-    parsed = value if isinstance(value, dt.datetime) else parse_datetime(str(value))
-    if parsed is not None and timezone.is_naive(parsed):
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed
 
 
 _owner_for_pid: tuple[int, str] | None = None
@@ -227,7 +126,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         final_value: Any = None,
         *,
         token: int | None = None,
-        outcome: str = "succeeded",
+        outcome: str = Outcome.SUCCEEDED,
         error: str = "",
     ) -> bool:
         """End the holder's run and record it in history, in one statement.
@@ -264,7 +163,12 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         With ``token``, only that claim is ended: an operator who confirmed
         releasing the run they saw never ends a newer one that took over since.
         """
-        params = {"name": validate_name(name), "token": validate_token(token)}
+        params = {
+            "name": validate_name(name),
+            "token": validate_token(token),
+            "outcome": Outcome.RELEASED_BY_OPERATOR.value,
+            "error": "released by an operator",
+        }
         return bool(self._write("force_release", "force_release", params))
 
     def request_cancel(self, name: str, *, token: int | None = None) -> bool:
@@ -281,7 +185,11 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         """End every lease whose holder went silent past its ttl, recording
         those runs as ``lost``. Returns how many. (A takeover does the same for
         one lease; this is for tasks nobody claims again.)"""
-        return len(self._write("expire_stale", "expire_stale", {}))
+        params = {
+            "outcome": Outcome.LOST.value,
+            "error": "lease expired: no heartbeat within the ttl",
+        }
+        return len(self._write("expire_stale", "expire_stale", params))
 
     # --- reads -----------------------------------------------------------------
 
@@ -332,7 +240,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         final_value: Any = None,
         *,
         token: int | None = None,
-        outcome: str = "succeeded",
+        outcome: str = Outcome.SUCCEEDED,
         error: str = "",
     ) -> bool:
         """:meth:`release` for async code."""
@@ -370,15 +278,23 @@ class LeaseManager(models.Manager["BackgroundTask"]):
     def _connection() -> BaseDatabaseWrapper:
         return connections[conf.DATABASE]
 
+    def _statements(self, connection: BaseDatabaseWrapper) -> sql.Statements:
+        # The history model is the lease model's sibling in the app registry:
+        # looked up, not imported, so models -> leases -> sql stays one-way.
+        meta = self.model._meta
+        run_model = meta.apps.get_model(meta.app_label, "TaskRun")
+        return sql.statements(connection, task=meta.db_table, run=run_model._meta.db_table)
+
     def _write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
         connection = self._connection()
         if connection.in_atomic_block:
             raise InAtomicBlock(operation)
         return self._run(connection, statement, params)
 
-    @staticmethod
-    def _run(connection: BaseDatabaseWrapper, statement: str, params: dict[str, Any]) -> list[Any]:
-        query: str = getattr(sql.statements(connection), statement)
+    def _run(
+        self, connection: BaseDatabaseWrapper, statement: str, params: dict[str, Any]
+    ) -> list[Any]:
+        query: str = getattr(self._statements(connection), statement)
         with connection.cursor() as cursor:
             cursor.execute(query, params)
             return list(cursor.fetchall())

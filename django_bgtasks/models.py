@@ -12,19 +12,11 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from .choices import Outcome
 from .leases import LeaseManager, RunQuerySet
+from .states import run_duration
 
-
-class Outcome(models.TextChoices):
-    """How a run ended."""
-
-    SUCCEEDED = "succeeded", _("succeeded")
-    FAILED = "failed", _("failed")
-    CANCELLED = "cancelled", _("cancelled")
-    # The holder stopped renewing (killed, paused, cut off) and the lease was
-    # taken over or noticed stale.
-    LOST = "lost", _("lost")
-    RELEASED_BY_OPERATOR = "released-by-operator", _("released by operator")
+__all__ = ["BackgroundTask", "Outcome", "TaskRun"]
 
 
 class BackgroundTask(models.Model):
@@ -93,3 +85,8 @@ class TaskRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} #{self.token}"
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds the run took, or ``None`` if either end is unknown."""
+        return run_duration(self.started_at, self.finished_at)

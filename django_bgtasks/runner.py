@@ -32,9 +32,10 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 
 from .conf import conf
 from .exceptions import LeaseHeld, LeaseLost, TaskCancelled
-from .leases import KEEP_VALUE, Lease, Renewal
+from .leases import KEEP_VALUE
 from .models import BackgroundTask
 from .signals import lease_claimed, lease_lost, lease_released
+from .states import Lease, Renewal
 from .validation import heartbeat_interval, validate_ttl
 
 logger = logging.getLogger("django_bgtasks")

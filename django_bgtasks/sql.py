@@ -2,8 +2,8 @@
 
 Each lease operation is exactly one of these statements: one round trip, one
 commit. Values are always parameters (``%(name)s``). The only text filled in
-is the two table names, from ``Model._meta.db_table`` quoted by the
-connection, and the named fragments below (``{holder}``, ``{stale}``, ...),
+is the two table names, which the caller passes from ``Model._meta.db_table``
+and the connection quotes, and the named fragments below (``{holder}``, ``{stale}``, ...),
 which are constants of this module.
 
 Rules every statement keeps:
@@ -127,7 +127,7 @@ POSTGRESQL = Statements(
         WITH ended AS (
             UPDATE {task}
             SET running = false, finished_at = clock_timestamp(),
-                outcome = 'released-by-operator', error = 'released by an operator'
+                outcome = %(outcome)s, error = %(error)s
             WHERE name = %(name)s AND running
                 AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
             RETURNING {run_columns}
@@ -144,8 +144,8 @@ POSTGRESQL = Statements(
     expire_stale="""
         WITH ended AS (
             UPDATE {task}
-            SET running = false, finished_at = updated_at, outcome = 'lost',
-                error = 'lease expired: no heartbeat within the ttl'
+            SET running = false, finished_at = updated_at, outcome = %(outcome)s,
+                error = %(error)s
             WHERE running AND {stale}
             RETURNING {run_columns}
         ), {record_ended}
@@ -216,8 +216,7 @@ SQLITE = Statements(
     """,
     force_release="""
         UPDATE {task}
-        SET running = 0, finished_at = {now}, outcome = 'released-by-operator',
-            error = 'released by an operator'
+        SET running = 0, finished_at = {now}, outcome = %(outcome)s, error = %(error)s
         WHERE name = %(name)s AND running AND (%(token)s IS NULL OR token = %(token)s)
         RETURNING 1
     """,
@@ -229,8 +228,7 @@ SQLITE = Statements(
     """,
     expire_stale="""
         UPDATE {task}
-        SET running = 0, finished_at = updated_at, outcome = 'lost',
-            error = 'lease expired: no heartbeat within the ttl'
+        SET running = 0, finished_at = updated_at, outcome = %(outcome)s, error = %(error)s
         WHERE running AND {stale}
         RETURNING 1
     """,
@@ -245,13 +243,17 @@ _BY_VENDOR = {
     "postgresql": (POSTGRESQL, POSTGRESQL_FRAGMENTS),
     "sqlite": (SQLITE, SQLITE_FRAGMENTS),
 }
-_RENDERED: dict[str, Statements] = {}
+_RENDERED: dict[tuple[str, str, str], Statements] = {}
 
 
-def statements(connection: BaseDatabaseWrapper) -> Statements:
-    """The statements for this connection's vendor, ready to execute."""
+def statements(connection: BaseDatabaseWrapper, *, task: str, run: str) -> Statements:
+    """The statements for this connection's vendor, on the lease table ``task``
+    and the history table ``run`` (unquoted ``db_table`` names), ready to execute."""
+    # Keyed by vendor and tables alone: quoting is fixed per vendor, and a key
+    # per connection object would grow with every thread.
+    key = (connection.vendor, task, run)
     try:
-        return _RENDERED[connection.vendor]
+        return _RENDERED[key]
     except KeyError:
         pass
     try:
@@ -261,10 +263,8 @@ def statements(connection: BaseDatabaseWrapper) -> Statements:
             f"django-bgtasks supports {' and '.join(SUPPORTED_VENDORS)}, "
             f"not {connection.vendor!r} (database {connection.alias!r})"
         ) from None
-    from .models import BackgroundTask, TaskRun
-
     quote = connection.ops.quote_name
-    tables = {"task": quote(BackgroundTask._meta.db_table), "run": quote(TaskRun._meta.db_table)}
+    tables = {"task": quote(task), "run": quote(run)}
     keep_tables = {"task": "{task}", "run": "{run}"}
     rendered = Statements(
         **{
@@ -275,7 +275,5 @@ def statements(connection: BaseDatabaseWrapper) -> Statements:
             for field in fields(Statements)
         }
     )
-    # Keyed by vendor alone: quoting is fixed per vendor, and a key per
-    # connection object would grow with every thread.
-    _RENDERED[connection.vendor] = rendered
+    _RENDERED[key] = rendered
     return rendered

@@ -14,6 +14,7 @@ import math
 import unicodedata
 from typing import Any, TypeGuard
 
+from .choices import HOLDER_OUTCOMES
 from .conf import conf
 
 MAX_NAME_LENGTH = 200
@@ -25,7 +26,6 @@ MAX_TTL = 86400.0
 # stop at depth 1000 anyway.
 MAX_VALUE_DEPTH = 100
 MAX_ERROR_LENGTH = 10_000
-HOLDER_OUTCOMES = frozenset({"succeeded", "failed", "cancelled"})
 
 
 def is_finite_number(value: object) -> TypeGuard[int | float]:
@@ -181,5 +181,6 @@ def clean_error(error: object) -> str:
 def validate_outcome(outcome: object) -> str:
     """How a holder ended its run: succeeded, failed or cancelled."""
     if outcome not in HOLDER_OUTCOMES:
-        raise ValueError(f"outcome must be one of {sorted(HOLDER_OUTCOMES)}, not {outcome!r}")
+        allowed = sorted(str(value) for value in HOLDER_OUTCOMES)
+        raise ValueError(f"outcome must be one of {allowed}, not {outcome!r}")
     return str(outcome)

@@ -29,8 +29,8 @@ from django.utils import timezone
 from ... import display
 from ...conf import conf
 from ...exceptions import LeaseLost, TaskCancelled, UnknownTask
-from ...leases import TaskState
 from ...models import BackgroundTask, TaskRun
+from ...states import TaskState
 from ...tasks import get_task, registered_tasks
 from ...validation import heartbeat_interval
 
@@ -317,7 +317,7 @@ class Command(BaseCommand):
             ("last heartbeat", _ago(state.heartbeat_age)),
             ("started", display.when(state.started_at)),
             ("finished", display.when(state.finished_at)),
-            ("duration", display.seconds(display.duration(state))),
+            ("duration", display.seconds(state.duration)),
             ("cancel requested", "yes" if state.cancel_requested else "no"),
             ("outcome", self._outcome(state.outcome)),
         ]
@@ -426,7 +426,7 @@ class Command(BaseCommand):
         exception: BaseException | None,
         state: TaskState | None,
     ) -> None:
-        took = display.seconds(display.duration(state)) if state is not None else ""
+        took = display.seconds(state.duration) if state is not None else ""
         if exception is None:
             self.stdout.write(self.style.SUCCESS(f"{name!r} succeeded (token {token}) in {took}."))
             if result is not None:
@@ -445,7 +445,7 @@ class Command(BaseCommand):
 
     def handle_release(self, *, name: str, force: bool, token: int | None, **_: Any) -> None:
         state = self._state(name)
-        if not display.held(state):
+        if not state.held:
             raise CommandError(f"Task {name!r} is not held; there is nothing to release.")
         if not force:
             hint = f", or ask it to stop: manage.py bgtasks cancel {name}" if state.running else ""
@@ -595,7 +595,7 @@ class Command(BaseCommand):
             _ago(state.heartbeat_age),
             display.when(state.started_at),
             display.when(state.finished_at),
-            display.seconds(display.duration(state)),
+            display.seconds(state.duration),
         ]
 
     def _table(self, headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> None:

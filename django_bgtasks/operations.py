@@ -1,0 +1,143 @@
+"""The operator layer: start, request cancel and force release, each written once.
+
+The admin, the JSON API and the ``bgtasks`` command call these and only
+translate the result into their own form: a message, a status code, an exit
+code. Each function returns a small value that says what happened, never a
+string for people, so each surface words it in its own way.
+
+Bad input (a malformed name, ttl or token) raises ``ValueError``/``TypeError``
+before anything is written, as the lease operations do. Every state here is
+read back from the database after the write, so what a surface reports is
+what every replica sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .exceptions import UnknownTask
+from .models import BackgroundTask
+from .runner import RunningLease
+from .states import TaskState
+from .tasks import get_task, registered_tasks
+from .validation import validate_name, validate_token
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The task was claimed here and runs in a thread of this process."""
+
+    running: RunningLease
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyHeld:
+    """Another holder has the lease; ``state`` says who (``None`` if the row
+    was released and removed in the moment between the claim and the read)."""
+
+    state: TaskState | None
+
+
+@dataclass(frozen=True, slots=True)
+class NotRegistered:
+    """No task is registered by that name, so it can't be started."""
+
+    name: str
+    registered: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NeverRun:
+    """The name has no lease row; ``registered`` says whether it could be started."""
+
+    name: str
+    registered: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    """The holder was asked to stop; it sees this at its next heartbeat."""
+
+    state: TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """The claim was ended; its holder can no longer renew or write through it."""
+
+    state: TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class NotRunning:
+    """Nobody holds the lease (for a cancel: nobody live), so nothing was done."""
+
+    state: TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class TookOverSince:
+    """The claim the operator named (``token``) no longer holds the lease:
+    ``state`` is the claim that holds it, or held it last."""
+
+    token: int
+    state: TaskState
+
+
+StartResult = Started | AlreadyHeld | NotRegistered
+CancelResult = CancelRequested | NotRunning | TookOverSince | NeverRun
+ReleaseResult = Released | NotRunning | TookOverSince | NeverRun
+
+
+def start(name: str, *, ttl: float | None = None) -> StartResult:
+    """Claim the registered task ``name`` and run it in a thread of this process."""
+    name = validate_name(name)
+    try:
+        task = get_task(name)
+    except UnknownTask:
+        return NotRegistered(name, tuple(registered_tasks()))
+    if ttl is not None:
+        task = task.options(ttl=ttl)
+    running = task.start()
+    if running is None:
+        return AlreadyHeld(BackgroundTask.objects.get_state(name))
+    return Started(running)
+
+
+def request_cancel(name: str, *, token: int | None = None) -> CancelResult:
+    """Ask the live holder of ``name`` to stop; with ``token``, only that claim,
+    so that an operator never cancels a newer run that took over since."""
+    requested = BackgroundTask.objects.request_cancel(name, token=token)
+    state = BackgroundTask.objects.get_state(name)
+    if state is None:
+        return NeverRun(name, name in registered_tasks())
+    if requested:
+        return CancelRequested(state)
+    return _refused(token, state)
+
+
+def force_release(name: str, *, token: int) -> ReleaseResult:
+    """End claim ``token`` of ``name`` (live or silent), recording it as
+    released by an operator. Only that claim: the operator confirmed the run
+    they saw, never a newer one that took over since."""
+    token = _required_token(token)
+    released = BackgroundTask.objects.force_release(name, token=token)
+    state = BackgroundTask.objects.get_state(name)
+    if state is None:
+        return NeverRun(name, name in registered_tasks())
+    if released:
+        return Released(state)
+    return _refused(token, state)
+
+
+def _refused(token: int | None, state: TaskState) -> NotRunning | TookOverSince:
+    if token is not None and state.token != token:
+        return TookOverSince(token, state)
+    return NotRunning(state)
+
+
+def _required_token(token: object) -> int:
+    checked = validate_token(token)
+    if checked is None:
+        raise TypeError("force release needs the token of the claim to end")
+    return checked
