@@ -17,6 +17,7 @@ from .exceptions import (
     NotInAtomicBlock,
     TaskCancelled,
     UnknownTask,
+    WorkerStopping,
 )
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ __all__ = [
     "TaskCancelled",
     "TaskState",
     "UnknownTask",
+    "WorkerStopping",
     "alease",
     "background_task",
     "get_task",

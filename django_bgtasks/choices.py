@@ -1,4 +1,4 @@
-"""The names of every state: ``Status`` (of a task) and ``Outcome`` (of a run).
+"""The names of every state: ``Status`` (of a task), ``Outcome`` and ``Trigger`` (of a run).
 
 The one spelling of each; every module, template and script uses these (the
 admin hands them to ``live.js`` with ``json_script``). No imports from the
@@ -15,6 +15,8 @@ class Status(models.TextChoices):
     """A task's status as every replica reads it (``TaskState.status``)."""
 
     RUNNING = "running", _("running")
+    # Not running, with a run requested for a worker (request_run()).
+    REQUESTED = "requested", _("requested")
     CANCEL_REQUESTED = "cancel requested", _("cancel requested")
     # The row says running, but the holder went silent past its ttl.
     STALE = "stale", _("stale")
@@ -36,8 +38,24 @@ class Outcome(models.TextChoices):
     # taken over or noticed stale.
     LOST = "lost", _("lost")
     RELEASED_BY_OPERATOR = "released-by-operator", _("released by operator")
+    # Stopped by a worker's graceful shutdown (SIGTERM), at a check() or update().
+    INTERRUPTED = "interrupted", _("interrupted")
+
+
+class Trigger(models.TextChoices):
+    """What started a run (``TaskRun.trigger``)."""
+
+    MANUAL = "manual", _("manual")
+    REQUEST = "request", _("request")
+    SCHEDULE = "schedule", _("schedule")
+    RESUME = "resume", _("resume")
+    RETRY = "retry", _("retry")
 
 
 # What a holder may record when it releases its own lease; the others are
 # written by the database (lost) or by an operator (released-by-operator).
-HOLDER_OUTCOMES = frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.CANCELLED})
+HOLDER_OUTCOMES = frozenset(
+    {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.CANCELLED, Outcome.INTERRUPTED}
+)
+# A run that ended so, of a resumable task, is owed another attempt.
+RESUMABLE_OUTCOMES = frozenset({Outcome.LOST, Outcome.INTERRUPTED})

@@ -41,6 +41,17 @@ class TaskCancelled(BgTasksError):
         super().__init__(f"task {name!r} was cancelled by an operator")
 
 
+class WorkerStopping(TaskCancelled):
+    """The worker running this task is shutting down (SIGTERM/SIGINT): stop
+    at the next safe point. A :class:`TaskCancelled`, so code that handles a
+    cancel handles a shutdown too; the run is recorded as ``interrupted``, and
+    a resumable task is resumed by another worker at once."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        BgTasksError.__init__(self, f"task {name!r} was interrupted: its worker is stopping")
+
+
 class UnknownTask(BgTasksError, LookupError):
     """No ``@background_task`` is registered under this name."""
 

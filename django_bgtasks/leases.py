@@ -14,6 +14,7 @@ import datetime as dt
 import os
 import secrets
 import socket
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -22,11 +23,12 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from . import sql
-from .choices import Outcome
+from .choices import Outcome, Trigger
 from .conf import conf
 from .exceptions import InAtomicBlock, NotInAtomicBlock
 from .states import Lease, Renewal, TaskState
 from .validation import (
+    MAX_OWNER_LENGTH,
     clean_error,
     encode_value,
     validate_name,
@@ -35,6 +37,7 @@ from .validation import (
     validate_token,
     validate_ttl,
 )
+from .work import WorkQueue
 
 if TYPE_CHECKING:
     from .models import BackgroundTask, TaskRun  # noqa: F401  (named in QuerySet[...])
@@ -83,16 +86,26 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         initial_value: Any = None,
         *,
         ttl: float | None = None,
+        run_args: dict[str, Any] | None = None,
     ) -> Lease | None:
         """Claim ``name`` if nobody holds it or its holder's heartbeat is older
         than the holder's ttl. Returns the :class:`Lease`, or ``None``.
 
-        ``owner`` defaults to :func:`default_owner`.
+        ``owner`` defaults to :func:`default_owner`. ``run_args``
+        (``{"args": [...], "kwargs": {...}}``) is kept with the run, so that a
+        worker that resumes it after a loss calls the task with the same ones.
         """
         name = validate_name(name)
         owner = default_owner() if owner is None else validate_owner(owner)
         ttl = validate_ttl(ttl)
-        params = {"name": name, "owner": owner, "value": encode_value(initial_value), "ttl": ttl}
+        params = {
+            "name": name,
+            "owner": owner,
+            "value": encode_value(initial_value),
+            "ttl": ttl,
+            "trigger": Trigger.MANUAL.value,
+            "args": encode_value(run_args),
+        }
         rows = self._write("try_claim", "claim", params)
         return Lease(name, owner, int(rows[0][0]), ttl) if rows else None
 
@@ -181,15 +194,57 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         params = {"name": validate_name(name), "token": validate_token(token)}
         return bool(self._write("request_cancel", "request_cancel", params))
 
-    def expire_stale(self) -> int:
-        """End every lease whose holder went silent past its ttl, recording
-        those runs as ``lost``. Returns how many. (A takeover does the same for
-        one lease; this is for tasks nobody claims again.)"""
+    def expire_stale(
+        self,
+        name: str | None = None,
+        *,
+        token: int | None = None,
+        error: str = "lease expired: no heartbeat within the ttl",
+    ) -> int:
+        """End every lease whose holder went silent past its ttl (or only
+        ``name``'s, with ``token`` only that claim), recording those runs as
+        ``lost`` with ``error``. Returns how many. (A takeover does the same
+        for one lease; this is for tasks nobody claims again.)"""
         params = {
+            "name": None if name is None else validate_name(name),
+            "token": validate_token(token),
             "outcome": Outcome.LOST.value,
-            "error": "lease expired: no heartbeat within the ttl",
+            "error": clean_error(error),
         }
         return len(self._write("expire_stale", "expire_stale", params))
+
+    def request_run(
+        self,
+        name: str,
+        *,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        requested_by: str = "",
+        ttl: float | None = None,
+    ) -> bool:
+        """Ask the workers to run ``name`` with these arguments. ``False`` when
+        a request is already pending (at most one per task). A request made
+        while the task runs is kept and performed after that run; exactly one
+        worker performs it. Arguments JSON can't encode are a ``TypeError``,
+        with nothing written."""
+        if not isinstance(args, list | tuple):
+            raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
+        if not isinstance(requested_by, str):
+            raise TypeError(f"requested_by must be a str, not {type(requested_by).__name__}")
+        params = {
+            "name": validate_name(name),
+            "ttl": validate_ttl(ttl),
+            "request": encode_value({"args": list(args), "kwargs": dict(kwargs or {})}),
+            "requested_by": clean_error(requested_by)[:MAX_OWNER_LENGTH],
+        }
+        return bool(self._write("request_run", "request_run", params))
+
+    @property
+    def work(self) -> WorkQueue:
+        """The workers' own lease operations (claims of due work, their heartbeats)."""
+        return WorkQueue(self)
 
     # --- reads -----------------------------------------------------------------
 
@@ -248,6 +303,20 @@ class LeaseManager(models.Manager["BackgroundTask"]):
             name, owner, final_value, token=token, outcome=outcome, error=error
         )
 
+    async def arequest_run(
+        self,
+        name: str,
+        *,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        requested_by: str = "",
+        ttl: float | None = None,
+    ) -> bool:
+        """:meth:`request_run` for async code."""
+        return await sync_to_async(self.request_run)(
+            name, args=args, kwargs=kwargs, requested_by=requested_by, ttl=ttl
+        )
+
     async def aget_state(self, name: str) -> TaskState | None:
         """:meth:`get_state` for async code."""
         return await sync_to_async(self.get_state)(name)
@@ -282,8 +351,22 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         # The history model is the lease model's sibling in the app registry:
         # looked up, not imported, so models -> leases -> sql stays one-way.
         meta = self.model._meta
-        run_model = meta.apps.get_model(meta.app_label, "TaskRun")
-        return sql.statements(connection, task=meta.db_table, run=run_model._meta.db_table)
+        run, worker = (meta.apps.get_model(meta.app_label, m)._meta for m in ("TaskRun", "Worker"))
+        return sql.statements(
+            connection, task=meta.db_table, run=run.db_table, worker=worker.db_table
+        )
+
+    def write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
+        """Run one write ``statement`` in autocommit (refused inside ``atomic()``)."""
+        return self._write(operation, statement, params)
+
+    def read(self, statement: str, params: dict[str, Any]) -> list[Any]:
+        """Run one read ``statement``."""
+        return self._run(self._connection(), statement, params)
+
+    def time_param(self, value: dt.datetime) -> Any:
+        """``value`` as the lease database's statements take a time."""
+        return sql.time_param(self._connection(), value)
 
     def _write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
         connection = self._connection()

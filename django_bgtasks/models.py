@@ -12,11 +12,11 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .choices import Outcome
+from .choices import Outcome, Trigger
 from .leases import LeaseManager, RunQuerySet
 from .states import run_duration
 
-__all__ = ["BackgroundTask", "Outcome", "TaskRun"]
+__all__ = ["BackgroundTask", "Outcome", "TaskRun", "Trigger", "Worker"]
 
 
 class BackgroundTask(models.Model):
@@ -41,6 +41,28 @@ class BackgroundTask(models.Model):
         _("outcome"), max_length=32, choices=Outcome.choices, blank=True, default=""
     )
     error = models.TextField(_("error"), blank=True, default="")
+    # The current (or last) run: what started it, which attempt it is, its
+    # arguments (so that a resume or retry runs with the same ones), the
+    # schedule slot it runs for, and how many slots were skipped while it ran.
+    trigger = models.CharField(
+        _("trigger"), max_length=16, choices=Trigger.choices, blank=True, default="", db_default=""
+    )
+    attempt = models.IntegerField(_("attempt"), default=0, db_default=0)
+    run_args = models.JSONField(_("arguments"), null=True, blank=True)
+    scheduled_for = models.DateTimeField(_("scheduled for"), null=True, blank=True)
+    skipped = models.IntegerField(_("slots skipped"), default=0, db_default=0)
+    # A pending request for a worker (request_run()), at most one.
+    requested_at = models.DateTimeField(_("requested"), null=True, blank=True)
+    requested_by = models.CharField(
+        _("requested by"), max_length=200, blank=True, default="", db_default=""
+    )
+    request = models.JSONField(_("requested arguments"), null=True, blank=True)
+    # A scheduled task's next slot, and the schedule it was computed from
+    # (a changed schedule is recomputed).
+    schedule = models.CharField(
+        _("schedule"), max_length=100, blank=True, default="", db_default=""
+    )
+    next_run_at = models.DateTimeField(_("next run"), null=True, blank=True)
 
     objects = LeaseManager()
 
@@ -68,6 +90,12 @@ class TaskRun(models.Model):
     outcome = models.CharField(_("outcome"), max_length=32, choices=Outcome.choices)
     error = models.TextField(_("error"), blank=True, default="")
     value = models.JSONField(_("final value"), null=True, blank=True)
+    trigger = models.CharField(
+        _("trigger"), max_length=16, choices=Trigger.choices, blank=True, default="", db_default=""
+    )
+    attempt = models.IntegerField(_("attempt"), default=0, db_default=0)
+    scheduled_for = models.DateTimeField(_("scheduled for"), null=True, blank=True)
+    skipped = models.IntegerField(_("slots skipped"), default=0, db_default=0)
 
     objects = RunQuerySet.as_manager()
 
@@ -90,3 +118,26 @@ class TaskRun(models.Model):
     def duration(self) -> float | None:
         """Seconds the run took, or ``None`` if either end is unknown."""
         return run_duration(self.started_at, self.finished_at)
+
+
+class Worker(models.Model):
+    """A live ``bgtasks worker`` process, as it last reported itself. Written
+    only by the worker (``BackgroundTask.objects.worker_beat()``); the time is
+    the database's, so every replica judges its age alike."""
+
+    id = models.CharField(_("worker"), max_length=200, primary_key=True)
+    host = models.CharField(_("host"), max_length=200)
+    pid = models.IntegerField(_("pid"))
+    tasks = models.JSONField(_("tasks"), default=list)
+    concurrency = models.IntegerField(_("concurrency"))
+    running = models.JSONField(_("running now"), default=list)
+    started_at = models.DateTimeField(_("started"))
+    updated_at = models.DateTimeField(_("last heartbeat"))
+
+    class Meta:
+        verbose_name = _("worker")
+        verbose_name_plural = _("workers")
+        ordering = ["host", "pid"]
+
+    def __str__(self) -> str:
+        return self.id

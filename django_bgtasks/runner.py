@@ -30,12 +30,13 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
+from .choices import Outcome, Trigger
 from .conf import conf
-from .exceptions import LeaseHeld, LeaseLost, TaskCancelled
+from .exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
 from .leases import KEEP_VALUE
 from .models import BackgroundTask
 from .signals import lease_claimed, lease_lost, lease_released
-from .states import Lease, Renewal
+from .states import Lease, Renewal, WorkClaim
 from .validation import heartbeat_interval, validate_ttl
 
 logger = logging.getLogger("django_bgtasks")
@@ -54,9 +55,23 @@ class RunningLease:
     raise :class:`LeaseLost` or :class:`TaskCancelled` when the work must stop.
     """
 
-    def __init__(self, lease: Lease, *, interval: float, claimed_at: float) -> None:
+    def __init__(
+        self,
+        lease: Lease,
+        *,
+        interval: float,
+        claimed_at: float,
+        attempt: int = 1,
+        trigger: str = Trigger.MANUAL,
+        resume_from: Any = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
         self.lease = lease
         self.interval = interval
+        self.attempt = attempt
+        self.trigger = trigger
+        self.resume_from = resume_from
+        self._stopping = stopping
         self._lock = threading.Lock()
         self._deadline = claimed_at + lease.ttl
         self._lost: str | None = None
@@ -97,6 +112,11 @@ class RunningLease:
         return self._lost is not None
 
     @property
+    def stopping(self) -> bool:
+        """``True`` once the worker running this task began a graceful shutdown."""
+        return self._stopping is not None and self._stopping.is_set()
+
+    @property
     def cancel_requested(self) -> bool:
         """``True`` once a heartbeat has brought an operator's cancel request."""
         return self._cancel_requested
@@ -106,10 +126,13 @@ class RunningLease:
     def check(self) -> None:
         """Raise :class:`LeaseLost` if the lease is gone, or
         :class:`TaskCancelled` if an operator asked to stop. No database access:
-        it reports what the heartbeat thread last learned."""
+        it reports what the heartbeat thread last learned. Raises
+        :class:`WorkerStopping` (a ``TaskCancelled``) when the worker is stopping."""
         self._raise_if_lost()
         if self._cancel_requested:
             raise TaskCancelled(self.name)
+        if self.stopping:
+            raise WorkerStopping(self.name)
 
     def update(self, value: Any) -> None:
         """Store ``value`` (progress, partial results) and renew the lease.
@@ -149,23 +172,49 @@ class RunningLease:
 
     @classmethod
     def claim(
-        cls, name: str, *, ttl: float | None = None, value: Any = None, owner: str | None = None
+        cls,
+        name: str,
+        *,
+        ttl: float | None = None,
+        value: Any = None,
+        owner: str | None = None,
+        run_args: dict[str, Any] | None = None,
     ) -> RunningLease | None:
         """Claim ``name`` and start renewing it, or return ``None`` if it is held."""
         ttl = validate_ttl(ttl)
         interval = heartbeat_interval(ttl)
         claimed_at = time.monotonic()
-        lease = BackgroundTask.objects.try_claim(name, owner, value, ttl=ttl)
+        lease = BackgroundTask.objects.try_claim(name, owner, value, ttl=ttl, run_args=run_args)
         if lease is None:
             return None
-        running = cls(lease, interval=interval, claimed_at=claimed_at)
-        running._start_heartbeat()
-        lease_claimed.send(BackgroundTask, name=lease.name, owner=lease.owner, token=lease.token)
-        return running
+        return cls(lease, interval=interval, claimed_at=claimed_at)._started()
+
+    @classmethod
+    def from_work(
+        cls, claim: WorkClaim, *, trigger: str, claimed_at: float, stopping: threading.Event
+    ) -> RunningLease:
+        """A worker's claim (sent at ``claimed_at``, by the monotonic clock),
+        renewed from now on; ``stopping`` is the worker's shutdown flag."""
+        running = cls(
+            claim.lease,
+            interval=heartbeat_interval(claim.lease.ttl),
+            claimed_at=claimed_at,
+            attempt=claim.attempt,
+            trigger=trigger,
+            resume_from=claim.resume_from,
+            stopping=stopping,
+        )
+        return running._started()
+
+    def _started(self) -> RunningLease:
+        self._start_heartbeat()
+        lease_claimed.send(BackgroundTask, name=self.name, owner=self.owner, token=self.token)
+        return self
 
     def finish(self, exc: BaseException | None) -> None:
         """Stop renewing and release with the outcome ``exc`` implies:
-        succeeded (``None``), cancelled (:class:`TaskCancelled`) or failed.
+        succeeded (``None``), interrupted (:class:`WorkerStopping`), cancelled
+        (:class:`TaskCancelled`) or failed.
 
         A lost lease is not released. If the work itself succeeded, the loss is
         raised as :class:`LeaseLost`, since it ran without the lease for a while;
@@ -173,14 +222,17 @@ class RunningLease:
         """
         self._stop_heartbeat()
         try:
+            outcome: Outcome
             if exc is None:
-                outcome, error = "succeeded", ""
+                outcome, error = Outcome.SUCCEEDED, ""
             elif isinstance(exc, LeaseLost):
                 return
+            elif isinstance(exc, WorkerStopping):
+                outcome, error = Outcome.INTERRUPTED, str(exc)
             elif isinstance(exc, TaskCancelled):
-                outcome, error = "cancelled", str(exc)
+                outcome, error = Outcome.CANCELLED, str(exc)
             else:
-                outcome, error = "failed", "".join(traceback.format_exception(exc))
+                outcome, error = Outcome.FAILED, "".join(traceback.format_exception(exc))
             try:
                 self._release(outcome, error)
             except LeaseLost:
@@ -303,8 +355,14 @@ def _close_connection() -> None:
         connections[conf.DATABASE].close()
 
 
-def _claim_or_raise(name: str, ttl: float | None, value: Any, owner: str | None) -> RunningLease:
-    running = RunningLease.claim(name, ttl=ttl, value=value, owner=owner)
+def _claim_or_raise(
+    name: str,
+    ttl: float | None,
+    value: Any,
+    owner: str | None,
+    run_args: dict[str, Any] | None = None,
+) -> RunningLease:
+    running = RunningLease.claim(name, ttl=ttl, value=value, owner=owner, run_args=run_args)
     if running is None:
         state = BackgroundTask.objects.get_state(name)
         raise LeaseHeld(name, state.owner if state is not None else None)
@@ -313,7 +371,12 @@ def _claim_or_raise(name: str, ttl: float | None, value: Any, owner: str | None)
 
 @contextlib.contextmanager
 def lease(
-    name: str, *, ttl: float | None = None, value: Any = None, owner: str | None = None
+    name: str,
+    *,
+    ttl: float | None = None,
+    value: Any = None,
+    owner: str | None = None,
+    run_args: dict[str, Any] | None = None,
 ) -> Iterator[RunningLease]:
     """Run the ``with`` body while holding the lease on ``name``.
 
@@ -321,7 +384,7 @@ def lease(
     it. On exit, releases with outcome ``succeeded``, or ``failed`` with the
     traceback (and re-raises), or ``cancelled`` after :class:`TaskCancelled`.
     """
-    running = _claim_or_raise(name, ttl, value, owner)
+    running = _claim_or_raise(name, ttl, value, owner, run_args)
     try:
         yield running
     except BaseException as exc:

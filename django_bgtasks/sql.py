@@ -29,7 +29,9 @@ Rules every statement keeps:
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, fields
+from typing import Any
 
 from django.db import NotSupportedError
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -39,8 +41,14 @@ MIN_SQLITE_VERSION = (3, 35, 0)  # for RETURNING
 
 # Column order of every state read; leases.TaskState.from_row() relies on it.
 STATE_COLUMNS = """name, value, running AND NOT stale, owner, token, ttl, started_at,
-    finished_at, updated_at, cancel_requested, outcome, error, stale, heartbeat_age"""
-RUN_COLUMNS = "name, token, owner, started_at, finished_at, outcome, error, value"
+    finished_at, updated_at, cancel_requested, outcome, error, stale, heartbeat_age,
+    requested_at, next_run_at, attempt, trigger"""
+RUN_COLUMNS = """name, token, owner, started_at, finished_at, outcome, error, value,
+    trigger, attempt, scheduled_for, skipped"""
+# Column order of the workers' poll; leases.DueRow.from_row() relies on it.
+DUE_COLUMNS = """name, token, running AND NOT stale, stale, attempt, outcome,
+    requested_at IS NOT NULL, schedule, next_run_at, slot_due, finished_age, db_now"""
+WORKER_COLUMNS = "id, host, pid, tasks, concurrency, running, started_at, updated_at, age"
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,19 @@ class Statements:
     fence: str
     get_state: str
     list_states: str
+    # The workers' (issue: workers): each is one statement, as above.
+    request_run: str
+    claim_request: str
+    claim_scheduled: str
+    claim_resume: str
+    claim_retry: str
+    skip_slot: str
+    ensure_schedule: str
+    due_work: str
+    worker_beat: str
+    worker_gone: str
+    list_workers: str
+    clock: str
 
 
 # --- PostgreSQL ---------------------------------------------------------------
@@ -74,6 +95,20 @@ POSTGRESQL_FRAGMENTS = {
     )""",
     "run_columns": RUN_COLUMNS,
     "state_columns": STATE_COLUMNS,
+    "due_columns": DUE_COLUMNS,
+    "worker_columns": WORKER_COLUMNS,
+    # What every claim by UPDATE sets (a worker's claim of an existing row).
+    "claim_set": """running = true, owner = %(owner)s, token = token + 1, ttl = %(ttl)s,
+        started_at = clock_timestamp(), finished_at = NULL, updated_at = clock_timestamp(),
+        cancel_requested = false, outcome = '', error = '', skipped = 0,
+        trigger = %(trigger)s""",
+    # A row that a request or a schedule creates before any claim: not running,
+    # its token at the highest its history holds, so the first claim rises above it.
+    "new_row_columns": """name, value, running, owner, token, ttl, cancel_requested,
+        outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
+        schedule, next_run_at""",
+    "new_row_token": "COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s::text), 0)",
+    "claim_returning": "RETURNING token, attempt, run_args, value",
     "state_source": """(
         SELECT t.*,
             t.running AND t.updated_at < now.ts - t.ttl * interval '1 second' AS stale,
@@ -90,15 +125,18 @@ POSTGRESQL = Statements(
     # trigger of migration 0003: it records the replaced run as lost.
     claim="""
         INSERT INTO {task} AS t (name, value, running, owner, token, ttl, started_at,
-            finished_at, updated_at, cancel_requested, outcome, error)
+            finished_at, updated_at, cancel_requested, outcome, error, trigger, attempt,
+            run_args, scheduled_for, skipped)
         VALUES (%(name)s::text, %(value)s::jsonb, true, %(owner)s,
             COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s::text), 0) + 1,
-            %(ttl)s, clock_timestamp(), NULL, clock_timestamp(), false, '', '')
+            %(ttl)s, clock_timestamp(), NULL, clock_timestamp(), false, '', '', %(trigger)s,
+            1, %(args)s::jsonb, NULL, 0)
         ON CONFLICT (name) DO UPDATE
         SET value = excluded.value, running = true, owner = excluded.owner,
             token = t.token + 1, ttl = excluded.ttl, started_at = clock_timestamp(),
             finished_at = NULL, updated_at = clock_timestamp(),
-            cancel_requested = false, outcome = '', error = ''
+            cancel_requested = false, outcome = '', error = '', trigger = excluded.trigger,
+            attempt = 1, run_args = excluded.run_args, scheduled_for = NULL, skipped = 0
         WHERE NOT t.running OR {t_stale}
         RETURNING token
     """,
@@ -147,6 +185,8 @@ POSTGRESQL = Statements(
             SET running = false, finished_at = updated_at, outcome = %(outcome)s,
                 error = %(error)s
             WHERE running AND {stale}
+                AND (%(name)s::text IS NULL OR name = %(name)s::text)
+                AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
             RETURNING {run_columns}
         ), {record_ended}
         SELECT 1 FROM ended
@@ -161,6 +201,107 @@ POSTGRESQL = Statements(
     fence="UPDATE {task} SET updated_at = updated_at WHERE {holder} RETURNING 1",
     get_state="SELECT {state_columns} FROM {state_source} WHERE name = %(name)s",
     list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
+    # A pending request: kept on the row (created if need be), at most one.
+    request_run="""
+        INSERT INTO {task} AS t ({new_row_columns})
+        VALUES (%(name)s::text, NULL, false, '', {new_row_token}, %(ttl)s, false, '', '', '',
+            0, 0, clock_timestamp(), %(requested_by)s, %(request)s::jsonb, '', NULL)
+        ON CONFLICT (name) DO UPDATE
+        SET requested_at = clock_timestamp(), requested_by = excluded.requested_by,
+            request = excluded.request
+        WHERE t.requested_at IS NULL
+        RETURNING 1
+    """,
+    # The request is taken in the claim that performs it: exactly one worker wins.
+    claim_request="""
+        UPDATE {task}
+        SET {claim_set}, attempt = 1, run_args = request, value = NULL, scheduled_for = NULL,
+            request = NULL, requested_at = NULL, requested_by = ''
+        WHERE name = %(name)s AND requested_at IS NOT NULL AND (NOT running OR {stale})
+        {claim_returning}
+    """,
+    # One run per slot: the claim moves the slot on, compare-and-set on the slot
+    # the worker saw, and only while the database's clock is still before the
+    # next slot (a worker that stalled after its poll can't run a slot late).
+    claim_scheduled="""
+        UPDATE {task}
+        SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
+            scheduled_for = next_run_at, next_run_at = %(next)s::timestamptz
+        WHERE name = %(name)s AND next_run_at = %(due)s::timestamptz
+            AND clock_timestamp() < %(next)s::timestamptz AND (NOT running OR {stale})
+        {claim_returning}
+    """,
+    # A lost (stale, or recorded lost) or interrupted run of claim %(expect)s,
+    # again, keeping its value for resume_from. A graceful interruption does
+    # not use up an attempt; a loss does.
+    claim_resume="""
+        UPDATE {task}
+        SET {claim_set},
+            attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
+                THEN 0 ELSE 1 END
+        WHERE name = %(name)s AND token = %(expect)s::bigint
+            AND ((running AND {stale} AND attempt < %(max_attempts)s)
+                OR (NOT running AND outcome = %(interrupted)s)
+                OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+        {claim_returning}
+    """,
+    # A failed run of claim %(expect)s, again, once its delay has passed.
+    claim_retry="""
+        UPDATE {task}
+        SET {claim_set}, attempt = attempt + 1,
+            value = CASE WHEN %(resume)s::boolean THEN value END
+        WHERE name = %(name)s AND token = %(expect)s::bigint AND NOT running
+            AND outcome = %(failed)s AND attempt < %(max_attempts)s
+            AND finished_at <= clock_timestamp() - %(delay)s * interval '1 second'
+        {claim_returning}
+    """,
+    # The slot came while the task still runs: move on, and count it on the run.
+    skip_slot="""
+        UPDATE {task} SET next_run_at = %(next)s::timestamptz, skipped = skipped + 1
+        WHERE name = %(name)s AND running AND {live} AND next_run_at = %(due)s::timestamptz
+            AND clock_timestamp() < %(next)s::timestamptz
+        RETURNING 1
+    """,
+    # A scheduled task's row and first slot; recomputed when the schedule changed.
+    ensure_schedule="""
+        INSERT INTO {task} AS t ({new_row_columns})
+        VALUES (%(name)s::text, NULL, false, '', {new_row_token}, %(ttl)s, false, '', '', '',
+            0, 0, NULL, '', NULL, %(schedule)s::text, %(next)s::timestamptz)
+        ON CONFLICT (name) DO UPDATE
+        SET schedule = excluded.schedule, next_run_at = excluded.next_run_at
+        WHERE t.schedule IS DISTINCT FROM excluded.schedule
+            OR (t.next_run_at IS NULL) <> (excluded.next_run_at IS NULL)
+        RETURNING 1
+    """,
+    # The workers' poll: a read, so an idle loop writes nothing.
+    due_work="""
+        SELECT {due_columns} FROM (
+            SELECT t.*,
+                t.running AND t.updated_at < now.ts - t.ttl * interval '1 second' AS stale,
+                t.next_run_at <= now.ts AS slot_due,
+                EXTRACT(EPOCH FROM now.ts - t.finished_at)::float8 AS finished_age,
+                now.ts AS db_now
+            FROM {task} t CROSS JOIN (SELECT clock_timestamp() AS ts) now
+        ) s
+        ORDER BY name
+    """,
+    worker_beat="""
+        INSERT INTO {worker} AS w (id, host, pid, tasks, concurrency, running, started_at,
+            updated_at)
+        VALUES (%(id)s, %(host)s, %(pid)s, %(tasks)s::jsonb, %(concurrency)s,
+            %(running)s::jsonb, clock_timestamp(), clock_timestamp())
+        ON CONFLICT (id) DO UPDATE
+        SET running = excluded.running, updated_at = excluded.updated_at
+    """,
+    worker_gone="DELETE FROM {worker} WHERE id = %(id)s",
+    list_workers="""
+        SELECT {worker_columns} FROM (
+            SELECT w.*, EXTRACT(EPOCH FROM clock_timestamp() - w.updated_at)::float8 AS age
+            FROM {worker} w
+        ) s
+        ORDER BY host, pid
+    """,
+    clock="SELECT clock_timestamp()",
 )
 
 
@@ -183,21 +324,36 @@ SQLITE_FRAGMENTS = {
         SELECT *, running AND {_SQLITE_AGE} > ttl AS stale, {_SQLITE_AGE} AS heartbeat_age
         FROM {{task}}
     )""",
+    "due_columns": DUE_COLUMNS,
+    "worker_columns": WORKER_COLUMNS,
+    "claim_set": """running = 1, owner = %(owner)s, token = token + 1, ttl = %(ttl)s,
+        started_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'), finished_at = NULL,
+        updated_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'), cancel_requested = 0,
+        outcome = '', error = '', skipped = 0, trigger = %(trigger)s""",
+    "new_row_columns": """name, value, running, owner, token, ttl, cancel_requested,
+        outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
+        schedule, next_run_at""",
+    "new_row_token": "COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s), 0)",
+    "claim_returning": "RETURNING token, attempt, run_args, value",
+    # Slot times are passed as naive UTC text, as the statements store times.
+    "before_next": "julianday('now') < julianday(%(next)s)",
 }
 
 SQLITE = Statements(
     # The history trigger records the old run as lost when the token changes.
     claim="""
         INSERT INTO {task} AS t (name, value, running, owner, token, ttl, started_at,
-            finished_at, updated_at, cancel_requested, outcome, error)
+            finished_at, updated_at, cancel_requested, outcome, error, trigger, attempt,
+            run_args, scheduled_for, skipped)
         VALUES (%(name)s, %(value)s, 1, %(owner)s,
             COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s), 0) + 1,
-            %(ttl)s, {now}, NULL, {now}, 0, '', '')
+            %(ttl)s, {now}, NULL, {now}, 0, '', '', %(trigger)s, 1, %(args)s, NULL, 0)
         ON CONFLICT (name) DO UPDATE
         SET value = excluded.value, running = 1, owner = excluded.owner,
             token = t.token + 1, ttl = excluded.ttl, started_at = excluded.started_at,
             finished_at = NULL, updated_at = excluded.updated_at,
-            cancel_requested = 0, outcome = '', error = ''
+            cancel_requested = 0, outcome = '', error = '', trigger = excluded.trigger,
+            attempt = 1, run_args = excluded.run_args, scheduled_for = NULL, skipped = 0
         WHERE NOT t.running OR {t_stale}
         RETURNING token
     """,
@@ -229,7 +385,8 @@ SQLITE = Statements(
     expire_stale="""
         UPDATE {task}
         SET running = 0, finished_at = updated_at, outcome = %(outcome)s, error = %(error)s
-        WHERE running AND {stale}
+        WHERE running AND {stale} AND (%(name)s IS NULL OR name = %(name)s)
+            AND (%(token)s IS NULL OR token = %(token)s)
         RETURNING 1
     """,
     # SQLite has no row locks: a no-op write takes the database's write lock,
@@ -237,21 +394,118 @@ SQLITE = Statements(
     fence="UPDATE {task} SET updated_at = updated_at WHERE {holder} RETURNING 1",
     get_state="SELECT {state_columns} FROM {state_source} WHERE name = %(name)s",
     list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
+    request_run="""
+        INSERT INTO {task} AS t ({new_row_columns})
+        VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
+            0, 0, {now}, %(requested_by)s, %(request)s, '', NULL)
+        ON CONFLICT (name) DO UPDATE
+        SET requested_at = excluded.requested_at, requested_by = excluded.requested_by,
+            request = excluded.request
+        WHERE t.requested_at IS NULL
+        RETURNING 1
+    """,
+    claim_request="""
+        UPDATE {task}
+        SET {claim_set}, attempt = 1, run_args = request, value = NULL, scheduled_for = NULL,
+            request = NULL, requested_at = NULL, requested_by = ''
+        WHERE name = %(name)s AND requested_at IS NOT NULL AND (NOT running OR {stale})
+        {claim_returning}
+    """,
+    claim_scheduled="""
+        UPDATE {task}
+        SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
+            scheduled_for = next_run_at, next_run_at = %(next)s
+        WHERE name = %(name)s AND next_run_at = %(due)s AND {before_next}
+            AND (NOT running OR {stale})
+        {claim_returning}
+    """,
+    claim_resume="""
+        UPDATE {task}
+        SET {claim_set},
+            attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
+                THEN 0 ELSE 1 END
+        WHERE name = %(name)s AND token = %(expect)s
+            AND ((running AND {stale} AND attempt < %(max_attempts)s)
+                OR (NOT running AND outcome = %(interrupted)s)
+                OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+        {claim_returning}
+    """,
+    claim_retry="""
+        UPDATE {task}
+        SET {claim_set}, attempt = attempt + 1,
+            value = CASE WHEN %(resume)s THEN value END
+        WHERE name = %(name)s AND token = %(expect)s AND NOT running
+            AND outcome = %(failed)s AND attempt < %(max_attempts)s
+            AND (julianday('now') - julianday(finished_at)) * 86400.0 >= %(delay)s
+        {claim_returning}
+    """,
+    skip_slot="""
+        UPDATE {task} SET next_run_at = %(next)s, skipped = skipped + 1
+        WHERE name = %(name)s AND running AND NOT ({stale}) AND next_run_at = %(due)s
+            AND {before_next}
+        RETURNING 1
+    """,
+    ensure_schedule="""
+        INSERT INTO {task} AS t ({new_row_columns})
+        VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
+            0, 0, NULL, '', NULL, %(schedule)s, %(next)s)
+        ON CONFLICT (name) DO UPDATE
+        SET schedule = excluded.schedule, next_run_at = excluded.next_run_at
+        WHERE t.schedule IS NOT excluded.schedule
+            OR (t.next_run_at IS NULL) <> (excluded.next_run_at IS NULL)
+        RETURNING 1
+    """,
+    due_work=f"""
+        SELECT {{due_columns}} FROM (
+            SELECT *, running AND {_SQLITE_AGE} > ttl AS stale,
+                julianday(next_run_at) <= julianday('now') AS slot_due,
+                (julianday('now') - julianday(finished_at)) * 86400.0 AS finished_age,
+                {{now}} AS db_now
+            FROM {{task}}
+        )
+        ORDER BY name
+    """,
+    worker_beat="""
+        INSERT INTO {worker} AS w (id, host, pid, tasks, concurrency, running, started_at,
+            updated_at)
+        VALUES (%(id)s, %(host)s, %(pid)s, %(tasks)s, %(concurrency)s, %(running)s, {now},
+            {now})
+        ON CONFLICT (id) DO UPDATE
+        SET running = excluded.running, updated_at = excluded.updated_at
+    """,
+    worker_gone="DELETE FROM {worker} WHERE id = %(id)s",
+    list_workers="""
+        SELECT {worker_columns} FROM (
+            SELECT *, (julianday('now') - julianday(updated_at)) * 86400.0 AS age
+            FROM {worker}
+        )
+        ORDER BY host, pid
+    """,
+    clock="SELECT {now}",
 )
 
 _BY_VENDOR = {
     "postgresql": (POSTGRESQL, POSTGRESQL_FRAGMENTS),
     "sqlite": (SQLITE, SQLITE_FRAGMENTS),
 }
-_RENDERED: dict[tuple[str, str, str], Statements] = {}
+_RENDERED: dict[tuple[str, str, str, str], Statements] = {}
 
 
-def statements(connection: BaseDatabaseWrapper, *, task: str, run: str) -> Statements:
-    """The statements for this connection's vendor, on the lease table ``task``
-    and the history table ``run`` (unquoted ``db_table`` names), ready to execute."""
+def time_param(connection: BaseDatabaseWrapper, value: dt.datetime) -> Any:
+    """An aware ``value`` as the statements take a time: as it is on PostgreSQL;
+    on SQLite, naive UTC text in the format the statements store."""
+    if connection.vendor == "sqlite":
+        return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(" ", "milliseconds")
+    return value
+
+
+def statements(connection: BaseDatabaseWrapper, *, task: str, run: str, worker: str) -> Statements:
+    """The statements for this connection's vendor, on the lease table ``task``,
+    the history table ``run`` and the workers' table ``worker`` (unquoted
+    ``db_table`` names), ready to execute."""
     # Keyed by vendor and tables alone: quoting is fixed per vendor, and a key
     # per connection object would grow with every thread.
-    key = (connection.vendor, task, run)
+    key = (connection.vendor, task, run, worker)
     try:
         return _RENDERED[key]
     except KeyError:
@@ -264,8 +518,8 @@ def statements(connection: BaseDatabaseWrapper, *, task: str, run: str) -> State
             f"not {connection.vendor!r} (database {connection.alias!r})"
         ) from None
     quote = connection.ops.quote_name
-    tables = {"task": quote(task), "run": quote(run)}
-    keep_tables = {"task": "{task}", "run": "{run}"}
+    tables = {"task": quote(task), "run": quote(run), "worker": quote(worker)}
+    keep_tables = {"task": "{task}", "run": "{run}", "worker": "{worker}"}
     rendered = Statements(
         **{
             # Fragments first (they may name the tables), then the tables.

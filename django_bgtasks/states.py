@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -61,12 +61,19 @@ class TaskState:
     error: str
     stale: bool
     heartbeat_age: float | None
+    # For workers: a pending request, the next schedule slot, and what the
+    # current (or last) run is: its attempt (1, 2, ...) and trigger.
+    requested_at: dt.datetime | None = None
+    next_run_at: dt.datetime | None = None
+    attempt: int = 0
+    trigger: str = ""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> TaskState:
         """Build from a row in ``sql.STATE_COLUMNS`` order, as either vendor returns it."""
         (name, value, running, owner, token, ttl, started_at, finished_at, updated_at,
-         cancel_requested, outcome, error, stale, heartbeat_age) = row  # fmt: skip
+         cancel_requested, outcome, error, stale, heartbeat_age, requested_at, next_run_at,
+         attempt, trigger) = row  # fmt: skip
         return cls(
             name=name,
             value=json.loads(value) if isinstance(value, str) else value,
@@ -82,14 +89,20 @@ class TaskState:
             error=error,
             stale=bool(stale),
             heartbeat_age=None if heartbeat_age is None else float(heartbeat_age),
+            requested_at=as_datetime(requested_at),
+            next_run_at=as_datetime(next_run_at),
+            attempt=int(attempt),
+            trigger=trigger,
         )
 
     @property
     def status(self) -> Status:
-        """``running``, ``cancel requested``, ``stale`` or ``idle``."""
+        """``running``, ``cancel requested``, ``stale``, ``requested`` or ``idle``."""
         if self.running:
             return Status.CANCEL_REQUESTED if self.cancel_requested else Status.RUNNING
-        return Status.STALE if self.stale else Status.IDLE
+        if self.stale:
+            return Status.STALE
+        return Status.REQUESTED if self.requested_at is not None else Status.IDLE
 
     @property
     def held(self) -> bool:
@@ -125,11 +138,123 @@ class TaskState:
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``."""
         data = asdict(self)
-        for key in ("started_at", "finished_at", "updated_at"):
+        for key in ("started_at", "finished_at", "updated_at", "requested_at", "next_run_at"):
             if data[key] is not None:
                 data[key] = data[key].isoformat()
         data["status"] = str(self.status)
         data["progress"] = self.progress
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class DueRow:
+    """One lease row as the workers' poll sees it (``sql.DUE_COLUMNS``).
+
+    ``next_run_at`` is kept exactly as the database returned it: a claim of
+    that slot compares it for equality. ``db_now`` is the database's clock at
+    the poll, from which the next slot is computed.
+    """
+
+    name: str
+    token: int
+    running: bool
+    stale: bool
+    attempt: int
+    outcome: str
+    requested: bool
+    schedule: str
+    next_run_at: Any
+    slot_due: bool
+    finished_age: float | None
+    db_now: dt.datetime
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> DueRow:
+        """Build from a row in ``sql.DUE_COLUMNS`` order, as either vendor returns it."""
+        (name, token, running, stale, attempt, outcome, requested, schedule, next_run_at,
+         slot_due, finished_age, db_now) = row  # fmt: skip
+        now = as_datetime(db_now)
+        assert now is not None  # the statement always selects the clock
+        return cls(
+            name=name,
+            token=int(token),
+            running=bool(running),
+            stale=bool(stale),
+            attempt=int(attempt),
+            outcome=outcome,
+            requested=bool(requested),
+            schedule=schedule,
+            next_run_at=next_run_at,
+            slot_due=bool(slot_due),
+            finished_age=None if finished_age is None else float(finished_age),
+            db_now=now,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkClaim:
+    """A worker's successful claim: the lease, which attempt this is, the run's
+    arguments, and for a resumed run the last value the lost run wrote."""
+
+    lease: Lease
+    attempt: int
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    resume_from: Any
+
+    @classmethod
+    def from_row(cls, lease_of: Callable[[int], Lease], row: Sequence[Any]) -> WorkClaim:
+        """Build from a claim's ``RETURNING token, attempt, run_args, value``."""
+        token, attempt, run_args, value = row
+        run_args = json.loads(run_args) if isinstance(run_args, str) else run_args
+        value = json.loads(value) if isinstance(value, str) else value
+        run_args = run_args if isinstance(run_args, dict) else {}
+        return cls(
+            lease=lease_of(int(token)),
+            attempt=int(attempt),
+            args=tuple(run_args.get("args", ())),
+            kwargs=dict(run_args.get("kwargs", {})),
+            resume_from=value,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerState:
+    """A ``bgtasks worker`` process as it last reported itself; ``age`` is the
+    seconds since its last heartbeat, by the database's clock."""
+
+    id: str
+    host: str
+    pid: int
+    tasks: list[str]
+    concurrency: int
+    running: list[str]
+    started_at: dt.datetime | None
+    updated_at: dt.datetime | None
+    age: float
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> WorkerState:
+        """Build from a row in ``sql.WORKER_COLUMNS`` order."""
+        id_, host, pid, tasks, concurrency, running, started_at, updated_at, age = row
+        return cls(
+            id=id_,
+            host=host,
+            pid=int(pid),
+            tasks=json.loads(tasks) if isinstance(tasks, str) else list(tasks),
+            concurrency=int(concurrency),
+            running=json.loads(running) if isinstance(running, str) else list(running),
+            started_at=as_datetime(started_at),
+            updated_at=as_datetime(updated_at),
+            age=float(age),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict, times in ISO 8601."""
+        data = asdict(self)
+        for key in ("started_at", "updated_at"):
+            if data[key] is not None:
+                data[key] = data[key].isoformat()
         return data
 
 

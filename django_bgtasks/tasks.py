@@ -8,6 +8,7 @@ the ``tasks`` module of every installed app at start-up (as the admin does with
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -16,8 +17,17 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from django.db import connections
 
 from .exceptions import UnknownTask
+from .models import BackgroundTask
 from .runner import RunningLease, lease
-from .validation import heartbeat_interval, validate_name, validate_ttl
+from .schedules import Cron, Every, parse_schedule
+from .validation import (
+    MAX_TTL,
+    encode_value,
+    heartbeat_interval,
+    is_finite_number,
+    validate_name,
+    validate_ttl,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -26,14 +36,32 @@ _registry: dict[str, BackgroundTaskFunction[..., Any]] = {}
 _registry_lock = threading.Lock()
 
 
+# Without max_attempts: a resumable task gets this many attempts, others one.
+RESUMABLE_ATTEMPTS = 3
+# Without retry_delay: seconds before the first retry; each one waits twice as long.
+RETRY_DELAY = 10.0
+
+
 @dataclass(frozen=True)
 class BackgroundTaskFunction(Generic[P, R]):
     """A function registered with ``@background_task``. It takes the
-    :class:`RunningLease` as its first argument."""
+    :class:`RunningLease` as its first argument.
+
+    ``schedule`` (parsed), ``resume``, ``max_attempts`` and ``retry_delay``
+    tell ``bgtasks worker`` when to run it again; see docs/workers.md.
+    """
 
     name: str
     func: Callable[..., R]
     ttl: float | None = None
+    schedule: Every | Cron | None = None
+    resume: bool = False
+    max_attempts: int = 1
+    retry_delay: float = RETRY_DELAY
+
+    def retry_delay_for(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1, 2, ...): doubling."""
+        return float(self.retry_delay * 2 ** min(max(attempt - 1, 0), 16))
 
     @property
     def description(self) -> str:
@@ -49,8 +77,29 @@ class BackgroundTaskFunction(Generic[P, R]):
 
     def run(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run here, under the lease; raises :class:`LeaseHeld` if it is held."""
-        with lease(self.name, ttl=self.ttl) as running:
+        with lease(self.name, ttl=self.ttl, run_args=self._run_args(args, kwargs)) as running:
             return self.func(running, *args, **kwargs)
+
+    def request(self, *args: P.args, **kwargs: P.kwargs) -> bool:
+        """Ask a ``bgtasks worker`` to run it with these arguments (JSON-encodable).
+        ``False`` when a request is already pending; see ``request_run()``."""
+        return BackgroundTask.objects.request_run(
+            self.name, args=args, kwargs=kwargs, ttl=self.ttl
+        )
+
+    def _run_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The arguments as the lease row keeps them, for a worker that resumes
+        a lost run. A resumable task's must encode (a clear ``TypeError`` before
+        the claim); another task's are kept only when they do."""
+        run_args = {"args": list(args), "kwargs": kwargs}
+        if self.resume:
+            encode_value(run_args)
+            return run_args
+        try:
+            encode_value(run_args)
+        except (TypeError, ValueError):
+            return None
+        return run_args
 
     def start(self, *args: P.args, **kwargs: P.kwargs) -> RunningLease | None:
         """Claim the lease here and now, then run in a background thread.
@@ -60,9 +109,19 @@ class BackgroundTaskFunction(Generic[P, R]):
         running anywhere. Claiming before the thread starts means there is no
         moment when the work was started but nobody holds the lease.
         """
-        running = RunningLease.claim(self.name, ttl=self.ttl)
+        running = RunningLease.claim(
+            self.name, ttl=self.ttl, run_args=self._run_args(args, kwargs)
+        )
         if running is None:
             return None
+        self.run_in_thread(running, args, kwargs)
+        return running
+
+    def run_in_thread(
+        self, running: RunningLease, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> threading.Thread:
+        """Run the claimed ``running`` in a new daemon thread, which finishes it
+        (release with the outcome) and closes its own connections."""
         thread = threading.Thread(
             target=self._run_started,
             args=(running, args, kwargs),
@@ -70,7 +129,7 @@ class BackgroundTaskFunction(Generic[P, R]):
             daemon=True,
         )
         thread.start()
-        return running
+        return thread
 
     def _run_started(
         self, running: RunningLease, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -93,26 +152,67 @@ def _check_ttl(ttl: float) -> None:
     heartbeat_interval(validate_ttl(ttl))
 
 
+def _check_attempts(max_attempts: object, resume: bool) -> int:
+    if max_attempts is None:
+        return RESUMABLE_ATTEMPTS if resume else 1
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+        raise TypeError(f"max_attempts must be an int, not {type(max_attempts).__name__}")
+    if not 1 <= max_attempts <= 1000:
+        raise ValueError(f"max_attempts must be between 1 and 1000, not {max_attempts}")
+    return max_attempts
+
+
+def _check_delay(retry_delay: object) -> float:
+    if retry_delay is None:
+        return RETRY_DELAY
+    if not is_finite_number(retry_delay) or not 0 <= retry_delay <= MAX_TTL:
+        raise ValueError(
+            f"retry_delay must be a number of seconds from 0 to {MAX_TTL:g}, not {retry_delay!r}"
+        )
+    return float(retry_delay)
+
+
 def background_task(
-    *, name: str, ttl: float | None = None
+    *,
+    name: str,
+    ttl: float | None = None,
+    schedule: dt.timedelta | str | None = None,
+    resume: bool = False,
+    max_attempts: int | None = None,
+    retry_delay: float | None = None,
 ) -> Callable[[Callable[..., R]], BackgroundTaskFunction[..., R]]:
     """Register a function as the background task ``name``.
 
     ::
 
-        @background_task(name="log-cleanup", ttl=120)
+        @background_task(name="log-cleanup", ttl=120, schedule="0 3 * * *", resume=True)
         def log_cleanup(lease, days=30):
+            done = (lease.resume_from or {}).get("done", 0)
             ...
             lease.update({"done": n, "total": total})
 
-        log_cleanup.start(days=7)
+        log_cleanup.start(days=7)   # here, in a thread
+        log_cleanup.request(days=7)  # by a ``bgtasks worker``
+
+    ``schedule`` is a ``timedelta`` or a five-field cron string; ``resume``
+    has a worker claim a lost or interrupted run again, with ``lease.resume_from``;
+    ``max_attempts`` (default 3 with ``resume``, else 1) bounds the attempts,
+    lost and failed alike; ``retry_delay`` (default 10 s, doubling) spaces the
+    retries of a failed run. A bad value is a ``ValueError``/``TypeError`` here.
     """
     name = validate_name(name)
     if ttl is not None:
         _check_ttl(ttl)
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
+    parsed = parse_schedule(schedule)
+    attempts = _check_attempts(max_attempts, resume)
+    delay = _check_delay(retry_delay)
 
     def register(func: Callable[..., R]) -> BackgroundTaskFunction[..., R]:
-        task: BackgroundTaskFunction[..., R] = BackgroundTaskFunction(name, func, ttl)
+        task: BackgroundTaskFunction[..., R] = BackgroundTaskFunction(
+            name, func, ttl, parsed, resume, attempts, delay
+        )
         with _registry_lock:
             existing = _registry.get(name)
             if existing is not None and _qualname(existing.func) != _qualname(func):

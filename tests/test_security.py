@@ -45,6 +45,10 @@ PACKAGE = Path(sql.__file__).parent
 
 # The only parameters the statements take: every value goes through these.
 PARAMETERS = {"name", "owner", "token", "value", "ttl", "outcome", "error"}
+# The workers' statements (requests, schedules, resume, retry, worker rows).
+PARAMETERS |= {"trigger", "args", "request", "requested_by", "due", "next", "expect"}
+PARAMETERS |= {"max_attempts", "interrupted", "lost", "failed", "delay", "resume", "schedule"}
+PARAMETERS |= {"id", "host", "pid", "tasks", "concurrency", "running"}
 
 
 class _Calls(ast.NodeVisitor):

@@ -1,0 +1,168 @@
+"""The workers' lease operations: ``BackgroundTask.objects.work``.
+
+Each is one statement from :mod:`django_bgtasks.sql`, in autocommit, like the
+lease operations of :mod:`django_bgtasks.leases`: the poll that finds due
+work (a read, so an idle worker writes nothing), the claims that start a
+requested, scheduled, resumed or retried run, and the workers' own heartbeat
+rows. Every claim is a compare-and-set decided by the database's clock, so
+any number of workers on any number of hosts can race for the same work and
+exactly one wins.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Protocol
+
+from .choices import Outcome, Trigger
+from .states import DueRow, Lease, WorkClaim, WorkerState, as_datetime
+from .validation import encode_value, validate_name, validate_owner, validate_token, validate_ttl
+
+
+class StatementRunner(Protocol):
+    """What :class:`WorkQueue` needs of the lease manager."""
+
+    def write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
+        """Run one write statement in autocommit."""
+
+    def read(self, statement: str, params: dict[str, Any]) -> list[Any]:
+        """Run one read statement."""
+
+    def time_param(self, value: dt.datetime) -> Any:
+        """``value`` as this vendor's statements take a time."""
+
+
+class WorkQueue:
+    """The statements a ``bgtasks worker`` runs; see the module docstring."""
+
+    def __init__(self, runner: StatementRunner) -> None:
+        self._runner = runner
+
+    # --- the poll ------------------------------------------------------------
+
+    def due(self) -> list[DueRow]:
+        """Every lease row, as the workers' poll needs it, with the database's clock."""
+        return [DueRow.from_row(row) for row in self._runner.read("due_work", {})]
+
+    def clock(self) -> dt.datetime:
+        """The database's clock now (for a first schedule slot, when no row exists)."""
+        now = as_datetime(self._runner.read("clock", {})[0][0])
+        assert now is not None
+        return now
+
+    # --- claims: each returns the claim, or None when another worker won -----
+
+    def claim_request(self, name: str, owner: str, ttl: float) -> WorkClaim | None:
+        """Claim ``name`` to perform its pending request (and take the request)."""
+        return self._claim("claim_request", name, owner, ttl, Trigger.REQUEST, {})
+
+    def claim_scheduled(
+        self, name: str, owner: str, ttl: float, *, due: Any, next_slot: dt.datetime
+    ) -> WorkClaim | None:
+        """Claim ``name`` for the slot ``due`` (as the poll returned it), moving
+        the row on to ``next_slot``; only while the database's clock is before it."""
+        extra = {"due": due, "next": self._runner.time_param(next_slot)}
+        return self._claim("claim_scheduled", name, owner, ttl, Trigger.SCHEDULE, extra)
+
+    def claim_resume(
+        self, name: str, owner: str, ttl: float, *, expect: int, max_attempts: int
+    ) -> WorkClaim | None:
+        """Claim again the lost or interrupted run ``expect`` of ``name``."""
+        extra = {
+            "expect": validate_token(expect),
+            "max_attempts": max_attempts,
+            "interrupted": Outcome.INTERRUPTED.value,
+            "lost": Outcome.LOST.value,
+        }
+        return self._claim("claim_resume", name, owner, ttl, Trigger.RESUME, extra)
+
+    def claim_retry(
+        self,
+        name: str,
+        owner: str,
+        ttl: float,
+        *,
+        expect: int,
+        max_attempts: int,
+        delay: float,
+        resume: bool,
+    ) -> WorkClaim | None:
+        """Claim again the failed run ``expect`` of ``name``, ``delay`` seconds
+        after it ended; ``resume`` keeps its last value for ``resume_from``."""
+        extra = {
+            "expect": validate_token(expect),
+            "max_attempts": max_attempts,
+            "failed": Outcome.FAILED.value,
+            "delay": float(delay),
+            "resume": resume,
+        }
+        return self._claim("claim_retry", name, owner, ttl, Trigger.RETRY, extra)
+
+    def _claim(
+        self,
+        statement: str,
+        name: str,
+        owner: str,
+        ttl: float,
+        trigger: Trigger,
+        extra: dict[str, Any],
+    ) -> WorkClaim | None:
+        name, owner, ttl = validate_name(name), validate_owner(owner), validate_ttl(ttl)
+        params = {"name": name, "owner": owner, "ttl": ttl, "trigger": trigger.value, **extra}
+        rows = self._runner.write(statement, statement, params)
+        if not rows:
+            return None
+        return WorkClaim.from_row(lambda token: Lease(name, owner, token, ttl), rows[0])
+
+    # --- schedules -------------------------------------------------------------
+
+    def skip_slot(self, name: str, *, due: Any, next_slot: dt.datetime) -> bool:
+        """The slot ``due`` came while ``name`` still runs: move on to
+        ``next_slot`` and count the skip on the running run."""
+        params = {"name": validate_name(name), "due": due}
+        params["next"] = self._runner.time_param(next_slot)
+        return bool(self._runner.write("skip_slot", "skip_slot", params))
+
+    def ensure_schedule(
+        self, name: str, *, schedule: str, next_slot: dt.datetime | None, ttl: float
+    ) -> bool:
+        """Give ``name`` its row and first slot, or a new slot when its schedule
+        changed (``schedule=""`` and ``next_slot=None`` remove it)."""
+        params = {
+            "name": validate_name(name),
+            "schedule": schedule,
+            "next": None if next_slot is None else self._runner.time_param(next_slot),
+            "ttl": validate_ttl(ttl),
+        }
+        return bool(self._runner.write("ensure_schedule", "ensure_schedule", params))
+
+    # --- the workers' own rows -------------------------------------------------
+
+    def beat(
+        self,
+        *,
+        worker: str,
+        host: str,
+        pid: int,
+        tasks: list[str],
+        concurrency: int,
+        running: list[str],
+    ) -> None:
+        """Record that worker ``worker`` is alive, and what it runs now."""
+        params = {
+            "id": worker,
+            "host": host,
+            "pid": pid,
+            "tasks": encode_value(tasks),
+            "concurrency": concurrency,
+            "running": encode_value(running),
+        }
+        self._runner.write("worker_beat", "worker_beat", params)
+
+    def gone(self, worker: str) -> None:
+        """Remove worker ``worker``'s row: it stopped cleanly."""
+        self._runner.write("worker_gone", "worker_gone", {"id": worker})
+
+    def workers(self) -> list[WorkerState]:
+        """Every worker's last report, with its age by the database's clock."""
+        return [WorkerState.from_row(row) for row in self._runner.read("list_workers", {})]

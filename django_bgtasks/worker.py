@@ -1,0 +1,326 @@
+"""The worker behind ``manage.py bgtasks worker``: makes due work happen.
+
+Each poll is one read of the lease table (``BackgroundTask.objects.work.due()``,
+with the database's clock), after which the worker claims what is due among
+its tasks, in this order for each name:
+
+1. **resume**: a resumable task's run that was lost (its holder went silent
+   past the ttl) or interrupted (a worker's graceful stop), again with the
+   same arguments and ``lease.resume_from``, while attempts remain;
+2. **request**: a pending ``request_run()``;
+3. **retry**: a failed run, ``retry_delay`` (doubling) after it ended, while
+   attempts remain;
+4. **schedule**: the slot the row says is due, moving it to the next one.
+
+Every claim is one compare-and-set statement on the lease row, so any number
+of workers on any number of hosts race safely and exactly one wins each piece
+of work; the claim gives the run a higher token, which fences off whoever held
+it before. A stale lease that nothing is owed for is recorded as ``lost``.
+
+Each run has its own thread, lease, heartbeat and connection. ``stop()`` (the
+command calls it on SIGTERM/SIGINT) claims nothing more and sets
+``lease.stopping``, so the runs raise :class:`WorkerStopping` at their next
+``check()``/``update()`` and are recorded ``interrupted``; the worker waits up
+to ``grace`` seconds for them. The database going away is survived: the poll
+is retried with backoff, and each run's lease follows the runner's renew
+deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import DatabaseError, close_old_connections, connections
+
+from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
+from .conf import conf
+from .leases import default_owner
+from .models import BackgroundTask
+from .runner import TRANSIENT_ERRORS, RunningLease
+from .states import DueRow, WorkClaim
+from .tasks import BackgroundTaskFunction
+
+logger = logging.getLogger("django_bgtasks.worker")
+
+# How often a worker renews its own row in the workers' table (and so how
+# old a live worker's heartbeat can look to `bgtasks workers`).
+WORKER_BEAT_SECONDS = 5.0
+# The longest wait between polls while the database can't be reached.
+MAX_BACKOFF_SECONDS = 30.0
+
+
+class Worker:
+    """Runs the due work of ``tasks``, at most ``concurrency`` runs at once,
+    polling every ``poll`` seconds; see the module docstring."""
+
+    def __init__(
+        self,
+        tasks: Iterable[BackgroundTaskFunction[..., Any]],
+        *,
+        concurrency: int = 4,
+        poll: float = 1.0,
+        grace: float = 30.0,
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be a whole number, 1 or more, not {concurrency!r}")
+        if not 0 < poll <= 3600:
+            raise ValueError(f"poll must be above 0 and at most 3600 seconds, not {poll!r}")
+        if not 0 <= grace <= 86400:
+            raise ValueError(f"grace must be from 0 to 86400 seconds, not {grace!r}")
+        self.tasks = {task.name: task for task in tasks}
+        self.concurrency, self.poll, self.grace = concurrency, poll, grace
+        self.id = default_owner()
+        self.stopping = threading.Event()
+        self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
+        self._beat_at = 0.0
+        self._beat_running: list[str] | None = None
+
+    # --- the loop ------------------------------------------------------------
+
+    def run(self, *, once: bool = False) -> None:
+        """Work until :meth:`stop`; with ``once``, until nothing is due or running."""
+        logger.info(
+            "worker %s: %d task(s) (%s), concurrency %d, poll %g s",
+            self.id,
+            len(self.tasks),
+            ", ".join(self.tasks) or "none",
+            self.concurrency,
+            self.poll,
+        )
+        backoff = self.poll
+        try:
+            while not self.stopping.is_set():
+                close_old_connections()
+                try:
+                    started = self.tick()
+                except TRANSIENT_ERRORS as exc:
+                    logger.warning("database unreachable, retrying in %g s: %s", backoff, exc)
+                    _close_connection()
+                    self.stopping.wait(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                    continue
+                backoff = self.poll
+                if once and not started and not self._runs:
+                    break
+                self.stopping.wait(self.poll)
+        finally:
+            self._shut_down()
+
+    def stop(self) -> None:
+        """Begin a graceful stop: claim nothing more, and tell the runs to stop."""
+        if not self.stopping.is_set():
+            logger.info("worker %s: stopping (grace %g s)", self.id, self.grace)
+        self.stopping.set()
+
+    def tick(self) -> int:
+        """One poll: claim and start what is due. Returns how many runs started."""
+        self._reap()
+        self._beat()
+        rows = BackgroundTask.objects.work.due()
+        self._ensure_schedules(rows)
+        started = 0
+        for row in rows:
+            task = self.tasks.get(row.name)
+            if task is None or self.stopping.is_set():
+                continue
+            if self._step(task, row):
+                started += 1
+        if started:
+            self._beat(force=True)
+        return started
+
+    # --- one name ------------------------------------------------------------
+
+    def _step(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
+        """Do what ``row`` says is due for ``task``; ``True`` if a run started."""
+        work = BackgroundTask.objects.work
+        if row.running or row.name in self._runs:
+            # Held by a live holder (maybe us): a slot that comes meanwhile is
+            # skipped. (A run of ours that went stale is left to another worker.)
+            if row.running and row.slot_due and task.schedule is not None:
+                work.skip_slot(row.name, due=row.next_run_at, next_slot=self._next(task, row))
+            return False
+        if len(self._runs) >= self.concurrency:
+            return False
+        owed_resume = task.resume and row.token > 0 and self._resume_owed(task, row)
+        if owed_resume:
+            return self._start(task, Trigger.RESUME, self._claim_resume, task, row)
+        if row.requested:
+            return self._start(
+                task, Trigger.REQUEST, work.claim_request, row.name, self.id, self._ttl(task)
+            )
+        if self._retry_due(task, row):
+            return self._start(task, Trigger.RETRY, self._claim_retry, task, row)
+        if row.slot_due and task.schedule is not None:
+            return self._start(task, Trigger.SCHEDULE, self._claim_scheduled, task, row)
+        if row.stale:
+            self._record_lost(task, row)
+        return False
+
+    @staticmethod
+    def _resume_owed(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
+        if row.stale:
+            return row.attempt < task.max_attempts
+        if row.outcome == Outcome.INTERRUPTED:
+            return True
+        return row.outcome in RESUMABLE_OUTCOMES and row.attempt < task.max_attempts
+
+    @staticmethod
+    def _retry_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
+        return (
+            not row.stale
+            and row.outcome == Outcome.FAILED
+            and row.attempt < task.max_attempts
+            and row.finished_age is not None
+            and row.finished_age >= task.retry_delay_for(row.attempt)
+        )
+
+    def _claim_resume(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
+        return BackgroundTask.objects.work.claim_resume(
+            row.name, self.id, self._ttl(task), expect=row.token, max_attempts=task.max_attempts
+        )
+
+    def _claim_retry(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
+        return BackgroundTask.objects.work.claim_retry(
+            row.name,
+            self.id,
+            self._ttl(task),
+            expect=row.token,
+            max_attempts=task.max_attempts,
+            delay=task.retry_delay_for(row.attempt),
+            resume=task.resume,
+        )
+
+    def _claim_scheduled(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
+        return BackgroundTask.objects.work.claim_scheduled(
+            row.name,
+            self.id,
+            self._ttl(task),
+            due=row.next_run_at,
+            next_slot=self._next(task, row),
+        )
+
+    def _record_lost(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
+        """A silent holder, and nothing owed for it: record the run as lost now."""
+        if task.resume:
+            error = (
+                f"lost on attempt {row.attempt} of {task.max_attempts}; not resumed again "
+                "(max_attempts)"
+            )
+        else:
+            error = "lease expired: no heartbeat within the ttl"
+        if BackgroundTask.objects.expire_stale(row.name, token=row.token, error=error):
+            logger.warning("task %r (token %d) lost: %s", row.name, row.token, error)
+
+    def _start(
+        self, task: BackgroundTaskFunction[..., Any], trigger: Trigger, claim: Any, *args: Any
+    ) -> bool:
+        claimed_at = time.monotonic()
+        work: WorkClaim | None = claim(*args)
+        if work is None:
+            return False  # another worker won it
+        running = RunningLease.from_work(
+            work, trigger=trigger, claimed_at=claimed_at, stopping=self.stopping
+        )
+        logger.info(
+            "task %r started (token %d, %s, attempt %d)",
+            task.name,
+            running.token,
+            trigger,
+            running.attempt,
+        )
+        thread = task.run_in_thread(running, work.args, work.kwargs)
+        self._runs[task.name] = (running, thread)
+        return True
+
+    # --- schedules -------------------------------------------------------------
+
+    def _ensure_schedules(self, rows: list[DueRow]) -> None:
+        """Give each scheduled task its first slot, and follow schedule changes."""
+        by_name = {row.name: row for row in rows}
+        now: dt.datetime | None = rows[0].db_now if rows else None
+        for task in self.tasks.values():
+            row = by_name.get(task.name)
+            text = task.schedule.text if task.schedule is not None else ""
+            if row is None and task.schedule is None:
+                continue
+            if (
+                row is not None
+                and row.schedule == text
+                and ((row.next_run_at is None) == (task.schedule is None))
+            ):
+                continue
+            if now is None:
+                now = BackgroundTask.objects.work.clock()
+            next_slot = task.schedule.next_after(now) if task.schedule is not None else None
+            BackgroundTask.objects.work.ensure_schedule(
+                task.name, schedule=text, next_slot=next_slot, ttl=self._ttl(task)
+            )
+
+    @staticmethod
+    def _next(task: BackgroundTaskFunction[..., Any], row: DueRow) -> dt.datetime:
+        assert task.schedule is not None
+        return task.schedule.next_after(row.db_now)
+
+    @staticmethod
+    def _ttl(task: BackgroundTaskFunction[..., Any]) -> float:
+        return conf.TTL if task.ttl is None else task.ttl
+
+    # --- bookkeeping -----------------------------------------------------------
+
+    def _reap(self) -> None:
+        for name, (running, thread) in list(self._runs.items()):
+            if not thread.is_alive():
+                del self._runs[name]
+                logger.info("task %r (token %d) ended", name, running.token)
+
+    def _beat(self, *, force: bool = False) -> None:
+        running = sorted(self._runs)
+        now = time.monotonic()
+        if (
+            not force
+            and running == self._beat_running
+            and now - self._beat_at < WORKER_BEAT_SECONDS
+        ):
+            return
+        BackgroundTask.objects.work.beat(
+            worker=self.id,
+            host=socket.gethostname()[:200] or "localhost",
+            pid=os.getpid(),
+            tasks=sorted(self.tasks),
+            concurrency=self.concurrency,
+            running=running,
+        )
+        self._beat_at, self._beat_running = now, running
+
+    def _shut_down(self) -> None:
+        self.stopping.set()
+        deadline = time.monotonic() + self.grace
+        for name, (running, thread) in list(self._runs.items()):
+            thread.join(max(deadline - time.monotonic(), 0.0))
+            if thread.is_alive():
+                logger.warning(
+                    "task %r (token %d) did not stop within the grace period (%g s); its "
+                    "lease expires after its ttl and another worker takes it over",
+                    name,
+                    running.token,
+                    self.grace,
+                )
+        self._reap()
+        with contextlib.suppress(DatabaseError):
+            BackgroundTask.objects.work.gone(self.id)
+        _close_connection()
+        logger.info("worker %s: stopped", self.id)
+
+
+def _close_connection() -> None:
+    with contextlib.suppress(DatabaseError):
+        connections[conf.DATABASE].close()
