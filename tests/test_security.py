@@ -115,7 +115,9 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
     for field in fields(sql.Statements):
         # Rendered as sql.statements() does: fragments, then the table names.
         template = getattr(templates, field.name)
-        text = template.format(**fragments, task="{task}", run="{run}").format(task="T", run="R")
+        text = template.format(**fragments, task="{task}", run="{run}", worker="{worker}").format(
+            task="T", run="R", worker="W"
+        )
         # Left after formatting: only %(param)s placeholders and literal %%.
         placeholders = set(re.findall(r"%\((\w+)\)s", text))
         assert placeholders <= PARAMETERS, (field.name, placeholders)
