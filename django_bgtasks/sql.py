@@ -292,8 +292,9 @@ POSTGRESQL = Statements(
             %(running)s::jsonb, clock_timestamp(), clock_timestamp())
         ON CONFLICT (id) DO UPDATE
         SET running = excluded.running, updated_at = excluded.updated_at
+        RETURNING 1
     """,
-    worker_gone="DELETE FROM {worker} WHERE id = %(id)s",
+    worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
     list_workers="""
         SELECT {worker_columns} FROM (
             SELECT w.*, EXTRACT(EPOCH FROM clock_timestamp() - w.updated_at)::float8 AS age
@@ -472,8 +473,9 @@ SQLITE = Statements(
             {now})
         ON CONFLICT (id) DO UPDATE
         SET running = excluded.running, updated_at = excluded.updated_at
+        RETURNING 1
     """,
-    worker_gone="DELETE FROM {worker} WHERE id = %(id)s",
+    worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
     list_workers="""
         SELECT {worker_columns} FROM (
             SELECT *, (julianday('now') - julianday(updated_at)) * 86400.0 AS age

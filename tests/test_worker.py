@@ -1,0 +1,292 @@
+"""The worker's decisions, in this process, on every database: requests,
+schedule slots, retries, resume of a lost run, and a stale lease recorded as
+lost. (tests/test_worker_processes.py has real worker processes, races and
+signals.) Tasks are built here and handed to the Worker, not registered, so
+the registry the surfaces' tests see is unchanged."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+import pytest
+
+from django_bgtasks import RunningLease, WorkerStopping, background_task
+from django_bgtasks.choices import Outcome, Status, Trigger
+from django_bgtasks.models import BackgroundTask, TaskRun
+from django_bgtasks.schedules import Cron, Every, parse_schedule
+from django_bgtasks.tasks import BackgroundTaskFunction
+from django_bgtasks.worker import Worker
+
+objects = BackgroundTask.objects
+
+
+def make_task(name: str, func: Any, **options: Any) -> BackgroundTaskFunction[..., Any]:
+    """A task as @background_task would make it, without registering it."""
+    options.setdefault("ttl", 5)
+    resume = options.pop("resume", False)
+    return BackgroundTaskFunction(
+        name,
+        func,
+        options.pop("ttl"),
+        parse_schedule(options.pop("schedule", None)),
+        resume,
+        options.pop("max_attempts", 3 if resume else 1),
+        options.pop("retry_delay", 0.0),
+    )
+
+
+def echo(lease: RunningLease, n: int = 0) -> dict[str, int]:
+    lease.update({"n": n})
+    return {"n": n}
+
+
+def runs(name: str) -> list[TaskRun]:
+    return list(TaskRun.objects.for_task(name).order_by("token"))
+
+
+def test_a_request_is_run_once_with_its_arguments(db_alias: str) -> None:
+    task = make_task("w-echo", echo)
+    assert objects.request_run("w-echo", args=(7,), requested_by="test") is True
+    # At most one pending request per task.
+    assert objects.request_run("w-echo", args=(8,)) is False
+    state = objects.get_state("w-echo")
+    assert state is not None and state.status == Status.REQUESTED and state.requested_at
+
+    Worker([task], poll=0.05).run(once=True)
+
+    (run,) = runs("w-echo")
+    assert (run.outcome, run.trigger, run.attempt, run.value) == (
+        Outcome.SUCCEEDED,
+        Trigger.REQUEST,
+        1,
+        {"n": 7},
+    )
+    state = objects.get_state("w-echo")
+    assert state is not None and state.requested_at is None and state.status == Status.IDLE
+    assert objects.request_run("w-echo", kwargs={"n": 9}) is True
+
+
+def test_a_request_made_while_the_task_runs_is_kept_and_run_after(db_alias: str) -> None:
+    task = make_task("w-echo", echo)
+    lease = objects.try_claim("w-echo", "someone", ttl=30)
+    assert lease is not None
+    assert objects.request_run("w-echo", kwargs={"n": 3}) is True
+    worker = Worker([task], poll=0.05)
+    assert worker.tick() == 0  # held: the request waits
+    assert objects.release("w-echo", "someone", token=lease.token)
+    worker.run(once=True)
+    assert [(r.token, r.trigger, r.value) for r in runs("w-echo")] == [
+        (lease.token, Trigger.MANUAL, None),
+        (lease.token + 1, Trigger.REQUEST, {"n": 3}),
+    ]
+
+
+def test_request_arguments_json_cannot_encode_are_refused_with_nothing_written(
+    db_alias: str,
+) -> None:
+    with pytest.raises(TypeError, match="not JSON-serialisable"):
+        objects.request_run("w-bad", args=(object(),))
+    with pytest.raises(TypeError, match="args must be a list or tuple"):
+        objects.request_run("w-bad", args="abc")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="kwargs must be a dict"):
+        objects.request_run("w-bad", kwargs=[1])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="task name"):
+        objects.request_run("", args=())
+    assert not BackgroundTask.objects.filter(name="w-bad").exists()
+
+
+def test_a_due_slot_runs_once_and_moves_to_the_next(db_alias: str) -> None:
+    task = make_task("w-sched", echo, schedule=dt.timedelta(hours=1))
+    worker = Worker([task], poll=0.05)
+    assert worker.tick() == 0  # the first slot is set, an hour ahead at most
+    state = objects.get_state("w-sched")
+    assert state is not None and state.next_run_at is not None
+    assert state.next_run_at.minute == 0 and state.next_run_at.second == 0
+    # Make the slot due, as if the hour had passed.
+    slot = state.next_run_at - dt.timedelta(hours=2)
+    BackgroundTask.objects.filter(name="w-sched").update(next_run_at=slot)
+    worker.run(once=True)
+    (run,) = runs("w-sched")
+    assert (run.trigger, run.outcome, run.scheduled_for) == (
+        Trigger.SCHEDULE,
+        Outcome.SUCCEEDED,
+        slot,
+    )
+    # Missed slots are not run one by one: the next slot is in the future.
+    state = objects.get_state("w-sched")
+    assert state is not None and state.next_run_at is not None
+    assert state.next_run_at > slot + dt.timedelta(hours=1)
+    worker.run(once=True)
+    assert len(runs("w-sched")) == 1
+
+
+def test_a_changed_schedule_gets_a_new_slot_and_a_removed_one_none(db_alias: str) -> None:
+    Worker([make_task("w-sched", echo, schedule="0 3 * * *")], poll=0.05).tick()
+    state = objects.get_state("w-sched")
+    assert state is not None and state.next_run_at is not None
+    assert (state.next_run_at.hour, state.next_run_at.minute) == (3, 0)  # TIME_ZONE is UTC
+    Worker([make_task("w-sched", echo, schedule="30 4 * * *")], poll=0.05).tick()
+    state = objects.get_state("w-sched")
+    assert state is not None and state.next_run_at is not None
+    assert (state.next_run_at.hour, state.next_run_at.minute) == (4, 30)
+    Worker([make_task("w-sched", echo)], poll=0.05).tick()
+    state = objects.get_state("w-sched")
+    assert state is not None and state.next_run_at is None
+
+
+def test_a_slot_that_comes_while_the_task_runs_is_skipped_and_counted(db_alias: str) -> None:
+    task = make_task("w-sched", echo, schedule=dt.timedelta(hours=1))
+    worker = Worker([task], poll=0.05)
+    worker.tick()
+    lease = objects.try_claim("w-sched", "someone", ttl=30)
+    assert lease is not None
+    BackgroundTask.objects.filter(name="w-sched").update(
+        next_run_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    )
+    assert worker.tick() == 0
+    row = BackgroundTask.objects.get(name="w-sched")
+    assert row.skipped == 1 and row.next_run_at is not None and row.next_run_at.year > 2000
+    assert objects.release("w-sched", "someone", token=lease.token)
+    (run,) = runs("w-sched")
+    assert run.skipped == 1
+
+
+def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias: str) -> None:
+    def fails(lease: RunningLease) -> None:
+        raise RuntimeError(f"attempt {lease.attempt}")
+
+    task = make_task("w-fails", fails, max_attempts=3, retry_delay=0.05)
+    assert objects.request_run("w-fails")
+    # --once does what is due now; a retry is due only after its delay
+    # (0.05 s, then 0.1 s), so run it as cron would, now and then.
+    Worker([task], poll=0.02).run(once=True)
+    assert [r.attempt for r in runs("w-fails")] == [1]
+    for _ in range(4):
+        time.sleep(0.25)
+        Worker([task], poll=0.02).run(once=True)
+    assert [(r.attempt, r.trigger, r.outcome) for r in runs("w-fails")] == [
+        (1, Trigger.REQUEST, Outcome.FAILED),
+        (2, Trigger.RETRY, Outcome.FAILED),
+        (3, Trigger.RETRY, Outcome.FAILED),
+    ]
+    assert "attempt 3" in runs("w-fails")[-1].error
+    state = objects.get_state("w-fails")
+    assert state is not None and (state.outcome, state.attempt) == (Outcome.FAILED, 3)
+
+
+def test_the_retry_delay_grows_per_attempt() -> None:
+    task = make_task("w-delay", echo, retry_delay=2.0)
+    assert [task.retry_delay_for(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
+
+
+def test_a_lost_run_of_a_resumable_task_is_resumed_from_its_last_value(db_alias: str) -> None:
+    seen: dict[str, Any] = {}
+
+    def work(lease: RunningLease, total: int) -> None:
+        seen.update(resume_from=lease.resume_from, attempt=lease.attempt, total=total)
+
+    task = make_task("w-resume", work, resume=True, ttl=0.3)
+    lease = objects.try_claim("w-resume", "dead", ttl=0.3, run_args={"args": [9], "kwargs": {}})
+    assert lease is not None
+    assert objects.update_state("w-resume", "dead", {"done": 5}, token=lease.token)
+    time.sleep(0.45)  # the holder went silent past its ttl
+    Worker([task], poll=0.05).run(once=True)
+    assert seen == {"resume_from": {"done": 5}, "attempt": 2, "total": 9}
+    assert [(r.token, r.trigger, r.outcome) for r in runs("w-resume")] == [
+        (lease.token, Trigger.MANUAL, Outcome.LOST),
+        (lease.token + 1, Trigger.RESUME, Outcome.SUCCEEDED),
+    ]
+    # The old holder stays fenced.
+    assert not objects.update_state("w-resume", "dead", {"late": 1}, token=lease.token)
+
+
+def test_an_interrupted_run_is_resumed_at_once_without_using_an_attempt(db_alias: str) -> None:
+    calls: list[tuple[Any, int]] = []
+
+    def work(lease: RunningLease) -> None:
+        calls.append((lease.resume_from, lease.attempt))
+        if len(calls) == 1:
+            lease.update({"done": 2})
+            raise WorkerStopping(lease.name)
+
+    task = make_task("w-int", work, resume=True, max_attempts=1)
+    assert objects.request_run("w-int")
+    Worker([task], poll=0.02).run(once=True)
+    assert calls == [(None, 1), ({"done": 2}, 1)]
+    assert [(r.trigger, r.outcome) for r in runs("w-int")] == [
+        (Trigger.REQUEST, Outcome.INTERRUPTED),
+        (Trigger.RESUME, Outcome.SUCCEEDED),
+    ]
+
+
+def test_attempts_run_out_for_lost_runs_too_and_the_reason_is_recorded(db_alias: str) -> None:
+    task = make_task("w-lost", echo, resume=True, max_attempts=2, ttl=0.2)
+    for _ in range(2):
+        state = objects.get_state("w-lost")
+        if state is None:
+            lease = objects.try_claim("w-lost", "dies", ttl=0.2)
+        else:
+            # A worker's resume claim, then the holder dies again.
+            claim = objects.work.claim_resume(
+                "w-lost", "dies", 0.2, expect=state.token, max_attempts=2
+            )
+            assert claim is not None
+            lease = claim.lease
+        assert lease is not None
+        time.sleep(0.3)
+    Worker([task], poll=0.05).run(once=True)
+    state = objects.get_state("w-lost")
+    assert state is not None and (state.outcome, state.attempt) == (Outcome.LOST, 2)
+    assert "not resumed again" in state.error
+    assert [r.outcome for r in runs("w-lost")] == [Outcome.LOST, Outcome.LOST]
+
+
+def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(db_alias: str) -> None:
+    lease = objects.try_claim("w-echo", "dead", ttl=0.2)
+    assert lease is not None
+    time.sleep(0.3)
+    Worker([make_task("w-echo", echo)], poll=0.05).tick()
+    state = objects.get_state("w-echo")
+    assert state is not None and not state.stale and state.outcome == Outcome.LOST
+    assert [r.outcome for r in runs("w-echo")] == [Outcome.LOST]
+
+
+def test_bad_worker_options_and_schedules_are_clear_errors() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="concurrency"):
+            Worker([], concurrency=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="poll"):
+        Worker([], poll=0)
+    with pytest.raises(ValueError, match="grace"):
+        Worker([], grace=-1)
+    with pytest.raises(ValueError, match="not a valid cron expression"):
+        background_task(name="bad-cron", schedule="61 * * * *")
+    with pytest.raises(ValueError, match="five-field"):
+        background_task(name="bad-cron", schedule="* * *")
+    with pytest.raises(ValueError, match="above zero"):
+        background_task(name="bad-every", schedule=dt.timedelta(0))
+    with pytest.raises(ValueError, match="above zero"):
+        background_task(name="bad-every", schedule=dt.timedelta(seconds=-5))
+    with pytest.raises(TypeError, match="schedule must be"):
+        background_task(name="bad-every", schedule=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_attempts"):
+        background_task(name="bad", max_attempts=0)
+    with pytest.raises(TypeError, match="resume"):
+        background_task(name="bad", resume="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="retry_delay"):
+        background_task(name="bad", retry_delay=float("nan"))
+
+
+def test_schedules_say_their_next_slot() -> None:
+    every = parse_schedule(dt.timedelta(minutes=5))
+    assert isinstance(every, Every) and every.text == "every 300s"
+    now = dt.datetime(2026, 12, 1, 8, 3, 10, tzinfo=dt.UTC)
+    assert every.next_after(now) == dt.datetime(2026, 12, 1, 8, 5, tzinfo=dt.UTC)
+    assert every.next_after(dt.datetime(2026, 12, 1, 8, 5, tzinfo=dt.UTC)) == dt.datetime(
+        2026, 12, 1, 8, 10, tzinfo=dt.UTC
+    )
+    cron = parse_schedule("0  3 * * *")
+    assert isinstance(cron, Cron) and cron.text == "0 3 * * *"
+    assert cron.next_after(now) == dt.datetime(2026, 12, 2, 3, 0, tzinfo=dt.UTC)
