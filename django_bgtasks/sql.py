@@ -338,6 +338,8 @@ SQLITE_FRAGMENTS = {
     "claim_returning": "RETURNING token, attempt, run_args, value",
     # Slot times are passed as naive UTC text, as the statements store times.
     "before_next": "julianday('now') < julianday(%(next)s)",
+    # The same instant, whichever text form it was written in.
+    "is_due_slot": "julianday(next_run_at) = julianday(%(due)s)",
 }
 
 SQLITE = Statements(
@@ -416,7 +418,7 @@ SQLITE = Statements(
         UPDATE {task}
         SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
             scheduled_for = next_run_at, next_run_at = %(next)s
-        WHERE name = %(name)s AND next_run_at = %(due)s AND {before_next}
+        WHERE name = %(name)s AND {is_due_slot} AND {before_next}
             AND (NOT running OR {stale})
         {claim_returning}
     """,
@@ -442,7 +444,7 @@ SQLITE = Statements(
     """,
     skip_slot="""
         UPDATE {task} SET next_run_at = %(next)s, skipped = skipped + 1
-        WHERE name = %(name)s AND running AND NOT ({stale}) AND next_run_at = %(due)s
+        WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot}
             AND {before_next}
         RETURNING 1
     """,

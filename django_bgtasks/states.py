@@ -150,9 +150,8 @@ class TaskState:
 class DueRow:
     """One lease row as the workers' poll sees it (``sql.DUE_COLUMNS``).
 
-    ``next_run_at`` is kept exactly as the database returned it: a claim of
-    that slot compares it for equality. ``db_now`` is the database's clock at
-    the poll, from which the next slot is computed.
+    ``db_now`` is the database's clock at the poll, from which the next slot
+    is computed; a claim of the slot ``next_run_at`` compares it for equality.
     """
 
     name: str
@@ -163,7 +162,7 @@ class DueRow:
     outcome: str
     requested: bool
     schedule: str
-    next_run_at: Any
+    next_run_at: dt.datetime | None
     slot_due: bool
     finished_age: float | None
     db_now: dt.datetime
@@ -184,7 +183,7 @@ class DueRow:
             outcome=outcome,
             requested=bool(requested),
             schedule=schedule,
-            next_run_at=next_run_at,
+            next_run_at=as_datetime(next_run_at),
             slot_due=bool(slot_due),
             finished_age=None if finished_age is None else float(finished_age),
             db_now=now,

@@ -57,11 +57,11 @@ class WorkQueue:
         return self._claim("claim_request", name, owner, ttl, Trigger.REQUEST, {})
 
     def claim_scheduled(
-        self, name: str, owner: str, ttl: float, *, due: Any, next_slot: dt.datetime
+        self, name: str, owner: str, ttl: float, *, due: dt.datetime, next_slot: dt.datetime
     ) -> WorkClaim | None:
-        """Claim ``name`` for the slot ``due`` (as the poll returned it), moving
-        the row on to ``next_slot``; only while the database's clock is before it."""
-        extra = {"due": due, "next": self._runner.time_param(next_slot)}
+        """Claim ``name`` for the slot ``due`` (as the poll read it), moving the
+        row on to ``next_slot``; only while the database's clock is before it."""
+        extra = {"due": self._runner.time_param(due), "next": self._runner.time_param(next_slot)}
         return self._claim("claim_scheduled", name, owner, ttl, Trigger.SCHEDULE, extra)
 
     def claim_resume(
@@ -116,10 +116,10 @@ class WorkQueue:
 
     # --- schedules -------------------------------------------------------------
 
-    def skip_slot(self, name: str, *, due: Any, next_slot: dt.datetime) -> bool:
+    def skip_slot(self, name: str, *, due: dt.datetime, next_slot: dt.datetime) -> bool:
         """The slot ``due`` came while ``name`` still runs: move on to
         ``next_slot`` and count the skip on the running run."""
-        params = {"name": validate_name(name), "due": due}
+        params = {"name": validate_name(name), "due": self._runner.time_param(due)}
         params["next"] = self._runner.time_param(next_slot)
         return bool(self._runner.write("skip_slot", "skip_slot", params))
 

@@ -145,7 +145,7 @@ class Worker:
         if row.running or row.name in self._runs:
             # Held by a live holder (maybe us): a slot that comes meanwhile is
             # skipped. (A run of ours that went stale is left to another worker.)
-            if row.running and row.slot_due and task.schedule is not None:
+            if row.running and row.slot_due and row.next_run_at and task.schedule is not None:
                 work.skip_slot(row.name, due=row.next_run_at, next_slot=self._next(task, row))
             return False
         if len(self._runs) >= self.concurrency:
@@ -159,7 +159,7 @@ class Worker:
             )
         if self._retry_due(task, row):
             return self._start(task, Trigger.RETRY, self._claim_retry, task, row)
-        if row.slot_due and task.schedule is not None:
+        if row.slot_due and row.next_run_at and task.schedule is not None:
             return self._start(task, Trigger.SCHEDULE, self._claim_scheduled, task, row)
         if row.stale:
             self._record_lost(task, row)
@@ -200,6 +200,7 @@ class Worker:
         )
 
     def _claim_scheduled(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
+        assert row.next_run_at is not None
         return BackgroundTask.objects.work.claim_scheduled(
             row.name,
             self.id,

@@ -133,6 +133,7 @@ def _setup_django() -> None:
             "django.contrib.auth",
             "django_bgtasks",
             "tests.testapp",
+            "tests.workerapp",
         ],
         DATABASES={"default": json.loads(os.environ[ENV_DB])},
         USE_TZ=True,
@@ -371,7 +372,34 @@ def _fenced_increment_with_pause(
         )
 
 
+def bgtasks(*args: str) -> None:
+    """``manage.py bgtasks ...`` in this process: the real command (a worker)."""
+    from django.core.management import call_command
+
+    call_command("bgtasks", *args)
+
+
+def requester(name: str, first: str, count: str, seconds: str) -> None:
+    """Request ``name`` with n = first .. first+count-1, each until accepted
+    (one request may be pending at a time), all at once with the others."""
+    from django_bgtasks.models import BackgroundTask
+
+    _ready()
+    accepted, refused = [], 0
+    deadline = time.monotonic() + float(seconds)
+    for n in range(int(first), int(first) + int(count)):
+        while time.monotonic() < deadline:
+            if BackgroundTask.objects.request_run(name, kwargs={"n": n}, requested_by="test"):
+                accepted.append(n)
+                break
+            refused += 1
+            time.sleep(0.01)
+    _result({"accepted": accepted, "refused": refused})
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
+    "bgtasks": bgtasks,
+    "requester": requester,
     "race": race,
     "storm": storm,
     "hold": hold,

