@@ -157,14 +157,14 @@ def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias:
     def fails(lease: RunningLease) -> None:
         raise RuntimeError(f"attempt {lease.attempt}")
 
-    task = make_task("w-fails", fails, max_attempts=3, retry_delay=0.05)
+    task = make_task("w-fails", fails, max_attempts=3, retry_delay=0.5)
     assert objects.request_run("w-fails")
     # --once does what is due now; a retry is due only after its delay
-    # (0.05 s, then 0.1 s), so run it as cron would, now and then.
+    # (0.5 s, then 1 s), so run it as cron would, now and then.
     Worker([task], poll=0.02).run(once=True)
     assert [r.attempt for r in runs("w-fails")] == [1]
     for _ in range(4):
-        time.sleep(0.25)
+        time.sleep(0.6)
         Worker([task], poll=0.02).run(once=True)
     assert [(r.attempt, r.trigger, r.outcome) for r in runs("w-fails")] == [
         (1, Trigger.REQUEST, Outcome.FAILED),
