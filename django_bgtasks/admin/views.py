@@ -1,0 +1,295 @@
+"""The admin's operator views: ``status/`` (the JSON live.js polls), and run
+now, request cancel and force release (with its confirmation page), as the
+row buttons and the changelist's actions use them.
+
+Each operation goes through the task registry and ``BackgroundTask.objects``
+like the API and the command do, needs the model's change permission, is
+reported to the user with ``message_user`` and logged to the admin's
+``LogEntry``.
+
+"Run now" starts the task in a thread of the web process that handled the
+click (``BackgroundTaskFunction.start()``): if that process exits, the lease
+goes stale and the run is recorded as lost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+
+from .. import display
+from ..exceptions import UnknownTask
+from ..models import BackgroundTask
+from ..states import TaskState
+from ..tasks import get_task
+from ..views import outside_request_transactions, task_list_response
+
+if TYPE_CHECKING:
+    TaskModelAdmin = admin.ModelAdmin[BackgroundTask]
+else:  # ModelAdmin is generic only in django-stubs
+    TaskModelAdmin = admin.ModelAdmin
+
+
+def admin_url(model_admin: TaskModelAdmin, operation: str, *args: str) -> str:
+    """The URL of one of ``model_admin``'s pages: ``"changelist"``, ``"run"``…"""
+    info = model_admin.opts.app_label, model_admin.opts.model_name, operation
+    return reverse(
+        "admin:{}_{}_{}".format(*info), args=args, current_app=model_admin.admin_site.name
+    )
+
+
+class OperatorViews(TaskModelAdmin):
+    """The operator views and the operations they share with the actions."""
+
+    release_confirmation_template = "django_bgtasks/admin/force_release.html"
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """Run now, request cancel and force release: the model's change permission."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('change', opts)}")
+
+    # --- operations: the admin actions and the row buttons share these ---------
+
+    def _run_now(self, request: HttpRequest, name: str) -> None:
+        try:
+            task = get_task(name)
+        except UnknownTask:
+            self.message_user(
+                request,
+                _("“%(name)s” is not a registered task, so it can't be started here.")
+                % {"name": name},
+                messages.ERROR,
+            )
+            return
+        running = task.start()
+        if running is None:
+            state = BackgroundTask.objects.get_state(name)
+            self.message_user(
+                request,
+                _("“%(name)s” is already running on %(owner)s.")
+                % {"name": name, "owner": state.owner if state else "?"},
+                messages.WARNING,
+            )
+            return
+        self.message_user(
+            request,
+            _("Started “%(name)s” (token %(token)s) on %(owner)s.")
+            % {"name": name, "token": running.token, "owner": running.owner},
+            messages.SUCCESS,
+        )
+        self.log_change(
+            request,
+            BackgroundTask(name=name),
+            f"Ran now (token {running.token}, owner {running.owner}).",
+        )
+
+    def _request_cancel(self, request: HttpRequest, name: str, token: int | None = None) -> None:
+        try:
+            requested = BackgroundTask.objects.request_cancel(name, token=token)
+        except ValueError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        state = BackgroundTask.objects.get_state(name)
+        if not requested and token is not None and state is not None and state.token != token:
+            self.message_user(
+                request,
+                _(
+                    "“%(name)s” was not cancelled: token %(token)s no longer holds it "
+                    "(another run, token %(now)s, took over)."
+                )
+                % {"name": name, "token": token, "now": state.token},
+                messages.WARNING,
+            )
+            return
+        if not requested or state is None:
+            self.message_user(
+                request,
+                _("“%(name)s” is not running; there is nothing to cancel.") % {"name": name},
+                messages.WARNING,
+            )
+            return
+        self.message_user(
+            request,
+            _(
+                "Asked %(owner)s to stop “%(name)s” (token %(token)s); "
+                "it stops at its next heartbeat or update."
+            )
+            % {"name": name, "owner": state.owner, "token": state.token},
+            messages.SUCCESS,
+        )
+        self.log_change(
+            request,
+            BackgroundTask(name=name),
+            f"Requested cancel (token {state.token}, owner {state.owner}).",
+        )
+
+    def _force_release(self, request: HttpRequest, state: TaskState) -> None:
+        """End the claim the operator confirmed (by its token), and no other."""
+        if BackgroundTask.objects.force_release(state.name, token=state.token):
+            self.message_user(
+                request,
+                _(
+                    "Released “%(name)s” (token %(token)s). Its holder %(owner)s can no "
+                    "longer renew it or write through it."
+                )
+                % {"name": state.name, "token": state.token, "owner": state.owner},
+                messages.SUCCESS,
+            )
+            self.log_change(
+                request,
+                BackgroundTask(name=state.name),
+                f"Force-released (token {state.token}, owner {state.owner}).",
+            )
+        else:
+            self.message_user(
+                request,
+                _(
+                    "“%(name)s” was not released: token %(token)s no longer holds it "
+                    "(it finished, or another run took over)."
+                )
+                % {"name": state.name, "token": state.token},
+                messages.WARNING,
+            )
+
+    # --- the views ---------------------------------------------------------------
+
+    def status_view(self, request: HttpRequest) -> HttpResponse:
+        """Every task's state as JSON, for live.js (the API's list, behind the admin login)."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        return task_list_response(request)
+
+    @outside_request_transactions
+    def run_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        self._run_now(request, name)
+        return self._back(request)
+
+    @outside_request_transactions
+    def cancel_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        # The row's button sends the token on screen; without one (an older
+        # page, a hand-made request) the current holder is asked.
+        token = confirmed_token(request.POST.get("token", ""))
+        if token is None and "token" in request.POST:
+            self.message_user(request, _("That is not a valid token."), messages.ERROR)
+        else:
+            self._request_cancel(request, name, token)
+        return self._back(request)
+
+    @outside_request_transactions
+    def release_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
+        """GET: what would be released, and a confirmation. POST: release
+        exactly the claim (token) that page showed."""
+        if request.method not in ("GET", "HEAD", "POST"):
+            return HttpResponseNotAllowed(["GET", "POST"])
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        try:
+            state = BackgroundTask.objects.get_state(name)
+        except ValueError:
+            state = None
+        if state is None:
+            raise Http404(_("No task named “%(name)s” has run.") % {"name": name})
+        if request.method == "POST":
+            token = confirmed_token(request.POST.get("token", ""))
+            if token is None:
+                self.message_user(
+                    request, _("The confirmation had no valid token."), messages.ERROR
+                )
+            else:
+                self._force_release(request, with_token(state, token))
+            return self._back(request)
+        if not state.held:
+            self.message_user(
+                request,
+                _("“%(name)s” is not held; there is nothing to release.") % {"name": name},
+                messages.INFO,
+            )
+            return HttpResponseRedirect(admin_url(self, "changelist"))
+        return self._release_confirmation(
+            request, [state], request.path, [("token", str(state.token))]
+        )
+
+    def _release_confirmation(
+        self,
+        request: HttpRequest,
+        states: list[TaskState],
+        form_action: str,
+        hidden: list[tuple[str, str]],
+    ) -> TemplateResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Force release"),
+            "opts": self.opts,
+            "rows": [
+                (state, display.status_text(state), display.seconds(state.heartbeat_age))
+                for state in states
+            ],
+            "form_action": form_action,
+            "hidden": hidden,
+            "cancel_url": admin_url(self, "changelist"),
+            "next": admin_url(self, "changelist"),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, self.release_confirmation_template, context)
+
+    def _back(self, request: HttpRequest) -> HttpResponseRedirect:
+        """To the page the button was on (``next``), if it is ours; else the changelist."""
+        target = request.POST.get("next", "")
+        safe = url_has_allowed_host_and_scheme(
+            target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        )
+        return HttpResponseRedirect(target if target and safe else admin_url(self, "changelist"))
+
+
+def confirmed_token(text: str) -> int | None:
+    """The token a confirmation or a row's button sent, or ``None``."""
+    try:
+        token = int(text)
+    except ValueError:
+        return None
+    return token if 1 <= token < 2**63 else None
+
+
+def confirmed_tokens(text: str) -> dict[str, int]:
+    """``{name: token}`` from the bulk confirmation page; bad entries are dropped."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        name: token
+        for name, token in data.items()
+        if isinstance(token, int) and not isinstance(token, bool) and 1 <= token < 2**63
+    }
+
+
+def with_token(state: TaskState, token: int) -> TaskState:
+    """The state as the operator confirmed it: the claim with ``token``."""
+    return replace(state, token=token)
