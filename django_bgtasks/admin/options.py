@@ -27,7 +27,7 @@ from ..models import BackgroundTask
 from ..tasks import registered_tasks
 from ..views import outside_request_transactions
 from .columns import TaskChangeList, TaskColumns, keep_state, state_of
-from .views import OperatorViews, admin_url, confirmed_tokens, with_token
+from .views import OperatorViews, admin_url, confirmed_tokens
 
 LIST_COLUMNS = (
     "name",
@@ -157,12 +157,12 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     @admin.action(description=gettext_lazy("Run now"), permissions=["operate"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[BackgroundTask]) -> None:
         for task in queryset:
-            self._run_now(request, task.name)
+            self.start_task(request, task.name)
 
     @admin.action(description=gettext_lazy("Request cancel"), permissions=["operate"])
     def request_cancel(self, request: HttpRequest, queryset: QuerySet[BackgroundTask]) -> None:
         for task in queryset:
-            self._request_cancel(request, task.name)
+            self.cancel_task(request, task.name)
 
     @admin.action(description=gettext_lazy("Force release…"), permissions=["operate"])
     def force_release(
@@ -172,9 +172,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             confirmed = confirmed_tokens(request.POST.get("confirmed", ""))
             for task in queryset:
                 if task.name in confirmed:
-                    state = state_of(task)
-                    if state is not None:
-                        self._force_release(request, with_token(state, confirmed[task.name]))
+                    self.release_task(request, task.name, confirmed[task.name])
             return None
         held = [state for state in map(state_of, queryset) if state and state.held]
         if not held:

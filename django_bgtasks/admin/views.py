@@ -2,10 +2,10 @@
 now, request cancel and force release (with its confirmation page), as the
 row buttons and the changelist's actions use them.
 
-Each operation goes through the task registry and ``BackgroundTask.objects``
-like the API and the command do, needs the model's change permission, is
-reported to the user with ``message_user`` and logged to the admin's
-``LogEntry``.
+Each operation is :mod:`django_bgtasks.operations`, as for the API and the
+command; here its result only becomes a message (``message_user``) and, when
+something changed, an entry in the admin's ``LogEntry``. Each needs the
+model's change permission.
 
 "Run now" starts the task in a thread of the web process that handled the
 click (``BackgroundTaskFunction.start()``): if that process exits, the lease
@@ -15,7 +15,6 @@ goes stale and the run is recorded as lost.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from django.contrib import admin, messages
@@ -34,11 +33,9 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 
-from .. import display
-from ..exceptions import UnknownTask
+from .. import display, operations
 from ..models import BackgroundTask
 from ..states import TaskState
-from ..tasks import get_task
 from ..views import outside_request_transactions, task_list_response
 
 if TYPE_CHECKING:
@@ -65,108 +62,112 @@ class OperatorViews(TaskModelAdmin):
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('change', opts)}")
 
-    # --- operations: the admin actions and the row buttons share these ---------
+    # --- operations: what the row buttons and the actions did, in words ---------
 
-    def _run_now(self, request: HttpRequest, name: str) -> None:
+    def start_task(self, request: HttpRequest, name: str) -> None:
+        """Run now: start ``name`` in this process, and say how that went."""
         try:
-            task = get_task(name)
-        except UnknownTask:
-            self.message_user(
-                request,
-                _("“%(name)s” is not a registered task, so it can't be started here.")
-                % {"name": name},
-                messages.ERROR,
-            )
-            return
-        running = task.start()
-        if running is None:
-            state = BackgroundTask.objects.get_state(name)
-            self.message_user(
-                request,
-                _("“%(name)s” is already running on %(owner)s.")
-                % {"name": name, "owner": state.owner if state else "?"},
-                messages.WARNING,
-            )
-            return
-        self.message_user(
-            request,
-            _("Started “%(name)s” (token %(token)s) on %(owner)s.")
-            % {"name": name, "token": running.token, "owner": running.owner},
-            messages.SUCCESS,
-        )
-        self.log_change(
-            request,
-            BackgroundTask(name=name),
-            f"Ran now (token {running.token}, owner {running.owner}).",
-        )
+            result = operations.start(name)
+        except ValueError:  # a name no task can have, so not a registered one
+            result = operations.NotRegistered(name, ())
+        match result:
+            case operations.Started(running):
+                self.message_user(
+                    request,
+                    _("Started “%(name)s” (token %(token)s) on %(owner)s.")
+                    % {"name": name, "token": running.token, "owner": running.owner},
+                    messages.SUCCESS,
+                )
+                self.log_change(
+                    request,
+                    BackgroundTask(name=name),
+                    f"Ran now (token {running.token}, owner {running.owner}).",
+                )
+            case operations.AlreadyHeld(state):
+                self.message_user(
+                    request,
+                    _("“%(name)s” is already running on %(owner)s.")
+                    % {"name": name, "owner": state.owner if state else "?"},
+                    messages.WARNING,
+                )
+            case operations.NotRegistered():
+                self.message_user(
+                    request,
+                    _("“%(name)s” is not a registered task, so it can't be started here.")
+                    % {"name": name},
+                    messages.ERROR,
+                )
 
-    def _request_cancel(self, request: HttpRequest, name: str, token: int | None = None) -> None:
+    def cancel_task(self, request: HttpRequest, name: str, token: int | None = None) -> None:
+        """Request cancel: ask the holder of ``name`` (with ``token``, only that
+        claim) to stop, and say how that went."""
         try:
-            requested = BackgroundTask.objects.request_cancel(name, token=token)
+            result = operations.request_cancel(name, token=token)
         except ValueError as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return
-        state = BackgroundTask.objects.get_state(name)
-        if not requested and token is not None and state is not None and state.token != token:
-            self.message_user(
-                request,
-                _(
-                    "“%(name)s” was not cancelled: token %(token)s no longer holds it "
-                    "(another run, token %(now)s, took over)."
+        match result:
+            case operations.CancelRequested(state):
+                self.message_user(
+                    request,
+                    _(
+                        "Asked %(owner)s to stop “%(name)s” (token %(token)s); "
+                        "it stops at its next heartbeat or update."
+                    )
+                    % {"name": name, "owner": state.owner, "token": state.token},
+                    messages.SUCCESS,
                 )
-                % {"name": name, "token": token, "now": state.token},
-                messages.WARNING,
-            )
-            return
-        if not requested or state is None:
-            self.message_user(
-                request,
-                _("“%(name)s” is not running; there is nothing to cancel.") % {"name": name},
-                messages.WARNING,
-            )
-            return
-        self.message_user(
-            request,
-            _(
-                "Asked %(owner)s to stop “%(name)s” (token %(token)s); "
-                "it stops at its next heartbeat or update."
-            )
-            % {"name": name, "owner": state.owner, "token": state.token},
-            messages.SUCCESS,
-        )
-        self.log_change(
-            request,
-            BackgroundTask(name=name),
-            f"Requested cancel (token {state.token}, owner {state.owner}).",
-        )
+                self.log_change(
+                    request,
+                    BackgroundTask(name=name),
+                    f"Requested cancel (token {state.token}, owner {state.owner}).",
+                )
+            case operations.TookOverSince(asked, state):
+                self.message_user(
+                    request,
+                    _(
+                        "“%(name)s” was not cancelled: token %(token)s no longer holds it "
+                        "(another run, token %(now)s, took over)."
+                    )
+                    % {"name": name, "token": asked, "now": state.token},
+                    messages.WARNING,
+                )
+            case operations.NotRunning() | operations.NeverRun():
+                self.message_user(
+                    request,
+                    _("“%(name)s” is not running; there is nothing to cancel.") % {"name": name},
+                    messages.WARNING,
+                )
 
-    def _force_release(self, request: HttpRequest, state: TaskState) -> None:
-        """End the claim the operator confirmed (by its token), and no other."""
-        if BackgroundTask.objects.force_release(state.name, token=state.token):
-            self.message_user(
-                request,
-                _(
-                    "Released “%(name)s” (token %(token)s). Its holder %(owner)s can no "
-                    "longer renew it or write through it."
+    def release_task(self, request: HttpRequest, name: str, token: int) -> None:
+        """Force release: end the claim the operator confirmed (``token``) and
+        no other, and say how that went."""
+        match operations.force_release(name, token=token):
+            case operations.Released(state):
+                self.message_user(
+                    request,
+                    _(
+                        "Released “%(name)s” (token %(token)s). Its holder %(owner)s can no "
+                        "longer renew it or write through it."
+                    )
+                    % {"name": name, "token": state.token, "owner": state.owner},
+                    messages.SUCCESS,
                 )
-                % {"name": state.name, "token": state.token, "owner": state.owner},
-                messages.SUCCESS,
-            )
-            self.log_change(
-                request,
-                BackgroundTask(name=state.name),
-                f"Force-released (token {state.token}, owner {state.owner}).",
-            )
-        else:
-            self.message_user(
-                request,
-                _(
-                    "“%(name)s” was not released: token %(token)s no longer holds it "
-                    "(it finished, or another run took over)."
+                self.log_change(
+                    request,
+                    BackgroundTask(name=name),
+                    f"Force-released (token {state.token}, owner {state.owner}).",
                 )
-                % {"name": state.name, "token": state.token},
-                messages.WARNING,
-            )
+            case operations.NotRunning() | operations.TookOverSince() | operations.NeverRun():
+                self.message_user(
+                    request,
+                    _(
+                        "“%(name)s” was not released: token %(token)s no longer holds it "
+                        "(it finished, or another run took over)."
+                    )
+                    % {"name": name, "token": token},
+                    messages.WARNING,
+                )
 
     # --- the views ---------------------------------------------------------------
 
@@ -182,7 +183,7 @@ class OperatorViews(TaskModelAdmin):
             return HttpResponseNotAllowed(["POST"])
         if not self.has_operate_permission(request):
             raise PermissionDenied
-        self._run_now(request, name)
+        self.start_task(request, name)
         return self._back(request)
 
     @outside_request_transactions
@@ -197,7 +198,7 @@ class OperatorViews(TaskModelAdmin):
         if token is None and "token" in request.POST:
             self.message_user(request, _("That is not a valid token."), messages.ERROR)
         else:
-            self._request_cancel(request, name, token)
+            self.cancel_task(request, name, token)
         return self._back(request)
 
     @outside_request_transactions
@@ -221,7 +222,7 @@ class OperatorViews(TaskModelAdmin):
                     request, _("The confirmation had no valid token."), messages.ERROR
                 )
             else:
-                self._force_release(request, with_token(state, token))
+                self.release_task(request, name, token)
             return self._back(request)
         if not state.held:
             self.message_user(
@@ -288,8 +289,3 @@ def confirmed_tokens(text: str) -> dict[str, int]:
         for name, token in data.items()
         if isinstance(token, int) and not isinstance(token, bool) and 1 <= token < 2**63
     }
-
-
-def with_token(state: TaskState, token: int) -> TaskState:
-    """The state as the operator confirmed it: the claim with ``token``."""
-    return replace(state, token=token)
