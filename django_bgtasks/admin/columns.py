@@ -29,7 +29,6 @@ from .views import TaskModelAdmin, admin_url
 # Where a row's TaskState for this request is kept, on the row's instance.
 _STATE = "_bgtasks_state"
 HISTORY_ROWS = 50
-EMPTY = "-"
 
 
 def state_of(task: BackgroundTask) -> TaskState | None:
@@ -81,7 +80,7 @@ class TaskColumns(TaskModelAdmin):
     def status_badge(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
         if state is None:
-            return EMPTY
+            return self.get_empty_value_display()
         return _live(
             state.name,
             "status",
@@ -93,7 +92,7 @@ class TaskColumns(TaskModelAdmin):
     def progress_bar(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
         if state is None:
-            return EMPTY
+            return self.get_empty_value_display()
         progress = state.progress
         if progress is not None:
             bar = format_html('<progress max="1" value="{}"></progress>', progress)
@@ -107,57 +106,64 @@ class TaskColumns(TaskModelAdmin):
     @admin.display(description=gettext_lazy("owner"), ordering="owner")
     def owner_cell(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
-        return EMPTY if state is None else _live(state.name, "owner", state.owner)
+        if state is None:
+            return self.get_empty_value_display()
+        return _live(state.name, "owner", state.owner)
 
     @admin.display(description=gettext_lazy("token"), ordering="token")
     def token_cell(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
-        return EMPTY if state is None else _live(state.name, "token", state.token)
+        if state is None:
+            return self.get_empty_value_display()
+        return _live(state.name, "token", state.token)
 
     @admin.display(description=gettext_lazy("outcome"), ordering="outcome")
     def outcome_cell(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
         if state is None:
-            return EMPTY
+            return self.get_empty_value_display()
         return _live(state.name, "outcome", state.outcome, f"bgtasks-outcome-{state.outcome}")
 
     @admin.display(description=gettext_lazy("last heartbeat"), ordering="updated_at")
     def heartbeat(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
         if state is None:
-            return EMPTY
-        age = "" if state.heartbeat_age is None else f"{display.seconds(state.heartbeat_age)} ago"
-        return _live(state.name, "heartbeat", age)
+            return self.get_empty_value_display()
+        return _live(state.name, "heartbeat", display.ago(state.heartbeat_age))
 
     @admin.display(description=gettext_lazy("started"), ordering="started_at")
     def started(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
-        return EMPTY if state is None else _live(state.name, "started", _time(state.started_at))
+        if state is None:
+            return self.get_empty_value_display()
+        return _live(state.name, "started", _time(state.started_at))
 
     @admin.display(description=gettext_lazy("finished"), ordering="finished_at")
     def finished(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
-        return EMPTY if state is None else _live(state.name, "finished", _time(state.finished_at))
+        if state is None:
+            return self.get_empty_value_display()
+        return _live(state.name, "finished", _time(state.finished_at))
 
     @admin.display(description=gettext_lazy("duration"))
     def duration(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
         if state is None:
-            return EMPTY
+            return self.get_empty_value_display()
         return _live(state.name, "duration", display.seconds(state.duration))
 
     @admin.display(description=gettext_lazy("error"))
     def error_text(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
         if state is None or not state.error:
-            return EMPTY
+            return self.get_empty_value_display()
         return format_html('<pre class="bgtasks-error">{}</pre>', state.error)
 
     @admin.display(description=gettext_lazy("value"))
     def value_json(self, task: BackgroundTask) -> SafeString | str:
         state = state_of(task)
         if state is None:
-            return EMPTY
+            return self.get_empty_value_display()
         text = json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True)
         return format_html(
             '<pre class="bgtasks-value" data-bgtasks-task="{}" data-bgtasks-field="{}">{}</pre>',
@@ -183,11 +189,7 @@ class TaskColumns(TaskModelAdmin):
                     run.owner,
                     _time(run.started_at),
                     _time(run.finished_at),
-                    display.seconds(
-                        (run.finished_at - run.started_at).total_seconds()
-                        if run.started_at and run.finished_at
-                        else None
-                    ),
+                    display.seconds(run.duration),
                     run.error.strip().splitlines()[-1] if run.error.strip() else "",
                 )
                 for run in runs
@@ -224,7 +226,7 @@ class TaskColumns(TaskModelAdmin):
         """
         state = state_of(task)
         if state is None:
-            return EMPTY
+            return self.get_empty_value_display()
         held, running = state.held, state.running
         buttons = []
         if task.name in registered_tasks():

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
@@ -27,7 +28,7 @@ from ..models import BackgroundTask
 from ..tasks import registered_tasks
 from ..views import outside_request_transactions
 from .columns import TaskChangeList, TaskColumns, keep_state, state_of
-from .views import OperatorViews, admin_url, confirmed_tokens
+from .views import OperatorViews, admin_url, parse_tokens
 
 LIST_COLUMNS = (
     "name",
@@ -56,6 +57,14 @@ DETAIL_FIELDS = (
     "error_text",
 )
 
+# What the detail page's submit row leaves out: all but its "Close" link.
+READ_ONLY_PAGE = {
+    "show_save": False,
+    "show_save_and_continue": False,
+    "show_save_and_add_another": False,
+    "show_delete": False,
+}
+
 
 class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     """Tasks, live: read-only rows, and run now / request cancel / force
@@ -78,13 +87,10 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
         js = ["django_bgtasks/live.js"]
 
     # --- permissions: read-only data, change permission to operate -----------
+    # Django's own has_change_permission() is what allows the operations; no
+    # one may add or delete a row, and change_view() saves nothing.
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # A save() would write the row around the lease operations (and over
-        # the holder's heartbeat); the lease manager is the only writer.
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -93,7 +99,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     # --- the changelist and the detail page ------------------------------------
 
     def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
-        if self.has_operate_permission(request):
+        if self.has_change_permission(request):
             return (*LIST_COLUMNS, "operate")
         return LIST_COLUMNS
 
@@ -111,6 +117,8 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
         started = set(known)
         context = {
             **self._live_context(request),
+            # The rows are read-only, for operators too: "view", not "change".
+            "title": _("Select %s to view") % self.opts.verbose_name,
             "bgtasks_known": known,
             "bgtasks_never_run": [
                 task for name, task in registered.items() if name not in started
@@ -118,6 +126,21 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The detail page, read-only for everyone: a save() would write the
+        row around the lease operations (and over the holder's heartbeat), and
+        the lease manager is its only writer. So: no save buttons, and no POST."""
+        if request.method == "POST":
+            raise PermissionDenied
+        context = {**READ_ONLY_PAGE, "title": _("View %s") % self.opts.verbose_name}
+        return super().change_view(request, object_id, form_url, context | (extra_context or {}))
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -148,28 +171,28 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     def _live_context(self, request: HttpRequest) -> dict[str, Any]:
         return {
             "bgtasks_status_url": admin_url(self, "status"),
-            "bgtasks_can_operate": self.has_operate_permission(request),
+            "bgtasks_can_operate": self.has_change_permission(request),
             "bgtasks_next": request.get_full_path(),
         }
 
     # --- the changelist's actions ------------------------------------------------
 
-    @admin.action(description=gettext_lazy("Run now"), permissions=["operate"])
+    @admin.action(description=gettext_lazy("Run now"), permissions=["change"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[BackgroundTask]) -> None:
         for task in queryset:
             self.start_task(request, task.name)
 
-    @admin.action(description=gettext_lazy("Request cancel"), permissions=["operate"])
+    @admin.action(description=gettext_lazy("Request cancel"), permissions=["change"])
     def request_cancel(self, request: HttpRequest, queryset: QuerySet[BackgroundTask]) -> None:
         for task in queryset:
             self.cancel_task(request, task.name)
 
-    @admin.action(description=gettext_lazy("Force release…"), permissions=["operate"])
+    @admin.action(description=gettext_lazy("Force release…"), permissions=["change"])
     def force_release(
         self, request: HttpRequest, queryset: QuerySet[BackgroundTask]
     ) -> HttpResponse | None:
         if request.POST.get("post") == "yes":
-            confirmed = confirmed_tokens(request.POST.get("confirmed", ""))
+            confirmed = parse_tokens(request.POST.get("confirmed", ""))
             for task in queryset:
                 if task.name in confirmed:
                     self.release_task(request, task.name, confirmed[task.name])
@@ -193,14 +216,13 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     # --- URLs ----------------------------------------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
-        info = self.opts.app_label, self.opts.model_name
         wrap = self.admin_site.admin_view  # login, staff, CSRF, never_cache
+        # Named as Django names the admin's own: admin_urlname(opts, "run").
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
         return [
-            path("status/", wrap(self.status_view), name="{}_{}_status".format(*info)),
-            path("<str:name>/run/", wrap(self.run_view), name="{}_{}_run".format(*info)),
-            path("<str:name>/cancel/", wrap(self.cancel_view), name="{}_{}_cancel".format(*info)),
-            path(
-                "<str:name>/release/", wrap(self.release_view), name="{}_{}_release".format(*info)
-            ),
+            path("status/", wrap(self.status_view), name=f"{prefix}_status"),
+            path("<str:name>/run/", wrap(self.run_view), name=f"{prefix}_run"),
+            path("<str:name>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
+            path("<str:name>/release/", wrap(self.release_view), name=f"{prefix}_release"),
             *super().get_urls(),
         ]

@@ -18,24 +18,21 @@ import json
 from typing import TYPE_CHECKING
 
 from django.contrib import admin, messages
-from django.contrib.auth import get_permission_codename
+from django.contrib.admin.templatetags.admin_urls import admin_urlname
 from django.core.exceptions import PermissionDenied
-from django.http import (
-    Http404,
-    HttpRequest,
-    HttpResponse,
-    HttpResponseBase,
-    HttpResponseNotAllowed,
-    HttpResponseRedirect,
-)
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import display, operations
 from ..models import BackgroundTask
 from ..states import TaskState
+from ..validation import validate_token
 from ..views import outside_request_transactions, task_list_response
 
 if TYPE_CHECKING:
@@ -44,12 +41,10 @@ else:  # ModelAdmin is generic only in django-stubs
     TaskModelAdmin = admin.ModelAdmin
 
 
-def admin_url(model_admin: TaskModelAdmin, operation: str, *args: str) -> str:
+def admin_url(model_admin: TaskModelAdmin, page: str, *args: str) -> str:
     """The URL of one of ``model_admin``'s pages: ``"changelist"``, ``"run"``…"""
-    info = model_admin.opts.app_label, model_admin.opts.model_name, operation
-    return reverse(
-        "admin:{}_{}_{}".format(*info), args=args, current_app=model_admin.admin_site.name
-    )
+    name = admin_urlname(model_admin.opts, SafeString(page))
+    return reverse(name, args=args, current_app=model_admin.admin_site.name)
 
 
 class OperatorViews(TaskModelAdmin):
@@ -57,10 +52,10 @@ class OperatorViews(TaskModelAdmin):
 
     release_confirmation_template = "django_bgtasks/admin/force_release.html"
 
-    def has_operate_permission(self, request: HttpRequest) -> bool:
-        """Run now, request cancel and force release: the model's change permission."""
-        opts = self.opts
-        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('change', opts)}")
+    def check_operator(self, request: HttpRequest) -> None:
+        """Operations need the model's change permission."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
 
     # --- operations: what the row buttons and the actions did, in words ---------
 
@@ -178,23 +173,19 @@ class OperatorViews(TaskModelAdmin):
         return task_list_response(request)
 
     @outside_request_transactions
+    @method_decorator(require_POST)
     def run_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        if not self.has_operate_permission(request):
-            raise PermissionDenied
+        self.check_operator(request)
         self.start_task(request, name)
         return self._back(request)
 
     @outside_request_transactions
+    @method_decorator(require_POST)
     def cancel_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        if not self.has_operate_permission(request):
-            raise PermissionDenied
+        self.check_operator(request)
         # The row's button sends the token on screen; without one (an older
         # page, a hand-made request) the current holder is asked.
-        token = confirmed_token(request.POST.get("token", ""))
+        token = parse_token(request.POST.get("token", ""))
         if token is None and "token" in request.POST:
             self.message_user(request, _("That is not a valid token."), messages.ERROR)
         else:
@@ -202,13 +193,11 @@ class OperatorViews(TaskModelAdmin):
         return self._back(request)
 
     @outside_request_transactions
+    @method_decorator(require_http_methods(["GET", "HEAD", "POST"]))
     def release_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
         """GET: what would be released, and a confirmation. POST: release
         exactly the claim (token) that page showed."""
-        if request.method not in ("GET", "HEAD", "POST"):
-            return HttpResponseNotAllowed(["GET", "POST"])
-        if not self.has_operate_permission(request):
-            raise PermissionDenied
+        self.check_operator(request)
         try:
             state = BackgroundTask.objects.get_state(name)
         except ValueError:
@@ -216,7 +205,7 @@ class OperatorViews(TaskModelAdmin):
         if state is None:
             raise Http404(_("No task named “%(name)s” has run.") % {"name": name})
         if request.method == "POST":
-            token = confirmed_token(request.POST.get("token", ""))
+            token = parse_token(request.POST.get("token", ""))
             if token is None:
                 self.message_user(
                     request, _("The confirmation had no valid token."), messages.ERROR
@@ -247,7 +236,7 @@ class OperatorViews(TaskModelAdmin):
             "title": _("Force release"),
             "opts": self.opts,
             "rows": [
-                (state, display.status_text(state), display.seconds(state.heartbeat_age))
+                (state, display.status_text(state), display.ago(state.heartbeat_age))
                 for state in states
             ],
             "form_action": form_action,
@@ -267,16 +256,16 @@ class OperatorViews(TaskModelAdmin):
         return HttpResponseRedirect(target if target and safe else admin_url(self, "changelist"))
 
 
-def confirmed_token(text: str) -> int | None:
-    """The token a confirmation or a row's button sent, or ``None``."""
+def parse_token(text: str) -> int | None:
+    """The token a confirmation or a row's button sent, or ``None`` if it is
+    not one (``validate_token`` has the bounds)."""
     try:
-        token = int(text)
+        return validate_token(int(text))
     except ValueError:
         return None
-    return token if 1 <= token < 2**63 else None
 
 
-def confirmed_tokens(text: str) -> dict[str, int]:
+def parse_tokens(text: str) -> dict[str, int]:
     """``{name: token}`` from the bulk confirmation page; bad entries are dropped."""
     try:
         data = json.loads(text)
@@ -284,8 +273,12 @@ def confirmed_tokens(text: str) -> dict[str, int]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {
-        name: token
-        for name, token in data.items()
-        if isinstance(token, int) and not isinstance(token, bool) and 1 <= token < 2**63
-    }
+    tokens = {}
+    for name, token in data.items():
+        try:
+            checked = validate_token(token)
+        except (TypeError, ValueError):
+            continue
+        if checked is not None:
+            tokens[name] = checked
+    return tokens
