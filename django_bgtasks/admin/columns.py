@@ -1,34 +1,44 @@
 """The columns of the changelist and the fields of the detail page.
 
-Most are live cells: live.js finds them by task name and field and keeps them
-current. The others are the value, the error, the run history and a row's
-buttons. Every one reads the row's :class:`TaskState` (``state_of``), which
-the changelist reads for all its rows in one query (``TaskChangeList``), by the
-database's clock, so every replica shows the same page.
+Most are live cells (``live_cell.html``): live.js finds them by task name and
+field and keeps them current. The others are the error, the run history
+(``history.html``) and a task's buttons (``buttons.html``). Every one reads
+the row's :class:`TaskState` (``state_of``), which the changelist reads for
+all its rows in one query (``TaskChangeList``), by the database's clock, so
+every replica shows the same page. The words are :mod:`django_bgtasks.display`'s.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from typing import Any
+from collections.abc import Callable
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.template.loader import render_to_string
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .. import display
+from ..choices import Status
 from ..models import BackgroundTask, TaskRun
 from ..states import TaskState
 from ..tasks import registered_tasks
 from .views import TaskModelAdmin, admin_url
 
+TEMPLATES = "django_bgtasks/admin/"
+HISTORY_ROWS = 50
 # Where a row's TaskState for this request is kept, on the row's instance.
 _STATE = "_bgtasks_state"
-HISTORY_ROWS = 50
+
+Column = Callable[[TaskModelAdmin, BackgroundTask], str]
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise
 
 
 def state_of(task: BackgroundTask) -> TaskState | None:
@@ -36,31 +46,13 @@ def state_of(task: BackgroundTask) -> TaskState | None:
     state: TaskState | None = getattr(task, _STATE, None)
     if state is None:
         state = BackgroundTask.objects.get_state(task.name)
-        setattr(task, _STATE, state)
+        keep_state(task, state)
     return state
 
 
 def keep_state(task: BackgroundTask, state: TaskState | None) -> None:
     """Remember the row's state for this request, as read with others."""
     setattr(task, _STATE, state)
-
-
-def _live(name: str, field: str, content: Any, css_class: str = "") -> SafeString:
-    """A cell that live.js updates: it finds cells by task name and field."""
-    return format_html(
-        '<span class="bgtasks-{} {}" data-bgtasks-task="{}" data-bgtasks-field="{}">{}</span>',
-        field,
-        css_class,
-        name,
-        field,
-        content,
-    )
-
-
-def _time(value: Any) -> SafeString | str:
-    if value is None:
-        return ""
-    return format_html('<time datetime="{}">{}</time>', value.isoformat(), display.when(value))
 
 
 class TaskChangeList(ChangeList):
@@ -73,204 +65,129 @@ class TaskChangeList(ChangeList):
             keep_state(task, states.get(task.name))
 
 
+def time_html(value: dt.datetime | None) -> SafeString | str:
+    """A ``<time>`` in the server's time zone (live.js rewrites it in the browser's)."""
+    if value is None:
+        return ""
+    return format_html('<time datetime="{}">{}</time>', value.isoformat(), display.when(value))
+
+
+def live_column(
+    field: str,
+    description: _StrOrPromise,
+    content: Callable[[TaskState], object],
+    *,
+    kind: Callable[[TaskState], str] | None = None,
+    ordering: str | None = None,
+    template: str = "live_cell.html",
+    tag: str = "span",
+) -> Column:
+    """A column showing ``content(state)`` in a cell that live.js keeps
+    current as ``field``; ``kind(state)`` names its look (a CSS class)."""
+
+    @admin.display(description=description, ordering=ordering)
+    def column(model_admin: TaskModelAdmin, task: BackgroundTask) -> str:
+        state = state_of(task)
+        if state is None:
+            return model_admin.get_empty_value_display()
+        context = {
+            "state": state,
+            "field": field,
+            "content": content(state),
+            "kind": None if kind is None else kind(state),
+            "tag": tag,
+        }
+        return render_to_string(TEMPLATES + template, context)
+
+    return column
+
+
+def _pretty(state: TaskState) -> str:
+    return json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _last_line(error: str) -> str:
+    lines = error.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 class TaskColumns(TaskModelAdmin):
-    """The column renderers of :class:`BackgroundTaskAdmin`."""
+    """The columns and detail fields of :class:`BackgroundTaskAdmin`."""
 
-    @admin.display(description=gettext_lazy("status"))
-    def status_badge(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        return _live(
-            state.name,
-            "status",
-            display.status_text(state),
-            f"bgtasks-status-{state.status.slug}",
-        )
-
-    @admin.display(description=gettext_lazy("progress"))
-    def progress_bar(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        progress = state.progress
-        if progress is not None:
-            bar = format_html('<progress max="1" value="{}"></progress>', progress)
-        elif state.running:  # running without reporting progress: indeterminate
-            bar = SafeString('<progress max="1"></progress>')
-        else:
-            bar = SafeString('<progress max="1" hidden></progress>')
-        label = format_html('<span class="bgtasks-label">{}</span>', display.progress_label(state))
-        return _live(state.name, "progress", format_html("{} {}", bar, label))
-
-    @admin.display(description=gettext_lazy("owner"), ordering="owner")
-    def owner_cell(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        return _live(state.name, "owner", state.owner)
-
-    @admin.display(description=gettext_lazy("token"), ordering="token")
-    def token_cell(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        return _live(state.name, "token", state.token)
-
-    @admin.display(description=gettext_lazy("outcome"), ordering="outcome")
-    def outcome_cell(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        return _live(state.name, "outcome", state.outcome, f"bgtasks-outcome-{state.outcome}")
-
-    @admin.display(description=gettext_lazy("last heartbeat"), ordering="updated_at")
-    def heartbeat(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        return _live(state.name, "heartbeat", display.ago(state.heartbeat_age))
-
-    @admin.display(description=gettext_lazy("started"), ordering="started_at")
-    def started(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        return _live(state.name, "started", _time(state.started_at))
-
-    @admin.display(description=gettext_lazy("finished"), ordering="finished_at")
-    def finished(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        return _live(state.name, "finished", _time(state.finished_at))
-
-    @admin.display(description=gettext_lazy("duration"))
-    def duration(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        return _live(state.name, "duration", display.seconds(state.duration))
+    status_badge = live_column(
+        "status",
+        gettext_lazy("status"),
+        display.status_text,
+        kind=lambda state: state.status.slug,
+    )
+    progress_bar = live_column(
+        "progress", gettext_lazy("progress"), display.progress_label, template="progress_cell.html"
+    )
+    owner_cell = live_column("owner", gettext_lazy("owner"), attrgetter("owner"), ordering="owner")
+    token_cell = live_column("token", gettext_lazy("token"), attrgetter("token"), ordering="token")
+    outcome_cell = live_column(
+        "outcome",
+        gettext_lazy("outcome"),
+        attrgetter("outcome"),
+        kind=attrgetter("outcome"),
+        ordering="outcome",
+    )
+    heartbeat = live_column(
+        "heartbeat",
+        gettext_lazy("last heartbeat"),
+        lambda state: display.ago(state.heartbeat_age),
+        ordering="updated_at",
+    )
+    started = live_column(
+        "started",
+        gettext_lazy("started"),
+        lambda state: time_html(state.started_at),
+        ordering="started_at",
+    )
+    finished = live_column(
+        "finished",
+        gettext_lazy("finished"),
+        lambda state: time_html(state.finished_at),
+        ordering="finished_at",
+    )
+    duration = live_column(
+        "duration", gettext_lazy("duration"), lambda state: display.seconds(state.duration)
+    )
+    value_json = live_column("value", gettext_lazy("value"), _pretty, tag="pre")
 
     @admin.display(description=gettext_lazy("error"))
-    def error_text(self, task: BackgroundTask) -> SafeString | str:
+    def error_text(self, task: BackgroundTask) -> str:
         state = state_of(task)
         if state is None or not state.error:
             return self.get_empty_value_display()
         return format_html('<pre class="bgtasks-error">{}</pre>', state.error)
 
-    @admin.display(description=gettext_lazy("value"))
-    def value_json(self, task: BackgroundTask) -> SafeString | str:
-        state = state_of(task)
-        if state is None:
-            return self.get_empty_value_display()
-        text = json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True)
-        return format_html(
-            '<pre class="bgtasks-value" data-bgtasks-task="{}" data-bgtasks-field="{}">{}</pre>',
-            state.name,
-            "value",
-            text,
-        )
-
     @admin.display(description=gettext_lazy("runs"))
-    def history(self, task: BackgroundTask) -> SafeString | str:
-        runs = list(TaskRun.objects.for_task(task.name)[:HISTORY_ROWS])
-        if not runs:
-            return _("No finished runs yet.")
-        rows = format_html_join(
-            "",
-            '<tr><td>{}</td><td class="bgtasks-outcome-{}">{}</td><td>{}</td><td>{}</td>'
-            "<td>{}</td><td>{}</td><td>{}</td></tr>",
+    def history(self, task: BackgroundTask) -> str:
+        rows = [
             (
-                (
-                    run.token,
-                    run.outcome,
-                    run.get_outcome_display(),
-                    run.owner,
-                    _time(run.started_at),
-                    _time(run.finished_at),
-                    display.seconds(run.duration),
-                    run.error.strip().splitlines()[-1] if run.error.strip() else "",
-                )
-                for run in runs
-            ),
-        )
-        head = format_html_join(
-            "",
-            "<th>{}</th>",
-            (
-                (label,)
-                for label in (
-                    _("token"),
-                    _("outcome"),
-                    _("owner"),
-                    _("started"),
-                    _("finished"),
-                    _("duration"),
-                    _("error"),
-                )
-            ),
-        )
-        return format_html(
-            '<table class="bgtasks-history"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
-            head,
-            rows,
-        )
+                run,
+                time_html(run.started_at),
+                time_html(run.finished_at),
+                display.seconds(run.duration),
+                _last_line(run.error),
+            )
+            for run in TaskRun.objects.for_task(task.name)[:HISTORY_ROWS]
+        ]
+        return render_to_string(TEMPLATES + "history.html", {"rows": rows})
 
     @admin.display(description=gettext_lazy("operate"))
-    def operate(self, task: BackgroundTask) -> SafeString | str:
-        """Buttons for the row; live.js shows those that fit the current status.
-
-        They submit the page's one hidden form (``form="bgtasks-row-actions"``),
-        because a row sits inside the changelist's own form and forms can't nest.
-        """
+    def operate(self, task: BackgroundTask) -> str:
+        """The task's buttons (``buttons.html``): run now, request cancel, force release."""
         state = state_of(task)
         if state is None:
             return self.get_empty_value_display()
-        held, running = state.held, state.running
-        buttons = []
-        if task.name in registered_tasks():
-            buttons.append(self._button(task.name, "run", _("Run now"), "idle", hidden=held))
-        # The cancel button carries the token of the run on screen (live.js
-        # keeps it current), so a cancel never reaches a run that took over since.
-        buttons.append(
-            self._button(
-                task.name,
-                "cancel",
-                _("Request cancel"),
-                "running",
-                hidden=not running,
-                token=state.token,
-            )
-        )
-        buttons.append(
-            format_html(
-                '<a class="button bgtasks-button" href="{}" data-bgtasks-task="{}" '
-                'data-bgtasks-show="held"{}>{}</a>',
-                admin_url(self, "release", task.name),
-                task.name,
-                "" if held else SafeString(" hidden"),
-                _("Force release…"),
-            )
-        )
-        return format_html_join(" ", "{}", ((button,) for button in buttons))
-
-    def _button(
-        self,
-        name: str,
-        operation: str,
-        label: str,
-        show: str,
-        hidden: bool,
-        token: int | None = None,
-    ) -> SafeString:
-        return format_html(
-            '<button type="submit" class="button bgtasks-button" form="bgtasks-row-actions" '
-            'formaction="{}" data-bgtasks-task="{}" data-bgtasks-show="{}"{}{}>{}</button>',
-            admin_url(self, operation, name),
-            name,
-            show,
-            format_html(' name="token" value="{}"', token) if token is not None else "",
-            SafeString(" hidden") if hidden else "",
-            label,
-        )
+        name = state.name
+        context: dict[str, Any] = {
+            "state": state,
+            "Status": Status,
+            "run_url": admin_url(self, "run", name) if name in registered_tasks() else "",
+            "cancel_url": admin_url(self, "cancel", name),
+            "release_url": admin_url(self, "release", name),
+        }
+        return render_to_string(TEMPLATES + "buttons.html", context)
