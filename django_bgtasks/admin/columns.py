@@ -111,6 +111,16 @@ def _last_line(error: str) -> str:
     return lines[-1] if lines else ""
 
 
+def state_names() -> dict[str, dict[str, str]]:
+    """The state names live.js compares the API's ``status`` with, which the
+    pages hand it with ``json_script``: each ``Status`` by its Python name,
+    and the CSS class suffix (``slug``) of each."""
+    return {
+        "statuses": {status.name: status.value for status in Status},
+        "slugs": {status.value: status.slug for status in Status},
+    }
+
+
 class TaskColumns(TaskModelAdmin):
     """The columns and detail fields of :class:`BackgroundTaskAdmin`."""
 

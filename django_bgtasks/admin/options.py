@@ -27,7 +27,7 @@ from django.utils.translation import gettext_lazy
 from ..models import BackgroundTask
 from ..tasks import registered_tasks
 from ..views import outside_request_transactions
-from .columns import TaskChangeList, TaskColumns, keep_state, state_of
+from .columns import TaskChangeList, TaskColumns, keep_state, state_names, state_of
 from .views import OperatorViews, admin_url, parse_tokens
 
 LIST_COLUMNS = (
@@ -173,6 +173,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             "bgtasks_status_url": admin_url(self, "status"),
             "bgtasks_can_operate": self.has_change_permission(request),
             "bgtasks_next": request.get_full_path(),
+            "bgtasks_states": state_names(),
         }
 
     # --- the changelist's actions ------------------------------------------------
