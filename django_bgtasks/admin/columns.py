@@ -31,14 +31,15 @@ from ..states import TaskState
 from ..tasks import registered_tasks
 from .views import TaskModelAdmin, admin_url
 
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise
+
 TEMPLATES = "django_bgtasks/admin/"
 HISTORY_ROWS = 50
 # Where a row's TaskState for this request is kept, on the row's instance.
 _STATE = "_bgtasks_state"
 
 Column = Callable[[TaskModelAdmin, BackgroundTask], str]
-if TYPE_CHECKING:
-    from django.utils.functional import _StrOrPromise
 
 
 def state_of(task: BackgroundTask) -> TaskState | None:

@@ -212,7 +212,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             ("confirmed", json.dumps({state.name: state.token for state in held})),
             *(("_selected_action", state.name) for state in held),
         ]
-        return self._release_confirmation(request, held, "", hidden)
+        return self.release_confirmation(request, held, "", hidden)
 
     # --- URLs ----------------------------------------------------------------------
 

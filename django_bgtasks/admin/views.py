@@ -43,6 +43,7 @@ else:  # ModelAdmin is generic only in django-stubs
 
 def admin_url(model_admin: TaskModelAdmin, page: str, *args: str) -> str:
     """The URL of one of ``model_admin``'s pages: ``"changelist"``, ``"run"``…"""
+    # (The filter's argument is typed as a template hands it over.)
     name = admin_urlname(model_admin.opts, SafeString(page))
     return reverse(name, args=args, current_app=model_admin.admin_site.name)
 
@@ -67,31 +68,20 @@ class OperatorViews(TaskModelAdmin):
             result = operations.NotRegistered(name, ())
         match result:
             case operations.Started(running):
-                self.message_user(
+                self._done(
                     request,
+                    name,
                     _("Started “%(name)s” (token %(token)s) on %(owner)s.")
                     % {"name": name, "token": running.token, "owner": running.owner},
-                    messages.SUCCESS,
-                )
-                self.log_change(
-                    request,
-                    BackgroundTask(name=name),
                     f"Ran now (token {running.token}, owner {running.owner}).",
                 )
             case operations.AlreadyHeld(state):
-                self.message_user(
-                    request,
-                    _("“%(name)s” is already running on %(owner)s.")
-                    % {"name": name, "owner": state.owner if state else "?"},
-                    messages.WARNING,
-                )
+                text = _("“%(name)s” is already running on %(owner)s.")
+                owner = state.owner if state else "?"
+                self.message_user(request, text % {"name": name, "owner": owner}, messages.WARNING)
             case operations.NotRegistered():
-                self.message_user(
-                    request,
-                    _("“%(name)s” is not a registered task, so it can't be started here.")
-                    % {"name": name},
-                    messages.ERROR,
-                )
+                text = _("“%(name)s” is not a registered task, so it can't be started here.")
+                self.message_user(request, text % {"name": name}, messages.ERROR)
 
     def cancel_task(self, request: HttpRequest, name: str, token: int | None = None) -> None:
         """Request cancel: ask the holder of ``name`` (with ``token``, only that
@@ -103,66 +93,53 @@ class OperatorViews(TaskModelAdmin):
             return
         match result:
             case operations.CancelRequested(state):
-                self.message_user(
+                self._done(
                     request,
+                    name,
                     _(
                         "Asked %(owner)s to stop “%(name)s” (token %(token)s); "
                         "it stops at its next heartbeat or update."
                     )
                     % {"name": name, "owner": state.owner, "token": state.token},
-                    messages.SUCCESS,
-                )
-                self.log_change(
-                    request,
-                    BackgroundTask(name=name),
                     f"Requested cancel (token {state.token}, owner {state.owner}).",
                 )
             case operations.TookOverSince(asked, state):
-                self.message_user(
-                    request,
-                    _(
-                        "“%(name)s” was not cancelled: token %(token)s no longer holds it "
-                        "(another run, token %(now)s, took over)."
-                    )
-                    % {"name": name, "token": asked, "now": state.token},
-                    messages.WARNING,
+                text = _(
+                    "“%(name)s” was not cancelled: token %(token)s no longer holds it "
+                    "(another run, token %(now)s, took over)."
                 )
+                values = {"name": name, "token": asked, "now": state.token}
+                self.message_user(request, text % values, messages.WARNING)
             case operations.NotRunning() | operations.NeverRun():
-                self.message_user(
-                    request,
-                    _("“%(name)s” is not running; there is nothing to cancel.") % {"name": name},
-                    messages.WARNING,
-                )
+                text = _("“%(name)s” is not running; there is nothing to cancel.")
+                self.message_user(request, text % {"name": name}, messages.WARNING)
 
     def release_task(self, request: HttpRequest, name: str, token: int) -> None:
         """Force release: end the claim the operator confirmed (``token``) and
         no other, and say how that went."""
         match operations.force_release(name, token=token):
             case operations.Released(state):
-                self.message_user(
+                self._done(
                     request,
+                    name,
                     _(
                         "Released “%(name)s” (token %(token)s). Its holder %(owner)s can no "
                         "longer renew it or write through it."
                     )
                     % {"name": name, "token": state.token, "owner": state.owner},
-                    messages.SUCCESS,
-                )
-                self.log_change(
-                    request,
-                    BackgroundTask(name=name),
                     f"Force-released (token {state.token}, owner {state.owner}).",
                 )
             case operations.NotRunning() | operations.TookOverSince() | operations.NeverRun():
-                self.message_user(
-                    request,
-                    _(
-                        "“%(name)s” was not released: token %(token)s no longer holds it "
-                        "(it finished, or another run took over)."
-                    )
-                    % {"name": name, "token": token},
-                    messages.WARNING,
+                text = _(
+                    "“%(name)s” was not released: token %(token)s no longer holds it "
+                    "(it finished, or another run took over)."
                 )
+                self.message_user(request, text % {"name": name, "token": token}, messages.WARNING)
+
+    def _done(self, request: HttpRequest, name: str, text: str, change: str) -> None:
+        """An operation that changed the task: say so, and log it to the task's history."""
+        self.message_user(request, text, messages.SUCCESS)
+        self.log_change(request, BackgroundTask(name=name), change)
 
     # --- the views ---------------------------------------------------------------
 
@@ -220,17 +197,19 @@ class OperatorViews(TaskModelAdmin):
                 messages.INFO,
             )
             return HttpResponseRedirect(admin_url(self, "changelist"))
-        return self._release_confirmation(
+        return self.release_confirmation(
             request, [state], request.path, [("token", str(state.token))]
         )
 
-    def _release_confirmation(
+    def release_confirmation(
         self,
         request: HttpRequest,
         states: list[TaskState],
         form_action: str,
         hidden: list[tuple[str, str]],
     ) -> TemplateResponse:
+        """The force release confirmation: what would end (holder, token), and
+        a form that posts back exactly those claims (``hidden``)."""
         context = {
             **self.admin_site.each_context(request),
             "title": _("Force release"),
