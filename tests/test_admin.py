@@ -13,6 +13,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
 
 from django_bgtasks import background_task
+from django_bgtasks.choices import Outcome, Status
 from django_bgtasks.models import BackgroundTask
 from tests.dbtools import backdate, rows
 
@@ -453,3 +454,37 @@ def test_operations_work_with_atomic_requests(
     superuser.post(url("cleanup", "release"), {"token": "1"})
     assert objects.get_state("cleanup").outcome == "released-by-operator"
     assert len(logged()) == 4
+
+
+# --- what live.js is given ---------------------------------------------------------------
+
+
+def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Client) -> None:
+    from django.contrib.staticfiles import finders
+
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    for page in (CHANGELIST, change_url("cleanup")):
+        html = viewer.get(page).content.decode()
+        found = re.search(r'<script id="bgtasks-states"[^>]*>(.*?)</script>', html)
+        assert found is not None, page
+        assert json.loads(found.group(1)) == {
+            "statuses": {
+                "RUNNING": "running",
+                "CANCEL_REQUESTED": "cancel requested",
+                "STALE": "stale",
+                "IDLE": "idle",
+            },
+            "slugs": {
+                "running": "running",
+                "cancel requested": "cancel-requested",
+                "stale": "stale",
+                "idle": "idle",
+            },
+        }
+    # So the script spells no state itself: each name is written once, in choices.py.
+    path = finders.find("django_bgtasks/live.js")
+    assert isinstance(path, str)
+    with open(path, encoding="utf-8") as script:
+        text = script.read()
+    for value in [*Status.values, *Outcome.values]:
+        assert f'"{value}' not in text, value

@@ -135,7 +135,7 @@ def check_admin(package: Path, client: Any) -> None:
 
     from django_bgtasks.models import BackgroundTask
 
-    if not (package / "admin.py").exists():
+    if not ((package / "admin.py").exists() or (package / "admin" / "__init__.py").exists()):
         say("this version ships no admin.py; no changelist to render")
         return
     assert admin.site.is_registered(BackgroundTask), "admin.py registers no BackgroundTask admin"

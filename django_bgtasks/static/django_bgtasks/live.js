@@ -8,16 +8,17 @@
  * heartbeat_age out of the ETag, because it grows with the clock.
  *
  * The words it writes follow django_bgtasks/display.py; change both together.
+ * The state names it compares with are the page's (see STATUS below).
  * No build step: plain ES2017, loaded by BackgroundTaskAdmin.Media.
  */
 "use strict";
 (function () {
-  const SLUGS = {
-    "running": "running",
-    "cancel requested": "cancel-requested",
-    "stale": "stale",
-    "idle": "idle",
-  };
+  // The state names, spelled once in django_bgtasks/choices.py (Status): the
+  // page hands them over as JSON (json_script "bgtasks-states"), read once by
+  // init(). STATUS is each status's value by its Python name (STATUS.STALE);
+  // SLUGS is each status's CSS class suffix, by value (Status.slug).
+  let STATUS = {};
+  let SLUGS = {};
 
   function formatSeconds(value) {
     if (value === null || value === undefined) return "";
@@ -31,7 +32,9 @@
   }
 
   function statusText(state, age) {
-    if (state.status === "stale") return "stale: holder silent for " + formatSeconds(age);
+    if (state.status === STATUS.STALE) {
+      return STATUS.STALE + ": holder silent for " + formatSeconds(age);
+    }
     return state.status;
   }
 
@@ -193,8 +196,8 @@
           // A cancel button names the run it cancels: the one on screen now.
           if (element.name === "token" && state.token !== null) element.value = state.token;
           const show = element.dataset.bgtasksShow;
-          if (show === "idle") element.hidden = held;
-          else if (show === "running") element.hidden = !state.running;
+          if (show === STATUS.IDLE) element.hidden = held;
+          else if (show === STATUS.RUNNING) element.hidden = !state.running;
           else if (show === "held") element.hidden = !held;
         }
       }
@@ -246,7 +249,10 @@
 
   function init() {
     const root = document.getElementById("bgtasks-live");
-    if (root && root.dataset.bgtasksPoll && window.fetch) start(root);
+    const names = document.getElementById("bgtasks-states");
+    if (!root || !root.dataset.bgtasksPoll || !names || !window.fetch) return;
+    ({ statuses: STATUS, slugs: SLUGS } = JSON.parse(names.textContent));
+    start(root);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

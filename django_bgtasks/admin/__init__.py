@@ -1,0 +1,27 @@
+"""The admin: a live view of every task's lease, with run now, request cancel
+and force release.
+
+Status, staleness and heartbeat ages come from ``list_states()``/``get_state()``,
+which use the database's clock, so every replica shows the same page.
+``static/django_bgtasks/live.js`` keeps the rows current by polling the
+``status/`` URL here (the same JSON as the API, behind the admin's login).
+
+* :mod:`.options`: :class:`BackgroundTaskAdmin`, the ModelAdmin (configuration,
+  permissions, pages, actions, URLs);
+* :mod:`.columns`: what each column and detail field shows;
+* :mod:`.views`: the operator views (run, cancel, release, status) and the
+  release confirmation page.
+
+Importing this module registers the admin with ``admin.site``.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from ..models import BackgroundTask
+from .options import BackgroundTaskAdmin
+
+__all__ = ["BackgroundTaskAdmin"]
+
+admin.site.register(BackgroundTask, BackgroundTaskAdmin)
