@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import connections
 
-from .conf import conf
+from .conf import EXECUTORS, conf
 from .sql import MIN_SQLITE_VERSION, SUPPORTED_VENDORS
 from .validation import MAX_TTL, is_finite_number
 
@@ -108,3 +108,63 @@ def check_time_zone(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     return []
+
+
+@register()
+def check_executor(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E007 (bad ``BGTASKS_EXECUTOR``)."""
+    executor = conf.EXECUTOR
+    if executor not in EXECUTORS:
+        return [
+            Error(
+                f"BGTASKS_EXECUTOR is {executor!r}; it must be one of "
+                f"{', '.join(map(repr, EXECUTORS))}.",
+                hint=(
+                    '"thread" (the default) runs "run now" in the web process; "worker" files '
+                    "a request that `manage.py bgtasks worker` performs."
+                ),
+                id="bgtasks.E007",
+            )
+        ]
+    return []
+
+
+@register()
+def check_schedules(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E008 (a bad ``BGTASKS_SCHEDULES`` entry), W002 (one for no registered task)."""
+    from .schedules import parse_schedule
+    from .tasks import registered_tasks
+
+    schedules: object = conf.SCHEDULES
+    if not isinstance(schedules, dict):
+        return [
+            Error(
+                f"BGTASKS_SCHEDULES is {type(schedules).__name__}; it must be a dict of task "
+                "names to schedules.",
+                hint='For example {"log-cleanup": "0 3 * * *", "sync": timedelta(minutes=5)}.',
+                id="bgtasks.E008",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    registered = registered_tasks()
+    for name, schedule in schedules.items():
+        try:
+            parse_schedule(schedule)
+        except (TypeError, ValueError) as exc:
+            messages.append(
+                Error(
+                    f"BGTASKS_SCHEDULES[{name!r}]: {exc}",
+                    hint="Use a datetime.timedelta above zero, a five-field cron string "
+                    "(minute hour day-of-month month day-of-week), or None for no schedule.",
+                    id="bgtasks.E008",
+                )
+            )
+        if name not in registered:
+            messages.append(
+                Warning(
+                    f"BGTASKS_SCHEDULES names {name!r}, which no @background_task registers.",
+                    hint=f"Registered: {', '.join(registered) or 'none'}.",
+                    id="bgtasks.W002",
+                )
+            )
+    return messages

@@ -6,7 +6,14 @@ and nothing is read at import time. See docs/settings.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+
+# BGTASKS_EXECUTOR: where "run now" (admin, API, command) runs a task.
+EXECUTOR_THREAD = "thread"  # claim it here, run it in a thread of this process
+EXECUTOR_WORKER = "worker"  # file a request; a `bgtasks worker` performs it
+EXECUTORS = (EXECUTOR_THREAD, EXECUTOR_WORKER)
 
 
 class Settings:
@@ -34,6 +41,19 @@ class Settings:
     def HISTORY_DAYS(self) -> int:
         """How many days of run history ``bgtasks prune`` keeps."""
         value: int = getattr(settings, "BGTASKS_HISTORY_DAYS", 30)
+        return value
+
+    @property
+    def EXECUTOR(self) -> str:
+        """``"thread"`` (run now runs in the calling process) or ``"worker"``."""
+        value: str = getattr(settings, "BGTASKS_EXECUTOR", EXECUTOR_THREAD)
+        return value
+
+    @property
+    def SCHEDULES(self) -> dict[str, Any]:
+        """Per-site schedules by task name (a ``timedelta``, a cron string, or
+        ``None`` for none), replacing those the tasks were registered with."""
+        value: dict[str, Any] = getattr(settings, "BGTASKS_SCHEDULES", {})
         return value
 
     @property

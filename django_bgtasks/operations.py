@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .conf import EXECUTOR_WORKER, conf
 from .exceptions import UnknownTask
 from .models import BackgroundTask
 from .runner import RunningLease
@@ -28,6 +29,21 @@ class Started:
     """The task was claimed here and runs in a thread of this process."""
 
     running: RunningLease
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """``BGTASKS_EXECUTOR = "worker"``: a request was filed; a worker runs it
+    (after the current run, if the task is running now)."""
+
+    state: TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyRequested:
+    """A request for the task is already pending; nothing more was filed."""
+
+    state: TaskState | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +100,22 @@ class TookOverSince:
     state: TaskState
 
 
-StartResult = Started | AlreadyHeld | NotRegistered
+StartResult = Started | Requested | AlreadyHeld | AlreadyRequested | NotRegistered
 CancelResult = CancelRequested | NotRunning | TookOverSince | NeverRun
 ReleaseResult = Released | NotRunning | TookOverSince | NeverRun
 
 
-def start(name: str, *, ttl: float | None = None) -> StartResult:
-    """Claim the registered task ``name`` and run it in a thread of this process."""
+def start(
+    name: str,
+    *,
+    ttl: float | None = None,
+    requested_by: str = "",
+    executor: str | None = None,
+) -> StartResult:
+    """Run the registered task ``name`` now: with ``BGTASKS_EXECUTOR = "thread"``
+    (the default) claim it and run it in a thread of this process; with
+    ``"worker"``, file a request that a ``bgtasks worker`` performs.
+    ``executor`` overrides the setting (``bgtasks run`` always runs here)."""
     name = validate_name(name)
     try:
         task = get_task(name)
@@ -98,6 +123,13 @@ def start(name: str, *, ttl: float | None = None) -> StartResult:
         return NotRegistered(name, tuple(registered_tasks()))
     if ttl is not None:
         task = task.options(ttl=ttl)
+    if (executor or conf.EXECUTOR) == EXECUTOR_WORKER:
+        ttl = task.ttl
+        filed = BackgroundTask.objects.request_run(name, requested_by=requested_by, ttl=ttl)
+        state = BackgroundTask.objects.get_state(name)
+        if filed and state is not None:
+            return Requested(state)
+        return AlreadyRequested(state)
     running = task.start()
     if running is None:
         return AlreadyHeld(BackgroundTask.objects.get_state(name))

@@ -16,6 +16,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from django.db import connections
 
+from .conf import conf
 from .exceptions import UnknownTask
 from .models import BackgroundTask
 from .runner import RunningLease, lease
@@ -58,6 +59,15 @@ class BackgroundTaskFunction(Generic[P, R]):
     resume: bool = False
     max_attempts: int = 1
     retry_delay: float = RETRY_DELAY
+
+    @property
+    def effective_schedule(self) -> Every | Cron | None:
+        """The schedule workers follow: ``BGTASKS_SCHEDULES[name]`` when the
+        site sets one (checked at start-up, bgtasks.E008), else the task's own."""
+        schedules = conf.SCHEDULES
+        if isinstance(schedules, dict) and self.name in schedules:
+            return parse_schedule(schedules[self.name])
+        return self.schedule
 
     def retry_delay_for(self, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1, 2, ...): doubling."""

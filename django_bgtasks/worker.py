@@ -145,7 +145,12 @@ class Worker:
         if row.running or row.name in self._runs:
             # Held by a live holder (maybe us): a slot that comes meanwhile is
             # skipped. (A run of ours that went stale is left to another worker.)
-            if row.running and row.slot_due and row.next_run_at and task.schedule is not None:
+            if (
+                row.running
+                and row.slot_due
+                and row.next_run_at
+                and task.effective_schedule is not None
+            ):
                 work.skip_slot(row.name, due=row.next_run_at, next_slot=self._next(task, row))
             return False
         if len(self._runs) >= self.concurrency:
@@ -159,7 +164,7 @@ class Worker:
             )
         if self._retry_due(task, row):
             return self._start(task, Trigger.RETRY, self._claim_retry, task, row)
-        if row.slot_due and row.next_run_at and task.schedule is not None:
+        if row.slot_due and row.next_run_at and task.effective_schedule is not None:
             return self._start(task, Trigger.SCHEDULE, self._claim_scheduled, task, row)
         if row.stale:
             self._record_lost(task, row)
@@ -249,27 +254,30 @@ class Worker:
         by_name = {row.name: row for row in rows}
         now: dt.datetime | None = rows[0].db_now if rows else None
         for task in self.tasks.values():
-            row = by_name.get(task.name)
-            text = task.schedule.text if task.schedule is not None else ""
-            if row is None and task.schedule is None:
+            row, schedule = by_name.get(task.name), task.effective_schedule
+            text = schedule.text if schedule is not None else ""
+            if row is None and schedule is None:
                 continue
             if (
                 row is not None
                 and row.schedule == text
-                and ((row.next_run_at is None) == (task.schedule is None))
+                and ((row.next_run_at is None) == (schedule is None))
             ):
                 continue
             if now is None:
                 now = BackgroundTask.objects.work.clock()
-            next_slot = task.schedule.next_after(now) if task.schedule is not None else None
             BackgroundTask.objects.work.ensure_schedule(
-                task.name, schedule=text, next_slot=next_slot, ttl=self._ttl(task)
+                task.name,
+                schedule=text,
+                next_slot=schedule.next_after(now) if schedule is not None else None,
+                ttl=self._ttl(task),
             )
 
     @staticmethod
     def _next(task: BackgroundTaskFunction[..., Any], row: DueRow) -> dt.datetime:
-        assert task.schedule is not None
-        return task.schedule.next_after(row.db_now)
+        schedule = task.effective_schedule
+        assert schedule is not None
+        return schedule.next_after(row.db_now)
 
     @staticmethod
     def _ttl(task: BackgroundTaskFunction[..., Any]) -> float:

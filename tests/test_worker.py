@@ -290,3 +290,65 @@ def test_schedules_say_their_next_slot() -> None:
     cron = parse_schedule("0  3 * * *")
     assert isinstance(cron, Cron) and cron.text == "0 3 * * *"
     assert cron.next_after(now) == dt.datetime(2026, 12, 2, 3, 0, tzinfo=dt.UTC)
+
+
+def test_a_site_schedule_replaces_the_registered_one(settings: Any) -> None:
+    task = make_task("w-sched", echo, schedule=dt.timedelta(hours=1))
+    assert task.effective_schedule == Every(dt.timedelta(hours=1))
+    settings.BGTASKS_SCHEDULES = {"w-sched": "*/5 * * * *"}
+    assert task.effective_schedule == Cron("*/5 * * * *")
+    settings.BGTASKS_SCHEDULES = {"w-sched": None}
+    assert task.effective_schedule is None
+
+
+def test_checks_for_the_executor_and_site_schedules(settings: Any) -> None:
+    from django_bgtasks import checks
+
+    assert checks.check_executor() == []
+    settings.BGTASKS_EXECUTOR = "celery"
+    [error] = checks.check_executor()
+    assert error.id == "bgtasks.E007" and "'celery'" in error.msg and "worker" in error.hint
+
+    assert checks.check_schedules() == []
+    settings.BGTASKS_SCHEDULES = {"surface-quick": "61 * * * *", "surface-slow": None}
+    [error] = checks.check_schedules()
+    assert error.id == "bgtasks.E008" and "surface-quick" in error.msg and "cron" in error.hint
+    settings.BGTASKS_SCHEDULES = {"surface-quick": dt.timedelta(0)}
+    assert [m.id for m in checks.check_schedules()] == ["bgtasks.E008"]
+    settings.BGTASKS_SCHEDULES = {"no-such-task": dt.timedelta(minutes=1)}
+    [warning] = checks.check_schedules()
+    assert warning.id == "bgtasks.W002" and "no-such-task" in warning.msg
+    settings.BGTASKS_SCHEDULES = ["surface-quick"]
+    assert [m.id for m in checks.check_schedules()] == ["bgtasks.E008"]
+
+
+def test_a_bad_site_schedule_stops_the_worker_before_it_starts(
+    db_alias: str, settings: Any
+) -> None:
+    from django.core.management import CommandError, call_command
+
+    settings.BGTASKS_SCHEDULES = {"surface-quick": "not cron"}
+    with pytest.raises(CommandError, match=r"BGTASKS_SCHEDULES\['surface-quick'\]: .*five-field"):
+        call_command("bgtasks", "worker", "--task", "surface-quick", "--once")
+    assert not BackgroundTask.objects.exists()
+
+
+def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, settings: Any) -> None:
+    from django_bgtasks import operations
+
+    settings.BGTASKS_EXECUTOR = "worker"
+    result = operations.start("surface-quick", requested_by="someone")
+    assert isinstance(result, operations.Requested)
+    assert result.state.status == Status.REQUESTED and not result.state.running
+    again = operations.start("surface-quick")
+    assert isinstance(again, operations.AlreadyRequested)
+    row = BackgroundTask.objects.get(name="surface-quick")
+    assert (row.requested_by, row.request, row.token) == (
+        "someone",
+        {"args": [], "kwargs": {}},
+        0,
+    )
+    # `bgtasks run` (executor="thread") still runs here, in this process.
+    started = operations.start("surface-quick", executor="thread")
+    assert isinstance(started, operations.Started)
+    assert started.running.wait(10)

@@ -9,7 +9,9 @@ model's change permission.
 
 "Run now" starts the task in a thread of the web process that handled the
 click (``BackgroundTaskFunction.start()``): if that process exits, the lease
-goes stale and the run is recorded as lost.
+goes stale and the run is recorded as lost (and resumed by a worker, for a
+resumable task). With ``BGTASKS_EXECUTOR = "worker"`` it files a request that
+a ``bgtasks worker`` performs instead.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class OperatorViews(TaskModelAdmin):
     def start_task(self, request: HttpRequest, name: str) -> None:
         """Run now: start ``name`` in this process, and say how that went."""
         try:
-            result = operations.start(name)
+            result = operations.start(name, requested_by=f"admin: {request.user}")
         except ValueError:  # a name no task can have, so not a registered one
             result = operations.NotRegistered(name, ())
         match result:
@@ -75,6 +77,16 @@ class OperatorViews(TaskModelAdmin):
                     % {"name": name, "token": running.token, "owner": running.owner},
                     f"Ran now (token {running.token}, owner {running.owner}).",
                 )
+            case operations.Requested(state):
+                self._done(
+                    request,
+                    name,
+                    _("Requested “%(name)s”; a worker will run it.") % {"name": name},
+                    "Requested a run for a worker.",
+                )
+            case operations.AlreadyRequested():
+                text = _("“%(name)s” already has a pending request.")
+                self.message_user(request, text % {"name": name}, messages.WARNING)
             case operations.AlreadyHeld(state):
                 text = _("“%(name)s” is already running on %(owner)s.")
                 owner = state.owner if state else "?"

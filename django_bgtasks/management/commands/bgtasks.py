@@ -643,9 +643,13 @@ class Command(BaseCommand):
             )
         if not names:
             raise CommandError("No background task is registered, so there is nothing to run.")
-        worker = Worker(
-            [registered[name] for name in names], concurrency=concurrency, poll=poll, grace=grace
-        )
+        tasks = [registered[name] for name in names]
+        for task in tasks:
+            try:
+                task.effective_schedule  # noqa: B018  (a bad BGTASKS_SCHEDULES entry raises)
+            except (TypeError, ValueError) as exc:
+                raise CommandError(f"BGTASKS_SCHEDULES[{task.name!r}]: {exc}") from None
+        worker = Worker(tasks, concurrency=concurrency, poll=poll, grace=grace)
         with _log_to(self.stderr, verbosity), stop_on_signals(worker.stopping):
             worker.run(once=once)
 
