@@ -470,12 +470,14 @@ def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Cli
         assert json.loads(found.group(1)) == {
             "statuses": {
                 "RUNNING": "running",
+                "REQUESTED": "requested",
                 "CANCEL_REQUESTED": "cancel requested",
                 "STALE": "stale",
                 "IDLE": "idle",
             },
             "slugs": {
                 "running": "running",
+                "requested": "requested",
                 "cancel requested": "cancel-requested",
                 "stale": "stale",
                 "idle": "idle",
@@ -488,3 +490,38 @@ def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Cli
         text = script.read()
     for value in [*Status.values, *Outcome.values]:
         assert f'"{value}' not in text, value
+
+
+def test_the_admin_shows_requests_schedules_attempts_and_workers(
+    site_alias: str, make_staff: Any, client: Any
+) -> None:
+    """The workers' state on the pages: a pending request, the next slot, the
+    run's trigger and attempt (also in history), and each live worker."""
+    import datetime as dt
+
+    from django_bgtasks.models import BackgroundTask as Task
+
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    assert lease is not None
+    assert objects.release("cleanup", "worker-1", token=lease.token)
+    assert objects.request_run("cleanup")
+    Task.objects.filter(name="cleanup").update(
+        next_run_at=dt.datetime(2031, 5, 6, 7, 8, tzinfo=dt.UTC)
+    )
+    objects.work.beat(
+        worker="host-a:41:ab",
+        host="host-a",
+        pid=41,
+        tasks=["cleanup", "sync"],
+        concurrency=4,
+        running=["sync"],
+    )
+    make_staff("viewer", "view_backgroundtask")
+    client.login(username="viewer", password="pw")  # noqa: S106
+    listing = client.get(CHANGELIST).content.decode()
+    assert "bgtasks-status-requested" in listing
+    assert "2031-05-06" in listing  # the next run
+    assert "host-a" in listing and "cleanup, sync" in listing and ">sync<" in listing
+    detail = client.get(change_url("cleanup")).content.decode()
+    assert "manual, 1" in detail  # the last run's trigger and attempt
+    assert "<td>manual</td><td>1</td>" in detail  # and in history

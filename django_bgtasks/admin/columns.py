@@ -166,6 +166,30 @@ class TaskColumns(TaskModelAdmin):
     )
     value_json = live_column("value", gettext_lazy("value"), _pretty, tag="pre")
 
+    @admin.display(description=gettext_lazy("next run"), ordering="next_run_at")
+    def next_run(self, task: BackgroundTask) -> str:
+        """The schedule's next slot (moved on by the claim that runs it)."""
+        state = state_of(task)
+        if state is None or state.next_run_at is None:
+            return self.get_empty_value_display()
+        return time_html(state.next_run_at)
+
+    @admin.display(description=gettext_lazy("requested"), ordering="requested_at")
+    def requested(self, task: BackgroundTask) -> str:
+        """When a pending request for a worker was filed."""
+        state = state_of(task)
+        if state is None or state.requested_at is None:
+            return self.get_empty_value_display()
+        return time_html(state.requested_at)
+
+    @admin.display(description=gettext_lazy("trigger, attempt"))
+    def run_trigger(self, task: BackgroundTask) -> str:
+        """What started the current or last run, and which attempt it is."""
+        state = state_of(task)
+        if state is None or not state.trigger:
+            return self.get_empty_value_display()
+        return f"{state.trigger}, {state.attempt}"
+
     @admin.display(description=gettext_lazy("error"))
     def error_text(self, task: BackgroundTask) -> str:
         state = state_of(task)

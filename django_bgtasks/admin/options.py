@@ -41,6 +41,7 @@ LIST_COLUMNS = (
     "started",
     "finished",
     "duration",
+    "next_run",
 )
 DETAIL_FIELDS = (
     "name",
@@ -54,6 +55,9 @@ DETAIL_FIELDS = (
     "finished",
     "duration",
     "outcome_cell",
+    "run_trigger",
+    "requested",
+    "next_run",
     "error_text",
 )
 
@@ -123,6 +127,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             "bgtasks_never_run": [
                 task for name, task in registered.items() if name not in started
             ],
+            "bgtasks_workers": BackgroundTask.objects.work.workers(),
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
