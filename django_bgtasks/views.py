@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable
 from functools import wraps
 from typing import Any, TypeVar
 
-from django.contrib.auth import get_permission_codename
 from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.urls import reverse
@@ -43,6 +42,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from .exceptions import UnknownTask
 from .models import BackgroundTask
+from .permissions import Action, user_may
 from .tasks import get_task
 from .validation import validate_name
 
@@ -62,27 +62,12 @@ def outside_request_transactions(view: View) -> View:
     return view
 
 
-def user_may(request: HttpRequest, action: str) -> bool:
-    """Whether the request's user may ``"view"`` or ``"change"`` tasks: an
-    active staff member with the model's permission, as the admin requires.
-    (The change permission implies view, as it does in the admin.)"""
-    user = getattr(request, "user", None)
-    if user is None or not user.is_active or not getattr(user, "is_staff", False):
-        return False
-    opts = BackgroundTask._meta
-    change = f"{opts.app_label}.{get_permission_codename('change', opts)}"
-    if action == "change":
-        return bool(user.has_perm(change))
-    view = f"{opts.app_label}.{get_permission_codename('view', opts)}"
-    return bool(user.has_perm(view) or user.has_perm(change))
-
-
 def error(status: int, message: str, **extra: Any) -> JsonResponse:
     """A JSON error body: ``{"error": message, ...}``, never task data."""
     return JsonResponse({"error": message, **extra}, status=status)
 
 
-def _requires(action: str) -> Callable[[View], View]:
+def _requires(action: Action) -> Callable[[View], View]:
     def decorator(view: View) -> View:
         @wraps(view)
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
