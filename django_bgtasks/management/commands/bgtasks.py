@@ -11,44 +11,43 @@ Failures raise ``CommandError``: a message on stderr and exit status 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import re
-import signal
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
-from django.core.management.color import Style
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
 
-from ... import display
+from ... import display, terminal
+from ...choices import Outcome
 from ...conf import conf
 from ...exceptions import LeaseLost, TaskCancelled, UnknownTask
 from ...models import BackgroundTask, TaskRun
 from ...states import TaskState
 from ...tasks import get_task, registered_tasks
+from ...terminal import (
+    Cell,
+    ProgressBar,
+    outcome_cell,
+    printable,
+    status_cell,
+    stop_on_signals,
+    styled,
+    write_json,
+    write_table,
+)
 from ...validation import heartbeat_interval
 
 # How often `run` reads the task's state to redraw its progress bar.
 RUN_POLL_SECONDS = 0.2
-# Without a terminal (logs, pipes), `run` writes a progress line when the
-# percentage changes, and otherwise at most this often.
-PLAIN_PROGRESS_EVERY = 5.0
 RECENT_RUNS = 10
 # Bounds for --days and --interval: beyond them the date arithmetic and the
 # wait overflow (and neither makes sense for history or a refresh).
 MAX_HISTORY_DAYS = 36500
 MAX_WATCH_INTERVAL = 86400.0
-# Home the cursor and clear the screen, as watch(1) does. Written only to a
-# terminal and never with --no-color, so captured output has no escapes.
-CLEAR_SCREEN = "\x1b[H\x1b[2J"
-
-Cell = str | tuple[str, Callable[[str], str]]
 COLUMNS = (
     "NAME",
     "STATUS",
@@ -61,108 +60,6 @@ COLUMNS = (
     "FINISHED",
     "DURATION",
 )
-
-
-@contextlib.contextmanager
-def stop_on_signals(stop: threading.Event, count: list[int] | None = None) -> Iterator[None]:
-    """While the block runs, Ctrl-C (SIGINT) and SIGTERM set ``stop`` (and
-    bump ``count[0]``) instead of raising wherever the program happens to be,
-    so loops end between steps and clean up. Signals can only be caught in
-    the main thread; elsewhere the block runs unchanged."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        if count is not None:
-            count[0] += 1
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-class ProgressBar:
-    """A progress line for ``run``, written through the command's stdout.
-
-    On a terminal it is redrawn in place (``\\r``); otherwise (a log, a pipe, a
-    test) it prints a line when the percentage changes. Django's own output
-    wrapper is enough for this, so the app needs no progress-bar dependency.
-    """
-
-    WIDTH = 30
-
-    def __init__(self, stdout: OutputWrapper, style: Style) -> None:
-        self.stdout = stdout
-        self.style = style
-        self.tty = stdout.isatty()
-        self.drawn = ""
-        self.percent: int | None = None
-        self.written_at = 0.0
-
-    def line(self, state: TaskState) -> str:
-        progress = state.progress
-        if progress is None:
-            bar = "[" + "?" * self.WIDTH + "]"
-        else:
-            filled = int(progress * self.WIDTH)
-            bar = "[" + "#" * filled + "-" * (self.WIDTH - filled) + "]"
-        parts = [bar, display.progress_label(state) or state.status]
-        extra = _value_summary(state.value)
-        if extra:
-            parts.append(extra)
-        return " ".join(parts)
-
-    def draw(self, state: TaskState) -> None:
-        text = self.line(state)
-        if text == self.drawn:
-            return
-        if self.tty:
-            # Pad with spaces over a longer previous line, rather than an
-            # escape code, so that the output stays plain text.
-            self.stdout.write("\r" + text.ljust(len(self.drawn)), ending="")
-            self.stdout.flush()
-        else:
-            progress = state.progress
-            percent = None if progress is None else int(progress * 100)
-            now = time.monotonic()
-            if percent == self.percent and now - self.written_at < PLAIN_PROGRESS_EVERY:
-                return
-            self.percent, self.written_at = percent, now
-            self.stdout.write(text)
-        self.drawn = text
-
-    def close(self) -> None:
-        if self.tty and self.drawn:
-            self.stdout.write("")
-
-
-# Errors and values are written by task code, which may echo anything (a file
-# name, a remote server's message). Their control characters would be obeyed
-# by the operator's terminal (clear the screen, retitle the window), so they
-# are printed escaped, as JSON escapes them, which keeps --json valid JSON.
-# Newlines and tabs stay: tracebacks are multi-line.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _printable(text: str) -> str:
-    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-
-
-def _value_summary(value: Any, limit: int = 60) -> str:
-    """The value's other keys (not done/total/progress), compact, for one line."""
-    if isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k not in ("done", "total", "progress")}
-        if not value:
-            return ""
-    elif value is None:
-        return ""
-    text = _printable(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Command(BaseCommand):
@@ -314,7 +211,7 @@ class Command(BaseCommand):
             ("owner", state.owner),
             ("token", str(state.token)),
             ("ttl", f"{state.ttl:g} s"),
-            ("last heartbeat", _ago(state.heartbeat_age)),
+            ("last heartbeat", display.ago(state.heartbeat_age)),
             ("started", display.when(state.started_at)),
             ("finished", display.when(state.finished_at)),
             ("duration", display.seconds(state.duration)),
@@ -323,13 +220,13 @@ class Command(BaseCommand):
         ]
         width = max(len(label) for label, _cell in pairs)
         for label, cell in pairs:
-            self.stdout.write(f"{label.ljust(width)}  {_styled(cell)}")
+            self.stdout.write(f"{label.ljust(width)}  {styled(cell)}")
         if state.error:
             self.stdout.write("error:")
-            self.stdout.write(_printable(state.error.rstrip()))
+            self.stdout.write(printable(state.error.rstrip()))
         self.stdout.write("value:")
         self.stdout.write(
-            _printable(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True))
+            printable(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True))
         )
         runs = list(TaskRun.objects.for_task(state.name)[:RECENT_RUNS])
         if runs:
@@ -413,7 +310,7 @@ class Command(BaseCommand):
             name,
             owner,
             token=token,
-            outcome="cancelled",
+            outcome=Outcome.CANCELLED,
             error="abandoned: interrupted twice at the terminal",
         )
         raise CommandError(f"Abandoned {name!r} (token {token}); its lease is released.")
@@ -431,7 +328,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"{name!r} succeeded (token {token}) in {took}."))
             if result is not None:
                 self.stdout.write(
-                    "result: " + _printable(json.dumps(result, ensure_ascii=False, default=repr))
+                    "result: " + printable(json.dumps(result, ensure_ascii=False, default=repr))
                 )
             return
         if isinstance(exception, TaskCancelled):
@@ -531,7 +428,7 @@ class Command(BaseCommand):
                     stop.wait(interval)
                     continue
                 if clear:
-                    self.stdout.write(CLEAR_SCREEN, ending="")
+                    self.stdout.write(terminal.CLEAR_SCREEN, ending="")
                 now = timezone.localtime().strftime("%Y-%m-%d %H:%M:%S")
                 running = sum(state.running for state in states)
                 self.stdout.write(
@@ -565,24 +462,13 @@ class Command(BaseCommand):
         return state
 
     def _json(self, data: Any) -> None:
-        self.stdout.write(_printable(json.dumps(data, indent=2, ensure_ascii=False)))
+        write_json(self.stdout, data)
 
     def _status(self, state: TaskState) -> Cell:
-        text = display.status_text(state)
-        styles = {
-            "running": self.style.SUCCESS,
-            "cancel requested": self.style.WARNING,
-            "stale": self.style.ERROR,
-        }
-        style = styles.get(state.status)
-        return (text, style) if style else text
+        return status_cell(state, self.style)
 
     def _outcome(self, outcome: str) -> Cell:
-        if outcome in ("failed", "lost"):
-            return (outcome, self.style.ERROR)
-        if outcome in ("cancelled", "released-by-operator"):
-            return (outcome, self.style.WARNING)
-        return outcome
+        return outcome_cell(outcome, self.style)
 
     def _row(self, state: TaskState) -> list[Cell]:
         return [
@@ -592,41 +478,14 @@ class Command(BaseCommand):
             state.owner,
             str(state.token),
             self._outcome(state.outcome),
-            _ago(state.heartbeat_age),
+            display.ago(state.heartbeat_age),
             display.when(state.started_at),
             display.when(state.finished_at),
             display.seconds(state.duration),
         ]
 
     def _table(self, headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> None:
-        """Columns padded to their widest plain text, then styled: the escape
-        codes of a coloured cell must not count towards its width."""
-        widths = [len(header) for header in headers]
-        for row in rows:
-            for i, cell in enumerate(row):
-                widths[i] = max(widths[i], len(_plain(cell)))
-        heading = "  ".join(
-            header.ljust(width) for header, width in zip(headers, widths, strict=True)
-        )
-        self.stdout.write(self.style.MIGRATE_HEADING(heading.rstrip()))
-        for row in rows:
-            cells = [_styled(cell, width) for cell, width in zip(row, widths, strict=True)]
-            self.stdout.write("  ".join(cells).rstrip())
-
-
-def _plain(cell: Cell) -> str:
-    return cell if isinstance(cell, str) else cell[0]
-
-
-def _styled(cell: Cell, width: int = 0) -> str:
-    if isinstance(cell, str):
-        return cell.ljust(width)
-    text, style = cell
-    return style(text.ljust(width))
-
-
-def _ago(age: float | None) -> str:
-    return "" if age is None else f"{display.seconds(age)} ago"
+        write_table(self.stdout, self.style, headers, rows)
 
 
 def _on_claim(operation: Callable[..., bool], name: str, token: int, done: str) -> None:
