@@ -34,7 +34,7 @@ from ...runner import RunningLease
 from ...states import TaskState
 from ...tasks import registered_tasks
 from ...terminal import ProgressBar, stop_on_signals, write_json
-from ...validation import heartbeat_interval
+from ...validation import heartbeat_interval, validate_token, validate_ttl
 from .. import foreground, reads
 
 # ProgressBar was defined here, and is still importable from here.
@@ -44,6 +44,61 @@ __all__ = ["Command", "ProgressBar"]
 # wait overflow (and neither makes sense for history or a refresh).
 MAX_HISTORY_DAYS = 36500
 MAX_WATCH_INTERVAL = 86400.0
+
+
+def history_days(days: float) -> float:
+    """``--days`` (or ``BGTASKS_HISTORY_DAYS``): from 0 to ``MAX_HISTORY_DAYS``."""
+    if not (math.isfinite(days) and 0 <= days <= MAX_HISTORY_DAYS):
+        raise ValueError(
+            f"--days must be 0 or more, and at most {MAX_HISTORY_DAYS}, not {days:g}."
+        )
+    return days
+
+
+def watch_interval(interval: float) -> float:
+    """``--interval``: above 0 and at most ``MAX_WATCH_INTERVAL`` seconds."""
+    if not 0 < interval <= MAX_WATCH_INTERVAL:
+        raise ValueError(
+            f"--interval must be above 0 and at most {MAX_WATCH_INTERVAL:g} seconds, "
+            f"not {interval:g}."
+        )
+    return interval
+
+
+def watch_iterations(iterations: int) -> int:
+    """``--iterations``: 1 or more."""
+    if iterations < 1:
+        raise ValueError(f"--iterations must be 1 or more, not {iterations}.")
+    return iterations
+
+
+# Each option that takes a value, by dest: how its text is read, and the rule
+# the value must pass (for ttl and token, the lease operations' own).
+OPTION_RULES: dict[str, tuple[type[float] | type[int], Callable[[Any], Any]]] = {
+    "ttl": (float, validate_ttl),
+    "token": (int, validate_token),
+    "days": (float, history_days),
+    "interval": (float, watch_interval),
+    "iterations": (int, watch_iterations),
+}
+
+
+def option_type(dest: str) -> Callable[[str], Any]:
+    """The argparse ``type=`` of option ``dest``, so that a bad value is
+    refused while the command line is parsed, with its rule's message."""
+    parse, rule = OPTION_RULES[dest]
+
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {parse.__name__} value: {text!r}") from None
+        try:
+            return rule(value)
+        except (ValueError, TypeError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 class Command(BaseCommand):
@@ -84,7 +139,7 @@ class Command(BaseCommand):
         run.add_argument("name", help="The registered task's name.")
         run.add_argument(
             "--ttl",
-            type=float,
+            type=option_type("ttl"),
             default=None,
             help="Lease duration in seconds for this run (default: the task's own, "
             "else BGTASKS_TTL).",
@@ -112,7 +167,7 @@ class Command(BaseCommand):
         )
         prune.add_argument(
             "--days",
-            type=float,
+            type=option_type("days"),
             default=None,
             help="Keep this many days of run history (default: BGTASKS_HISTORY_DAYS).",
         )
@@ -123,18 +178,24 @@ class Command(BaseCommand):
         watch = add_parser("watch", "A table of every task, refreshed until Ctrl-C.")
         watch.add_argument(
             "--interval",
-            type=float,
+            type=option_type("interval"),
             default=1.0,
             help="Seconds between refreshes (default: %(default)r).",
         )
         watch.add_argument(
             "--iterations",
-            type=int,
+            type=option_type("iterations"),
             default=None,
             help="Stop after this many tables (default: run until Ctrl-C or SIGTERM).",
         )
 
     def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
+        # call_command("bgtasks", "prune", days=-1) hands values over by
+        # keyword, past argparse and its type= checks: the same rules apply.
+        with _bad_input_refused():
+            for dest, (_parse, rule) in OPTION_RULES.items():
+                if options.get(dest) is not None:
+                    options[dest] = rule(options[dest])
         handler: Callable[..., None] = getattr(self, f"handle_{subcommand}")
         handler(**options)
 
@@ -157,13 +218,6 @@ class Command(BaseCommand):
     def handle_watch(
         self, *, interval: float, iterations: int | None, no_color: bool = False, **_: Any
     ) -> None:
-        if not 0 < interval <= MAX_WATCH_INTERVAL:
-            raise CommandError(
-                f"--interval must be above 0 and at most {MAX_WATCH_INTERVAL:g} seconds, "
-                f"not {interval:g}."
-            )
-        if iterations is not None and iterations < 1:
-            raise CommandError(f"--iterations must be 1 or more, not {iterations}.")
         clear = self.stdout.isatty() and not no_color
         reads.watch(
             self.stdout,
@@ -249,11 +303,9 @@ class Command(BaseCommand):
         )
 
     def handle_prune(self, *, days: float | None, dry_run: bool, **_: Any) -> None:
-        days = conf.HISTORY_DAYS if days is None else days
-        if not (math.isfinite(days) and 0 <= days <= MAX_HISTORY_DAYS):
-            raise CommandError(
-                f"--days must be 0 or more, and at most {MAX_HISTORY_DAYS}, not {days:g}."
-            )
+        if days is None:
+            with _bad_input_refused():
+                days = history_days(conf.HISTORY_DAYS)
         old_runs = TaskRun.objects.older_than(days)
         if dry_run:
             silent = [state.name for state in BackgroundTask.objects.list_states() if state.stale]
@@ -297,7 +349,7 @@ def _json_option(parser: CommandParser) -> None:
 def _token_option(parser: CommandParser, verb: str) -> None:
     parser.add_argument(
         "--token",
-        type=int,
+        type=option_type("token"),
         default=None,
         help=f"{verb} only if this claim (fencing token) still holds the lease "
         "(default: the claim seen when the command starts).",
