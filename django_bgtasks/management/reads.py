@@ -7,6 +7,7 @@ with the cells and tables of :mod:`django_bgtasks.terminal`.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections.abc import Iterable, Sequence
@@ -57,13 +58,18 @@ def write_tasks(stdout: OutputWrapper, style: Style, states: Sequence[TaskState]
             str(state.token),
             outcome_cell(state.outcome, style),
             display.ago(state.heartbeat_age),
-            display.when(state.started_at),
-            display.when(state.finished_at),
-            display.seconds(state.duration),
+            *_times(state.started_at, state.finished_at, state.duration),
         ]
         for state in states
     ]
     write_table(stdout, style, TASK_COLUMNS, rows)
+
+
+def _times(
+    started: dt.datetime | None, finished: dt.datetime | None, took: float | None
+) -> list[Cell]:
+    """The STARTED, FINISHED and DURATION cells of a task or a run."""
+    return [display.when(started), display.when(finished), display.seconds(took)]
 
 
 def show_list(
@@ -112,9 +118,7 @@ def show_task(stdout: OutputWrapper, style: Style, state: TaskState) -> None:
                 str(run.token),
                 outcome_cell(run.outcome, style),
                 run.owner,
-                display.when(run.started_at),
-                display.when(run.finished_at),
-                display.seconds(run.duration),
+                *_times(run.started_at, run.finished_at, run.duration),
             ]
             for run in runs
         ]

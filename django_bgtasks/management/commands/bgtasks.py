@@ -273,7 +273,7 @@ class Command(BaseCommand):
         with _bad_input_refused():
             result = operations.force_release(name, token=token)
         if not isinstance(result, operations.Released):
-            raise _no_longer_held(name, token, "released")
+            raise CommandError(f"Task {name!r} was not released: {_no_longer_holds(token)}")
         self.stdout.write(
             self.style.SUCCESS(
                 f"Released {name!r} (token {token}, held by {state.owner}). That holder can "
@@ -290,7 +290,7 @@ class Command(BaseCommand):
         with _bad_input_refused():
             result = operations.request_cancel(name, token=token)
         if not isinstance(result, operations.CancelRequested):
-            raise _no_longer_held(name, token, "cancelled")
+            raise CommandError(f"Task {name!r} was not cancelled: {_no_longer_holds(token)}")
         try:
             within = f" (heartbeats every {display.seconds(heartbeat_interval(state.ttl))})"
         except (ValueError, TypeError):
@@ -365,8 +365,5 @@ def _bad_input_refused() -> Iterator[None]:
         raise CommandError(str(exc)) from None
 
 
-def _no_longer_held(name: str, token: int, done: str) -> CommandError:
-    return CommandError(
-        f"Task {name!r} was not {done}: token {token} no longer holds it "
-        "(it finished, or another run took over)."
-    )
+def _no_longer_holds(token: int) -> str:
+    return f"token {token} no longer holds it (it finished, or another run took over)."
