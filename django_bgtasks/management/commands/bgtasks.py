@@ -6,7 +6,9 @@ Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
 as the admin and the JSON API do, so it gives the same answer on every
 replica. ``--json`` (on ``list`` and ``show``) prints only JSON, in the API's
 shape (``TaskState.as_json()``). Failures raise ``CommandError``: a message on
-stderr and exit status 1.
+stderr and exit status 1. An option value that breaks its rule (``OPTION_RULES``)
+is refused while the command line is parsed, as argparse refuses any bad
+argument (usage on stderr, exit status 2; from ``call_command``, a ``CommandError``).
 
 This module is the argument adapter: ``Command.add_arguments`` declares each
 subcommand, and ``handle_<subcommand>`` puts what it does into output. The
@@ -232,8 +234,9 @@ class Command(BaseCommand):
 
     def handle_run(self, *, name: str, ttl: float | None, **_: Any) -> None:
         stop, interrupts = threading.Event(), [0]
-        # Catch Ctrl-C from before the claim, so that no interrupt can leave
-        # a claimed lease behind without its run.
+        # Signals are handled from before the claim: an interrupt just after
+        # it is a cancel request like any other, never a KeyboardInterrupt
+        # that leaves the lease held.
         with stop_on_signals(stop, interrupts):
             running = self._start(name, ttl)
             self.stdout.write(
