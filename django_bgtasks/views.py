@@ -207,7 +207,7 @@ class _OptionsForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         # Unknown fields are refused before any value meets its rule (text
         # that is no number at all was refused already, by its field): the
-        # order in which this API has always named what is wrong.
+        # order in which this API named what is wrong before it used a form.
         unknown = sorted(set(self.data) - set(self.fields))
         if unknown:
             only = " and ".join(repr(name) for name in self.fields)
