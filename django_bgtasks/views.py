@@ -4,6 +4,8 @@
 * ``GET <prefix>/<name>/``: one ``TaskState``, or 404;
 * ``POST <prefix>/<name>/run/``: start a registered task here, 202 (409 when
   it is held, 404 when no task is registered by that name, 400 on bad input);
+  with ``BGTASKS_EXECUTOR = "worker"``, file a request for a worker, 202 (409
+  when one is already pending);
 * ``POST <prefix>/<name>/cancel/``: ask the holder to stop, 202 (409 when
   nobody holds it, or when an optional ``token`` no longer does; 404 when the
   task has never run; 400 on bad input).
@@ -14,8 +16,11 @@ command prints too. Everything is read from the lease table through
 answers alike; nothing here keeps state of its own.
 
 Reads need a staff session with the model's view (or change) permission and
-writes its change permission; anyone else gets a 403 JSON error and no data.
-Writes are CSRF-protected like any session-authenticated POST.
+writes its change permission (:mod:`django_bgtasks.permissions`); anyone else
+gets a 403 JSON error and no data. Writes are CSRF-protected like any
+session-authenticated POST. Their bodies, a JSON object or a form, are checked
+by ``RunForm`` and ``CancelForm``; what they do is :mod:`django_bgtasks.operations`,
+which the views only put into status codes and JSON.
 
 Reads carry a weak ``ETag`` and answer ``If-None-Match`` with 304, so that
 many polling tabs cost a small query each and no body. The tag covers
@@ -33,7 +38,8 @@ from collections.abc import Callable, Iterable
 from functools import wraps
 from typing import Any, TypeVar
 
-from django.contrib.auth import get_permission_codename
+from django import forms
+from django.core.exceptions import ValidationError
 from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.urls import reverse
@@ -41,10 +47,10 @@ from django.utils.cache import get_conditional_response, patch_cache_control, pa
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST, require_safe
 
-from .exceptions import UnknownTask
+from . import operations
 from .models import BackgroundTask
-from .tasks import get_task
-from .validation import validate_name
+from .permissions import Action, user_may
+from .validation import validate_name, validate_token, validate_ttl
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 
@@ -62,27 +68,12 @@ def outside_request_transactions(view: View) -> View:
     return view
 
 
-def user_may(request: HttpRequest, action: str) -> bool:
-    """Whether the request's user may ``"view"`` or ``"change"`` tasks: an
-    active staff member with the model's permission, as the admin requires.
-    (The change permission implies view, as it does in the admin.)"""
-    user = getattr(request, "user", None)
-    if user is None or not user.is_active or not getattr(user, "is_staff", False):
-        return False
-    opts = BackgroundTask._meta
-    change = f"{opts.app_label}.{get_permission_codename('change', opts)}"
-    if action == "change":
-        return bool(user.has_perm(change))
-    view = f"{opts.app_label}.{get_permission_codename('view', opts)}"
-    return bool(user.has_perm(view) or user.has_perm(change))
-
-
 def error(status: int, message: str, **extra: Any) -> JsonResponse:
     """A JSON error body: ``{"error": message, ...}``, never task data."""
     return JsonResponse({"error": message, **extra}, status=status)
 
 
-def _requires(action: str) -> Callable[[View], View]:
+def _requires(action: Action) -> Callable[[View], View]:
     def decorator(view: View) -> View:
         @wraps(view)
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -132,15 +123,33 @@ def task_list_response(request: HttpRequest) -> HttpResponse:
     return conditional_json(request, {"tasks": items}, items)
 
 
-def _clean_name(name: str) -> str | JsonResponse:
-    try:
-        return validate_name(name)
-    except ValueError as exc:
-        return error(400, str(exc))
+def _named(view: View) -> View:
+    """Pass the URL's task name on checked, or answer 400 for a malformed one."""
+
+    @wraps(view)
+    def checked(request: HttpRequest, name: str, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        try:
+            name = validate_name(name)
+        except ValueError as exc:
+            return error(400, str(exc))
+        return view(request, name, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]
 
 
-def _state_url(name: str) -> str:
-    return reverse("bgtasks:task", args=[name])
+def _operation(view: View) -> View:
+    """A write: POST only, CSRF-protected, for the change permission, on a
+    well-formed name, and outside ``ATOMIC_REQUESTS``."""
+    return outside_request_transactions(
+        csrf_protect(require_POST(_requires("change")(_named(view))))
+    )
+
+
+def _accepted(name: str, body: dict[str, Any]) -> HttpResponse:
+    """202 with ``body`` (the task's state), and where to poll it."""
+    response = JsonResponse(body, status=202)
+    response.headers["Location"] = reverse("bgtasks:task", args=[name])
+    return response
 
 
 @require_safe
@@ -152,115 +161,163 @@ def task_list(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 @_requires("view")
+@_named
 def task_detail(request: HttpRequest, name: str) -> HttpResponse:
     """``GET <prefix>/<name>/``: one task's state, or 404."""
-    name_or_error = _clean_name(name)
-    if isinstance(name_or_error, JsonResponse):
-        return name_or_error
-    state = BackgroundTask.objects.get_state(name_or_error)
+    state = BackgroundTask.objects.get_state(name)
     if state is None:
-        return error(404, f"No task named {name_or_error!r} has run.")
+        return error(404, f"No task named {name!r} has run.")
     item = state.as_json()
     return conditional_json(request, item, [item])
 
 
-class _BadInput(ValueError):
-    pass
+# --- the bodies of the POSTs ---------------------------------------------------------
 
 
-# The optional fields each POST accepts, and how a form's text becomes one.
-_FORM_FIELDS = {"ttl": (float, "a number of seconds"), "token": (int, "a whole number")}
+class _Option(forms.Field):
+    """An optional field of a POST body, checked by a rule of ``validation``.
+
+    A JSON body's value is taken as it is (the rule refuses a wrong type); a
+    form's text is converted with ``parse`` first.
+    """
+
+    def __init__(
+        self, label: str, kind: str, parse: Callable[[str], Any], rule: Callable[[Any], Any]
+    ) -> None:
+        super().__init__(required=False, label=label)
+        self.kind, self.parse, self.rule = kind, parse, rule
+        self.from_text = True
+
+    def to_python(self, value: Any) -> Any:
+        if value is None or not self.from_text:
+            return value
+        try:
+            return self.parse(value)
+        except ValueError:
+            raise ValidationError(f"{self.label} must be {self.kind}, not {value!r}") from None
 
 
-def _post_options(request: HttpRequest, accepted: tuple[str, ...]) -> dict[str, Any]:
-    """The optional fields of a POST (``accepted``), from a JSON object or a form."""
-    data: Any
+class _OptionsForm(forms.Form):
+    """The optional fields of a POST, from a JSON object or a form; no others."""
+
+    def __init__(self, data: dict[str, Any], *, from_text: bool) -> None:
+        super().__init__(data)
+        for field in self.fields.values():
+            if isinstance(field, _Option):
+                field.from_text = from_text
+
+    def clean(self) -> dict[str, Any]:
+        # Unknown fields are refused before any value meets its rule (text
+        # that is no number at all was refused already, by its field): the
+        # order in which this API named what is wrong before it used a form.
+        unknown = sorted(set(self.data) - set(self.fields))
+        if unknown:
+            only = " and ".join(repr(name) for name in self.fields)
+            raise ValidationError(
+                f"Unknown field(s): {', '.join(unknown)}. Only {only} is accepted."
+            )
+        cleaned = self.cleaned_data
+        for name, field in self.fields.items():
+            if isinstance(field, _Option) and cleaned.get(name) is not None:
+                try:
+                    cleaned[name] = field.rule(cleaned[name])
+                except (ValueError, TypeError) as exc:
+                    self.add_error(name, str(exc))
+        return cleaned
+
+
+class RunForm(_OptionsForm):
+    """``POST <name>/run/``: an optional ``ttl`` for this run (``validate_ttl``)."""
+
+    ttl = _Option("ttl", "a number of seconds", float, validate_ttl)
+
+
+class CancelForm(_OptionsForm):
+    """``POST <name>/cancel/``: an optional ``token``, the claim to cancel (``validate_token``)."""
+
+    token = _Option("token", "a whole number", int, validate_token)
+
+
+def _options(
+    request: HttpRequest, form_class: type[_OptionsForm]
+) -> dict[str, Any] | JsonResponse:
+    """The POST's fields, cleaned by ``form_class``; or a 400 naming the first problem."""
     if request.content_type == "application/json":
         try:
             data = json.loads(request.body or b"{}")
         except ValueError as exc:
-            raise _BadInput(f"The body is not valid JSON: {exc}") from None
+            return error(400, f"The body is not valid JSON: {exc}")
         if not isinstance(data, dict):
-            raise _BadInput("The body must be a JSON object.")
+            return error(400, "The body must be a JSON object.")
+        form = form_class(data, from_text=False)
     else:
-        data = {key: request.POST[key] for key in request.POST if key != "csrfmiddlewaretoken"}
-        for key, (convert, kind) in _FORM_FIELDS.items():
-            if key in data:
-                try:
-                    data[key] = convert(data[key])
-                except ValueError:
-                    raise _BadInput(f"{key} must be {kind}, not {data[key]!r}") from None
-    unknown = sorted(set(data) - set(accepted))
-    if unknown:
-        only = " and ".join(repr(field) for field in accepted)
-        raise _BadInput(f"Unknown field(s): {', '.join(unknown)}. Only {only} is accepted.")
-    options: dict[str, Any] = data
-    return options
+        fields = {key: request.POST[key] for key in request.POST if key != "csrfmiddlewaretoken"}
+        form = form_class(fields, from_text=True)
+    if not form.is_valid():
+        return error(
+            400, next(str(message) for errors in form.errors.values() for message in errors)
+        )
+    return form.cleaned_data
 
 
-@outside_request_transactions
-@csrf_protect
-@require_POST
-@_requires("change")
+# --- the operations --------------------------------------------------------------------
+
+
+@_operation
 def task_run(request: HttpRequest, name: str) -> HttpResponse:
-    """Start the registered task ``name`` in a thread of this process, under its lease."""
-    name_or_error = _clean_name(name)
-    if isinstance(name_or_error, JsonResponse):
-        return name_or_error
-    name = name_or_error
+    """Start the registered task ``name`` in a thread of this process, under its
+    lease; with ``BGTASKS_EXECUTOR = "worker"``, file a request for a worker."""
+    options = _options(request, RunForm)
+    if isinstance(options, JsonResponse):
+        return options
     try:
-        options = _post_options(request, ("ttl",))
-        task = get_task(name)
-        if "ttl" in options:
-            task = task.options(ttl=options["ttl"])
-    except UnknownTask:
-        return error(404, f"No background task is registered as {name!r}.")
-    except (ValueError, TypeError) as exc:
+        result = operations.start(name, ttl=options["ttl"], requested_by=f"api: {request.user}")
+    except (ValueError, TypeError) as exc:  # the ttl against the heartbeat setting
         return error(400, str(exc))
-    running = task.start()
-    state = BackgroundTask.objects.get_state(name)
-    if running is None:
-        holder = state.owner if state is not None else "another owner"
+    if isinstance(result, operations.NotRegistered):
+        return error(404, f"No background task is registered as {name!r}.")
+    if isinstance(result, operations.AlreadyHeld):
+        held = result.state
+        holder = held.owner if held is not None else "another owner"
         return error(
             409,
             f"Task {name!r} is already running on {holder}.",
-            state=state.as_json() if state is not None else None,
+            state=held.as_json() if held is not None else None,
         )
+    if isinstance(result, operations.AlreadyRequested):
+        pending = result.state
+        return error(
+            409,
+            f"Task {name!r} already has a pending request.",
+            state=pending.as_json() if pending is not None else None,
+        )
+    if isinstance(result, operations.Requested):  # BGTASKS_EXECUTOR = "worker"
+        return _accepted(name, result.state.as_json())
     # The work may already have finished; the token says which run this was.
-    response = JsonResponse(
-        state.as_json() if state is not None else {"name": name, "token": running.token},
-        status=202,
+    state = BackgroundTask.objects.get_state(name)
+    return _accepted(
+        name,
+        state.as_json() if state is not None else {"name": name, "token": result.running.token},
     )
-    response.headers["Location"] = _state_url(name)
-    return response
 
 
-@outside_request_transactions
-@csrf_protect
-@require_POST
-@_requires("change")
+@_operation
 def task_cancel(request: HttpRequest, name: str) -> HttpResponse:
     """Ask the holder of ``name`` to stop; it sees this at its next heartbeat."""
-    name_or_error = _clean_name(name)
-    if isinstance(name_or_error, JsonResponse):
-        return name_or_error
-    name = name_or_error
-    try:
-        # With a token, only that run is asked to stop: a client cancels the
-        # run it showed, never a newer one that took over since.
-        token = _post_options(request, ("token",)).get("token")
-        requested = BackgroundTask.objects.request_cancel(name, token=token)
-    except (ValueError, TypeError) as exc:
-        return error(400, str(exc))
-    state = BackgroundTask.objects.get_state(name)
-    if state is None:
+    options = _options(request, CancelForm)
+    if isinstance(options, JsonResponse):
+        return options
+    # With a token, only that run is asked to stop: a client cancels the run
+    # it showed, never a newer one that took over since.
+    result = operations.request_cancel(name, token=options["token"])
+    if isinstance(result, operations.NeverRun):
         return error(404, f"No task named {name!r} has run.")
-    if not requested:
-        if token is not None and state.token != token:
-            message = f"Task {name!r} is no longer run by token {token} (now {state.token})."
-        else:
-            message = f"Task {name!r} is not running."
-        return error(409, message, state=state.as_json())
-    response = JsonResponse(state.as_json(), status=202)
-    response.headers["Location"] = _state_url(name)
-    return response
+    if isinstance(result, operations.CancelRequested):
+        return _accepted(name, result.state.as_json())
+    if isinstance(result, operations.TookOverSince):
+        message = (
+            f"Task {name!r} is no longer run by token {result.token} (now {result.state.token})."
+        )
+    else:
+        message = f"Task {name!r} is not running."
+    return error(409, message, state=result.state.as_json())

@@ -46,7 +46,8 @@ def test_list_shows_every_task(db_alias: str) -> None:
     out = bgtasks("list").splitlines()
 
     assert out[0].split() == ["NAME", "STATUS", "PROGRESS", "OWNER", "TOKEN", "OUTCOME",
-                              "HEARTBEAT", "STARTED", "FINISHED", "DURATION"]  # fmt: skip
+                              "HEARTBEAT", "STARTED", "FINISHED", "DURATION",
+                              "NEXT", "RUN"]  # fmt: skip
     cleanup = next(line for line in out if line.startswith("cleanup"))
     assert "running" in cleanup and "45% (9/20)" in cleanup and "worker-1" in cleanup
     silent = next(line for line in out if line.startswith("silent"))

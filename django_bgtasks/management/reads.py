@@ -1,0 +1,185 @@
+"""What the ``bgtasks`` read subcommands print: ``list``, ``show`` and ``watch``.
+
+The command (``management/commands/bgtasks.py``) parses the arguments and
+handles ``--json`` and errors; these functions lay the states out as text,
+with the cells and tables of :mod:`django_bgtasks.terminal`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterable, Sequence
+
+from django.core.management.base import OutputWrapper
+from django.core.management.color import Style
+from django.db import InterfaceError, OperationalError, close_old_connections
+from django.utils import timezone
+
+from .. import display
+from ..models import BackgroundTask, TaskRun
+from ..states import TaskState
+from ..terminal import (
+    CLEAR_SCREEN,
+    Cell,
+    outcome_cell,
+    printable,
+    status_cell,
+    stop_on_signals,
+    styled,
+    write_table,
+)
+
+RECENT_RUNS = 10
+TASK_COLUMNS = (
+    "NAME",
+    "STATUS",
+    "PROGRESS",
+    "OWNER",
+    "TOKEN",
+    "OUTCOME",
+    "HEARTBEAT",
+    "STARTED",
+    "FINISHED",
+    "DURATION",
+    "NEXT RUN",
+)
+RUN_COLUMNS = (
+    "TOKEN",
+    "OUTCOME",
+    "TRIGGER",
+    "ATTEMPT",
+    "OWNER",
+    "STARTED",
+    "FINISHED",
+    "DURATION",
+)
+
+
+def write_tasks(stdout: OutputWrapper, style: Style, states: Sequence[TaskState]) -> None:
+    """One row per task, in ``TASK_COLUMNS``."""
+    rows: list[list[Cell]] = [
+        [
+            state.name,
+            status_cell(state, style),
+            display.progress_label(state),
+            state.owner,
+            str(state.token),
+            outcome_cell(state.outcome, style),
+            display.ago(state.heartbeat_age),
+            *_times(state.started_at, state.finished_at, state.duration),
+            display.when(state.next_run_at),
+        ]
+        for state in states
+    ]
+    write_table(stdout, style, TASK_COLUMNS, rows)
+
+
+def _times(
+    started: dt.datetime | None, finished: dt.datetime | None, took: float | None
+) -> list[Cell]:
+    """The STARTED, FINISHED and DURATION cells of a task or a run."""
+    return [display.when(started), display.when(finished), display.seconds(took)]
+
+
+def show_list(
+    stdout: OutputWrapper, style: Style, states: Sequence[TaskState], registered: Iterable[str]
+) -> None:
+    """``list``: the tasks that have run, then the registered ones that never did."""
+    if states:
+        write_tasks(stdout, style, states)
+    seen = {state.name for state in states}
+    never_run = [name for name in registered if name not in seen]
+    if never_run:
+        stdout.write(f"Registered, never run: {', '.join(never_run)}")
+    if not states and not never_run:
+        stdout.write("No background task has run, and none is registered.")
+
+
+def show_task(stdout: OutputWrapper, style: Style, state: TaskState) -> None:
+    """``show``: one task's fields, its error and value, and its recent runs."""
+    fields: list[tuple[str, Cell]] = [
+        ("name", state.name),
+        ("status", status_cell(state, style)),
+        ("progress", display.progress_label(state)),
+        ("owner", state.owner),
+        ("token", str(state.token)),
+        ("ttl", f"{state.ttl:g} s"),
+        ("last heartbeat", display.ago(state.heartbeat_age)),
+        ("started", display.when(state.started_at)),
+        ("finished", display.when(state.finished_at)),
+        ("duration", display.seconds(state.duration)),
+        ("cancel requested", "yes" if state.cancel_requested else "no"),
+        ("outcome", outcome_cell(state.outcome, style)),
+        ("trigger", state.trigger),
+        ("attempt", str(state.attempt)),
+        ("requested", display.when(state.requested_at)),
+        ("next run", display.when(state.next_run_at)),
+    ]
+    width = max(len(label) for label, _cell in fields)
+    for label, cell in fields:
+        stdout.write(f"{label.ljust(width)}  {styled(cell)}")
+    if state.error:
+        stdout.write("error:")
+        stdout.write(printable(state.error.rstrip()))
+    stdout.write("value:")
+    stdout.write(printable(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True)))
+    runs = list(TaskRun.objects.for_task(state.name)[:RECENT_RUNS])
+    if runs:
+        stdout.write(f"recent runs (newest first, up to {RECENT_RUNS}):")
+        rows: list[list[Cell]] = [
+            [
+                str(run.token),
+                outcome_cell(run.outcome, style),
+                run.trigger,
+                str(run.attempt),
+                run.owner,
+                *_times(run.started_at, run.finished_at, run.duration),
+            ]
+            for run in runs
+        ]
+        write_table(stdout, style, RUN_COLUMNS, rows)
+
+
+def watch(
+    stdout: OutputWrapper,
+    stderr: OutputWrapper,
+    style: Style,
+    *,
+    interval: float,
+    iterations: int | None,
+    clear: bool,
+) -> None:
+    """``watch``: the task table every ``interval`` seconds, ``iterations``
+    times or until Ctrl-C or SIGTERM; ``clear`` clears the screen before each."""
+    stop = threading.Event()
+    shown = 0
+    with stop_on_signals(stop):
+        while not stop.is_set():
+            # A long-lived loop: drop a connection the database closed or
+            # that outlived CONN_MAX_AGE, as a request would.
+            close_old_connections()
+            try:
+                states = BackgroundTask.objects.list_states()
+            except (OperationalError, InterfaceError) as exc:
+                stderr.write(f"Database unreachable, retrying: {exc}")
+                stop.wait(interval)
+                continue
+            if clear:
+                stdout.write(CLEAR_SCREEN, ending="")
+            now = timezone.localtime().strftime("%Y-%m-%d %H:%M:%S")
+            running = sum(state.running for state in states)
+            stdout.write(
+                f"{now}  {len(states)} task(s), {running} running. "
+                f"Every {interval:g} s; Ctrl-C to stop."
+            )
+            if states:
+                write_tasks(stdout, style, states)
+            if not clear:
+                stdout.write("")
+            shown += 1
+            if iterations is not None and shown >= iterations:
+                break
+            stop.wait(interval)
+    close_old_connections()

@@ -1,0 +1,235 @@
+"""What the ``bgtasks`` worker subcommands do: ``worker``, ``workers`` and ``request``.
+
+The command (``management/commands/bgtasks.py``) declares them with
+:func:`add_arguments` and hands its parsed options here; failures are
+``CommandError``s, as everywhere in the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
+from django.core.management.color import Style
+
+from .. import display
+from ..exceptions import UnknownTask
+from ..models import BackgroundTask
+from ..tasks import get_task, registered_tasks
+from ..terminal import Cell, stop_on_signals, write_json, write_table
+from ..worker import Worker
+
+WORKER_COLUMNS = ("WORKER", "HOST", "PID", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
+
+
+def add_arguments(add_parser: Callable[[str, str], CommandParser]) -> None:
+    """Declare ``worker``, ``workers`` and ``request``."""
+    worker = add_parser(
+        "worker",
+        "Run requested, scheduled, resumed and retried runs until SIGTERM or Ctrl-C "
+        "(any number of workers, on any number of hosts).",
+    )
+    worker.add_argument(
+        "--task",
+        action="append",
+        dest="task_names",
+        metavar="NAME",
+        default=None,
+        help="Run only this task (repeatable; default: every registered task).",
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=4,
+        help="Runs at once, each in its own thread (default: %(default)r).",
+    )
+    worker.add_argument(
+        "--poll",
+        type=_seconds(0.001, 3600),
+        default=1.0,
+        help="Seconds between looks for due work (default: %(default)r).",
+    )
+    worker.add_argument(
+        "--grace",
+        type=_seconds(0, 86400),
+        default=30.0,
+        help="On SIGTERM, seconds to wait for running tasks to stop (default: %(default)r).",
+    )
+    worker.add_argument(
+        "--once", action="store_true", help="Do what is due now, wait for it, and exit."
+    )
+
+    workers = add_parser("workers", "Every worker, as it last reported itself.")
+    workers.add_argument(
+        "--json", action="store_true", dest="json_output", help="Print only JSON."
+    )
+
+    request = add_parser(
+        "request", "Ask a worker to run a registered task (one pending request per task)."
+    )
+    request.add_argument("name", help="The registered task's name.")
+    request.add_argument(
+        "--args",
+        type=_json_of(list, "a JSON list"),
+        default=[],
+        dest="task_args",
+        help="Positional arguments, as a JSON list (default: none).",
+    )
+    request.add_argument(
+        "--kwargs",
+        type=_json_of(dict, "a JSON object"),
+        default={},
+        dest="task_kwargs",
+        help="Keyword arguments, as a JSON object (default: none).",
+    )
+
+
+def run_worker(
+    stderr: OutputWrapper,
+    *,
+    task_names: list[str] | None,
+    concurrency: int,
+    poll: float,
+    grace: float,
+    once: bool,
+    verbosity: int,
+) -> None:
+    """``worker``: until SIGTERM/SIGINT (a graceful stop), or with ``once``, until done."""
+    registered = registered_tasks()
+    names = task_names or list(registered)
+    unknown = [name for name in names if name not in registered]
+    if unknown:
+        raise CommandError(
+            f"No background task is registered as {', '.join(map(repr, unknown))} "
+            f"(registered: {', '.join(registered) or 'none'})."
+        )
+    if not names:
+        raise CommandError("No background task is registered, so there is nothing to run.")
+    tasks = [registered[name] for name in names]
+    for task in tasks:
+        try:
+            task.effective_schedule  # noqa: B018  (a bad BGTASKS_SCHEDULES entry raises)
+        except (TypeError, ValueError) as exc:
+            raise CommandError(f"BGTASKS_SCHEDULES[{task.name!r}]: {exc}") from None
+    worker = Worker(tasks, concurrency=concurrency, poll=poll, grace=grace)
+    with _log_to(stderr, verbosity), stop_on_signals(worker.stopping):
+        worker.run(once=once)
+
+
+def show_workers(stdout: OutputWrapper, style: Style, *, json_output: bool) -> None:
+    """``workers``: each worker's last report, its age by the database's clock."""
+    workers = BackgroundTask.objects.work.workers()
+    if json_output:
+        write_json(stdout, {"workers": [worker.as_json() for worker in workers]})
+        return
+    if not workers:
+        stdout.write("No worker has reported itself.")
+        return
+    rows: list[list[Cell]] = [
+        [
+            worker.id,
+            worker.host,
+            str(worker.pid),
+            str(worker.concurrency),
+            ", ".join(worker.running),
+            ", ".join(worker.tasks),
+            display.ago(worker.age),
+        ]
+        for worker in workers
+    ]
+    write_table(stdout, style, WORKER_COLUMNS, rows)
+
+
+def request(
+    stdout: OutputWrapper,
+    style: Style,
+    *,
+    name: str,
+    task_args: list[Any],
+    task_kwargs: dict[str, Any],
+) -> None:
+    """``request NAME``: file a request that a worker performs."""
+    try:
+        task = get_task(name)
+    except UnknownTask:
+        known = ", ".join(registered_tasks()) or "none"
+        raise CommandError(
+            f"No background task is registered as {name!r} (registered: {known})."
+        ) from None
+    try:
+        accepted = BackgroundTask.objects.request_run(
+            name,
+            args=task_args,
+            kwargs=task_kwargs,
+            requested_by="manage.py bgtasks",
+            ttl=task.ttl,
+        )
+    except (ValueError, TypeError) as exc:
+        raise CommandError(str(exc)) from None
+    if not accepted:
+        raise CommandError(f"Task {name!r} already has a pending request.")
+    stdout.write(style.SUCCESS(f"Requested {name!r}; a worker will run it."))
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def _seconds(low: float, high: float) -> Callable[[str], float]:
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be a number of seconds, not {text!r}"
+            ) from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, not {text}")
+        return value
+
+    return seconds
+
+
+def _json_of(kind: type, described: str) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"is not valid JSON: {exc}") from None
+        if not isinstance(value, kind):
+            raise argparse.ArgumentTypeError(f"must be {described}, not {text!r}")
+        return value
+
+    return parse
+
+
+@contextlib.contextmanager
+def _log_to(stream: OutputWrapper, verbosity: int) -> Iterator[None]:
+    """The worker logs through ``logging``; when the site configured no handler
+    for it, show its INFO lines (WARNING at -v 0) on the command's stderr."""
+    logger = logging.getLogger("django_bgtasks")
+    if logger.handlers or (logger.propagate and logging.getLogger().handlers):
+        yield
+        return
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    previous = logger.level
+    logger.setLevel(logging.INFO if verbosity >= 1 else logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
