@@ -352,3 +352,56 @@ def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, setti
     started = operations.start("surface-quick", executor="thread")
     assert isinstance(started, operations.Started)
     assert started.running.wait(10)
+
+
+def test_bgtasks_request_files_one_request_and_refuses_bad_input(db_alias: str) -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    call_command("bgtasks", "request", "surface-quick", "--kwargs", '{"total": 2}', stdout=out)
+    assert "Requested 'surface-quick'" in out.getvalue()
+    row = BackgroundTask.objects.get(name="surface-quick")
+    assert (row.request, row.requested_by) == (
+        {"args": [], "kwargs": {"total": 2}},
+        "manage.py bgtasks",
+    )
+    with pytest.raises(CommandError, match="already has a pending request"):
+        call_command("bgtasks", "request", "surface-quick")
+    with pytest.raises(CommandError, match="No background task is registered as 'nope'"):
+        call_command("bgtasks", "request", "nope")
+    with pytest.raises(CommandError, match="must be a JSON list"):
+        call_command("bgtasks", "request", "surface-slow", "--args", '{"a": 1}')
+    with pytest.raises(CommandError, match="is not valid JSON"):
+        call_command("bgtasks", "request", "surface-slow", "--kwargs", "{nope")
+    assert not BackgroundTask.objects.filter(name__in=["nope", "surface-slow"]).exists()
+
+
+def test_bgtasks_workers_lists_each_worker_by_the_database_clock(db_alias: str) -> None:
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("bgtasks", "workers", stdout=out)
+    assert out.getvalue().strip() == "No worker has reported itself."
+    objects.work.beat(
+        worker="h:1:x", host="h", pid=1, tasks=["a", "b"], concurrency=2, running=["a"]
+    )
+    out = StringIO()
+    call_command("bgtasks", "workers", "--json", stdout=out)
+    [worker] = json.loads(out.getvalue())["workers"]
+    assert (worker["id"], worker["tasks"], worker["running"], worker["concurrency"]) == (
+        "h:1:x",
+        ["a", "b"],
+        ["a"],
+        2,
+    )
+    assert 0 <= worker["age"] < 5
+    out = StringIO()
+    call_command("bgtasks", "workers", "--no-color", stdout=out)
+    assert "h:1:x" in out.getvalue() and "a, b" in out.getvalue()
+    objects.work.gone("h:1:x")
+    assert objects.work.workers() == []
