@@ -80,6 +80,35 @@ class Statements:
     clock: str
 
 
+# --- The workers' statements that both vendors write alike --------------------------------
+# (Each vendor's fragments fill in its clock and casts.)
+
+# The request is taken in the claim that performs it: exactly one worker wins.
+CLAIM_REQUEST = """
+    UPDATE {task}
+    SET {claim_set}, attempt = 1, run_args = request, value = NULL, scheduled_for = NULL,
+        request = NULL, requested_at = NULL, requested_by = ''
+    WHERE name = %(name)s AND requested_at IS NOT NULL AND (NOT running OR {stale})
+    {claim_returning}
+"""
+# One run per slot: the claim moves the slot on, compare-and-set on the slot
+# the worker saw, and only while the database's clock is still before the
+# next slot (a worker that stalled after its poll can't run a slot late).
+CLAIM_SCHEDULED = """
+    UPDATE {task}
+    SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
+        scheduled_for = next_run_at, next_run_at = {next_slot}
+    WHERE name = %(name)s AND {is_due_slot} AND {before_next} AND (NOT running OR {stale})
+    {claim_returning}
+"""
+# The slot came while the task still runs: move on, and count it on the run.
+SKIP_SLOT = """
+    UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1
+    WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot} AND {before_next}
+    RETURNING 1
+"""
+
+
 # --- PostgreSQL ---------------------------------------------------------------
 
 POSTGRESQL_FRAGMENTS = {
@@ -109,6 +138,9 @@ POSTGRESQL_FRAGMENTS = {
         schedule, next_run_at""",
     "new_row_token": "COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s::text), 0)",
     "claim_returning": "RETURNING token, attempt, run_args, value",
+    "before_next": "clock_timestamp() < %(next)s::timestamptz",
+    "is_due_slot": "next_run_at = %(due)s::timestamptz",
+    "next_slot": "%(next)s::timestamptz",
     "state_source": """(
         SELECT t.*,
             t.running AND t.updated_at < now.ts - t.ttl * interval '1 second' AS stale,
@@ -212,25 +244,8 @@ POSTGRESQL = Statements(
         WHERE t.requested_at IS NULL
         RETURNING 1
     """,
-    # The request is taken in the claim that performs it: exactly one worker wins.
-    claim_request="""
-        UPDATE {task}
-        SET {claim_set}, attempt = 1, run_args = request, value = NULL, scheduled_for = NULL,
-            request = NULL, requested_at = NULL, requested_by = ''
-        WHERE name = %(name)s AND requested_at IS NOT NULL AND (NOT running OR {stale})
-        {claim_returning}
-    """,
-    # One run per slot: the claim moves the slot on, compare-and-set on the slot
-    # the worker saw, and only while the database's clock is still before the
-    # next slot (a worker that stalled after its poll can't run a slot late).
-    claim_scheduled="""
-        UPDATE {task}
-        SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
-            scheduled_for = next_run_at, next_run_at = %(next)s::timestamptz
-        WHERE name = %(name)s AND next_run_at = %(due)s::timestamptz
-            AND clock_timestamp() < %(next)s::timestamptz AND (NOT running OR {stale})
-        {claim_returning}
-    """,
+    claim_request=CLAIM_REQUEST,
+    claim_scheduled=CLAIM_SCHEDULED,
     # A lost (stale, or recorded lost) or interrupted run of claim %(expect)s,
     # again, keeping its value for resume_from. A graceful interruption does
     # not use up an attempt; a loss does.
@@ -255,13 +270,7 @@ POSTGRESQL = Statements(
             AND finished_at <= clock_timestamp() - %(delay)s * interval '1 second'
         {claim_returning}
     """,
-    # The slot came while the task still runs: move on, and count it on the run.
-    skip_slot="""
-        UPDATE {task} SET next_run_at = %(next)s::timestamptz, skipped = skipped + 1
-        WHERE name = %(name)s AND running AND {live} AND next_run_at = %(due)s::timestamptz
-            AND clock_timestamp() < %(next)s::timestamptz
-        RETURNING 1
-    """,
+    skip_slot=SKIP_SLOT,
     # A scheduled task's row and first slot; recomputed when the schedule changed.
     ensure_schedule="""
         INSERT INTO {task} AS t ({new_row_columns})
@@ -340,6 +349,7 @@ SQLITE_FRAGMENTS = {
     "before_next": "julianday('now') < julianday(%(next)s)",
     # The same instant, whichever text form it was written in.
     "is_due_slot": "julianday(next_run_at) = julianday(%(due)s)",
+    "next_slot": "%(next)s",
 }
 
 SQLITE = Statements(
@@ -407,21 +417,8 @@ SQLITE = Statements(
         WHERE t.requested_at IS NULL
         RETURNING 1
     """,
-    claim_request="""
-        UPDATE {task}
-        SET {claim_set}, attempt = 1, run_args = request, value = NULL, scheduled_for = NULL,
-            request = NULL, requested_at = NULL, requested_by = ''
-        WHERE name = %(name)s AND requested_at IS NOT NULL AND (NOT running OR {stale})
-        {claim_returning}
-    """,
-    claim_scheduled="""
-        UPDATE {task}
-        SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
-            scheduled_for = next_run_at, next_run_at = %(next)s
-        WHERE name = %(name)s AND {is_due_slot} AND {before_next}
-            AND (NOT running OR {stale})
-        {claim_returning}
-    """,
+    claim_request=CLAIM_REQUEST,
+    claim_scheduled=CLAIM_SCHEDULED,
     claim_resume="""
         UPDATE {task}
         SET {claim_set},
@@ -442,12 +439,7 @@ SQLITE = Statements(
             AND (julianday('now') - julianday(finished_at)) * 86400.0 >= %(delay)s
         {claim_returning}
     """,
-    skip_slot="""
-        UPDATE {task} SET next_run_at = %(next)s, skipped = skipped + 1
-        WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot}
-            AND {before_next}
-        RETURNING 1
-    """,
+    skip_slot=SKIP_SLOT,
     ensure_schedule="""
         INSERT INTO {task} AS t ({new_row_columns})
         VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
