@@ -94,5 +94,5 @@ DATABASES: dict[str, dict[str, Any]] = {
 }
 
 if os.environ.get("DATABASE_URL"):
-    DATABASES["env"] = dj_database_url.parse(os.environ["DATABASE_URL"])
+    DATABASES["env"] = dict(dj_database_url.parse(os.environ["DATABASE_URL"]))
     DATABASES["env"]["TEST"] = {"NAME": f"test_bgtasks_{CHECKOUT_ID}", "DEPENDENCIES": []}
