@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -16,6 +19,7 @@ from django.db import NotSupportedError, connections
 from django.db.backends.dummy.base import DatabaseWrapper as DummyDatabaseWrapper
 from django.utils import timezone
 
+import django_bgtasks
 from django_bgtasks import (
     LeaseLost,
     RunningLease,
@@ -25,13 +29,97 @@ from django_bgtasks import (
     get_task,
     lease,
     registered_tasks,
+    runner,
+    states,
+    tasks,
 )
 from django_bgtasks import sql as lease_sql
 from django_bgtasks.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import backdate, rows, runs
+from tests.procs import ROOT
 
 objects = BackgroundTask.objects
+
+
+# --- the package's names, re-exported lazily ---------------------------------------------
+
+# The module that defines each lazily re-exported name: the package hands out
+# that very object, not a copy or a wrapper.
+LAZY_NAMES = {
+    "lease": runner,
+    "alease": runner,
+    "RunningLease": runner,
+    "Lease": states,
+    "TaskState": states,
+    "background_task": tasks,
+    "get_task": tasks,
+    "registered_tasks": tasks,
+    "BackgroundTaskFunction": tasks,
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAZY_NAMES))
+def test_a_lazy_name_is_the_object_its_module_defines(name: str) -> None:
+    module = LAZY_NAMES[name]
+    defined = getattr(module, name)
+    assert defined.__module__ == module.__name__  # defined there, not imported
+    assert getattr(django_bgtasks, name) is defined
+    assert name in django_bgtasks.__all__
+
+
+def test_every_exported_name_resolves_and_nothing_else_does() -> None:
+    for name in django_bgtasks.__all__:
+        assert getattr(django_bgtasks, name) is not None, name
+    with pytest.raises(AttributeError, match="has no attribute 'LeaseManager'"):
+        django_bgtasks.LeaseManager  # noqa: B018  (the lookup is the test)
+
+
+# Run in a fresh interpreter: in this one, Django's set-up imported everything.
+IMPORT_ALONE = """
+import json, sys
+import django_bgtasks
+loaded_before_setup = sorted(m for m in sys.modules if m.startswith("django_bgtasks."))
+try:
+    django_bgtasks.lease
+except Exception as exc:  # the models need the app registry
+    refused_before_setup = type(exc).__name__
+else:
+    refused_before_setup = None
+import django
+django.setup()
+from django_bgtasks import runner
+print(json.dumps({
+    "loaded_before_setup": loaded_before_setup,
+    "refused_before_setup": refused_before_setup,
+    "same_object_after_setup": django_bgtasks.lease is runner.lease,
+}))
+"""
+
+
+def test_importing_the_package_alone_imports_no_runner_models_or_sql() -> None:
+    """``import django_bgtasks`` before Django is set up (in a settings file,
+    say) is safe: it loads the exceptions only; the runner, the models and the
+    SQL come on first use, and are then the very objects they define."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONWARNINGS": "error"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALONE],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["loaded_before_setup"] == ["django_bgtasks.exceptions"]
+    assert found["refused_before_setup"] == "AppRegistryNotReady"
+    assert found["same_object_after_setup"] is True
+
+
+# --- TaskState: status, progress, as_json --------------------------------------
 
 
 def state_with(value: Any = None, **fields: Any) -> TaskState:
@@ -52,9 +140,6 @@ def state_with(value: Any = None, **fields: Any) -> TaskState:
         "heartbeat_age": None,
     }
     return TaskState(**{**base, **fields})
-
-
-# --- TaskState: status, progress, as_json --------------------------------------
 
 
 def test_status_reads_the_four_states_from_the_database(db_alias: str) -> None:
