@@ -10,7 +10,7 @@ leg                    Python       Django              what runs
 ``tests-3.13``         3.13         newest 6.x          the whole suite but torture
 =====================  ===========  ==================  ===========================
 
-The torture profile (``tests/torture/``) runs once: it tests the databases
+The torture profile (``tests/faults/torture/``) runs once: it tests the databases
 under faults, which no Django version changes, and it is the slowest part.
 
 .ci/run runs the 3.11 leg as the README's ``make test`` (the project's
@@ -102,7 +102,7 @@ def tests(session: nox.Session) -> None:
     )
     args = list(session.posargs)
     if not leg.torture:
-        args.append("--ignore=tests/torture")
+        args.append("--ignore=tests/faults/torture")
     session.run("python", "-m", "pytest", *args, env=coverage_env())
 
 

@@ -274,7 +274,7 @@ def test_the_task_page_in_a_real_browser_run_on_one_replica_cancelled_from_the_o
     page shows A's process holding it and its Cancel stops that run."""
     from playwright.sync_api import sync_playwright
 
-    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

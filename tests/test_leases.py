@@ -3,6 +3,7 @@ takeover, history and durability. Each test runs once per database."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import threading
@@ -11,11 +12,13 @@ from typing import Any
 
 import pytest
 import time_machine
+from asgiref.sync import sync_to_async
 from django.db import connections, transaction
+from django.utils import timezone
 
 from django_bgtasks import InAtomicBlock, NotInAtomicBlock
 from django_bgtasks.leases import Lease, default_owner
-from django_bgtasks.models import BackgroundTask
+from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import backdate, rows, runs
 
 objects = BackgroundTask.objects
@@ -383,3 +386,60 @@ def test_default_owner_is_host_pid_random() -> None:
     host, pid, random_part = owner.rsplit(":", 2)
     assert host and int(pid) > 0 and len(random_part) == 8
     assert default_owner() == owner
+
+
+# --- run history: TaskRun.objects --------------------------------------------------
+
+
+def finish_runs(name: str, count: int) -> list[int]:
+    tokens = []
+    for _ in range(count):
+        claim = objects.try_claim(name, "a", ttl=30)
+        objects.release(name, "a", token=claim.token)
+        tokens.append(claim.token)
+    return tokens
+
+
+def test_for_task_lists_a_tasks_runs_newest_first(db_alias: str) -> None:
+    tokens = finish_runs("job", 3)
+    finish_runs("other", 1)
+    assert list(TaskRun.objects.for_task("job").values_list("token", flat=True)) == tokens[::-1]
+    assert str(TaskRun.objects.for_task("job").first()) == f"job #{tokens[-1]}"
+    assert str(BackgroundTask.objects.get(name="job")) == "job"
+
+
+def test_older_than_keeps_recent_runs_and_each_tasks_newest(db_alias: str) -> None:
+    old, recent = finish_runs("job", 2)
+    [only] = finish_runs("lonely", 1)
+    long_ago = timezone.now() - dt.timedelta(days=40)
+    TaskRun.objects.using(db_alias).filter(token__in=[old, only]).update(finished_at=long_ago)
+    TaskRun.objects.using(db_alias).filter(name="job", token=recent).update(finished_at=long_ago)
+    # Both of job's runs are old, but the newest is kept; lonely's only run too.
+    assert list(TaskRun.objects.older_than(30).values_list("name", "token")) == [("job", old)]
+    assert not TaskRun.objects.older_than(50).exists()
+    TaskRun.objects.older_than(30).delete()
+    assert objects.try_claim("job", "a", ttl=30).token == recent + 1
+
+
+# --- the async twins of the operator operations ------------------------------------
+
+
+def test_the_operator_async_twins(db_alias: str) -> None:
+    async def main() -> None:
+        claim = await objects.atry_claim("job", "a", ttl=30)
+        renewal = await objects.arenew("job", "a", token=claim.token, value={"n": 1})
+        assert renewal is not None and not renewal.cancel_requested
+        assert await objects.arequest_cancel("job")
+        assert (await objects.arenew("job", "a", token=claim.token)).cancel_requested
+        assert [s.name for s in await objects.alist_states()] == ["job"]
+        assert await objects.aforce_release("job")
+        assert not await objects.aforce_release("job")
+        assert (await objects.aget_state("job")).outcome == "released-by-operator"
+
+    async def run_and_close() -> None:
+        try:
+            await main()
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    asyncio.run(run_and_close())

@@ -1,5 +1,7 @@
-"""``lease()``, ``background_task`` and the heartbeat thread, in this process
-and against real worker processes (SIGKILL, SIGSTOP, database restarts)."""
+"""``lease()``, ``alease()``, the ``RunningLease`` a body gets, and its heartbeat
+thread (django_bgtasks/runner.py), in this process. The same against real
+worker processes and their faults (SIGKILL, SIGSTOP, database restarts) is in
+tests/faults/test_processes.py; ``@background_task`` is in tests/test_tasks.py."""
 
 from __future__ import annotations
 
@@ -14,13 +16,11 @@ from django.db import connections, transaction
 
 import django_bgtasks
 from django_bgtasks import (
-    BgTasksError,
     LeaseHeld,
     LeaseLost,
     TaskCancelled,
-    UnknownTask,
+    alease,
     background_task,
-    get_task,
     lease,
 )
 from django_bgtasks.models import BackgroundTask
@@ -28,12 +28,6 @@ from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
 from tests.dbtools import backdate, rows, runs
 
 objects = BackgroundTask.objects
-
-
-def test_the_public_names_share_one_base() -> None:
-    for error in (LeaseHeld, LeaseLost, TaskCancelled, UnknownTask):
-        assert issubclass(error, BgTasksError)
-    assert django_bgtasks.lease is lease
 
 
 def test_a_body_that_finishes_releases_as_succeeded(db_alias: str) -> None:
@@ -202,42 +196,25 @@ def test_fence_refuses_a_lost_lease(db_alias: str) -> None:
             pytest.fail("fence() must not return for a lost lease")
 
 
-def test_background_task_run_and_start(db_alias: str) -> None:
-    calls: list[Any] = []
-    gate = threading.Event()
-
-    @background_task(name="t-report", ttl=30)
-    def report(running: Any, days: int = 1) -> str:
-        calls.append((running.name, days))
-        gate.wait(10)
-        running.update({"done": days, "total": days})
-        return f"{days} days"
-
-    assert get_task("t-report") is report
-    gate.set()
-    assert report.run(days=3) == "3 days"
-    gate.clear()
-
-    started = report.start(days=4)
-    assert started is not None
-    assert report.start(days=5) is None  # already running: no second copy
-    assert objects.get_state("t-report").running
-    gate.set()
-    assert started.wait(10)
-    assert started.result == "4 days" and started.exception is None
-    assert calls == [("t-report", 3), ("t-report", 4)]
-    assert [run["outcome"] for run in runs(db_alias)] == ["succeeded", "succeeded"]
+def test_a_running_lease_shows_who_holds_it_and_a_cancel_request(db_alias: str) -> None:
+    with pytest.raises(TaskCancelled), lease("job", ttl=30) as running:
+        assert (
+            repr(running) == f"<RunningLease 'job' token={running.token} owner={running.owner!r}>"
+        )
+        assert (running.name, running.ttl, running.cancel_requested) == ("job", 30, False)
+        objects.request_cancel("job")
+        running.update({"done": 1})  # the renewal brings the request
+    assert running.cancel_requested
 
 
-def test_a_started_task_that_fails_is_recorded(db_alias: str) -> None:
-    @background_task(name="t-fails", ttl=30)
-    def fails(running: Any) -> None:
-        raise ValueError("bad row 7")
-
-    started = fails.start()
-    assert started is not None and started.wait(10)
-    assert isinstance(started.exception, ValueError)
-    assert objects.get_state("t-fails").outcome == "failed"
+def test_a_body_that_fails_after_losing_its_lease_raises_its_own_error(db_alias: str) -> None:
+    """The work's exception wins over the loss, and the operator's release is
+    not overwritten by a 'failed' from a holder that no longer holds it."""
+    with pytest.raises(RuntimeError, match="late failure"), lease("job", ttl=30):
+        assert objects.force_release("job")
+        raise RuntimeError("late failure")
+    assert objects.get_state("job").outcome == "released-by-operator"
+    assert [run["outcome"] for run in runs(db_alias)] == ["released-by-operator"]
 
 
 def test_async_twins(db_alias: str) -> None:
@@ -263,12 +240,23 @@ def test_async_twins(db_alias: str) -> None:
     asyncio.run(run_and_close())
 
 
+def test_alease_records_a_failing_body_and_reraises(db_alias: str) -> None:
+    async def main() -> None:
+        try:
+            with pytest.raises(RuntimeError, match="disk on fire"):
+                async with alease("job", ttl=30) as running:
+                    await running.aupdate({"done": 1})
+                    raise RuntimeError("disk on fire")
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    asyncio.run(main())
+    state = objects.get_state("job")
+    assert (state.running, state.outcome, state.value) == (False, "failed", {"done": 1})
+    assert "RuntimeError: disk on fire" in state.error
+
+
 # --- bad input -----------------------------------------------------------------
-
-
-def test_an_unknown_task_is_a_clear_error() -> None:
-    with pytest.raises(UnknownTask, match="no background task is registered as 'nope'"):
-        get_task("nope")
 
 
 @pytest.mark.parametrize("ttl", [0, -1, float("nan")])
@@ -291,11 +279,13 @@ def test_a_heartbeat_interval_of_half_the_ttl_is_refused(db_alias: str, settings
         assert running.interval == 5
 
 
-def test_two_functions_cannot_share_a_name() -> None:
-    @background_task(name="t-dup")
-    def first(running: Any) -> None: ...
-
-    with pytest.raises(ValueError, match="already registered"):
-
-        @background_task(name="t-dup")
-        def second(running: Any) -> None: ...
+def test_a_heartbeat_interval_that_is_not_a_number_is_refused(
+    db_alias: str, settings: Any
+) -> None:
+    settings.BGTASKS_HEARTBEAT_INTERVAL = "10"
+    with (
+        pytest.raises(TypeError, match="BGTASKS_HEARTBEAT_INTERVAL must be a number"),
+        lease("job", ttl=30),
+    ):
+        pytest.fail("body must not run")
+    assert rows(db_alias) == []

@@ -1,6 +1,6 @@
 """The worker's decisions, in this process, on every database: requests,
 schedule slots, retries, resume of a lost run, and a stale lease recorded as
-lost. (tests/test_worker_processes.py has real worker processes, races and
+lost. (tests/faults/test_workers.py has real worker processes, races and
 signals.) Tasks are built here and handed to the Worker, not registered, so
 the registry the surfaces' tests see is unchanged."""
 

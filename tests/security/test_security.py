@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 
 import pytest
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.admin.utils import quote
 from django.core.management import call_command
@@ -35,7 +36,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from django_bgtasks import sql
-from django_bgtasks.models import BackgroundTask, TaskRun
+from django_bgtasks.models import BackgroundTask, TaskRun, Worker
 from tests.dbtools import rows, runs
 
 objects = BackgroundTask.objects
@@ -109,21 +110,29 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         ), f"{path.name} formats strings and executes SQL"
 
 
-@pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
+@pytest.mark.parametrize("vendor", sql.SUPPORTED_VENDORS)
 def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
-    templates, fragments = sql._BY_VENDOR[vendor]
+    # A connection object of that vendor (none is opened: the vendor and the
+    # quoting need no server), and the statements rendered for the real
+    # tables: the very object the lease operations execute from.
+    [alias, *_] = [alias for alias in settings.DATABASES if connections[alias].vendor == vendor]
+    connection = connections[alias]
+    rendered = sql.statements(
+        connection,
+        task=BackgroundTask._meta.db_table,
+        run=TaskRun._meta.db_table,
+        worker=Worker._meta.db_table,
+    )
+    assert rendered is objects._statements(connection)
     for field in fields(sql.Statements):
-        # Rendered as sql.statements() does: fragments, then the table names.
-        template = getattr(templates, field.name)
-        text = template.format(**fragments, task="{task}", run="{run}", worker="{worker}").format(
-            task="T", run="R", worker="W"
-        )
-        # Left after formatting: only %(param)s placeholders and literal %%.
+        text = getattr(rendered, field.name)
+        # Left after rendering: only %(param)s placeholders and literal %%.
         placeholders = set(re.findall(r"%\((\w+)\)s", text))
         assert placeholders <= PARAMETERS, (field.name, placeholders)
         stray = re.sub(r"%\(\w+\)s|%%", "", text)
         assert "%" not in stray, (field.name, text)
         assert "{" not in text and "}" not in text, (field.name, text)
+        assert connection.ops.quote_name(BackgroundTask._meta.db_table) in text, field.name
 
 
 HOSTILE_NAMES = [

@@ -1,5 +1,5 @@
 """The worker side of the torture and partition tests:
-``python -m tests.torture.workers <scenario> ...``.
+``python -m tests.faults.torture.workers <scenario> ...``.
 
 Each process sets Django up from its environment as ``tests.procs`` does.
 Torture workers write a *journal*: one JSON line per thing they did or were

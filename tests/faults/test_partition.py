@@ -49,7 +49,7 @@ from typing import Any
 
 import pytest
 
-from tests.torture.processes import Scenario, db_env
+from tests.faults.torture.processes import Scenario, db_env
 
 TTL = 3.0
 INTERVAL = TTL / 3

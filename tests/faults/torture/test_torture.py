@@ -3,8 +3,8 @@ that pauses, kills and restarts them, crashes PostgreSQL once, and cancels
 and force-releases from the command line (``manage.py bgtasks``). Then every invariant is checked
 from the database, and the results table is printed.
 
-    .venv/bin/python -m pytest tests/torture -s                  # CI profile, ~2.5 min
-    BGTASKS_SOAK=1 .venv/bin/python -m pytest tests/torture -s   # soak, 15 min of chaos
+    .venv/bin/python -m pytest tests/faults/torture -s                  # CI profile, ~2.5 min
+    BGTASKS_SOAK=1 .venv/bin/python -m pytest tests/faults/torture -s   # soak, 15 min of chaos
 
 ``BGTASKS_SOAK_SECONDS`` sets the soak's length and ``BGTASKS_TORTURE_SEED``
 replays a run's order of faults (the seed is printed with the table).
@@ -32,9 +32,9 @@ import pytest
 from django.db import connections
 
 from django_bgtasks.models import BackgroundTask, TaskRun
+from tests.faults.torture.invariants import Evidence, check
 from tests.procs import ROOT, worker_env
 from tests.testapp.models import Counter, LedgerEntry
-from tests.torture.invariants import Evidence, check
 
 ALIAS = "postgres"
 NAME = "job"
@@ -67,7 +67,7 @@ def test_torture(
     began = time.monotonic()
     with (directory / "chaos.log").open("w") as log:
         chaos = subprocess.Popen(
-            [sys.executable, "-m", "tests.torture.chaos", json.dumps(config)],
+            [sys.executable, "-m", "tests.faults.torture.chaos", json.dumps(config)],
             env=worker_env(ALIAS),
             cwd=ROOT,
             stdout=log,

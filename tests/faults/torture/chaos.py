@@ -1,4 +1,4 @@
-"""The chaos process of the torture run: ``python -m tests.torture.chaos CONFIG``.
+"""The chaos process of the torture run: ``python -m tests.faults.torture.chaos CONFIG``.
 
 It starts the worker processes, then until its time is up injects one fault
 at a time, in a seeded random order:
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.faults.torture.processes import Scenario
 from tests.procs import _db_now, _setup_django
-from tests.torture.processes import Scenario
 
 _T = TypeVar("_T")
 
@@ -299,7 +299,7 @@ class Chaos:
         if action == "release":
             args.append("--force")
         done = subprocess.run(
-            [sys.executable, "-m", "tests.torture.workers", *args],
+            [sys.executable, "-m", "tests.faults.torture.workers", *args],
             capture_output=True,
             text=True,
             env=dict(os.environ),

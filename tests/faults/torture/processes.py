@@ -1,6 +1,6 @@
 """Starting the processes of the torture and partition tests.
 
-A :class:`Scenario` is ``python -m tests.torture.workers <scenario> ...``,
+A :class:`Scenario` is ``python -m tests.faults.torture.workers <scenario> ...``,
 optionally under a command prefix (``ip netns exec NAME`` puts it in a
 network namespace), with its database settings in the environment as
 ``tests.procs`` passes them. Its stdout is read by a thread, so that waiting
@@ -33,7 +33,7 @@ def db_env(db: dict[str, Any], **bgtasks_settings: Any) -> dict[str, str]:
 
 
 class Scenario(Worker):
-    """One process running a scenario of ``tests.torture.workers``."""
+    """One process running a scenario of ``tests.faults.torture.workers``."""
 
     def __init__(
         self,
@@ -44,7 +44,14 @@ class Scenario(Worker):
         stderr: IO[Any] | int | None = None,
     ) -> None:
         self.process = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "tests.torture.workers", scenario, *map(str, args)],
+            [
+                *prefix,
+                sys.executable,
+                "-m",
+                "tests.faults.torture.workers",
+                scenario,
+                *map(str, args),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,

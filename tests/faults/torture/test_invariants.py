@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.torture.invariants import Evidence, check
+from tests.faults.torture.invariants import Evidence, check
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -1,0 +1,1 @@
+"""The admin in a real browser (Debian's Chromium, driven by Playwright)."""

@@ -1,0 +1,1 @@
+"""Property-based tests (Hypothesis) of the lease operations and the surfaces."""

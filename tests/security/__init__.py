@@ -1,0 +1,1 @@
+"""Cross-cutting security tests: every surface at once (docs/security.md)."""

@@ -1,0 +1,221 @@
+"""The package's layering (CONTRIBUTING.md): no module of django_bgtasks
+imports a module that imports it back, directly or through others, even
+inside a function. Only imports under ``if TYPE_CHECKING:`` are exempt: they
+never run.
+
+A function-level import hides a cycle from Python until the day that function
+runs first; this test finds it the day it is written.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import django_bgtasks
+
+PACKAGE = Path(django_bgtasks.__file__).resolve().parent
+
+
+def module_files(package: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``package`` but its migrations."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        if "migrations" in parts:
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import at any depth, except in the body of ``if TYPE_CHECKING:``."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)  # the else branch does run
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports at run time.
+
+    ``from . import x`` is an import of the module ``x`` when there is one, and
+    of the package's ``__init__`` when ``x`` is a name defined there. The
+    parent packages Python runs first are not counted as imports.
+    """
+    modules = module_files(package)
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        here = module if is_package else module.rpartition(".")[0]
+        imports: set[str] = set()
+        for node in _runtime_imports(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base = ".".join(here.split(".")[: len(here.split(".")) - node.level + 1])
+                    source = f"{base}.{node.module}" if node.module else base
+                else:
+                    source = node.module or ""
+                targets = [
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                    for alias in node.names
+                ]
+            imports.update(target for target in targets if target in modules)
+        imports.discard(module)
+        graph[module] = imports
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """For each group of modules that import each other (a strongly connected
+    component of the graph), its shortest cycle: ``[a, b, ..., a]``."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return [
+        min((_shortest_cycle(graph, start, set(component)) for start in component), key=len)
+        for component in components
+    ]
+
+
+def _shortest_cycle(graph: dict[str, set[str]], start: str, members: set[str]) -> list[str]:
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target in sorted(graph[node] & members):
+            if target == start:
+                return [*paths[node], start]
+            if target not in paths:
+                paths[target] = [*paths[node], target]
+                queue.append(target)
+    raise AssertionError(f"no cycle through {start} in {sorted(members)}")  # pragma: no cover
+
+
+def test_no_module_imports_a_module_that_imports_it_back() -> None:
+    graph = import_graph(PACKAGE)
+    # The walk found the package and its imports (so an empty result means something).
+    assert "django_bgtasks.leases" in graph["django_bgtasks.models"]
+    assert "django_bgtasks.sql" in graph["django_bgtasks.leases"]
+    assert "django_bgtasks.models" not in graph["django_bgtasks.leases"]  # TYPE_CHECKING only
+    found = [" -> ".join(cycle) for cycle in cycles(graph)]
+    assert found == [], "import cycles:\n" + "\n".join(found)
+
+
+# --- the check can fail ------------------------------------------------------------------
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    package = root / "pkg"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return package
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        pytest.param(
+            {"a.py": "from . import b\n", "b.py": "def f():\n    from .a import x\n"},
+            ["pkg.a -> pkg.b -> pkg.a"],
+            id="function-level",
+        ),
+        pytest.param(
+            {
+                "a.py": "from .b import y\n",
+                "b.py": "import pkg.c\n",
+                "c.py": "class C:\n    def m(self):\n        from pkg import a\n",
+            },
+            ["pkg.a -> pkg.b -> pkg.c -> pkg.a"],
+            id="through-three",
+        ),
+        pytest.param(
+            {
+                "sub/__init__.py": "",
+                "sub/a.py": "from ..b import x\n",
+                "b.py": "from .sub import a\n",
+            },
+            ["pkg.b -> pkg.sub.a -> pkg.b"],
+            id="subpackage",
+        ),
+        pytest.param(
+            {
+                "a.py": "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from .b import x\n",
+                "b.py": "from .a import y\n",
+            },
+            [],
+            id="type-checking-is-exempt",
+        ),
+        pytest.param(
+            {
+                "a.py": "import typing\nif typing.TYPE_CHECKING:\n    pass\nelse:\n"
+                "    from .b import x\n",
+                "b.py": "from .a import y\n",
+            },
+            ["pkg.a -> pkg.b -> pkg.a"],
+            id="type-checking-else-runs",
+        ),
+        pytest.param(
+            {
+                "migrations/__init__.py": "",
+                "migrations/m.py": "from pkg import a\n",
+                "a.py": "from .migrations import m\n",
+            },
+            [],
+            id="migrations-are-not-walked",
+        ),
+    ],
+)
+def test_the_check_finds_a_cycle(
+    tmp_path: Path, files: dict[str, str], expected: list[str]
+) -> None:
+    graph = import_graph(write_package(tmp_path, files))
+    assert [" -> ".join(cycle) for cycle in cycles(graph)] == expected

@@ -1,0 +1,154 @@
+"""What the migrations set up per vendor, tested by what it does: the history
+triggers (0002 on SQLite, 0003 on PostgreSQL), the fillfactor, and the cost of
+a heartbeat."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from django_bgtasks import sql
+from django_bgtasks.models import BackgroundTask, TaskRun
+from tests.dbtools import backdate
+
+objects = BackgroundTask.objects
+
+
+def statements(alias: str) -> tuple[sql.Statements, str]:
+    """The lease statements for ``alias``, and how they write a history row."""
+    connection = connections[alias]
+    rendered = objects._statements(connection)
+    return rendered, f"INSERT INTO {connection.ops.quote_name(TaskRun._meta.db_table)}"
+
+
+def history(name: str) -> list[dict[str, Any]]:
+    return list(TaskRun.objects.for_task(name).order_by("token").values())
+
+
+# --- the takeover trigger (both vendors) ---------------------------------------------
+
+
+def test_a_takeover_of_a_stale_lease_records_the_replaced_run_as_lost(db_alias: str) -> None:
+    claim, writes_history = statements(db_alias)
+    # The claim is a plain upsert: only the trigger can record what it replaced.
+    assert writes_history not in claim.claim
+
+    old = objects.try_claim("job", "old-holder", {"done": 1}, ttl=0.5)
+    assert old is not None
+    time.sleep(0.05)
+    assert objects.update_state("job", "old-holder", {"done": 4}, token=old.token)
+    time.sleep(0.7)  # past the ttl, with no heartbeat since
+    silent = objects.get_state("job")
+    assert silent.stale and history("job") == []
+
+    new = objects.try_claim("job", "new-holder", ttl=30)
+    assert new is not None and new.token == old.token + 1
+    [lost] = history("job")
+    assert (lost["token"], lost["owner"], lost["outcome"], lost["value"]) == (
+        old.token,
+        "old-holder",
+        "lost",
+        {"done": 4},
+    )
+    assert lost["error"] == "lease expired; taken over by new-holder"
+    assert lost["started_at"] == silent.started_at < silent.updated_at
+    assert lost["finished_at"] == silent.updated_at  # as of its last heartbeat
+    # The new holder's run is not history yet, and the old holder is fenced off.
+    assert objects.get_state("job").token == new.token
+    assert not objects.heartbeat("job", "old-holder", token=old.token)
+
+
+def test_a_claim_that_replaces_no_running_lease_records_nothing(db_alias: str) -> None:
+    first = objects.try_claim("job", "a", ttl=30)
+    assert objects.try_claim("job", "b", ttl=30) is None  # refused: nothing replaced
+    assert history("job") == []
+    assert objects.release("job", "a", token=first.token)
+    assert objects.try_claim("job", "b", ttl=30) is not None  # an idle row
+    assert [(run["token"], run["outcome"]) for run in history("job")] == [
+        (first.token, "succeeded")
+    ]
+
+
+# --- the run-history trigger (SQLite) ------------------------------------------------
+
+
+@pytest.mark.parametrize("ending", ["release", "force_release", "expire_stale"])
+def test_on_sqlite_the_trigger_records_every_run_that_ends(sqlite_alias: str, ending: str) -> None:
+    rendered, writes_history = statements(sqlite_alias)
+    # SQLite has no data-modifying CTEs: the statement that ends a run writes
+    # no history row itself, the trigger of migration 0002 does.
+    assert writes_history not in getattr(rendered, ending)
+
+    claim = objects.try_claim("job", "a", {"done": 1}, ttl=30)
+    assert objects.update_state("job", "a", {"done": 3}, token=claim.token)
+    value = {"done": 3}
+    if ending == "release":
+        assert objects.release(
+            "job", "a", {"done": 9}, token=claim.token, outcome="failed", error="boom"
+        )
+        outcome, error, value = "failed", "boom", {"done": 9}
+    elif ending == "force_release":
+        assert objects.force_release("job", token=claim.token)
+        outcome, error = "released-by-operator", "released by an operator"
+    else:
+        backdate(sqlite_alias, "job", 31)  # its holder went silent
+        assert objects.expire_stale() == 1
+        outcome, error = "lost", "lease expired: no heartbeat within the ttl"
+
+    state = objects.get_state("job")
+    [run] = history("job")
+    assert (run["token"], run["owner"], run["outcome"], run["error"], run["value"]) == (
+        claim.token,
+        "a",
+        outcome,
+        error,
+        value,
+    )
+    assert (run["started_at"], run["finished_at"]) == (state.started_at, state.finished_at)
+    if ending == "expire_stale":
+        assert run["finished_at"] == state.updated_at  # as of its last heartbeat
+
+
+# --- PostgreSQL: HOT heartbeats ------------------------------------------------------
+
+
+def test_heartbeats_are_hot_updates_on_postgresql(pg_alias: str) -> None:
+    """A heartbeat touches no indexed column, so PostgreSQL rewrites the row
+    in place (HOT) without writing any index entry."""
+    connection = connections[pg_alias]
+    lease = objects.try_claim("beat", "a", ttl=120)
+    table = BackgroundTask._meta.db_table
+
+    def counts() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_force_next_flush()")
+        time.sleep(1.2)  # a session flushes its counters when it goes idle
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = %s",
+                [table],
+            )
+            updated, hot = cursor.fetchone()
+        return updated, hot
+
+    before = counts()
+    for _ in range(300):
+        assert objects.heartbeat("beat", "a", token=lease.token)
+    after = counts()
+    updated, hot = after[0] - before[0], after[1] - before[1]
+    assert updated >= 300
+    assert hot == updated
+
+
+def test_the_fillfactor_leaves_room_for_hot_updates(pg_alias: str) -> None:
+    connection = connections[pg_alias]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = %s",
+            [BackgroundTask._meta.db_table],
+        )
+        assert cursor.fetchone()[0] == ["fillfactor=50"]

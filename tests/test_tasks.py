@@ -1,0 +1,121 @@
+"""``@background_task`` and its registry (django_bgtasks/tasks.py): running a
+task here or starting it in a thread, its options and description, and the
+registry's rules (unique names, a clear error for an unknown one)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from django_bgtasks import (
+    LeaseLost,
+    RunningLease,
+    UnknownTask,
+    background_task,
+    get_task,
+    registered_tasks,
+)
+from django_bgtasks.models import BackgroundTask
+from tests.dbtools import runs
+
+objects = BackgroundTask.objects
+
+
+def test_background_task_run_and_start(db_alias: str) -> None:
+    calls: list[Any] = []
+    gate = threading.Event()
+
+    @background_task(name="t-report", ttl=30)
+    def report(running: Any, days: int = 1) -> str:
+        calls.append((running.name, days))
+        gate.wait(10)
+        running.update({"done": days, "total": days})
+        return f"{days} days"
+
+    assert get_task("t-report") is report
+    gate.set()
+    assert report.run(days=3) == "3 days"
+    gate.clear()
+
+    started = report.start(days=4)
+    assert started is not None
+    assert report.start(days=5) is None  # already running: no second copy
+    assert objects.get_state("t-report").running
+    gate.set()
+    assert started.wait(10)
+    assert started.result == "4 days" and started.exception is None
+    assert calls == [("t-report", 3), ("t-report", 4)]
+    assert [run["outcome"] for run in runs(db_alias)] == ["succeeded", "succeeded"]
+
+
+def test_a_started_task_that_fails_is_recorded(db_alias: str) -> None:
+    @background_task(name="t-fails", ttl=30)
+    def fails(running: Any) -> None:
+        raise ValueError("bad row 7")
+
+    started = fails.start()
+    assert started is not None and started.wait(10)
+    assert isinstance(started.exception, ValueError)
+    assert objects.get_state("t-fails").outcome == "failed"
+
+
+def test_a_started_task_that_outlived_its_lease_reports_lease_lost(db_alias: str) -> None:
+    gate = threading.Event()
+
+    @background_task(name="t-outlived", ttl=30)
+    def outlived(running: RunningLease) -> str:
+        gate.wait(10)
+        return "done"
+
+    started = outlived.start()
+    assert started is not None
+    assert objects.force_release("t-outlived")
+    gate.set()
+    assert started.wait(10)
+    # It ran to the end, but part of it without the lease: the caller is told.
+    assert started.result == "done" and isinstance(started.exception, LeaseLost)
+    assert objects.get_state("t-outlived").outcome == "released-by-operator"
+
+
+# --- the registry ------------------------------------------------------------
+
+
+def test_description_options_and_the_registry() -> None:
+    @background_task(name="t-documented", ttl=30)
+    def documented(running: RunningLease) -> None:
+        """Rebuild the search index.
+
+        Takes a while."""
+
+    @background_task(name="t-undocumented")
+    def undocumented(running: RunningLease) -> None:
+        pass
+
+    assert documented.description == "Rebuild the search index."
+    assert undocumented.description == ""
+    longer = documented.options(ttl=600)
+    assert (longer.ttl, longer.name, longer.func) == (600, "t-documented", documented.func)
+    assert documented.options().ttl is None  # back to BGTASKS_TTL for that run
+    assert get_task("t-documented").ttl == 30  # the registry is unchanged
+    with pytest.raises(ValueError, match="ttl"):
+        documented.options(ttl=-1)
+    tasks = registered_tasks()
+    assert tasks["t-documented"] is documented and tasks["t-undocumented"] is undocumented
+    assert list(tasks) == sorted(tasks)
+
+
+def test_an_unknown_task_is_a_clear_error() -> None:
+    with pytest.raises(UnknownTask, match="no background task is registered as 'nope'"):
+        get_task("nope")
+
+
+def test_two_functions_cannot_share_a_name() -> None:
+    @background_task(name="t-dup")
+    def first(running: Any) -> None: ...
+
+    with pytest.raises(ValueError, match="already registered"):
+
+        @background_task(name="t-dup")
+        def second(running: Any) -> None: ...
