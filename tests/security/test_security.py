@@ -132,7 +132,9 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
         stray = re.sub(r"%\(\w+\)s|%%", "", text)
         assert "%" not in stray, (field.name, text)
         assert "{" not in text and "}" not in text, (field.name, text)
-        assert connection.ops.quote_name(BackgroundTask._meta.db_table) in text, field.name
+        # Each statement works on the app's own tables (the clock reads none).
+        tables = [connection.ops.quote_name(m._meta.db_table) for m in (BackgroundTask, Worker)]
+        assert field.name == "clock" or any(table in text for table in tables), field.name
 
 
 HOSTILE_NAMES = [
