@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -72,7 +73,8 @@ SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
 }
 
-DATABASES = {
+# Any: dj_database_url.parse() returns its own TypedDict for "env".
+DATABASES: dict[str, dict[str, Any]] = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(TMP_DIR / "default.sqlite3"),
@@ -92,5 +94,5 @@ DATABASES = {
 }
 
 if os.environ.get("DATABASE_URL"):
-    DATABASES["env"] = dj_database_url.parse(os.environ["DATABASE_URL"])
+    DATABASES["env"] = dict(dj_database_url.parse(os.environ["DATABASE_URL"]))
     DATABASES["env"]["TEST"] = {"NAME": f"test_bgtasks_{CHECKOUT_ID}", "DEPENDENCIES": []}
