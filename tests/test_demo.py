@@ -2,6 +2,11 @@
 newcomer runs it, on SQLite, on the embedded PostgreSQL it starts by itself,
 and on the server named by ``DATABASE_URL`` when that is set.
 
+The story: three ``manage.py bgtasks worker`` processes, one request that
+exactly one of them claims, a SIGKILL of that worker mid-run, and another
+worker resuming the run from its last checkpoint with a higher token. Each
+test checks what the demo printed, then reads the database it left behind.
+
 Each run gets its own data folder (and on ``DATABASE_URL`` its own database),
 so these never touch a developer's demo data or another checkout's.
 """
@@ -9,6 +14,8 @@ so these never touch a developer's demo data or another checkout's.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import json
 import os
 import re
 import shutil
@@ -17,7 +24,9 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -26,8 +35,11 @@ from tests.settings import CHECKOUT_ID
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "example_project" / "demo.py"
+MANAGE = [sys.executable, str(ROOT / "example_project" / "manage.py")]
 TTL = 3.0
-REPLICAS = {"replica-1", "replica-2", "replica-3"}
+POLL = 0.2  # the demo's workers' --poll
+WORKERS = {"worker-1", "worker-2", "worker-3"}
+OLD_ROWS = 1500
 # The issue's budget for the demo, after install.
 DEMO_LIMIT = 60
 
@@ -99,8 +111,12 @@ def test_demo_tells_the_whole_story(
     args: list[str] = []
     if database == "sqlite":
         args.append("--sqlite")
+        env_after = dict(env, BGTASKS_DEMO_DB="sqlite")
     elif database == "postgres-env":
         env["DATABASE_URL"] = request.getfixturevalue("env_database")
+        env_after = env
+    else:
+        env_after = env
     expected_db = {
         "sqlite": "SQLite",
         "postgres-embedded": "PostgreSQL, embedded",
@@ -108,18 +124,24 @@ def test_demo_tells_the_whole_story(
     }[database]
 
     if database != "postgres-embedded":
-        check_story(run_demo(env, *args), expected_db)
+        story = check_story(run_demo(env, *args), expected_db)
+        check_database(story, read_database(env_after))
         return
     pgdata = tmp_path / "data" / "pgdata"
     try:
         first = run_demo(env, *args)
-        first_token = check_story(first, expected_db)
+        story = check_story(first, expected_db)
         # The demo stops the server it started when it exits...
         assert not (pgdata / "postmaster.pid").exists(), first.stderr
-        # ...and keeps its data: a second run starts it again on the same
-        # folder, and the task's tokens go on rising from the first run's.
+        # ...and keeps its data (read here by a manage.py that starts it again)...
+        check_database(story, read_database(env_after))
+        assert not (pgdata / "postmaster.pid").exists()
+        # ...so a second run starts it again on the same folder, and the
+        # task's tokens go on rising from the first run's.
         second = run_demo(env, *args)
-        assert check_story(second, expected_db) > first_token + 1
+        again = check_story(second, expected_db)
+        assert again.first_token > story.resumed_token
+        check_database(again, read_database(env_after))
         assert not (pgdata / "postmaster.pid").exists(), second.stderr
     finally:
         stop_postmaster(pgdata)
@@ -135,55 +157,193 @@ def stop_postmaster(pgdata: Path) -> None:
         os.kill(pid, signal.SIGINT)
 
 
-def check_story(result: subprocess.CompletedProcess[str], expected_db: str) -> int:
-    """Assert everything the demo's summary says; return the first claim's token."""
+@dataclass
+class Story:
+    """What the demo's output says happened."""
+
+    pids: dict[str, int]
+    holder: str
+    first_token: int
+    done_before_kill: int
+    resumer: str
+    resumed_token: int
+
+
+def check_story(result: subprocess.CompletedProcess[str], expected_db: str) -> Story:
+    """Assert everything the demo's timeline and summary say; return the story."""
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert re.search(rf"^database  {expected_db}", out, re.M), out
 
-    # Exactly one replica won the first try; the other two were told who holds it.
+    # Three real `manage.py bgtasks worker` processes.
+    started = re.search(r"^workers   (.+), each running `manage.py bgtasks worker ", out, re.M)
+    assert started, out
+    pids = {label: int(pid) for label, pid in re.findall(r"(worker-\d) \(pid (\d+)\)", started[1])}
+    assert set(pids) == WORKERS and len(set(pids.values())) == 3
+
+    # One request, claimed by exactly one worker (as that worker logged it).
     first = re.search(
-        r"^  first claim  (replica-\d) won with token (\d+); "
-        r"refused: (.+) \(held by (replica-\d)\)$",
+        r"^  request      accepted \(request_run\); claimed by (worker-\d) alone, "
+        r"with token (\d+)$",
         out,
         re.M,
     )
     assert first, out
-    winner, first_token, refused, held_by = first[1], int(first[2]), first[3], first[4]
-    assert held_by == winner
-    assert set(refused.split(", ")) == REPLICAS - {winner}
-    assert len(re.findall(r"claimed log-cleanup: token \d+; it runs the task", out)) == 1
-    assert len(re.findall(r"refused: log-cleanup is held by " + winner, out)) == 2
+    holder, first_token = first[1], int(first[2])
+    claims = re.findall(
+        r"  (worker-\d)\s+task 'log-cleanup' started \(token (\d+), (\w+), "
+        r"attempt (\d+)\)$",
+        out,
+        re.M,
+    )
+    assert [c for c in claims if c[2] == "request"] == [(holder, str(first_token), "request", "1")]
 
-    # The winner was killed, and another replica took over with a higher token.
-    killed = re.search(r"^  killed       (replica-\d) with SIGKILL at ([\d.]+) s", out, re.M)
-    assert killed and killed[1] == winner, out
-    takeover = re.search(r"^  takeover     (replica-\d) with token (\d+) \(> (\d+)\)", out, re.M)
-    assert takeover, out
-    assert takeover[1] != winner
-    assert int(takeover[3]) == first_token
-    assert int(takeover[2]) > first_token
-    assert len(re.findall(r"took over log-cleanup: token \d+", out)) == 1
-    assert "claimed log-cleanup again" not in out
+    # The holder was SIGKILLed mid-run...
+    killed = re.search(
+        r"^  killed       (worker-\d) with SIGKILL at [\d.]+ s, mid-run, after (\d+) of (\d+) "
+        r"rows \(its last checkpoint\)$",
+        out,
+        re.M,
+    )
+    assert killed and killed[1] == holder, out
+    done_before_kill, total = int(killed[2]), int(killed[3])
+    assert total == OLD_ROWS and 0 < done_before_kill < total
+    assert f"SIGKILL {holder} (pid {pids[holder]}), the holder" in out
 
-    # Not before the ttl had passed since the last heartbeat, by the database's clock.
-    delay = re.search(r"^  delay        ([\d.]+) s from the last heartbeat", out, re.M)
-    assert delay and float(delay[1]) >= TTL, out
+    # ...and exactly one other worker resumed it, with a higher token, from
+    # the lost run's last checkpoint (lease.resume_from).
+    resumed = re.search(
+        r"^  resumed      by (worker-\d) with token (\d+) \(> (\d+)\), attempt 2 of 3, "
+        r"from row (\d+) of (\d+) \(lease\.resume_from\)$",
+        out,
+        re.M,
+    )
+    assert resumed, out
+    resumer, resumed_token = resumed[1], int(resumed[2])
+    assert resumer != holder
+    assert int(resumed[3]) == first_token < resumed_token
+    assert int(resumed[4]) == done_before_kill and int(resumed[5]) == OLD_ROWS
+    assert [c for c in claims if c[2] == "resume"] == [
+        (resumer, str(resumed_token), "resume", "2")
+    ]
+    assert len(claims) == 2, claims
 
-    # The killed run is in history as lost; the takeover's run succeeded; no other runs.
-    history = re.findall(r"^  (?:history)?\s+token (\d+)  (replica-\d)\s+(\w+)\s", out, re.M)
-    assert history == [
-        (str(first_token), winner, "lost"),
-        (takeover[2], takeover[1], "succeeded"),
-    ], out
+    # Not before the ttl had passed since the last heartbeat, by the database's
+    # clock, and within a poll or so of it.
+    delay = re.search(
+        r"^  delay        ([\d.]+) s from the last heartbeat to the resume", out, re.M
+    )
+    assert delay and TTL <= float(delay[1]) <= TTL + POLL + 1.5, out
+    assert f"a write with the killed worker's token {first_token} is refused" in out
+
+    # History: the killed run lost at its checkpoint, the resumed one succeeded; nothing else.
+    history = re.findall(
+        r"^  (?:history)?\s+token (\d+)\s+(worker-\d)\s+(\w+)\s+attempt (\d)\s+(\w+)\s+"
+        r"(\d+) of (\d+) rows(?:, from (\d+))?$",
+        out,
+        re.M,
+    )
+    assert len(history) == 2, out
+    lost, finished = history
+    assert lost == (
+        str(first_token),
+        holder,
+        "request",
+        "1",
+        "lost",
+        str(done_before_kill),
+        "1500",
+        "",
+    )
+    assert finished[:5] == (str(resumed_token), resumer, "resume", "2", "succeeded")
+    # Done to the end (a batch deleted after the checkpoint is not counted again).
+    assert finished[5] == finished[6] and finished[7] == str(done_before_kill)
     assert re.search(
         r"^  log          1500 of 1500 old entries deleted, 0 left; 300 of 300", out, re.M
+    ), out
+    others = sorted(WORKERS - {holder})
+    assert re.search(
+        rf"^  stopped      on SIGTERM, exit status: {others[0]} 0, {others[1]} 0$", out, re.M
     ), out
 
     # And it says how to go on.
     assert "make serve" in out
     assert "http://127.0.0.1:8001/" in out
-    return first_token
+    return Story(pids, holder, first_token, done_before_kill, resumer, resumed_token)
+
+
+READ_DATABASE = """
+import json
+from demo_site.models import LogEntry
+from django_bgtasks.models import BackgroundTask, TaskRun
+runs = [
+    {"token": r.token, "owner": r.owner, "outcome": r.outcome, "trigger": r.trigger,
+     "attempt": r.attempt, "value": r.value, "started_at": r.started_at.isoformat(),
+     "finished_at": r.finished_at.isoformat()}
+    for r in TaskRun.objects.filter(name="log-cleanup").order_by("token")
+]
+print(json.dumps({
+    "runs": runs,
+    "state": BackgroundTask.objects.get_state("log-cleanup").as_json(),
+    "logs": LogEntry.objects.count(),
+    "workers": [w.as_json() for w in BackgroundTask.objects.work.workers()],
+}))
+"""
+
+
+def read_database(env: dict[str, str]) -> dict[str, Any]:
+    """What the demo left in its database, read by the example site's manage.py."""
+    result = subprocess.run(
+        [*MANAGE, "shell", "-v0", "-c", READ_DATABASE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return data
+
+
+def owner_pid(owner: str) -> int:
+    return int(owner.split(":")[-2])
+
+
+def check_database(story: Story, data: dict[str, Any]) -> None:
+    """The rows agree with the story the demo told."""
+    runs = {run["token"]: run for run in data["runs"]}
+    lost, resumed = runs[story.first_token], runs[story.resumed_token]
+    # Nothing ran in between, and nothing after.
+    assert [t for t in runs if t >= story.first_token] == [story.first_token, story.resumed_token]
+    assert (lost["outcome"], lost["trigger"], lost["attempt"]) == ("lost", "request", 1)
+    assert owner_pid(lost["owner"]) == story.pids[story.holder]
+    assert lost["value"]["done"] == story.done_before_kill
+    assert (resumed["outcome"], resumed["trigger"], resumed["attempt"]) == (
+        "succeeded",
+        "resume",
+        2,
+    )
+    assert owner_pid(resumed["owner"]) == story.pids[story.resumer]
+    assert resumed["value"]["from"] == lost["value"]["done"]
+    assert resumed["value"]["done"] == resumed["value"]["total"]
+    # The lost run ended at its last heartbeat; the resume came a ttl or more later.
+    gap = dt.datetime.fromisoformat(resumed["started_at"]) - dt.datetime.fromisoformat(
+        lost["finished_at"]
+    )
+    assert gap.total_seconds() >= TTL
+    state = data["state"]
+    assert (state["token"], state["running"], state["outcome"]) == (
+        story.resumed_token,
+        False,
+        "succeeded",
+    )
+    assert state["requested_at"] is None
+    assert data["logs"] == 300  # only the recent entries are left
+    # The two workers stopped with SIGTERM removed their rows; the killed one could not.
+    listed = {worker["pid"] for worker in data["workers"]}
+    assert story.pids[story.holder] in listed
+    assert not listed & {pid for label, pid in story.pids.items() if label != story.holder}
 
 
 def test_demo_will_not_run_over_a_live_run(tmp_path: Path) -> None:
@@ -222,10 +382,50 @@ def test_demo_will_not_run_over_a_live_run(tmp_path: Path) -> None:
     assert after.stdout.split() == ["someone-else", held.stdout.strip(), "True"]
 
 
+def test_demo_clears_what_an_interrupted_demo_left(tmp_path: Path) -> None:
+    """Ctrl-C stops the workers too, gracefully: log-cleanup is left
+    interrupted, which workers resume at once. The next demo clears that (and
+    a pending request) first, and tells its own story."""
+    env = demo_env(tmp_path / "data", BGTASKS_DEMO_DB="sqlite")
+    subprocess.run([*MANAGE, "migrate", "-v0"], env=env, check=True, timeout=60)
+    leftover = (
+        "from django_bgtasks.models import BackgroundTask as T;"
+        "lease = T.objects.try_claim('log-cleanup', 'a-stopped-worker', ttl=60,"
+        " run_args={'args': [], 'kwargs': {}});"
+        "T.objects.update_state('log-cleanup', lease.owner, {'done': 700, 'total': 1500},"
+        " token=lease.token);"
+        "T.objects.release('log-cleanup', lease.owner, token=lease.token, outcome='interrupted');"
+        "assert T.objects.request_run('log-cleanup');"
+        "print(lease.token)"
+    )
+    held = subprocess.run(
+        [*MANAGE, "shell", "-v0", "-c", leftover],
+        env=env,
+        check=True,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
+    result = run_demo(env)
+    assert "setup     cleared what an earlier, interrupted demo left of log-cleanup" in (
+        result.stdout
+    ), result.stdout + result.stderr
+    story = check_story(result, "SQLite")
+    assert story.first_token > int(held.stdout.strip())
+    data = read_database(env)
+    check_database(story, data)
+    # The interrupted run stays in history, as it ended.
+    (interrupted,) = [run for run in data["runs"] if run["token"] == int(held.stdout)]
+    assert (interrupted["outcome"], interrupted["value"]) == (
+        "interrupted",
+        {"done": 700, "total": 1500},
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "extra", "message"),
     [
-        (["--replicas", "1"], {}, "--replicas must be at least 2"),
+        (["--workers", "1"], {}, "--workers must be at least 2"),
         (["--ttl", "0"], {}, "--ttl must be above 0"),
         (
             [],

@@ -74,7 +74,12 @@ DEMO_STORAGE_ROOT = DATA_DIR / "storage"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    # The runner says when a lease is lost; the demo wants to show that.
-    "loggers": {"django_bgtasks": {"handlers": ["console"], "level": "WARNING"}},
+    "formatters": {"short": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "short"}},
+    "loggers": {
+        # The runner says when a lease is lost; the demo wants to show that.
+        "django_bgtasks": {"handlers": ["console"], "level": "WARNING"},
+        # And `bgtasks worker` says what it claims and when it stops.
+        "django_bgtasks.worker": {"level": "INFO"},
+    },
 }

@@ -1,8 +1,8 @@
 """The example site's background tasks, in the style of a real site's chores.
 
-Any replica can start them (the admin, the JSON API, the ``bgtasks`` command,
-or a scheduler running on every replica, as in the demo). The lease makes sure
-that only one replica runs each at a time, and what they report through
+Any replica can start them (the admin, the JSON API, the ``bgtasks`` command),
+or ask a ``manage.py bgtasks worker`` to, as the demo does. The lease makes
+sure that only one process runs each at a time, and what they report through
 ``lease.update()`` is what every replica shows.
 """
 
@@ -23,7 +23,9 @@ from demo_site.models import LogEntry
 from django_bgtasks import RunningLease, background_task
 
 
-@background_task(name="log-cleanup")
+# No ttl of its own: BGTASKS_TTL, which the demo sets short (3 s) to make a
+# takeover quick to watch.
+@background_task(name="log-cleanup", resume=True)
 def log_cleanup(
     lease: RunningLease, days: int = 30, batch_size: int = 50, pause: float = 0.1
 ) -> dict[str, int]:
@@ -31,15 +33,23 @@ def log_cleanup(
 
     Small batches keep each transaction short, and the pause between them
     spares the database. Each batch is deleted under ``lease.fence()``: if
-    this replica lost the lease meanwhile (it was paused, or cut off), the
-    batch rolls back instead of racing the replica that took over.
+    this process lost the lease meanwhile (it was paused, or cut off), the
+    batch rolls back instead of racing the worker that took over.
+
+    Every value it writes is a checkpoint: ``done`` rows so far. When its
+    worker dies, another worker resumes the run with ``lease.resume_from``,
+    that last value, and counts on from there (``from`` says where it began).
+    The deletes themselves need no checkpoint, since the rows already deleted
+    are gone; a batch deleted after the last checkpoint is simply not counted
+    by the resumed run.
     """
+    start = (lease.resume_from or {}).get("done", 0)
     cutoff = timezone.now() - dt.timedelta(days=days)
     old = LogEntry.objects.filter(created_at__lt=cutoff)
-    lease.update({"phase": "counting"})
-    total = old.count()
-    done = 0
-    lease.update({"phase": "deleting", "done": done, "total": total})
+    # Each value keeps "done": a resume from any of them loses no count.
+    lease.update({"phase": "counting", "done": start, "from": start})
+    done, total = start, start + old.count()
+    lease.update({"phase": "deleting", "done": done, "total": total, "from": start})
     while True:
         # No database access: raises if an operator cancelled the run, or the
         # heartbeat thread found the lease gone, while we paused.
@@ -51,10 +61,10 @@ def log_cleanup(
             lease.fence()
             deleted, _ = LogEntry.objects.filter(pk__in=batch).delete()
         done += deleted
-        lease.update({"phase": "deleting", "done": done, "total": total})
+        lease.update({"phase": "deleting", "done": done, "total": total, "from": start})
         time.sleep(pause)
-    lease.update({"phase": "done", "done": done, "total": total})
-    return {"deleted": done}
+    lease.update({"phase": "done", "done": done, "total": total, "from": start})
+    return {"deleted": done - start, "done": done}
 
 
 @background_task(name="storage-scan")
