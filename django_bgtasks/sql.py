@@ -76,6 +76,7 @@ class Statements:
     due_work: str
     worker_beat: str
     worker_gone: str
+    forget_workers: str
     list_workers: str
     clock: str
 
@@ -97,13 +98,13 @@ CLAIM_REQUEST = """
 CLAIM_SCHEDULED = """
     UPDATE {task}
     SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
-        scheduled_for = next_run_at, next_run_at = {next_slot}
+        scheduled_for = next_run_at, next_run_at = {next_slot}, schedule = %(schedule)s
     WHERE name = %(name)s AND {is_due_slot} AND {before_next} AND (NOT running OR {stale})
     {claim_returning}
 """
 # The slot came while the task still runs: move on, and count it on the run.
 SKIP_SLOT = """
-    UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1
+    UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1, schedule = %(schedule)s
     WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot} AND {before_next}
     RETURNING 1
 """
@@ -247,13 +248,14 @@ POSTGRESQL = Statements(
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,
     # A lost (stale, or recorded lost) or interrupted run of claim %(expect)s,
-    # again, keeping its value for resume_from. A graceful interruption does
-    # not use up an attempt; a loss does.
+    # again: with %(resume)s keeping its value for resume_from, else afresh (a
+    # retry). A graceful interruption does not use up an attempt; a loss does.
     claim_resume="""
         UPDATE {task}
         SET {claim_set},
             attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
-                THEN 0 ELSE 1 END
+                THEN 0 ELSE 1 END,
+            value = CASE WHEN %(resume)s::boolean THEN value END
         WHERE name = %(name)s AND token = %(expect)s::bigint
             AND ((running AND {stale} AND attempt < %(max_attempts)s)
                 OR (NOT running AND outcome = %(interrupted)s)
@@ -271,15 +273,19 @@ POSTGRESQL = Statements(
         {claim_returning}
     """,
     skip_slot=SKIP_SLOT,
-    # A scheduled task's row and first slot; recomputed when the schedule changed.
+    # A scheduled task's row and first slot. A changed schedule moves the slot
+    # only earlier (or removes it): workers that disagree for a while (a rolling
+    # deploy) can never keep postponing a slot, so every due slot is claimed;
+    # the claim writes its worker's schedule and next slot.
     ensure_schedule="""
         INSERT INTO {task} AS t ({new_row_columns})
         VALUES (%(name)s::text, NULL, false, '', {new_row_token}, %(ttl)s, false, '', '', '',
             0, 0, NULL, '', NULL, %(schedule)s::text, %(next)s::timestamptz)
         ON CONFLICT (name) DO UPDATE
         SET schedule = excluded.schedule, next_run_at = excluded.next_run_at
-        WHERE t.schedule IS DISTINCT FROM excluded.schedule
-            OR (t.next_run_at IS NULL) <> (excluded.next_run_at IS NULL)
+        WHERE (t.next_run_at IS NULL AND excluded.next_run_at IS NOT NULL)
+            OR (t.schedule IS DISTINCT FROM excluded.schedule
+                AND (excluded.next_run_at IS NULL OR excluded.next_run_at < t.next_run_at))
         RETURNING 1
     """,
     # The workers' poll: a read, so an idle loop writes nothing.
@@ -304,6 +310,11 @@ POSTGRESQL = Statements(
         RETURNING 1
     """,
     worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
+    forget_workers="""
+        DELETE FROM {worker}
+        WHERE updated_at < clock_timestamp() - %(seconds)s * interval '1 second'
+        RETURNING 1
+    """,
     list_workers="""
         SELECT {worker_columns} FROM (
             SELECT w.*, EXTRACT(EPOCH FROM clock_timestamp() - w.updated_at)::float8 AS age
@@ -423,7 +434,8 @@ SQLITE = Statements(
         UPDATE {task}
         SET {claim_set},
             attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
-                THEN 0 ELSE 1 END
+                THEN 0 ELSE 1 END,
+            value = CASE WHEN %(resume)s THEN value END
         WHERE name = %(name)s AND token = %(expect)s
             AND ((running AND {stale} AND attempt < %(max_attempts)s)
                 OR (NOT running AND outcome = %(interrupted)s)
@@ -446,8 +458,10 @@ SQLITE = Statements(
             0, 0, NULL, '', NULL, %(schedule)s, %(next)s)
         ON CONFLICT (name) DO UPDATE
         SET schedule = excluded.schedule, next_run_at = excluded.next_run_at
-        WHERE t.schedule IS NOT excluded.schedule
-            OR (t.next_run_at IS NULL) <> (excluded.next_run_at IS NULL)
+        WHERE (t.next_run_at IS NULL AND excluded.next_run_at IS NOT NULL)
+            OR (t.schedule IS NOT excluded.schedule
+                AND (excluded.next_run_at IS NULL
+                    OR julianday(excluded.next_run_at) < julianday(t.next_run_at)))
         RETURNING 1
     """,
     due_work=f"""
@@ -470,6 +484,11 @@ SQLITE = Statements(
         RETURNING 1
     """,
     worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
+    forget_workers="""
+        DELETE FROM {worker}
+        WHERE (julianday('now') - julianday(updated_at)) * 86400.0 > %(seconds)s
+        RETURNING 1
+    """,
     list_workers="""
         SELECT {worker_columns} FROM (
             SELECT *, (julianday('now') - julianday(updated_at)) * 86400.0 AS age

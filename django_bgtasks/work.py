@@ -57,24 +57,47 @@ class WorkQueue:
         return self._claim("claim_request", name, owner, ttl, Trigger.REQUEST, {})
 
     def claim_scheduled(
-        self, name: str, owner: str, ttl: float, *, due: dt.datetime, next_slot: dt.datetime
+        self,
+        name: str,
+        owner: str,
+        ttl: float,
+        *,
+        due: dt.datetime,
+        next_slot: dt.datetime,
+        schedule: str,
     ) -> WorkClaim | None:
         """Claim ``name`` for the slot ``due`` (as the poll read it), moving the
-        row on to ``next_slot``; only while the database's clock is before it."""
-        extra = {"due": self._runner.time_param(due), "next": self._runner.time_param(next_slot)}
+        row on to ``next_slot`` of ``schedule``; only while the database's clock
+        is before it."""
+        extra = {
+            "due": self._runner.time_param(due),
+            "next": self._runner.time_param(next_slot),
+            "schedule": schedule,
+        }
         return self._claim("claim_scheduled", name, owner, ttl, Trigger.SCHEDULE, extra)
 
     def claim_resume(
-        self, name: str, owner: str, ttl: float, *, expect: int, max_attempts: int
+        self,
+        name: str,
+        owner: str,
+        ttl: float,
+        *,
+        expect: int,
+        max_attempts: int,
+        resume: bool = True,
     ) -> WorkClaim | None:
-        """Claim again the lost or interrupted run ``expect`` of ``name``."""
+        """Claim again the lost or interrupted run ``expect`` of ``name``: with
+        ``resume``, keeping its last value for ``resume_from``; else afresh, as
+        a retry (a task that is not resumable but has attempts left)."""
         extra = {
             "expect": validate_token(expect),
             "max_attempts": max_attempts,
             "interrupted": Outcome.INTERRUPTED.value,
             "lost": Outcome.LOST.value,
+            "resume": resume,
         }
-        return self._claim("claim_resume", name, owner, ttl, Trigger.RESUME, extra)
+        trigger = Trigger.RESUME if resume else Trigger.RETRY
+        return self._claim("claim_resume", name, owner, ttl, trigger, extra)
 
     def claim_retry(
         self,
@@ -116,18 +139,21 @@ class WorkQueue:
 
     # --- schedules -------------------------------------------------------------
 
-    def skip_slot(self, name: str, *, due: dt.datetime, next_slot: dt.datetime) -> bool:
+    def skip_slot(
+        self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str
+    ) -> bool:
         """The slot ``due`` came while ``name`` still runs: move on to
-        ``next_slot`` and count the skip on the running run."""
+        ``next_slot`` of ``schedule`` and count the skip on the running run."""
         params = {"name": validate_name(name), "due": self._runner.time_param(due)}
         params["next"] = self._runner.time_param(next_slot)
+        params["schedule"] = schedule
         return bool(self._runner.write("skip_slot", "skip_slot", params))
 
     def ensure_schedule(
         self, name: str, *, schedule: str, next_slot: dt.datetime | None, ttl: float
     ) -> bool:
-        """Give ``name`` its row and first slot, or a new slot when its schedule
-        changed (``schedule=""`` and ``next_slot=None`` remove it)."""
+        """Give ``name`` its row and first slot; when its schedule changed, move
+        the slot earlier only (``schedule=""`` and ``next_slot=None`` remove it)."""
         params = {
             "name": validate_name(name),
             "schedule": schedule,
@@ -162,6 +188,11 @@ class WorkQueue:
     def gone(self, worker: str) -> None:
         """Remove worker ``worker``'s row: it stopped cleanly."""
         self._runner.write("worker_gone", "worker_gone", {"id": worker})
+
+    def forget_workers(self, silent_for: float) -> int:
+        """Remove the rows of workers silent for more than ``silent_for``
+        seconds (killed ones, which could not remove their own). How many."""
+        return len(self._runner.write("forget_workers", "forget_workers", {"seconds": silent_for}))
 
     def workers(self) -> list[WorkerState]:
         """Every worker's last report, with its age by the database's clock."""

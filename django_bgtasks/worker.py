@@ -6,7 +6,9 @@ its tasks, in this order for each name:
 
 1. **resume**: a resumable task's run that was lost (its holder went silent
    past the ttl) or interrupted (a worker's graceful stop), again with the
-   same arguments and ``lease.resume_from``, while attempts remain;
+   same arguments and ``lease.resume_from``, while attempts remain (a lost
+   run of a task that is not resumable but has ``max_attempts > 1`` is
+   retried afresh instead);
 2. **request**: a pending ``request_run()``;
 3. **retry**: a failed run, ``retry_delay`` (doubling) after it ended, while
    attempts remain;
@@ -53,6 +55,9 @@ logger = logging.getLogger("django_bgtasks.worker")
 # How often a worker renews its own row in the workers' table (and so how
 # old a live worker's heartbeat can look to `bgtasks workers`).
 WORKER_BEAT_SECONDS = 5.0
+# `bgtasks prune` removes the rows of workers silent this long (seconds): they
+# were killed, and could not remove their own.
+FORGET_WORKERS_AFTER = 3600.0
 # The longest wait between polls while the database can't be reached.
 MAX_BACKOFF_SECONDS = 30.0
 
@@ -145,19 +150,20 @@ class Worker:
         if row.running or row.name in self._runs:
             # Held by a live holder (maybe us): a slot that comes meanwhile is
             # skipped. (A run of ours that went stale is left to another worker.)
-            if (
-                row.running
-                and row.slot_due
-                and row.next_run_at
-                and task.effective_schedule is not None
-            ):
-                work.skip_slot(row.name, due=row.next_run_at, next_slot=self._next(task, row))
+            schedule = task.effective_schedule
+            if row.running and row.slot_due and row.next_run_at and schedule is not None:
+                work.skip_slot(
+                    row.name,
+                    due=row.next_run_at,
+                    next_slot=schedule.next_after(row.db_now),
+                    schedule=schedule.text,
+                )
             return False
         if len(self._runs) >= self.concurrency:
             return False
-        owed_resume = task.resume and row.token > 0 and self._resume_owed(task, row)
-        if owed_resume:
-            return self._start(task, Trigger.RESUME, self._claim_resume, task, row)
+        if row.token > 0 and self._again_owed(task, row):
+            trigger = Trigger.RESUME if task.resume else Trigger.RETRY
+            return self._start(task, trigger, self._claim_again, task, row)
         if row.requested:
             return self._start(
                 task, Trigger.REQUEST, work.claim_request, row.name, self.id, self._ttl(task)
@@ -171,11 +177,14 @@ class Worker:
         return False
 
     @staticmethod
-    def _resume_owed(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
+    def _again_owed(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
+        """A lost run is owed another attempt while attempts remain (resumed
+        from its checkpoint for a resumable task, else retried afresh); an
+        interrupted one, of a resumable task, always (a shutdown uses none)."""
         if row.stale:
             return row.attempt < task.max_attempts
         if row.outcome == Outcome.INTERRUPTED:
-            return True
+            return task.resume
         return row.outcome in RESUMABLE_OUTCOMES and row.attempt < task.max_attempts
 
     @staticmethod
@@ -188,9 +197,14 @@ class Worker:
             and row.finished_age >= task.retry_delay_for(row.attempt)
         )
 
-    def _claim_resume(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
+    def _claim_again(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
         return BackgroundTask.objects.work.claim_resume(
-            row.name, self.id, self._ttl(task), expect=row.token, max_attempts=task.max_attempts
+            row.name,
+            self.id,
+            self._ttl(task),
+            expect=row.token,
+            max_attempts=task.max_attempts,
+            resume=task.resume,
         )
 
     def _claim_retry(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
@@ -205,18 +219,20 @@ class Worker:
         )
 
     def _claim_scheduled(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
-        assert row.next_run_at is not None
+        schedule = task.effective_schedule
+        assert row.next_run_at is not None and schedule is not None
         return BackgroundTask.objects.work.claim_scheduled(
             row.name,
             self.id,
             self._ttl(task),
             due=row.next_run_at,
-            next_slot=self._next(task, row),
+            next_slot=schedule.next_after(row.db_now),
+            schedule=schedule.text,
         )
 
     def _record_lost(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
         """A silent holder, and nothing owed for it: record the run as lost now."""
-        if task.resume:
+        if task.resume or task.max_attempts > 1:
             error = (
                 f"lost on attempt {row.attempt} of {task.max_attempts}; not resumed again "
                 "(max_attempts)"
@@ -250,34 +266,27 @@ class Worker:
     # --- schedules -------------------------------------------------------------
 
     def _ensure_schedules(self, rows: list[DueRow]) -> None:
-        """Give each scheduled task its first slot, and follow schedule changes."""
+        """Give each scheduled task its first slot, and follow schedule changes:
+        a changed schedule moves the slot earlier only (or removes it), so
+        workers that disagree for a while (a rolling deploy) never keep
+        postponing it. The statement repeats the rule, for races."""
         by_name = {row.name: row for row in rows}
         now: dt.datetime | None = rows[0].db_now if rows else None
         for task in self.tasks.values():
             row, schedule = by_name.get(task.name), task.effective_schedule
             text = schedule.text if schedule is not None else ""
-            if row is None and schedule is None:
+            if row is not None and row.schedule == text and row.next_run_at is not None:
                 continue
-            if (
-                row is not None
-                and row.schedule == text
-                and ((row.next_run_at is None) == (schedule is None))
-            ):
+            if schedule is None and (row is None or not row.schedule):
                 continue
             if now is None:
                 now = BackgroundTask.objects.work.clock()
+            next_slot = schedule.next_after(now) if schedule is not None else None
+            if _comes_first(row, next_slot):
+                continue  # the slot another schedule set comes first: keep it
             BackgroundTask.objects.work.ensure_schedule(
-                task.name,
-                schedule=text,
-                next_slot=schedule.next_after(now) if schedule is not None else None,
-                ttl=self._ttl(task),
+                task.name, schedule=text, next_slot=next_slot, ttl=self._ttl(task)
             )
-
-    @staticmethod
-    def _next(task: BackgroundTaskFunction[..., Any], row: DueRow) -> dt.datetime:
-        schedule = task.effective_schedule
-        assert schedule is not None
-        return schedule.next_after(row.db_now)
 
     @staticmethod
     def _ttl(task: BackgroundTaskFunction[..., Any]) -> float:
@@ -312,6 +321,13 @@ class Worker:
 
     def _shut_down(self) -> None:
         self.stopping.set()
+        if self._runs:
+            logger.info(
+                "worker %s: stopping; waiting up to %g s for %s",
+                self.id,
+                self.grace,
+                ", ".join(self._runs),
+            )
         deadline = time.monotonic() + self.grace
         for name, (running, thread) in list(self._runs.items()):
             thread.join(max(deadline - time.monotonic(), 0.0))
@@ -328,6 +344,13 @@ class Worker:
             BackgroundTask.objects.work.gone(self.id)
         _close_connection()
         logger.info("worker %s: stopped", self.id)
+
+
+def _comes_first(row: DueRow | None, next_slot: dt.datetime | None) -> bool:
+    """The row's slot is no later than ``next_slot``, so a changed schedule keeps it."""
+    if row is None or row.next_run_at is None or next_slot is None:
+        return False
+    return row.next_run_at <= next_slot
 
 
 def _close_connection() -> None:

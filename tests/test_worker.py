@@ -122,18 +122,62 @@ def test_a_due_slot_runs_once_and_moves_to_the_next(db_alias: str) -> None:
     assert len(runs("w-sched")) == 1
 
 
-def test_a_changed_schedule_gets_a_new_slot_and_a_removed_one_none(db_alias: str) -> None:
+def test_a_changed_schedule_moves_the_slot_earlier_only_and_a_removed_one_clears_it(
+    db_alias: str,
+) -> None:
+    """Workers that disagree about a schedule for a while (a rolling deploy)
+    must not keep postponing each other's slot: a change moves it earlier only;
+    the claim of the slot then writes its worker's next one."""
+
+    def slot() -> dt.datetime:
+        state = objects.get_state("w-sched")
+        assert state is not None and state.next_run_at is not None
+        return state.next_run_at
+
     Worker([make_task("w-sched", echo, schedule="0 3 * * *")], poll=0.05).tick()
-    state = objects.get_state("w-sched")
-    assert state is not None and state.next_run_at is not None
-    assert (state.next_run_at.hour, state.next_run_at.minute) == (3, 0)  # TIME_ZONE is UTC
-    Worker([make_task("w-sched", echo, schedule="30 4 * * *")], poll=0.05).tick()
-    state = objects.get_state("w-sched")
-    assert state is not None and state.next_run_at is not None
-    assert (state.next_run_at.hour, state.next_run_at.minute) == (4, 30)
+    assert (slot().hour, slot().minute) == (3, 0)  # TIME_ZONE is UTC
+    five = Worker([make_task("w-sched", echo, schedule="*/5 * * * *")], poll=0.05)
+    five.tick()
+    earlier = slot()
+    assert earlier.minute % 5 == 0 and earlier != slot().replace(hour=3, minute=0)
+    row = BackgroundTask.objects.get(name="w-sched")
+    assert row.schedule == "*/5 * * * *"
+    # The old schedule's next slot (03:00) is later: the earlier one stays,
+    # however often the old worker polls.
+    old = Worker([make_task("w-sched", echo, schedule="0 3 * * *")], poll=0.05)
+    for _ in range(3):
+        old.tick()
+        five.tick()
+    assert slot() == earlier
+    # When the slot is claimed, the claimer's schedule writes the next one.
+    BackgroundTask.objects.filter(name="w-sched").update(
+        next_run_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    )
+    old.run(once=True)
+    row = BackgroundTask.objects.get(name="w-sched")
+    assert row.schedule == "0 3 * * *" and row.next_run_at is not None
+    assert (row.next_run_at.hour, row.next_run_at.minute) == (3, 0)
     Worker([make_task("w-sched", echo)], poll=0.05).tick()
     state = objects.get_state("w-sched")
     assert state is not None and state.next_run_at is None
+
+
+def test_a_lost_run_of_a_task_that_is_not_resumable_is_retried_afresh(db_alias: str) -> None:
+    seen: list[tuple[Any, int, str]] = []
+
+    def work(lease: RunningLease) -> None:
+        seen.append((lease.resume_from, lease.attempt, lease.trigger))
+
+    task = make_task("w-again", work, max_attempts=2, ttl=0.3)
+    lease = objects.try_claim("w-again", "dead", {"done": 4}, ttl=0.3)
+    assert lease is not None
+    time.sleep(0.45)
+    Worker([task], poll=0.05).run(once=True)
+    assert seen == [(None, 2, Trigger.RETRY)]
+    assert [(r.trigger, r.outcome) for r in runs("w-again")] == [
+        (Trigger.MANUAL, Outcome.LOST),
+        (Trigger.RETRY, Outcome.SUCCEEDED),
+    ]
 
 
 def test_a_slot_that_comes_while_the_task_runs_is_skipped_and_counted(db_alias: str) -> None:
@@ -151,6 +195,22 @@ def test_a_slot_that_comes_while_the_task_runs_is_skipped_and_counted(db_alias: 
     assert objects.release("w-sched", "someone", token=lease.token)
     (run,) = runs("w-sched")
     assert run.skipped == 1
+
+
+def test_prune_forgets_workers_silent_for_long(db_alias: str) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    objects.work.beat(worker="gone", host="h", pid=1, tasks=[], concurrency=1, running=[])
+    objects.work.beat(worker="live", host="h", pid=2, tasks=[], concurrency=1, running=[])
+    from django_bgtasks.models import Worker as WorkerRow
+
+    WorkerRow.objects.using(db_alias).filter(id="gone").update(updated_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    out = StringIO()
+    call_command("bgtasks", "prune", stdout=out)
+    assert "Forgot 1 worker(s) silent for more than" in out.getvalue()
+    assert [worker.id for worker in objects.work.workers()] == ["live"]
 
 
 def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias: str) -> None:

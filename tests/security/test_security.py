@@ -49,7 +49,7 @@ PARAMETERS = {"name", "owner", "token", "value", "ttl", "outcome", "error"}
 # The workers' statements (requests, schedules, resume, retry, worker rows).
 PARAMETERS |= {"trigger", "args", "request", "requested_by", "due", "next", "expect"}
 PARAMETERS |= {"max_attempts", "interrupted", "lost", "failed", "delay", "resume", "schedule"}
-PARAMETERS |= {"id", "host", "pid", "tasks", "concurrency", "running"}
+PARAMETERS |= {"id", "host", "pid", "tasks", "concurrency", "running", "seconds"}
 
 
 class _Calls(ast.NodeVisitor):

@@ -38,6 +38,7 @@ from ...states import TaskState
 from ...tasks import registered_tasks
 from ...terminal import ProgressBar, stop_on_signals, write_json
 from ...validation import heartbeat_interval, validate_token, validate_ttl
+from ...worker import FORGET_WORKERS_AFTER
 from .. import foreground, reads, workers
 
 # ProgressBar was defined here, and is still importable from here.
@@ -338,7 +339,12 @@ class Command(BaseCommand):
             return
         expired = BackgroundTask.objects.expire_stale()
         deleted, _by_model = old_runs.delete()
+        forgot = BackgroundTask.objects.work.forget_workers(FORGET_WORKERS_AFTER)
         self.stdout.write(f"Recorded {expired} silent holder(s) as lost.")
+        self.stdout.write(
+            f"Forgot {forgot} worker(s) silent for more than "
+            f"{display.seconds(FORGET_WORKERS_AFTER)} (killed: they could not remove their rows)."
+        )
         self.stdout.write(
             self.style.SUCCESS(
                 f"Deleted {deleted} run(s) that finished more than {days:g} day(s) ago."
