@@ -11,11 +11,12 @@ left to be rolled back with the caller's transaction; see docs/api.md.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import secrets
 import socket
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connections, models
@@ -54,6 +55,26 @@ __all__ = [
 
 # "Leave the value as it is", as distinct from None (store NULL).
 KEEP_VALUE: Any = object()
+
+
+_S = TypeVar("_S")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def async_twin(
+    method: Callable[Concatenate[_S, _P], _R],
+) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]:
+    """``method`` for async code: the same arguments, run in asgiref's sync
+    thread (``sync_to_async``), so that ASGI code can await a lease operation."""
+
+    async def twin(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await sync_to_async(method)(self, *args, **kwargs)
+
+    functools.update_wrapper(twin, method)  # the signature, for help() and docs
+    twin.__doc__ = f":meth:`{method.__name__}` for async code."
+    twin.__name__ = twin.__qualname__ = f"a{method.__name__}"
+    return twin
 
 
 _owner_for_pid: tuple[int, str] | None = None
@@ -259,79 +280,18 @@ class LeaseManager(models.Manager["BackgroundTask"]):
             TaskState.from_row(row) for row in self._run(self._connection(), "list_states", {})
         ]
 
-    # --- async twins -----------------------------------------------------------
+    # --- async twins: each runs the sync method in asgiref's sync thread -------
 
-    async def atry_claim(
-        self,
-        name: str,
-        owner: str | None = None,
-        initial_value: Any = None,
-        *,
-        ttl: float | None = None,
-    ) -> Lease | None:
-        """:meth:`try_claim` for async code."""
-        return await sync_to_async(self.try_claim)(name, owner, initial_value, ttl=ttl)
-
-    async def arenew(
-        self, name: str, owner: str, *, token: int | None = None, value: Any = KEEP_VALUE
-    ) -> Renewal | None:
-        """:meth:`renew` for async code."""
-        return await sync_to_async(self.renew)(name, owner, token=token, value=value)
-
-    async def aupdate_state(
-        self, name: str, owner: str, value: Any, *, token: int | None = None
-    ) -> bool:
-        """:meth:`update_state` for async code."""
-        return await sync_to_async(self.update_state)(name, owner, value, token=token)
-
-    async def aheartbeat(self, name: str, owner: str, *, token: int | None = None) -> bool:
-        """:meth:`heartbeat` for async code."""
-        return await sync_to_async(self.heartbeat)(name, owner, token=token)
-
-    async def arelease(
-        self,
-        name: str,
-        owner: str,
-        final_value: Any = None,
-        *,
-        token: int | None = None,
-        outcome: str = Outcome.SUCCEEDED,
-        error: str = "",
-    ) -> bool:
-        """:meth:`release` for async code."""
-        return await sync_to_async(self.release)(
-            name, owner, final_value, token=token, outcome=outcome, error=error
-        )
-
-    async def arequest_run(
-        self,
-        name: str,
-        *,
-        args: Sequence[Any] = (),
-        kwargs: dict[str, Any] | None = None,
-        requested_by: str = "",
-        ttl: float | None = None,
-    ) -> bool:
-        """:meth:`request_run` for async code."""
-        return await sync_to_async(self.request_run)(
-            name, args=args, kwargs=kwargs, requested_by=requested_by, ttl=ttl
-        )
-
-    async def aget_state(self, name: str) -> TaskState | None:
-        """:meth:`get_state` for async code."""
-        return await sync_to_async(self.get_state)(name)
-
-    async def alist_states(self) -> list[TaskState]:
-        """:meth:`list_states` for async code."""
-        return await sync_to_async(self.list_states)()
-
-    async def aforce_release(self, name: str, *, token: int | None = None) -> bool:
-        """:meth:`force_release` for async code."""
-        return await sync_to_async(self.force_release)(name, token=token)
-
-    async def arequest_cancel(self, name: str, *, token: int | None = None) -> bool:
-        """:meth:`request_cancel` for async code."""
-        return await sync_to_async(self.request_cancel)(name, token=token)
+    atry_claim = async_twin(try_claim)
+    arenew = async_twin(renew)
+    aupdate_state = async_twin(update_state)
+    aheartbeat = async_twin(heartbeat)
+    arelease = async_twin(release)
+    arequest_run = async_twin(request_run)
+    aget_state = async_twin(get_state)
+    alist_states = async_twin(list_states)
+    aforce_release = async_twin(force_release)
+    arequest_cancel = async_twin(request_cancel)
 
     # --- plumbing --------------------------------------------------------------
 

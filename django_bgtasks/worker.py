@@ -161,41 +161,20 @@ class Worker:
             return False
         if len(self._runs) >= self.concurrency:
             return False
-        if row.token > 0 and self._again_owed(task, row):
+        if row.token > 0 and owes_again(task, row):
             trigger = Trigger.RESUME if task.resume else Trigger.RETRY
             return self._start(task, trigger, self._claim_again, task, row)
         if row.requested:
             return self._start(
                 task, Trigger.REQUEST, work.claim_request, row.name, self.id, self._ttl(task)
             )
-        if self._retry_due(task, row):
+        if retry_due(task, row):
             return self._start(task, Trigger.RETRY, self._claim_retry, task, row)
         if row.slot_due and row.next_run_at and task.effective_schedule is not None:
             return self._start(task, Trigger.SCHEDULE, self._claim_scheduled, task, row)
         if row.stale:
             self._record_lost(task, row)
         return False
-
-    @staticmethod
-    def _again_owed(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
-        """A lost run is owed another attempt while attempts remain (resumed
-        from its checkpoint for a resumable task, else retried afresh); an
-        interrupted one, of a resumable task, always (a shutdown uses none)."""
-        if row.stale:
-            return row.attempt < task.max_attempts
-        if row.outcome == Outcome.INTERRUPTED:
-            return task.resume
-        return row.outcome in RESUMABLE_OUTCOMES and row.attempt < task.max_attempts
-
-    @staticmethod
-    def _retry_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
-        return (
-            not row.stale
-            and row.outcome == Outcome.FAILED
-            and row.attempt < task.max_attempts
-            and row.finished_age is not None
-            and row.finished_age >= task.retry_delay_for(row.attempt)
-        )
 
     def _claim_again(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
         return BackgroundTask.objects.work.claim_resume(
@@ -344,6 +323,28 @@ class Worker:
             BackgroundTask.objects.work.gone(self.id)
         _close_connection()
         logger.info("worker %s: stopped", self.id)
+
+
+def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
+    """A lost run is owed another attempt while attempts remain (resumed from
+    its checkpoint for a resumable task, else retried afresh); an interrupted
+    one, of a resumable task, always (a graceful stop uses no attempt)."""
+    if row.stale:
+        return row.attempt < task.max_attempts
+    if row.outcome == Outcome.INTERRUPTED:
+        return task.resume
+    return row.outcome in RESUMABLE_OUTCOMES and row.attempt < task.max_attempts
+
+
+def retry_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
+    """A failed run, attempts left, and its (doubling) delay passed by the database's clock."""
+    return (
+        not row.stale
+        and row.outcome == Outcome.FAILED
+        and row.attempt < task.max_attempts
+        and row.finished_age is not None
+        and row.finished_age >= task.retry_delay_for(row.attempt)
+    )
 
 
 def _comes_first(row: DueRow | None, next_slot: dt.datetime | None) -> bool:
