@@ -333,6 +333,7 @@ def test_a_never_run_task_has_a_detail_page_and_can_be_selected(
     assert "never run" in html and "Counts slowly (ten seconds)" in html
     assert "No finished runs yet." in html and "Run now" not in html
     assert "Run now" in superuser.get(change_url("surface-slow")).content.decode()
+    assert superuser.get(CHANGELIST + "surface-slow/history/").status_code == 200
     missing = superuser.get(change_url("not-registered"), follow=True)  # as for any id
     assert "“not-registered” doesn\u2019t exist" in messages_of(missing)[0]
     assert rows(site_alias) == []
@@ -370,6 +371,25 @@ def test_the_list_filters_by_status_and_outcome(site_alias: str, viewer: Client)
     page = viewer.get(CHANGELIST).content.decode()
     assert 'id="changelist-filter"' in page
     assert "?status=never+run" in page and "?outcome__exact=lost" in page
+
+
+def test_never_run_rows_come_after_the_tables_on_its_last_page(
+    site_alias: str, viewer: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_bgtasks.admin import BackgroundTaskAdmin
+
+    monkeypatch.setattr(BackgroundTaskAdmin, "list_per_page", 2)
+    for name in ("a", "b", "c"):
+        objects.try_claim(name, "worker-1", ttl=30)
+    never_run = len(registered_tasks())
+
+    first = viewer.get(CHANGELIST).content.decode()
+    last = viewer.get(CHANGELIST + "?p=2").content.decode()
+
+    assert "bgtasks-status-never-run" not in first
+    assert re.findall(r'<th class="field-name"><a [^>]*>(\w+)</a>', first) == ["a", "b"]
+    assert last.count("bgtasks-status-never-run") == never_run
+    assert f"{3 + never_run} background tasks" in last
 
 
 def test_the_changelist_fits_into_fewer_columns(site_alias: str, viewer: Client) -> None:

@@ -248,3 +248,14 @@ def test_the_changelist_fits_common_widths_with_the_sidebar_open(
             ).inner_text()
         )
         page.screenshot(path=str(folder / f"admin-{width}.png"), full_page=True)
+
+    # The never-run row is live too: started elsewhere, it fills in, no reload.
+    page.evaluate("window.bgtasksSameDocument = true")
+    objects.try_claim("surface-slow", "web-3:99:ab", {"done": 2, "total": 8}, ttl=30)
+    slow = page.locator('[data-bgtasks-task="surface-slow"][data-bgtasks-field="status"]')
+    slow.filter(has_text="running").wait_for()
+    owner = page.locator('[data-bgtasks-task="surface-slow"][data-bgtasks-field="owner"]')
+    assert owner.is_visible() and owner.inner_text() == "web-3:99:ab"
+    assert visible_buttons(page, "surface-slow") == ["Request cancel", "Force release…"]
+    assert page.locator("[data-bgtasks-notice]").is_hidden()  # its row is on the page
+    assert page.evaluate("window.bgtasksSameDocument") is True
