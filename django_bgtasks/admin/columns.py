@@ -243,18 +243,17 @@ class TaskColumns(TaskModelAdmin):
     @admin.display(description=gettext_lazy("next run"), ordering="next_run_at")
     def next_run(self, task: BackgroundTask) -> str:
         """The schedule's next slot (moved on by the claim that runs it)."""
-        state = state_of(task)
-        if state is None or state.next_run_at is None:
-            return self.get_empty_value_display()
-        return time_html(state.next_run_at)
+        return self._time_of(task, attrgetter("next_run_at"))
 
     @admin.display(description=gettext_lazy("requested"), ordering="requested_at")
     def requested(self, task: BackgroundTask) -> str:
         """When a pending request for a worker was filed."""
+        return self._time_of(task, attrgetter("requested_at"))
+
+    def _time_of(self, task: BackgroundTask, pick: Callable[[TaskState], Any]) -> str:
         state = state_of(task)
-        if state is None or state.requested_at is None:
-            return self.get_empty_value_display()
-        return time_html(state.requested_at)
+        value = None if state is None else pick(state)
+        return self.get_empty_value_display() if value is None else time_html(value)
 
     @admin.display(description=gettext_lazy("trigger, attempt"))
     def run_trigger(self, task: BackgroundTask) -> str:
