@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
+from django.utils.html import escape
 
 from django_bgtasks import background_task
 from django_bgtasks.choices import Outcome, Status
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.tasks import registered_tasks
 from tests.dbtools import backdate, rows
 
 objects = BackgroundTask.objects
@@ -206,6 +208,54 @@ def test_a_stale_holder_is_shown_as_silent(site_alias: str, viewer: Client) -> N
     assert "bgtasks-status-stale" in html
 
 
+def test_a_stale_row_offers_a_takeover_and_a_release(
+    site_alias: str, superuser: Client, settle: Any
+) -> None:
+    objects.try_claim("surface-quick", "worker-1", ttl=30)
+    backdate(site_alias, "surface-quick", 95)  # its holder went silent
+
+    row = row_of(superuser.get(CHANGELIST).content.decode(), "surface-quick")
+
+    buttons = re.findall(r'<(button|a) ([^>]*class="button bgtasks-button[^>]*)>(.*?)</\1>', row)
+    shown = [re.sub(r"<[^>]*>", "", text) for _, attrs, text in buttons if " hidden" not in attrs]
+    assert shown == ["Run now (take over)", "Force release…"]
+    assert 'title="Run now (take over: the silent run is recorded as lost' in row
+    assert 'title="Force release… (end the current claim, a silent one too' in row
+    assert "nothing is started" in row
+
+    response = superuser.post(url("surface-quick", "run"), {"next": CHANGELIST}, follow=True)
+
+    assert messages_of(response)[0].startswith("Started “surface-quick” (token 2) on ")
+    assert settle("surface-quick").outcome == "succeeded"
+    history = superuser.get(change_url("surface-quick")).content.decode()
+    tokens = re.findall(r"<tr><td>(\d+)</td><td class=\"bgtasks-outcome-(\w+)\"", history)
+    assert tokens == [("2", "succeeded"), ("1", "lost")]  # the silent run, recorded as lost
+
+
+def test_the_run_history_is_paged_newest_first(site_alias: str, viewer: Client) -> None:
+    for _ in range(45):
+        lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+        objects.release("cleanup", "worker-1", token=lease.token)
+
+    def page(query: str) -> tuple[list[int], str]:
+        html = viewer.get(change_url("cleanup") + query).content.decode()
+        history = html[html.index('<table class="bgtasks-history">') :]
+        return [int(t) for t in re.findall(r"<tr><td>(\d+)</td>", history)], history
+
+    first, html = page("")
+    assert first == list(range(45, 25, -1))
+    assert "Runs 1\u201320 of 45" in html and "\u2039 newer" not in html
+    assert 'href="?runs=2"' in html
+    second, html = page("?runs=2&_changelist_filters=q%3Dclean")
+    assert second == list(range(25, 5, -1))
+    # The other pages keep the page's query (the changelist's filters).
+    assert 'href="?runs=1&amp;_changelist_filters=q%3Dclean"' in html
+    assert 'href="?runs=3&amp;_changelist_filters=q%3Dclean"' in html
+    assert page("?runs=3")[0] == [5, 4, 3, 2, 1]
+    assert page("?runs=99")[0] == [5, 4, 3, 2, 1]  # past the end: the last page
+    assert page("?runs=x")[0] == first
+
+
 # --- operations by a superuser ----------------------------------------------------------------
 
 
@@ -237,18 +287,142 @@ def test_run_now_says_who_holds_a_running_task(site_alias: str, superuser: Clien
     assert rows(site_alias) == before and logged() == []
 
 
-def test_registered_tasks_that_never_ran_can_be_started(
-    site_alias: str, superuser: Client, settle: Any
+def row_of(html: str, name: str) -> str:
+    """The changelist's row (``<tr>…</tr>``) whose checkbox selects ``name``."""
+    table = html[html.index('<table id="result_list">') :]
+    for row in re.findall(r"<tr>(.*?)</tr>", table[: table.index("</table>")], re.S):
+        if f'name="_selected_action" value="{name}"' in row:
+            return str(row)
+    raise AssertionError(f"no row for {name!r}")
+
+
+def test_registered_tasks_that_never_ran_are_rows_of_the_list(
+    site_alias: str, superuser: Client, settle: Any, settings: Any
 ) -> None:
+    settings.BGTASKS_SCHEDULES = {"surface-quick": "*/5 * * * *"}
+    assert rows(site_alias) == []
+
     html = superuser.get(CHANGELIST).content.decode()
-    never_run = html[html.index("Registered tasks that have never run") :]
-    assert "surface-quick" in never_run and "Counts to three, reporting each step." in never_run
+
+    row = row_of(html, "surface-quick")
+    assert re.search(r'data-bgtasks-field="status">never run</span>', row)
+    assert "bgtasks-status-never-run" in row
+    assert "Counts to three, reporting each step." in row
+    assert '<span class="bgtasks-schedule-text">*/5 * * * *</span>' in row
+    assert f'formaction="{url("surface-quick", "run")}"' in row
+    assert ">Run now</button>" in row
+    assert "Registered tasks that have never run" not in html  # no second table
+    assert f"{len(registered_tasks())} background tasks" in html  # the registered ones
+    assert rows(site_alias) == []  # listing them wrote nothing
 
     superuser.post(url("surface-quick", "run"))
 
     assert settle("surface-quick").token == 1
     html = superuser.get(CHANGELIST).content.decode()
-    assert "surface-quick" not in html[html.index("Registered tasks that have never run") :]
+    assert "never run" not in row_of(html, "surface-quick")
+    assert "bgtasks-status-idle" in row_of(html, "surface-quick")
+    assert "never run" in row_of(html, "surface-slow")
+
+
+def test_a_never_run_task_has_a_detail_page_and_can_be_selected(
+    site_alias: str, superuser: Client, viewer: Client, settle: Any
+) -> None:
+    detail = viewer.get(change_url("surface-slow"))
+    html = detail.content.decode()
+    assert detail.status_code == 200
+    assert "never run" in html and "Counts slowly (ten seconds)" in html
+    assert "No finished runs yet." in html and "Run now" not in html
+    assert "Run now" in superuser.get(change_url("surface-slow")).content.decode()
+    assert superuser.get(CHANGELIST + "surface-slow/history/").status_code == 200
+    missing = superuser.get(change_url("not-registered"), follow=True)  # as for any id
+    assert "“not-registered” doesn\u2019t exist" in messages_of(missing)[0]
+    assert rows(site_alias) == []
+
+    # The changelist's actions reach them too, though no queryset holds them.
+    response = action(superuser, "request_cancel", "surface-quick")
+    assert messages_of(response) == ["“surface-quick” is not running; there is nothing to cancel."]
+    response = action(superuser, "run_now", "surface-quick")
+    assert messages_of(response)[0].startswith("Started “surface-quick” (token 1) on ")
+    assert settle("surface-quick").outcome == "succeeded"
+
+
+def test_the_list_filters_by_status_and_outcome(site_alias: str, viewer: Client) -> None:
+    objects.try_claim("live", "worker-1", ttl=30)
+    objects.try_claim("silent", "worker-2", ttl=30)
+    backdate(site_alias, "silent", 95)
+    lease = objects.try_claim("done", "worker-3", ttl=30)
+    objects.release("done", "worker-3", token=lease.token, outcome="failed", error="boom")
+
+    def listed(query: str) -> list[str]:
+        html = viewer.get(CHANGELIST + query).content.decode()
+        names = re.findall(r'<th class="field-name"><a [^>]*>([^<]+)</a>', html)
+        return [name for name in names if name != escape(EVIL)]
+
+    every = ["done", "live", "silent", "surface-fails", "surface-quick", "surface-slow"]
+    assert listed("") == every
+    assert listed("?status=running") == ["live"]
+    assert listed("?status=stale") == ["silent"]
+    assert listed("?status=idle") == ["done"]
+    assert listed("?status=never+run") == ["surface-fails", "surface-quick", "surface-slow"]
+    assert listed("?outcome__exact=failed") == ["done"]
+    assert listed("?q=surface-s") == ["surface-slow"]
+    assert listed("?q=worker-2") == ["silent"]  # search covers the owner too
+    assert listed("?status=never+run&q=quick") == ["surface-quick"]
+    page = viewer.get(CHANGELIST).content.decode()
+    assert 'id="changelist-filter"' in page
+    assert "?status=never+run" in page and "?outcome__exact=lost" in page
+
+
+def test_never_run_rows_come_after_the_tables_on_its_last_page(
+    site_alias: str, viewer: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_bgtasks.admin import BackgroundTaskAdmin
+
+    monkeypatch.setattr(BackgroundTaskAdmin, "list_per_page", 2)
+    for name in ("a", "b", "c"):
+        objects.try_claim(name, "worker-1", ttl=30)
+    never_run = len(registered_tasks())
+
+    first = viewer.get(CHANGELIST).content.decode()
+    last = viewer.get(CHANGELIST + "?p=2").content.decode()
+
+    assert "bgtasks-status-never-run" not in first
+    assert re.findall(r'<th class="field-name"><a [^>]*>(\w+)</a>', first) == ["a", "b"]
+    assert last.count("bgtasks-status-never-run") == never_run
+    assert f"{3 + never_run} background tasks" in last
+
+
+def test_the_changelist_fits_into_fewer_columns(site_alias: str, viewer: Client) -> None:
+    """Owner, token and heartbeat share a column, and so do the start and
+    the duration (the finish on hover): each is still a live cell."""
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.release("cleanup", "worker-1", token=lease.token)
+
+    html = viewer.get(CHANGELIST).content.decode()
+    headers = re.findall(r'<th scope="col" class="[^"]*column-(\w+)', html)
+    assert headers == [
+        "name",
+        "status_badge",
+        "progress_bar",
+        "holder",
+        "outcome_cell",
+        "when",
+        "about",
+    ]
+    cells = re.findall(r'data-bgtasks-task="cleanup" data-bgtasks-field="(\w+)"', html)
+    assert cells == [
+        "status",
+        "progress",
+        "owner",
+        "token",
+        "heartbeat",
+        "outcome",
+        "started",
+        "duration",
+    ]
+    state = objects.get_state("cleanup")
+    assert state is not None and state.finished_at is not None
+    assert re.search(r'data-bgtasks-field="duration" title="finished \d{4}-\d\d-\d\d ', html)
 
 
 def test_run_now_refuses_a_task_that_is_not_registered(site_alias: str, superuser: Client) -> None:

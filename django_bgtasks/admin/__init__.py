@@ -9,6 +9,8 @@ which use the database's clock, so every replica shows the same page.
 * :mod:`.options`: :class:`BackgroundTaskAdmin`, the ModelAdmin (configuration,
   permissions, pages, actions, URLs);
 * :mod:`.columns`: what each column and detail field shows;
+* :mod:`.changelist`: the changelist's rows (with the registered tasks that
+  never ran) and its status filter;
 * :mod:`.views`: the operator views (run, cancel, release, status) and the
   release confirmation page.
 

@@ -1,13 +1,16 @@
 """The ModelAdmin of ``BackgroundTask``: its configuration, who may do what,
 its two pages (the changelist and the read-only detail page, with what
 live.js needs), its actions and its URLs. The columns are in
-:mod:`.columns`; the operator views, and the operations they share with the
-actions, in :mod:`.views`.
+:mod:`.columns`, the rows and the status filter in :mod:`.changelist`; the
+operator views, and the operations they share with the actions, in
+:mod:`.views`.
 
 The rows are written only by the lease operations, so the admin never adds,
 saves or deletes a ``BackgroundTask``: the pages are read-only for everyone.
 Changing what a task does is an *operation* (run now, request cancel, force
-release), which needs the model's **change** permission.
+release), which needs the model's **change** permission. A registered task
+that never ran has no row: the changelist lists it anyway, and its detail
+page shows it, both from an unsaved instance.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -27,24 +31,33 @@ from django.utils.translation import gettext_lazy
 from ..models import BackgroundTask
 from ..tasks import registered_tasks
 from ..views import outside_request_transactions
-from .columns import TaskChangeList, TaskColumns, keep_state, state_names, state_of
+from .changelist import StatusFilter, TaskChangeList, states_for
+from .columns import (
+    TaskColumns,
+    keep_query,
+    keep_state,
+    never_run_row,
+    never_run_task,
+    state_names,
+    state_of,
+)
 from .views import OperatorViews, admin_url, parse_tokens
 
+# Owner, token and heartbeat share a column, and so do the start and the
+# duration (the finish on hover), so that the list fits a laptop's screen
+# with the admin's sidebar and the filters open.
 LIST_COLUMNS = (
     "name",
     "status_badge",
     "progress_bar",
-    "owner_cell",
-    "token_cell",
+    "holder",
     "outcome_cell",
-    "heartbeat",
-    "started",
-    "finished",
-    "duration",
-    "next_run",
+    "when",
+    "about",
 )
 DETAIL_FIELDS = (
     "name",
+    "about",
     "status_badge",
     "progress_bar",
     "owner_cell",
@@ -75,6 +88,9 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     release for users with the change permission."""
 
     list_display_links = ["name"]
+    list_filter = [StatusFilter, "outcome"]
+    # Facet counts would say 0 for "never run": those rows are not in the table.
+    show_facets = admin.ShowFacets.NEVER
     search_fields = ["name", "owner"]
     actions = ["run_now", "request_cancel", "force_release"]
     change_list_template = "django_bgtasks/admin/change_list.html"
@@ -114,19 +130,16 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        registered = registered_tasks()
-        # Every task with a row now: live.js points out rows that appear later
-        # (started on another replica), which only a reload can add.
-        known = sorted(BackgroundTask.objects.values_list("name", flat=True))
-        started = set(known)
+        # Every task with a row now, and every registered one (listed as never
+        # run): live.js points out rows that appear later (started on another
+        # replica), which only a reload can add.
+        names = BackgroundTask.objects.values_list("name", flat=True)
+        known = sorted({*names, *registered_tasks()})
         context = {
             **self._live_context(request),
             # The rows are read-only, for operators too: "view", not "change".
             "title": _("Select %s to view") % self.opts.verbose_name,
             "bgtasks_known": known,
-            "bgtasks_never_run": [
-                task for name, task in registered.items() if name not in started
-            ],
             "bgtasks_workers": BackgroundTask.objects.work.workers(),
             **(extra_context or {}),
         }
@@ -153,6 +166,10 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
         task = super().get_object(request, object_id, from_field)
         if task is not None:
             keep_state(task, BackgroundTask.objects.get_state(task.name))
+        elif from_field is None and object_id in registered_tasks():
+            task = never_run_row(registered_tasks()[object_id])  # unsaved: nothing is written
+        if task is not None:
+            keep_query(task, request.GET)
         return task
 
     def render_change_form(
@@ -165,12 +182,10 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
         obj: BackgroundTask | None = None,
     ) -> HttpResponse:
         context.update(self._live_context(request))
-        if obj is not None:
-            state = state_of(obj)
+        if obj is not None and (state_of(obj) is not None or never_run_task(obj) is not None):
             context["bgtasks_buttons"] = (
                 self.operate(obj) if context["bgtasks_can_operate"] else ""
             )
-            context["bgtasks_state"] = state
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def _live_context(self, request: HttpRequest) -> dict[str, Any]:
@@ -185,13 +200,13 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
 
     @admin.action(description=gettext_lazy("Run now"), permissions=["change"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[BackgroundTask]) -> None:
-        for task in queryset:
-            self.start_task(request, task.name)
+        for name in self._selected_names(request, queryset):
+            self.start_task(request, name)
 
     @admin.action(description=gettext_lazy("Request cancel"), permissions=["change"])
     def request_cancel(self, request: HttpRequest, queryset: QuerySet[BackgroundTask]) -> None:
-        for task in queryset:
-            self.cancel_task(request, task.name)
+        for name in self._selected_names(request, queryset):
+            self.cancel_task(request, name)
 
     @admin.action(description=gettext_lazy("Force release…"), permissions=["change"])
     def force_release(
@@ -218,6 +233,19 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             *(("_selected_action", state.name) for state in held),
         ]
         return self.release_confirmation(request, held, "", hidden)
+
+    def _selected_names(
+        self, request: HttpRequest, queryset: QuerySet[BackgroundTask]
+    ) -> list[str]:
+        """The selected rows' names, then the selected registered tasks that
+        have no row (listed as never run), which no queryset holds."""
+        names = [task.name for task in queryset]
+        states = states_for(request)
+        registered = registered_tasks()
+        for name in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            if name in registered and name not in states and name not in names:
+                names.append(name)
+        return names
 
     # --- URLs ----------------------------------------------------------------------
 

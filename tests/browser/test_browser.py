@@ -6,11 +6,17 @@ progress bar advance with no reload (live.js polling the status URL), asks
 it to stop, and sees it stop; a task started elsewhere is pointed out for a
 reload to add. Set ``BGTASKS_SCREENSHOT=docs/admin-changelist.png``
 to save the live changelist (mid-run) there; otherwise it goes to a temp dir.
+
+The changelist fits a laptop's 1280 px and a desktop's 1920 px with the
+admin's sidebar and the filters open, and a stale row offers a takeover and
+a release. Set ``BGTASKS_SCREENSHOTS=docs`` to save those two pages there
+(``admin-1280.png``, ``admin-1920.png``); otherwise they go to a temp dir.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,10 +105,10 @@ def test_run_watch_and_cancel_in_a_real_browser(
     page.click("input[type=submit]")
     page.wait_for_url("**" + CHANGELIST)
 
-    # Never run so far: it is offered in the list of registered tasks.
-    page.locator(".bgtasks-never-run tr", has_text="surface-slow").get_by_role(
-        "button", name="Run now"
-    ).click()
+    # Never run so far: it is a row of the list, with "Run now".
+    never_run = page.locator("#result_list tbody tr", has_text="surface-slow")
+    assert never_run.locator('[data-bgtasks-field="status"]').inner_text() == "never run"
+    never_run.get_by_role("button", name="Run now", exact=True).click()
     page.wait_for_url("**" + CHANGELIST)
     assert "Started “surface-slow”" in page.locator(".messagelist").inner_text()
 
@@ -140,7 +146,9 @@ def test_run_watch_and_cancel_in_a_real_browser(
     outcome.filter(has_text="cancelled").wait_for()
     assert status.inner_text() == "idle"
     # Idle again: "Run now" is offered once more, without a reload.
-    page.locator('button[data-bgtasks-task="surface-slow"]', has_text="Run now").wait_for()
+    page.locator(
+        'button[data-bgtasks-task="surface-slow"]', has_text=re.compile("^Run now$")
+    ).wait_for()
     assert page.evaluate("window.bgtasksSameDocument") is True
 
     state = settle("surface-slow")
@@ -164,3 +172,90 @@ def test_run_watch_and_cancel_in_a_real_browser(
     page.locator('[data-bgtasks-task="started-elsewhere"]').first.wait_for()
     page.wait_for_timeout(1500)
     assert notice.is_hidden()
+
+
+def visible_buttons(page: Any, name: str) -> list[str]:
+    """The operation buttons the row of ``name`` shows now."""
+    buttons = page.locator(f'#result_list .bgtasks-button[data-bgtasks-task="{name}"]')
+    return [button.inner_text() for button in buttons.all() if button.is_visible()]
+
+
+def test_the_changelist_fits_common_widths_with_the_sidebar_open(
+    site_alias: str,
+    live_server: Any,
+    make_staff: Any,
+    page: Any,
+    tmp_path: Path,
+) -> None:
+    make_staff("root", superuser=True)
+    get_task("surface-quick").run()
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        get_task("surface-fails").run()
+    # A registered task whose holder went silent: it can be taken over.
+    objects.try_claim("surface-fails", "web-2:4711:5e1f", {"done": 1, "total": 2}, ttl=30)
+    backdate(site_alias, "surface-fails", 47)
+    objects.try_claim("nightly-report", "web-1:8123:9a0c", {"progress": 0.62}, ttl=600)
+    # surface-slow never ran: it is listed all the same.
+    polls: list[int] = []
+    page.on(
+        "response",
+        lambda response: polls.append(response.status) if "/status/" in response.url else None,
+    )
+
+    page.goto(live_server.url + "/admin/login/?next=" + CHANGELIST)
+    page.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'true')")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_url("**" + CHANGELIST)
+
+    folder = Path(os.environ.get("BGTASKS_SCREENSHOTS") or tmp_path)
+    for width in (1280, 1920):
+        page.set_viewport_size({"width": width, "height": 720})
+        page.reload()
+        polls.clear()
+        page.wait_for_function("document.querySelector('#result_list')")
+        page.wait_for_timeout(1500)  # a poll or two: the cells and buttons live.js keeps
+        assert 200 in polls
+        assert page.locator("#nav-sidebar").is_visible(), width
+        assert page.locator("#changelist-filter").is_visible(), width
+        fits = page.evaluate(
+            """() => {
+                const table = document.querySelector('#result_list');
+                return [table.scrollWidth, table.parentElement.clientWidth,
+                        document.documentElement.scrollWidth, window.innerWidth];
+            }"""
+        )
+        assert fits[0] <= fits[1], f"the table overflows at {width} px: {fits}"
+        assert fits[2] <= fits[3], f"the page scrolls sideways at {width} px: {fits}"
+
+        # The silent holder: a takeover or a release, each saying what it does.
+        assert visible_buttons(page, "surface-fails") == ["Run now (take over)", "Force release…"]
+        takeover = page.get_by_role("button", name="Run now (take over)")
+        assert "the silent run is recorded as lost" in (takeover.get_attribute("title") or "")
+        assert visible_buttons(page, "nightly-report") == ["Request cancel", "Force release…"]
+        assert visible_buttons(page, "surface-slow") == ["Run now"]
+        assert visible_buttons(page, "surface-quick") == ["Run now"]
+        # Every value is still there: the finish on the duration's hover.
+        duration = page.locator(
+            '[data-bgtasks-task="surface-quick"][data-bgtasks-field="duration"]'
+        )
+        assert (duration.get_attribute("title") or "").startswith("finished 20")
+        assert (
+            "stale: holder silent for"
+            in page.locator(
+                '[data-bgtasks-task="surface-fails"][data-bgtasks-field="status"]'
+            ).inner_text()
+        )
+        page.screenshot(path=str(folder / f"admin-{width}.png"), full_page=True)
+
+    # The never-run row is live too: started elsewhere, it fills in, no reload.
+    page.evaluate("window.bgtasksSameDocument = true")
+    objects.try_claim("surface-slow", "web-3:99:ab", {"done": 2, "total": 8}, ttl=30)
+    slow = page.locator('[data-bgtasks-task="surface-slow"][data-bgtasks-field="status"]')
+    slow.filter(has_text="running").wait_for()
+    owner = page.locator('[data-bgtasks-task="surface-slow"][data-bgtasks-field="owner"]')
+    assert owner.is_visible() and owner.inner_text() == "web-3:99:ab"
+    assert visible_buttons(page, "surface-slow") == ["Request cancel", "Force release…"]
+    assert page.locator("[data-bgtasks-notice]").is_hidden()  # its row is on the page
+    assert page.evaluate("window.bgtasksSameDocument") is True

@@ -5,7 +5,9 @@
  * with If-None-Match, so a poll that finds nothing changed costs a 304 and no
  * body, and it rewrites the cells marked data-bgtasks-task + data-bgtasks-field.
  * Between changes it ages the heartbeats itself: the server leaves
- * heartbeat_age out of the ETag, because it grows with the clock.
+ * heartbeat_age out of the ETag, because it grows with the clock. The cells
+ * of a task that never ran (no state yet) stay as the page has them until
+ * it runs.
  *
  * The words it writes follow django_bgtasks/display.py; change both together.
  * The state names it compares with are the page's (see STATUS below).
@@ -140,6 +142,8 @@
     },
     duration(cell, state, age) {
       cell.textContent = formatSeconds(durationOf(state, age));
+      // The finish, on hover (the changelist shows the start and the duration).
+      cell.title = state.finished_at ? "finished " + formatTime(state.finished_at) : "";
     },
     value(cell, state) {
       cell.textContent = JSON.stringify(sortedKeys(state.value), null, 2);
@@ -195,8 +199,11 @@
           if (field && RENDER[field]) RENDER[field](element, state, age);
           // A cancel button names the run it cancels: the one on screen now.
           if (element.name === "token" && state.token !== null) element.value = state.token;
+          // Which buttons fit: run now when not held; run now as a takeover
+          // when the holder is silent; cancel while running; release while held.
           const show = element.dataset.bgtasksShow;
           if (show === STATUS.IDLE) element.hidden = held;
+          else if (show === STATUS.STALE) element.hidden = !state.stale;
           else if (show === STATUS.RUNNING) element.hidden = !state.running;
           else if (show === "held") element.hidden = !held;
         }
