@@ -206,7 +206,9 @@ def test_prune_forgets_workers_silent_for_long(db_alias: str) -> None:
     objects.work.beat(worker="live", host="h", pid=2, tasks=[], concurrency=1, running=[])
     from django_bgtasks.models import Worker as WorkerRow
 
-    WorkerRow.objects.using(db_alias).filter(id="gone").update(updated_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    WorkerRow.objects.using(db_alias).filter(id="gone").update(
+        updated_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    )
     out = StringIO()
     call_command("bgtasks", "prune", stdout=out)
     assert "Forgot 1 worker(s) silent for more than" in out.getvalue()
