@@ -102,6 +102,30 @@ CLAIM_SCHEDULED = """
     WHERE name = %(name)s AND {is_due_slot} AND {before_next} AND (NOT running OR {stale})
     {claim_returning}
 """
+# A lost (stale, or recorded lost) or interrupted run of claim %(expect)s,
+# again: with %(resume)s keeping its value for resume_from, else afresh (a
+# retry). A graceful interruption does not use up an attempt; a loss does.
+CLAIM_RESUME = """
+    UPDATE {task}
+    SET {claim_set},
+        attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
+            THEN 0 ELSE 1 END,
+        value = CASE WHEN {resume_param} THEN value END
+    WHERE name = %(name)s AND token = {expect_param}
+        AND ((running AND {stale} AND attempt < %(max_attempts)s)
+            OR (NOT running AND outcome = %(interrupted)s)
+            OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+    {claim_returning}
+"""
+# A failed run of claim %(expect)s, again, once its delay has passed.
+CLAIM_RETRY = """
+    UPDATE {task}
+    SET {claim_set}, attempt = attempt + 1,
+        value = CASE WHEN {resume_param} THEN value END
+    WHERE name = %(name)s AND token = {expect_param} AND NOT running
+        AND outcome = %(failed)s AND attempt < %(max_attempts)s AND {delay_passed}
+    {claim_returning}
+"""
 # The slot came while the task still runs: move on, and count it on the run.
 SKIP_SLOT = """
     UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1, schedule = %(schedule)s
@@ -142,6 +166,9 @@ POSTGRESQL_FRAGMENTS = {
     "before_next": "clock_timestamp() < %(next)s::timestamptz",
     "is_due_slot": "next_run_at = %(due)s::timestamptz",
     "next_slot": "%(next)s::timestamptz",
+    "resume_param": "%(resume)s::boolean",
+    "expect_param": "%(expect)s::bigint",
+    "delay_passed": "finished_at <= clock_timestamp() - %(delay)s * interval '1 second'",
     "state_source": """(
         SELECT t.*,
             t.running AND t.updated_at < now.ts - t.ttl * interval '1 second' AS stale,
@@ -247,31 +274,8 @@ POSTGRESQL = Statements(
     """,
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,
-    # A lost (stale, or recorded lost) or interrupted run of claim %(expect)s,
-    # again: with %(resume)s keeping its value for resume_from, else afresh (a
-    # retry). A graceful interruption does not use up an attempt; a loss does.
-    claim_resume="""
-        UPDATE {task}
-        SET {claim_set},
-            attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
-                THEN 0 ELSE 1 END,
-            value = CASE WHEN %(resume)s::boolean THEN value END
-        WHERE name = %(name)s AND token = %(expect)s::bigint
-            AND ((running AND {stale} AND attempt < %(max_attempts)s)
-                OR (NOT running AND outcome = %(interrupted)s)
-                OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
-        {claim_returning}
-    """,
-    # A failed run of claim %(expect)s, again, once its delay has passed.
-    claim_retry="""
-        UPDATE {task}
-        SET {claim_set}, attempt = attempt + 1,
-            value = CASE WHEN %(resume)s::boolean THEN value END
-        WHERE name = %(name)s AND token = %(expect)s::bigint AND NOT running
-            AND outcome = %(failed)s AND attempt < %(max_attempts)s
-            AND finished_at <= clock_timestamp() - %(delay)s * interval '1 second'
-        {claim_returning}
-    """,
+    claim_resume=CLAIM_RESUME,
+    claim_retry=CLAIM_RETRY,
     skip_slot=SKIP_SLOT,
     # A scheduled task's row and first slot. A changed schedule moves the slot
     # only earlier (or removes it): workers that disagree for a while (a rolling
@@ -361,6 +365,9 @@ SQLITE_FRAGMENTS = {
     # The same instant, whichever text form it was written in.
     "is_due_slot": "julianday(next_run_at) = julianday(%(due)s)",
     "next_slot": "%(next)s",
+    "resume_param": "%(resume)s",
+    "expect_param": "%(expect)s",
+    "delay_passed": "(julianday('now') - julianday(finished_at)) * 86400.0 >= %(delay)s",
 }
 
 SQLITE = Statements(
@@ -430,27 +437,8 @@ SQLITE = Statements(
     """,
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,
-    claim_resume="""
-        UPDATE {task}
-        SET {claim_set},
-            attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
-                THEN 0 ELSE 1 END,
-            value = CASE WHEN %(resume)s THEN value END
-        WHERE name = %(name)s AND token = %(expect)s
-            AND ((running AND {stale} AND attempt < %(max_attempts)s)
-                OR (NOT running AND outcome = %(interrupted)s)
-                OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
-        {claim_returning}
-    """,
-    claim_retry="""
-        UPDATE {task}
-        SET {claim_set}, attempt = attempt + 1,
-            value = CASE WHEN %(resume)s THEN value END
-        WHERE name = %(name)s AND token = %(expect)s AND NOT running
-            AND outcome = %(failed)s AND attempt < %(max_attempts)s
-            AND (julianday('now') - julianday(finished_at)) * 86400.0 >= %(delay)s
-        {claim_returning}
-    """,
+    claim_resume=CLAIM_RESUME,
+    claim_retry=CLAIM_RETRY,
     skip_slot=SKIP_SLOT,
     ensure_schedule="""
         INSERT INTO {task} AS t ({new_row_columns})
