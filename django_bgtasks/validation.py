@@ -22,6 +22,9 @@ MAX_OWNER_LENGTH = 200
 # A lease that nobody may take over for more than a day after its holder died
 # is a mistake, and the bound keeps ``ttl * interval '1 second'`` in range.
 MAX_TTL = 86400.0
+# The shortest lease: the heartbeat (every ttl/3, and always below ttl/2) plus
+# a database round trip must fit in it, or it expires between two heartbeats.
+MIN_TTL = 0.1
 # Progress values are small; deep nesting is a bug, and SQLite's JSON functions
 # stop at depth 1000 anyway.
 MAX_VALUE_DEPTH = 100
@@ -86,6 +89,11 @@ def validate_ttl(ttl: object) -> float:
         raise ValueError(f"ttl must be at most {MAX_TTL:g} seconds") from None
     if not math.isfinite(ttl) or ttl <= 0:
         raise ValueError(f"ttl must be a positive, finite number of seconds, not {ttl!r}")
+    if ttl < MIN_TTL:
+        raise ValueError(
+            f"ttl must be at least {MIN_TTL:g} seconds, not {ttl:g}: a heartbeat and a "
+            "database round trip must fit in it"
+        )
     if ttl > MAX_TTL:
         raise ValueError(f"ttl must be at most {MAX_TTL:g} seconds, not {ttl:g}")
     return ttl

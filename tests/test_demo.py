@@ -227,6 +227,7 @@ def test_demo_will_not_run_over_a_live_run(tmp_path: Path) -> None:
     [
         (["--replicas", "1"], {}, "--replicas must be at least 2"),
         (["--ttl", "0"], {}, "--ttl must be above 0"),
+        (["--ttl", "0.05"], {}, "from 0.1 to 10 seconds"),
         (
             [],
             {"BGTASKS_DEMO_DB": "mysql"},

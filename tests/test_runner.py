@@ -259,7 +259,7 @@ def test_alease_records_a_failing_body_and_reraises(db_alias: str) -> None:
 # --- bad input -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ttl", [0, -1, float("nan")])
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), 0.05])
 def test_a_bad_ttl_is_refused_before_anything_is_written(db_alias: str, ttl: float) -> None:
     with pytest.raises(ValueError, match="ttl"), lease("cleanup", ttl=ttl):
         pytest.fail("body must not run")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.validation import MIN_TTL, validate_ttl
 from tests.dbtools import rows, runs
 
 objects = BackgroundTask.objects
@@ -55,6 +56,10 @@ BAD_TTLS = [
     (math.nan, ValueError, "finite"),
     (math.inf, ValueError, "finite"),
     (-math.inf, ValueError, "finite"),
+    (0.05, ValueError, "at least 0.1 seconds"),
+    (0.0999, ValueError, "at least 0.1 seconds"),
+    (1e-9, ValueError, "at least 0.1 seconds"),
+    (5e-324, ValueError, "at least 0.1 seconds"),
     (86400.5, ValueError, "at most"),
     ("30", TypeError, "number"),
     (True, TypeError, "number"),
@@ -131,6 +136,20 @@ def test_bad_owners(db_alias: str, held: int, owner: Any, error: type, match: st
 @pytest.mark.parametrize(("ttl", "error", "match"), BAD_TTLS)
 def test_bad_ttls(db_alias: str, held: int, ttl: Any, error: type, match: str) -> None:
     assert_refused(db_alias, lambda: objects.try_claim("new", "a", ttl=ttl), error, match)
+
+
+@pytest.mark.parametrize("ttl", [MIN_TTL, 0.2, 1, 86400])
+def test_the_shortest_and_longest_ttls_are_legal(ttl: float) -> None:
+    assert validate_ttl(ttl) == ttl
+
+
+def test_bad_ttls_are_refused_by_every_operation_that_takes_one(db_alias: str) -> None:
+    for call in [
+        lambda: objects.request_run("new", ttl=0.05),
+        lambda: objects.work.claim_request("new", "a", 0.05),
+        lambda: objects.work.ensure_schedule("new", schedule="", next_slot=None, ttl=0.05),
+    ]:
+        assert_refused(db_alias, call, ValueError, "at least 0.1 seconds")
 
 
 def test_a_bad_default_ttl_is_refused_too(db_alias: str, settings: Any) -> None:
