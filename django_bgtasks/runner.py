@@ -211,10 +211,11 @@ class RunningLease:
         lease_claimed.send(BackgroundTask, name=self.name, owner=self.owner, token=self.token)
         return self
 
-    def finish(self, exc: BaseException | None) -> None:
+    def finish(self, exc: BaseException | None, *, result: Any = None) -> None:
         """Stop renewing and release with the outcome ``exc`` implies:
         succeeded (``None``), interrupted (:class:`WorkerStopping`), cancelled
-        (:class:`TaskCancelled`) or failed.
+        (:class:`TaskCancelled`) or failed, storing ``result`` (what the work
+        returned) with the run.
 
         A lost lease is not released. If the work itself succeeded, the loss is
         raised as :class:`LeaseLost`, since it ran without the lease for a while;
@@ -234,17 +235,22 @@ class RunningLease:
             else:
                 outcome, error = Outcome.FAILED, "".join(traceback.format_exception(exc))
             try:
-                self._release(outcome, error)
+                self._release(outcome, error, result)
             except LeaseLost:
                 if exc is None:
                     raise
         finally:
             self._done.set()
 
-    def _release(self, outcome: str, error: str) -> None:
+    def _release(self, outcome: str, error: str, result: Any) -> None:
         released = self._retrying(
             lambda: BackgroundTask.objects.release(
-                self.name, self.owner, token=self.token, outcome=outcome, error=error
+                self.name,
+                self.owner,
+                token=self.token,
+                outcome=outcome,
+                error=error,
+                result=result,
             )
         )
         if not released:
@@ -382,7 +388,9 @@ def lease(
 
     Raises :class:`LeaseHeld`, without running the body, when another holder has
     it. On exit, releases with outcome ``succeeded``, or ``failed`` with the
-    traceback (and re-raises), or ``cancelled`` after :class:`TaskCancelled`.
+    traceback (and re-raises), or ``cancelled`` after
+    :class:`TaskCancelled`. A body that sets ``running.result`` has it stored
+    as the run's result.
     """
     running = _claim_or_raise(name, ttl, value, owner, run_args)
     try:
@@ -390,7 +398,7 @@ def lease(
     except BaseException as exc:
         running.finish(exc)
         raise
-    running.finish(None)
+    running.finish(None, result=running.result)
 
 
 @contextlib.asynccontextmanager
@@ -404,4 +412,4 @@ async def alease(
     except BaseException as exc:
         await sync_to_async(running.finish)(exc)
         raise
-    await sync_to_async(running.finish)(None)
+    await sync_to_async(running.finish)(None, result=running.result)

@@ -67,13 +67,16 @@ class TaskState:
     next_run_at: dt.datetime | None = None
     attempt: int = 0
     trigger: str = ""
+    # What the last run's function returned (JSON), or why it was not stored.
+    result: Any = None
+    result_note: str = ""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> TaskState:
         """Build from a row in ``sql.STATE_COLUMNS`` order, as either vendor returns it."""
         (name, value, running, owner, token, ttl, started_at, finished_at, updated_at,
          cancel_requested, outcome, error, stale, heartbeat_age, requested_at, next_run_at,
-         attempt, trigger) = row  # fmt: skip
+         attempt, trigger, result, result_note) = row  # fmt: skip
         return cls(
             name=name,
             value=json.loads(value) if isinstance(value, str) else value,
@@ -93,6 +96,8 @@ class TaskState:
             next_run_at=as_datetime(next_run_at),
             attempt=int(attempt),
             trigger=trigger,
+            result=json.loads(result) if isinstance(result, str) else result,
+            result_note=result_note,
         )
 
     @property
@@ -136,7 +141,8 @@ class TaskState:
         return (self.updated_at - self.started_at).total_seconds() + self.heartbeat_age
 
     def as_json(self) -> dict[str, Any]:
-        """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``."""
+        """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``
+        (``result`` and ``result_note`` included)."""
         data = asdict(self)
         for key in ("started_at", "finished_at", "updated_at", "requested_at", "next_run_at"):
             if data[key] is not None:

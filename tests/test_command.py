@@ -74,6 +74,19 @@ def test_list_json_with_no_tasks(db_alias: str) -> None:
     assert json.loads(bgtasks("list", "--json")) == {"tasks": []}
 
 
+def test_show_prints_the_result_or_why_it_was_not_stored(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.release("cleanup", "worker-1", token=lease.token, result={"deleted": 12})
+    out = bgtasks("show", "cleanup")
+    assert 'result:\n{\n  "deleted": 12\n}' in out
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.release("cleanup", "worker-1", token=lease.token, result={1, 2})
+    out = bgtasks("show", "cleanup")
+    assert "result: not stored: TypeError: result is not JSON-serialisable" in out
+    data = json.loads(bgtasks("show", "cleanup", "--json"))
+    assert data["result"] is None and data["result_note"].startswith("not stored: TypeError")
+
+
 def test_show_prints_the_state_value_and_recent_runs(db_alias: str) -> None:
     for _ in range(2):
         lease = objects.try_claim("cleanup", "worker-1", ttl=30)

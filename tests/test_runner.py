@@ -256,6 +256,19 @@ def test_alease_records_a_failing_body_and_reraises(db_alias: str) -> None:
     assert "RuntimeError: disk on fire" in state.error
 
 
+# --- the result ---------------------------------------------------------------
+
+
+def test_a_body_can_set_the_runs_result(db_alias: str) -> None:
+    with lease("cleanup", ttl=30) as running:
+        running.result = {"deleted": 4}
+    with lease("other", ttl=30):
+        pass
+    assert objects.get_state("cleanup").result == {"deleted": 4}
+    assert objects.get_state("other").result is None
+    assert [run["result"] for run in runs(db_alias)] == [{"deleted": 4}, None]
+
+
 # --- bad input -----------------------------------------------------------------
 
 

@@ -79,3 +79,4 @@ def test_as_json_is_the_state_with_iso_times_status_and_progress(db_alias: str) 
     assert dt.datetime.fromisoformat(data["updated_at"]) == state.updated_at
     assert data["finished_at"] is None
     assert set(data) == set(TaskState.__dataclass_fields__) | {"status", "progress"}
+    assert (data["result"], data["result_note"]) == (None, "")

@@ -125,6 +125,13 @@ def show_task(stdout: OutputWrapper, style: Style, state: TaskState) -> None:
         stdout.write(printable(state.error.rstrip()))
     stdout.write("value:")
     stdout.write(printable(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True)))
+    if state.result is not None:
+        stdout.write("result:")
+        stdout.write(
+            printable(json.dumps(state.result, indent=2, ensure_ascii=False, sort_keys=True))
+        )
+    elif state.result_note:
+        stdout.write(f"result: {printable(state.result_note)}")
     runs = list(TaskRun.objects.for_task(state.name)[:RECENT_RUNS])
     if runs:
         stdout.write(f"recent runs (newest first, up to {RECENT_RUNS}):")

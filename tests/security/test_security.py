@@ -50,6 +50,8 @@ PARAMETERS = {"name", "owner", "token", "value", "ttl", "outcome", "error"}
 PARAMETERS |= {"trigger", "args", "request", "requested_by", "due", "next", "expect"}
 PARAMETERS |= {"max_attempts", "interrupted", "lost", "failed", "delay", "resume", "schedule"}
 PARAMETERS |= {"id", "host", "pid", "tasks", "concurrency", "running"}
+# A run's result (release).
+PARAMETERS |= {"result", "result_note"}
 
 
 class _Calls(ast.NodeVisitor):
