@@ -134,7 +134,10 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
         stray = re.sub(r"%\(\w+\)s|%%", "", text)
         assert "%" not in stray, (field.name, text)
         assert "{" not in text and "}" not in text, (field.name, text)
-        assert connection.ops.quote_name(BackgroundTask._meta.db_table) in text, field.name
+        # Each names a table of the app (the clock reads no table at all).
+        tables = (BackgroundTask, TaskRun, Worker)
+        named = [connection.ops.quote_name(model._meta.db_table) in text for model in tables]
+        assert any(named) or field.name == "clock", field.name
 
 
 HOSTILE_NAMES = [
