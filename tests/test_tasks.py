@@ -5,6 +5,7 @@ registry's rules (unique names, a clear error for an unknown one)."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from typing import Any
 
@@ -113,6 +114,28 @@ def test_a_result_that_cant_be_stored_is_noted_and_the_run_succeeds(db_alias: st
         "Object of type set is not JSON serializable"
     )
     assert [run["result_note"] for run in runs(db_alias)] == [state.result_note] * 2
+
+
+def logged_failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "django_bgtasks" and r.levelno >= logging.ERROR]
+
+
+def test_a_task_that_raises_is_logged_once_whether_run_or_started(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    @background_task(name="t-logged", ttl=30)
+    def fails(running: Any) -> None:
+        raise ValueError("bad row 7")
+
+    with pytest.raises(ValueError, match="bad row 7"):
+        fails.run()
+    started = fails.start()
+    assert started is not None and started.wait(10)
+    first, second = logged_failures(caplog)
+    for record, token in [(first, 1), (second, 2)]:
+        assert record.exc_info is not None and str(record.exc_info[1]) == "bad row 7"
+        assert (record.task, record.token) == ("t-logged", token)  # type: ignore[attr-defined]
+        assert record.owner == started.owner  # type: ignore[attr-defined]
 
 
 # --- the registry ------------------------------------------------------------
