@@ -100,14 +100,38 @@ class TaskState:
             result_note=result_note,
         )
 
+    @classmethod
+    def never_run(cls, name: str, ttl: float) -> TaskState:
+        """The state of a task that has no row yet (registered, never claimed):
+        token 0, not running, no times; its status is ``never run``."""
+        return cls(
+            name=name,
+            value=None,
+            running=False,
+            owner="",
+            token=0,
+            ttl=ttl,
+            started_at=None,
+            finished_at=None,
+            updated_at=None,
+            cancel_requested=False,
+            outcome="",
+            error="",
+            stale=False,
+            heartbeat_age=None,
+        )
+
     @property
     def status(self) -> Status:
-        """``running``, ``cancel requested``, ``stale``, ``requested`` or ``idle``."""
+        """``running``, ``cancel requested``, ``stale``, ``requested``, ``idle``,
+        or ``never run`` (never claimed, nothing requested)."""
         if self.running:
             return Status.CANCEL_REQUESTED if self.cancel_requested else Status.RUNNING
         if self.stale:
             return Status.STALE
-        return Status.REQUESTED if self.requested_at is not None else Status.IDLE
+        if self.requested_at is not None:
+            return Status.REQUESTED
+        return Status.NEVER_RUN if self.started_at is None else Status.IDLE
 
     @property
     def held(self) -> bool:

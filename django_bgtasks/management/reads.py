@@ -18,6 +18,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
 
 from .. import display
+from ..choices import Status
 from ..models import BackgroundTask, TaskRun
 from ..states import TaskState
 from ..terminal import (
@@ -86,14 +87,17 @@ def _times(
 def show_list(
     stdout: OutputWrapper, style: Style, states: Sequence[TaskState], registered: Iterable[str]
 ) -> None:
-    """``list``: the tasks that have run, then the registered ones that never did."""
+    """``list``: one row per task (``operations.task_states()``: the registered
+    ones that never ran too, as ``never run``), then those named once more."""
     if states:
         write_tasks(stdout, style, states)
-    seen = {state.name for state in states}
-    never_run = [name for name in registered if name not in seen]
+    known = set(registered)
+    never_run = [
+        state.name for state in states if state.status == Status.NEVER_RUN and state.name in known
+    ]
     if never_run:
         stdout.write(f"Registered, never run: {', '.join(never_run)}")
-    if not states and not never_run:
+    if not states:
         stdout.write("No background task has run, and none is registered.")
 
 
