@@ -271,7 +271,9 @@ def test_attempts_run_out_for_lost_runs_too_and_the_reason_is_recorded(db_alias:
     assert [r.outcome for r in runs("w-lost")] == [Outcome.LOST, Outcome.LOST]
 
 
-def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(db_alias: str) -> None:
+def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
     lease = objects.try_claim("w-echo", "dead", ttl=0.2)
     assert lease is not None
     time.sleep(0.3)
@@ -279,6 +281,10 @@ def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(db_alias
     state = objects.get_state("w-echo")
     assert state is not None and not state.stale and state.outcome == Outcome.LOST
     assert [r.outcome for r in runs("w-echo")] == [Outcome.LOST]
+    # Said as a warning on the worker's logger, with the lease in extra.
+    [record] = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
+    assert record.levelname == "WARNING" and "lost" in record.getMessage()
+    assert (record.task, record.token) == ("w-echo", lease.token)  # type: ignore[attr-defined]
 
 
 def test_bad_worker_options_and_schedules_are_clear_errors() -> None:
