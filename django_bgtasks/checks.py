@@ -15,7 +15,7 @@ from django.db import connections
 
 from .conf import EXECUTORS, conf
 from .sql import MIN_SQLITE_VERSION, SUPPORTED_VENDORS
-from .validation import MAX_TTL, is_finite_number
+from .validation import MAX_TTL, MIN_TTL, is_finite_number
 
 
 @register()
@@ -56,12 +56,15 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
 def check_timing(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E005 (bad ``BGTASKS_TTL``), E002 (heartbeat interval not below ttl/2)."""
     ttl, interval = conf.TTL, conf.HEARTBEAT_INTERVAL
-    if not is_finite_number(ttl) or not 0 < ttl <= MAX_TTL:
+    if not is_finite_number(ttl) or not MIN_TTL <= ttl <= MAX_TTL:
         return [
             Error(
-                f"BGTASKS_TTL is {ttl!r}; it must be a number of seconds above 0 and at "
-                f"most {MAX_TTL:g}.",
-                hint="The default is 120.",
+                f"BGTASKS_TTL is {ttl!r}; it must be a number of seconds from {MIN_TTL:g} "
+                f"to {MAX_TTL:g}.",
+                hint=(
+                    "The default is 120. Below 0.1 s a heartbeat and a database round trip "
+                    "no longer fit in a lease."
+                ),
                 id="bgtasks.E005",
             )
         ]

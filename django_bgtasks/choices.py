@@ -21,6 +21,9 @@ class Status(models.TextChoices):
     # The row says running, but the holder went silent past its ttl.
     STALE = "stale", _("stale")
     IDLE = "idle", _("idle")
+    # Registered, and never claimed: no run has started yet (no row, or only
+    # the row a schedule made).
+    NEVER_RUN = "never run", _("never run")
 
     @property
     def slug(self) -> str:

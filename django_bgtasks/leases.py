@@ -31,6 +31,7 @@ from .states import Lease, Renewal, TaskState
 from .validation import (
     MAX_OWNER_LENGTH,
     clean_error,
+    encode_result,
     encode_value,
     validate_name,
     validate_outcome,
@@ -162,17 +163,23 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         token: int | None = None,
         outcome: str = Outcome.SUCCEEDED,
         error: str = "",
+        result: Any = None,
     ) -> bool:
         """End the holder's run and record it in history, in one statement.
 
         ``final_value`` of ``None`` keeps the last value. ``outcome`` is
-        ``succeeded``, ``failed`` or ``cancelled``. Only the current holder can
-        release; anyone else gets ``False`` and nothing is written.
+        ``succeeded``, ``failed`` or ``cancelled``. ``result`` (what the run's
+        function returned) is stored with the run, as JSON; one that does not
+        encode, or is larger than ``BGTASKS_MAX_VALUE_BYTES``, is stored as
+        ``None`` with ``result_note`` saying why, and never keeps the run from
+        ending. Only the current holder can release; anyone else gets
+        ``False`` and nothing is written.
         """
         params = self._holder_params(name, owner, token)
         params["value"] = encode_value(final_value)
         params["outcome"] = validate_outcome(outcome)
         params["error"] = clean_error(error)
+        params["result"], params["result_note"] = encode_result(result)
         return bool(self._write("release", "release", params))
 
     def fence(self, name: str, owner: str, token: int) -> bool:

@@ -63,6 +63,12 @@ class BackgroundTask(models.Model):
         _("schedule"), max_length=100, blank=True, default="", db_default=""
     )
     next_run_at = models.DateTimeField(_("next run"), null=True, blank=True)
+    # What the current (or last) run's function returned, set by its release
+    # (reset by every claim); or, when it could not be stored, why not.
+    result = models.JSONField(_("result"), null=True, blank=True)
+    result_note = models.CharField(
+        _("result note"), max_length=500, blank=True, default="", db_default=""
+    )
 
     objects = LeaseManager()
 
@@ -96,6 +102,11 @@ class TaskRun(models.Model):
     attempt = models.IntegerField(_("attempt"), default=0, db_default=0)
     scheduled_for = models.DateTimeField(_("scheduled for"), null=True, blank=True)
     skipped = models.IntegerField(_("slots skipped"), default=0, db_default=0)
+    # What the run's function returned (JSON), or why it was not stored.
+    result = models.JSONField(_("result"), null=True, blank=True)
+    result_note = models.CharField(
+        _("result note"), max_length=500, blank=True, default="", db_default=""
+    )
 
     objects = RunQuerySet.as_manager()
 

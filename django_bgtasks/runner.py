@@ -15,6 +15,12 @@ database can't be reached to say so, or this process was paused.
 
 A lost lease is never released by its old holder: ``check()``, ``update()`` and
 ``fence()`` raise :class:`LeaseLost`, and the next claim records the run as lost.
+
+Failures are logged on the ``django_bgtasks`` logger, where error trackers
+(Sentry's logging integration, ...) pick them up: a run that raises, once, with
+``logger.exception`` in :meth:`RunningLease.finish` (which every way of running
+work ends in), and a lost lease as a warning. Each record carries the lease in
+``extra`` (:meth:`RunningLease.log_extra`: ``task``, ``token``, ``owner``).
 """
 
 from __future__ import annotations
@@ -121,6 +127,11 @@ class RunningLease:
         """``True`` once a heartbeat has brought an operator's cancel request."""
         return self._cancel_requested
 
+    def log_extra(self) -> dict[str, Any]:
+        """The ``extra`` of every log record about this lease: ``task`` (the
+        name), ``token`` and ``owner`` (keys no ``LogRecord`` attribute uses)."""
+        return {"task": self.name, "token": self.token, "owner": self.owner}
+
     # --- what the work calls -----------------------------------------------------
 
     def check(self) -> None:
@@ -211,10 +222,12 @@ class RunningLease:
         lease_claimed.send(BackgroundTask, name=self.name, owner=self.owner, token=self.token)
         return self
 
-    def finish(self, exc: BaseException | None) -> None:
+    def finish(self, exc: BaseException | None, *, result: Any = None) -> None:
         """Stop renewing and release with the outcome ``exc`` implies:
         succeeded (``None``), interrupted (:class:`WorkerStopping`), cancelled
-        (:class:`TaskCancelled`) or failed.
+        (:class:`TaskCancelled`) or failed, storing ``result`` (what the work
+        returned) with the run. A failure is logged with its traceback
+        (``logger.exception`` on ``django_bgtasks``), here and only here.
 
         A lost lease is not released. If the work itself succeeded, the loss is
         raised as :class:`LeaseLost`, since it ran without the lease for a while;
@@ -233,18 +246,32 @@ class RunningLease:
                 outcome, error = Outcome.CANCELLED, str(exc)
             else:
                 outcome, error = Outcome.FAILED, "".join(traceback.format_exception(exc))
+                logger.exception(
+                    "task %r (token %s) failed on %s: %s",
+                    self.name,
+                    self.token,
+                    self.owner,
+                    _summary(exc),
+                    exc_info=exc,
+                    extra=self.log_extra(),
+                )
             try:
-                self._release(outcome, error)
+                self._release(outcome, error, result)
             except LeaseLost:
                 if exc is None:
                     raise
         finally:
             self._done.set()
 
-    def _release(self, outcome: str, error: str) -> None:
+    def _release(self, outcome: str, error: str, result: Any) -> None:
         released = self._retrying(
             lambda: BackgroundTask.objects.release(
-                self.name, self.owner, token=self.token, outcome=outcome, error=error
+                self.name,
+                self.owner,
+                token=self.token,
+                outcome=outcome,
+                error=error,
+                result=result,
             )
         )
         if not released:
@@ -276,7 +303,7 @@ class RunningLease:
         except (LeaseLost, _Stopped):
             pass
         except Exception as exc:  # a bug, not an outage: give the lease up loudly
-            logger.exception("heartbeat of %r failed", self.name)
+            logger.exception("heartbeat of %r failed", self.name, extra=self.log_extra())
             self._declare_lost(f"heartbeat failed: {exc!r}")
         finally:
             _close_connection()
@@ -308,7 +335,12 @@ class RunningLease:
             try:
                 return call()
             except TRANSIENT_ERRORS as exc:
-                logger.warning("lease %r: database unreachable, retrying: %s", self.name, exc)
+                logger.warning(
+                    "lease %r: database unreachable, retrying: %s",
+                    self.name,
+                    exc,
+                    extra=self.log_extra(),
+                )
                 _close_connection()
             delay = min(max(0.05, min(self.interval / 4, 1.0)), max(self._remaining(), 0.0))
             if stop is None:
@@ -333,7 +365,13 @@ class RunningLease:
             if self._lost is not None:
                 return
             self._lost = reason
-        logger.warning("lease %r (token %s) lost: %s", self.name, self.token, reason)
+        logger.warning(
+            "lease %r (token %s) lost: %s",
+            self.name,
+            self.token,
+            reason,
+            extra=self.log_extra(),
+        )
         lease_lost.send(
             BackgroundTask, name=self.name, owner=self.owner, token=self.token, reason=reason
         )
@@ -342,6 +380,12 @@ class RunningLease:
         self._check_deadline()
         if self._lost is not None:
             raise LeaseLost(self.name, self._lost)
+
+
+def _summary(exc: BaseException) -> str:
+    """``ValueError: bad row`` (the record's traceback has the rest)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class _Stopped(Exception):
@@ -382,7 +426,9 @@ def lease(
 
     Raises :class:`LeaseHeld`, without running the body, when another holder has
     it. On exit, releases with outcome ``succeeded``, or ``failed`` with the
-    traceback (and re-raises), or ``cancelled`` after :class:`TaskCancelled`.
+    traceback (logged, and re-raised), or ``cancelled`` after
+    :class:`TaskCancelled`. A body that sets ``running.result`` has it stored
+    as the run's result.
     """
     running = _claim_or_raise(name, ttl, value, owner, run_args)
     try:
@@ -390,7 +436,7 @@ def lease(
     except BaseException as exc:
         running.finish(exc)
         raise
-    running.finish(None)
+    running.finish(None, result=running.result)
 
 
 @contextlib.asynccontextmanager
@@ -404,4 +450,4 @@ async def alease(
     except BaseException as exc:
         await sync_to_async(running.finish)(exc)
         raise
-    await sync_to_async(running.finish)(None)
+    await sync_to_async(running.finish)(None, result=running.result)

@@ -21,7 +21,8 @@ Rules every statement keeps:
 * **History in the same statement.** Ending a run writes its ``TaskRun`` row in
   the statement that ends it: a release, force release or expiry with a
   data-modifying CTE on PostgreSQL, and on SQLite (which has no such CTEs) with
-  the trigger of migration 0002. A claim that takes over a stale lease records
+  the trigger of migration 0002 (recreated with more columns by 0004 and
+  0005). A claim that takes over a stale lease records
   the run it replaces as ``lost``, as of its last heartbeat, with a trigger on
   both vendors (0002 on SQLite, 0003 on PostgreSQL): only a trigger sees the
   exact row an upsert replaces.
@@ -42,9 +43,9 @@ MIN_SQLITE_VERSION = (3, 35, 0)  # for RETURNING
 # Column order of every state read; leases.TaskState.from_row() relies on it.
 STATE_COLUMNS = """name, value, running AND NOT stale, owner, token, ttl, started_at,
     finished_at, updated_at, cancel_requested, outcome, error, stale, heartbeat_age,
-    requested_at, next_run_at, attempt, trigger"""
+    requested_at, next_run_at, attempt, trigger, result, result_note"""
 RUN_COLUMNS = """name, token, owner, started_at, finished_at, outcome, error, value,
-    trigger, attempt, scheduled_for, skipped"""
+    trigger, attempt, scheduled_for, skipped, result, result_note"""
 # Column order of the workers' poll; leases.DueRow.from_row() relies on it.
 DUE_COLUMNS = """name, token, running AND NOT stale, stale, attempt, outcome,
     requested_at IS NOT NULL, schedule, next_run_at, slot_due, finished_age, db_now"""
@@ -155,7 +156,7 @@ POSTGRESQL_FRAGMENTS = {
     "claim_set": """running = true, owner = %(owner)s, token = token + 1, ttl = %(ttl)s,
         started_at = clock_timestamp(), finished_at = NULL, updated_at = clock_timestamp(),
         cancel_requested = false, outcome = '', error = '', skipped = 0,
-        trigger = %(trigger)s""",
+        trigger = %(trigger)s, result = NULL, result_note = ''""",
     # A row that a request or a schedule creates before any claim: not running,
     # its token at the highest its history holds, so the first claim rises above it.
     "new_row_columns": """name, value, running, owner, token, ttl, cancel_requested,
@@ -186,17 +187,18 @@ POSTGRESQL = Statements(
     claim="""
         INSERT INTO {task} AS t (name, value, running, owner, token, ttl, started_at,
             finished_at, updated_at, cancel_requested, outcome, error, trigger, attempt,
-            run_args, scheduled_for, skipped)
+            run_args, scheduled_for, skipped, result, result_note)
         VALUES (%(name)s::text, %(value)s::jsonb, true, %(owner)s,
             COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s::text), 0) + 1,
             %(ttl)s, clock_timestamp(), NULL, clock_timestamp(), false, '', '', %(trigger)s,
-            1, %(args)s::jsonb, NULL, 0)
+            1, %(args)s::jsonb, NULL, 0, NULL, '')
         ON CONFLICT (name) DO UPDATE
         SET value = excluded.value, running = true, owner = excluded.owner,
             token = t.token + 1, ttl = excluded.ttl, started_at = clock_timestamp(),
             finished_at = NULL, updated_at = clock_timestamp(),
             cancel_requested = false, outcome = '', error = '', trigger = excluded.trigger,
-            attempt = 1, run_args = excluded.run_args, scheduled_for = NULL, skipped = 0
+            attempt = 1, run_args = excluded.run_args, scheduled_for = NULL, skipped = 0,
+            result = NULL, result_note = ''
         WHERE NOT t.running OR {t_stale}
         RETURNING token
     """,
@@ -215,7 +217,8 @@ POSTGRESQL = Statements(
         WITH ended AS (
             UPDATE {task}
             SET running = false, finished_at = clock_timestamp(),
-                value = COALESCE(%(value)s::jsonb, value), outcome = %(outcome)s, error = %(error)s
+                value = COALESCE(%(value)s::jsonb, value), outcome = %(outcome)s,
+                error = %(error)s, result = %(result)s::jsonb, result_note = %(result_note)s
             WHERE {holder}
             RETURNING {run_columns}
         ), {record_ended}
@@ -354,7 +357,8 @@ SQLITE_FRAGMENTS = {
     "claim_set": """running = 1, owner = %(owner)s, token = token + 1, ttl = %(ttl)s,
         started_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'), finished_at = NULL,
         updated_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'), cancel_requested = 0,
-        outcome = '', error = '', skipped = 0, trigger = %(trigger)s""",
+        outcome = '', error = '', skipped = 0, trigger = %(trigger)s, result = NULL,
+        result_note = ''""",
     "new_row_columns": """name, value, running, owner, token, ttl, cancel_requested,
         outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
         schedule, next_run_at""",
@@ -375,16 +379,17 @@ SQLITE = Statements(
     claim="""
         INSERT INTO {task} AS t (name, value, running, owner, token, ttl, started_at,
             finished_at, updated_at, cancel_requested, outcome, error, trigger, attempt,
-            run_args, scheduled_for, skipped)
+            run_args, scheduled_for, skipped, result, result_note)
         VALUES (%(name)s, %(value)s, 1, %(owner)s,
             COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s), 0) + 1,
-            %(ttl)s, {now}, NULL, {now}, 0, '', '', %(trigger)s, 1, %(args)s, NULL, 0)
+            %(ttl)s, {now}, NULL, {now}, 0, '', '', %(trigger)s, 1, %(args)s, NULL, 0, NULL, '')
         ON CONFLICT (name) DO UPDATE
         SET value = excluded.value, running = 1, owner = excluded.owner,
             token = t.token + 1, ttl = excluded.ttl, started_at = excluded.started_at,
             finished_at = NULL, updated_at = excluded.updated_at,
             cancel_requested = 0, outcome = '', error = '', trigger = excluded.trigger,
-            attempt = 1, run_args = excluded.run_args, scheduled_for = NULL, skipped = 0
+            attempt = 1, run_args = excluded.run_args, scheduled_for = NULL, skipped = 0,
+            result = NULL, result_note = ''
         WHERE NOT t.running OR {t_stale}
         RETURNING token
     """,
@@ -397,7 +402,8 @@ SQLITE = Statements(
     release="""
         UPDATE {task}
         SET running = 0, finished_at = {now}, value = COALESCE(%(value)s, value),
-            outcome = %(outcome)s, error = %(error)s
+            outcome = %(outcome)s, error = %(error)s, result = %(result)s,
+            result_note = %(result_note)s
         WHERE {holder}
         RETURNING 1
     """,

@@ -67,13 +67,16 @@ class TaskState:
     next_run_at: dt.datetime | None = None
     attempt: int = 0
     trigger: str = ""
+    # What the last run's function returned (JSON), or why it was not stored.
+    result: Any = None
+    result_note: str = ""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> TaskState:
         """Build from a row in ``sql.STATE_COLUMNS`` order, as either vendor returns it."""
         (name, value, running, owner, token, ttl, started_at, finished_at, updated_at,
          cancel_requested, outcome, error, stale, heartbeat_age, requested_at, next_run_at,
-         attempt, trigger) = row  # fmt: skip
+         attempt, trigger, result, result_note) = row  # fmt: skip
         return cls(
             name=name,
             value=json.loads(value) if isinstance(value, str) else value,
@@ -93,16 +96,42 @@ class TaskState:
             next_run_at=as_datetime(next_run_at),
             attempt=int(attempt),
             trigger=trigger,
+            result=json.loads(result) if isinstance(result, str) else result,
+            result_note=result_note,
+        )
+
+    @classmethod
+    def never_run(cls, name: str, ttl: float) -> TaskState:
+        """The state of a task that has no row yet (registered, never claimed):
+        token 0, not running, no times; its status is ``never run``."""
+        return cls(
+            name=name,
+            value=None,
+            running=False,
+            owner="",
+            token=0,
+            ttl=ttl,
+            started_at=None,
+            finished_at=None,
+            updated_at=None,
+            cancel_requested=False,
+            outcome="",
+            error="",
+            stale=False,
+            heartbeat_age=None,
         )
 
     @property
     def status(self) -> Status:
-        """``running``, ``cancel requested``, ``stale``, ``requested`` or ``idle``."""
+        """``running``, ``cancel requested``, ``stale``, ``requested``, ``idle``,
+        or ``never run`` (never claimed, nothing requested)."""
         if self.running:
             return Status.CANCEL_REQUESTED if self.cancel_requested else Status.RUNNING
         if self.stale:
             return Status.STALE
-        return Status.REQUESTED if self.requested_at is not None else Status.IDLE
+        if self.requested_at is not None:
+            return Status.REQUESTED
+        return Status.NEVER_RUN if self.started_at is None else Status.IDLE
 
     @property
     def held(self) -> bool:
@@ -136,7 +165,8 @@ class TaskState:
         return (self.updated_at - self.started_at).total_seconds() + self.heartbeat_age
 
     def as_json(self) -> dict[str, Any]:
-        """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``."""
+        """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``
+        (``result`` and ``result_note`` included)."""
         data = asdict(self)
         for key in ("started_at", "finished_at", "updated_at", "requested_at", "next_run_at"):
             if data[key] is not None:

@@ -86,9 +86,12 @@ class BackgroundTaskFunction(Generic[P, R]):
         return replace(self, ttl=ttl)
 
     def run(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Run here, under the lease; raises :class:`LeaseHeld` if it is held."""
+        """Run here, under the lease, and return what the function returns (also
+        stored as the run's ``result``); raises :class:`LeaseHeld` if it is held."""
         with lease(self.name, ttl=self.ttl, run_args=self._run_args(args, kwargs)) as running:
-            return self.func(running, *args, **kwargs)
+            result = self.func(running, *args, **kwargs)
+            running.result = result
+            return result
 
     def request(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         """Ask a ``bgtasks worker`` to run it with these arguments (JSON-encodable).
@@ -151,7 +154,7 @@ class BackgroundTaskFunction(Generic[P, R]):
                 running.exception = exc
                 running.finish(exc)
             else:
-                running.finish(None)
+                running.finish(None, result=running.result)
         except BaseException as exc:  # finish() raised LeaseLost; record it
             running.exception = exc
         finally:

@@ -5,6 +5,10 @@ The limits are the table's (200-character names and owners) and what both
 databases can store: PostgreSQL's ``jsonb`` refuses NUL characters and lone
 surrogates, and an interval overflows long before ``float`` does, so those are
 refused here with a clear message instead of surfacing as a database error.
+
+Values are encoded with Django's own JSON encoder (``DjangoJSONEncoder``), so
+datetimes, dates, times, timedeltas, ``Decimal``, ``UUID`` and lazy translation
+strings are stored as the strings Django writes for them everywhere else.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import math
 import unicodedata
 from typing import Any, TypeGuard
 
+from django.core.serializers.json import DjangoJSONEncoder
+
 from .choices import HOLDER_OUTCOMES
 from .conf import conf
 
@@ -22,10 +28,15 @@ MAX_OWNER_LENGTH = 200
 # A lease that nobody may take over for more than a day after its holder died
 # is a mistake, and the bound keeps ``ttl * interval '1 second'`` in range.
 MAX_TTL = 86400.0
+# The shortest lease: the heartbeat (every ttl/3, and always below ttl/2) plus
+# a database round trip must fit in it, or it expires between two heartbeats.
+MIN_TTL = 0.1
 # Progress values are small; deep nesting is a bug, and SQLite's JSON functions
 # stop at depth 1000 anyway.
 MAX_VALUE_DEPTH = 100
 MAX_ERROR_LENGTH = 10_000
+# Why a run's return value was not stored (``result_note``): one short line.
+MAX_RESULT_NOTE_LENGTH = 500
 
 
 def is_finite_number(value: object) -> TypeGuard[int | float]:
@@ -86,6 +97,11 @@ def validate_ttl(ttl: object) -> float:
         raise ValueError(f"ttl must be at most {MAX_TTL:g} seconds") from None
     if not math.isfinite(ttl) or ttl <= 0:
         raise ValueError(f"ttl must be a positive, finite number of seconds, not {ttl!r}")
+    if ttl < MIN_TTL:
+        raise ValueError(
+            f"ttl must be at least {MIN_TTL:g} seconds, not {ttl:g}: a heartbeat and a "
+            "database round trip must fit in it"
+        )
     if ttl > MAX_TTL:
         raise ValueError(f"ttl must be at most {MAX_TTL:g} seconds, not {ttl:g}")
     return ttl
@@ -119,41 +135,82 @@ def heartbeat_interval(ttl: float) -> float:
     return float(interval)
 
 
-def encode_value(value: Any) -> str | None:
+class _RefusedText(ValueError):
+    """A string the databases would refuse (NUL, a lone surrogate)."""
+
+
+class ValueEncoder(DjangoJSONEncoder):
+    """``DjangoJSONEncoder``, whose strings (a lazy translation string, once
+    it is text) are checked like every other string of a value."""
+
+    def default(self, o: Any) -> Any:
+        """What Django's encoder makes of ``o``, refused if it is a string the
+        databases would refuse; ``TypeError`` for what it can't encode."""
+        encoded = super().default(o)
+        if isinstance(encoded, str):
+            _check_json_text(encoded)
+        return encoded
+
+
+def encode_value(value: Any, *, kind: str = "value") -> str | None:
     """Encode a task's value as JSON text; ``None`` is stored as SQL NULL.
 
-    Raises ``TypeError`` for what JSON can't encode and ``ValueError`` for what
-    it can but the databases would refuse or should not hold.
+    Encoded as Django encodes JSON (``DjangoJSONEncoder``). Raises
+    ``TypeError`` for what it can't encode and ``ValueError`` for what it can
+    but the databases would refuse or should not hold. ``kind`` names the
+    value in the messages.
     """
     if value is None:
         return None
-    _check_json_strings(value)
+    _check_json_strings(value, kind)
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-    except ValueError as exc:  # NaN or infinity
-        raise ValueError(f"value is not valid JSON: {exc}") from None
+        text = json.dumps(
+            value, cls=ValueEncoder, allow_nan=False, ensure_ascii=False, separators=(",", ":")
+        )
+    except _RefusedText as exc:
+        raise ValueError(f"{kind} {exc}") from None
+    except ValueError as exc:  # NaN or infinity; an aware time
+        raise ValueError(f"{kind} is not valid JSON: {exc}") from None
     except TypeError as exc:
-        raise TypeError(f"value is not JSON-serialisable: {exc}") from None
+        raise TypeError(f"{kind} is not JSON-serialisable: {exc}") from None
     size = len(text.encode())
     if size > conf.MAX_VALUE_BYTES:
         raise ValueError(
-            f"value is {size} bytes of JSON; the limit is {conf.MAX_VALUE_BYTES} "
+            f"{kind} is {size} bytes of JSON; the limit is {conf.MAX_VALUE_BYTES} "
             "(BGTASKS_MAX_VALUE_BYTES)"
         )
     return text
 
 
-def _check_json_strings(value: Any) -> None:
+def encode_result(result: Any) -> tuple[str | None, str]:
+    """A run's return value as its ``TaskRun`` keeps it: the JSON text (as
+    :func:`encode_value` writes it) and ``""``, or ``None`` and a note that
+    says why it was not stored (it does not encode, or is too large).
+
+    Never raises: what a function returns must not keep its run from ending.
+    """
+    try:
+        return encode_value(result, kind="result"), ""
+    except Exception as exc:  # also whatever a lazy string's str() raises
+        note = f"not stored: {type(exc).__name__}: {exc}"
+        return None, clean_error(note)[:MAX_RESULT_NOTE_LENGTH]
+
+
+def _check_json_strings(value: Any, kind: str = "value") -> None:
     # Walk iteratively: a self-referencing or absurdly deep value must end in a
-    # ValueError here, not a RecursionError inside json.
+    # ValueError here, not a RecursionError inside json. (Lazy strings become
+    # text only in the encoder, whose default() checks them.)
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, str):
-            _check_json_text(item)
+            try:
+                _check_json_text(item)
+            except _RefusedText as exc:
+                raise ValueError(f"{kind} {exc}") from None
         elif isinstance(item, dict | list | tuple):
             if depth > MAX_VALUE_DEPTH:
-                raise ValueError(f"value is nested deeper than {MAX_VALUE_DEPTH} levels")
+                raise ValueError(f"{kind} is nested deeper than {MAX_VALUE_DEPTH} levels")
             if isinstance(item, dict):
                 stack.extend((key, depth) for key in item if isinstance(key, str))
                 stack.extend((child, depth + 1) for child in item.values())
@@ -163,11 +220,11 @@ def _check_json_strings(value: Any) -> None:
 
 def _check_json_text(text: str) -> None:
     if "\x00" in text:
-        raise ValueError("value must not contain NUL characters (PostgreSQL refuses them)")
+        raise _RefusedText("must not contain NUL characters (PostgreSQL refuses them)")
     try:
         text.encode()
     except UnicodeEncodeError:
-        raise ValueError("value must not contain lone surrogates (not valid UTF-8)") from None
+        raise _RefusedText("must not contain lone surrogates (not valid UTF-8)") from None
 
 
 def clean_error(error: object) -> str:

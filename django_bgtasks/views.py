@@ -1,7 +1,9 @@
 """The JSON status API, for front ends to poll: ``include("django_bgtasks.urls")``.
 
-* ``GET <prefix>/``: ``{"tasks": [TaskState, ...]}``, every task by name;
-* ``GET <prefix>/<name>/``: one ``TaskState``, or 404;
+* ``GET <prefix>/``: ``{"tasks": [TaskState, ...]}``, every task by name, the
+  registered ones that never ran included (status ``never run``);
+* ``GET <prefix>/<name>/``: one ``TaskState`` (a registered task's ``never
+  run`` one if it has not run), or 404;
 * ``POST <prefix>/<name>/run/``: start a registered task here, 202 (409 when
   it is held, 404 when no task is registered by that name, 400 on bad input);
   with ``BGTASKS_EXECUTOR = "worker"``, file a request for a worker, 202 (409
@@ -11,7 +13,8 @@
   task has never run; 400 on bad input).
 
 A ``TaskState`` is :meth:`TaskState.as_json`, the shape the ``bgtasks``
-command prints too. Everything is read from the lease table through
+command prints too; a GET adds a registered task's ``schedule`` and
+``description`` (``operations.task_json``). Everything is read from the lease table through
 ``BackgroundTask.objects`` (with the database's clock), so every replica
 answers alike; nothing here keeps state of its own.
 
@@ -117,9 +120,14 @@ def conditional_json(
     return response
 
 
-def task_list_response(request: HttpRequest) -> HttpResponse:
-    """Every task's state; shared with the admin's live view."""
-    items = [state.as_json() for state in BackgroundTask.objects.list_states()]
+def task_list_response(request: HttpRequest, *, never_run: bool = False) -> HttpResponse:
+    """Every task's state; shared with the admin's live view. With
+    ``never_run``, the registered tasks that never ran too, and each
+    registered task's schedule and description (``operations.task_states``)."""
+    if never_run:
+        items = [operations.task_json(state) for state in operations.task_states()]
+    else:
+        items = [state.as_json() for state in BackgroundTask.objects.list_states()]
     return conditional_json(request, {"tasks": items}, items)
 
 
@@ -155,19 +163,20 @@ def _accepted(name: str, body: dict[str, Any]) -> HttpResponse:
 @require_safe
 @_requires("view")
 def task_list(request: HttpRequest) -> HttpResponse:
-    """``GET <prefix>/``: every task's state."""
-    return task_list_response(request)
+    """``GET <prefix>/``: every task's state, the registered ones that never ran too."""
+    return task_list_response(request, never_run=True)
 
 
 @require_safe
 @_requires("view")
 @_named
 def task_detail(request: HttpRequest, name: str) -> HttpResponse:
-    """``GET <prefix>/<name>/``: one task's state, or 404."""
-    state = BackgroundTask.objects.get_state(name)
+    """``GET <prefix>/<name>/``: one task's state (``never run`` for a
+    registered task with no run yet), or 404."""
+    state = operations.task_state(name)
     if state is None:
         return error(404, f"No task named {name!r} has run.")
-    item = state.as_json()
+    item = operations.task_json(state)
     return conditional_json(request, item, [item])
 
 

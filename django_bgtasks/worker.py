@@ -219,7 +219,13 @@ class Worker:
         else:
             error = "lease expired: no heartbeat within the ttl"
         if BackgroundTask.objects.expire_stale(row.name, token=row.token, error=error):
-            logger.warning("task %r (token %d) lost: %s", row.name, row.token, error)
+            logger.warning(
+                "task %r (token %d) lost: %s",
+                row.name,
+                row.token,
+                error,
+                extra={"task": row.name, "token": row.token},
+            )
 
     def _start(
         self, task: BackgroundTaskFunction[..., Any], trigger: Trigger, claim: Any, *args: Any

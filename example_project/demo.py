@@ -648,9 +648,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workers < 2:
         parser.error("--workers must be at least 2: one to kill, one to resume")
-    if not 0 < args.ttl <= 10:
-        # The story waits one ttl for the resume, within TIMELINE_LIMIT.
-        parser.error("--ttl must be above 0 and at most 10 seconds")
+    if not 0.1 <= args.ttl <= 10:
+        # The story waits one ttl for the resume, within TIMELINE_LIMIT; 0.1 s
+        # is the shortest lease django-bgtasks accepts (validation.MIN_TTL).
+        parser.error("--ttl must be above 0: from 0.1 to 10 seconds")
     if args.sqlite:
         os.environ["BGTASKS_DEMO_DB"] = "sqlite"
     os.environ["BGTASKS_DEMO_TTL"] = str(args.ttl)

@@ -648,6 +648,7 @@ def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Cli
                 "CANCEL_REQUESTED": "cancel requested",
                 "STALE": "stale",
                 "IDLE": "idle",
+                "NEVER_RUN": "never run",
             },
             "slugs": {
                 "running": "running",
@@ -655,6 +656,7 @@ def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Cli
                 "cancel requested": "cancel-requested",
                 "stale": "stale",
                 "idle": "idle",
+                "never run": "never-run",
             },
         }
     # So the script spells no state itself: each name is written once, in choices.py.

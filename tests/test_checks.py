@@ -70,10 +70,22 @@ def test_a_heartbeat_interval_below_half_the_ttl_is_fine(settings: Any) -> None:
     assert checks.check_timing() == []
 
 
-@pytest.mark.parametrize("ttl", [0, -5, "120", None, float("inf"), 86401, 10**400])
+@pytest.mark.parametrize("ttl", [0, -5, 0.05, 0.0999, "120", None, float("inf"), 86401, 10**400])
 def test_a_bad_ttl(settings: Any, ttl: Any) -> None:
     settings.BGTASKS_TTL = ttl
     assert ids(checks.check_timing()) == ["bgtasks.E005"]
+
+
+def test_the_ttl_check_names_the_range(settings: Any) -> None:
+    settings.BGTASKS_TTL = 0.05
+    [error] = checks.check_timing()
+    assert "from 0.1 to 86400" in error.msg and "0.05" in error.msg
+
+
+@pytest.mark.parametrize("ttl", [0.1, 1, 120, 86400])
+def test_a_ttl_in_range_is_fine(settings: Any, ttl: Any) -> None:
+    settings.BGTASKS_TTL = ttl
+    assert checks.check_timing() == []
 
 
 @pytest.mark.parametrize("days", [-1, "30", None, 10**400])

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from django_bgtasks import operations
 from django_bgtasks.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
+from django_bgtasks.tasks import registered_tasks
 from tests.dbtools import backdate, rows, runs
 from tests.procs import ROOT, worker_env
 
@@ -65,13 +67,55 @@ def test_list_json_is_only_json_in_the_api_shape(db_alias: str) -> None:
     data = json.loads(bgtasks("list", "--json"))
 
     assert set(data) == {"tasks"}
-    expected = [state.as_json() for state in objects.list_states()]
+    # The API's list: the rows, and the registered tasks that never ran.
+    expected = [operations.task_json(state) for state in operations.task_states()]
     assert [without_age(task) for task in data["tasks"]] == [without_age(t) for t in expected]
-    assert data["tasks"][0]["progress"] == 0.25
+    listed = {task["name"]: task for task in data["tasks"]}
+    assert listed["cleanup"]["progress"] == 0.25
+    assert listed["surface-quick"]["status"] == "never run"
 
 
-def test_list_json_with_no_tasks(db_alias: str) -> None:
-    assert json.loads(bgtasks("list", "--json")) == {"tasks": []}
+def test_list_json_with_no_rows_lists_the_registered_tasks(db_alias: str) -> None:
+    data = json.loads(bgtasks("list", "--json"))
+    assert [task["name"] for task in data["tasks"]] == list(registered_tasks())
+    assert {task["status"] for task in data["tasks"]} == {"never run"}
+
+
+def test_list_shows_registered_tasks_that_never_ran_as_rows(db_alias: str) -> None:
+    out = bgtasks("list").splitlines()
+    quick = next(line for line in out if line.startswith("surface-quick"))
+    assert quick.split()[:4] == ["surface-quick", "never", "run", "0"]
+
+
+def test_show_prints_a_registered_task_that_never_ran(db_alias: str) -> None:
+    out = bgtasks("show", "surface-quick")
+    assert "status            never run" in out and "token             0" in out
+    assert "recent runs" not in out
+    data = json.loads(bgtasks("show", "surface-quick", "--json"))
+    assert (data["status"], data["token"], data["description"]) == (
+        "never run",
+        0,
+        "Counts to three, reporting each step.",
+    )
+    assert rows(db_alias) == []  # reading wrote nothing
+    # Nothing to release or cancel, as for any task that is not running.
+    with pytest.raises(CommandError, match="not held; there is nothing to release"):
+        bgtasks("release", "surface-quick", "--force")
+    with pytest.raises(CommandError, match="not running; there is nothing to cancel"):
+        bgtasks("cancel", "surface-quick")
+
+
+def test_show_prints_the_result_or_why_it_was_not_stored(db_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.release("cleanup", "worker-1", token=lease.token, result={"deleted": 12})
+    out = bgtasks("show", "cleanup")
+    assert 'result:\n{\n  "deleted": 12\n}' in out
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.release("cleanup", "worker-1", token=lease.token, result={1, 2})
+    out = bgtasks("show", "cleanup")
+    assert "result: not stored: TypeError: result is not JSON-serialisable" in out
+    data = json.loads(bgtasks("show", "cleanup", "--json"))
+    assert data["result"] is None and data["result_note"].startswith("not stored: TypeError")
 
 
 def test_show_prints_the_state_value_and_recent_runs(db_alias: str) -> None:
@@ -100,7 +144,6 @@ def test_show_json_is_the_task_state(db_alias: str) -> None:
     ("name", "message"),
     [
         ("nope", "No task named 'nope' has run, and none is registered."),
-        ("surface-quick", "Task 'surface-quick' is registered but has never run."),
         (" padded", "whitespace"),
         ("x" * 201, "at most 200"),
     ],
@@ -352,7 +395,8 @@ def test_colour_can_be_forced_or_switched_off_after_the_subcommand(db_alias: str
     assert "\x1b[" in bgtasks("--force-color", "list")
     assert "\x1b[" not in bgtasks("list", "--no-color")
     # Even forced, colour is never in --json output, and a pipe gets no screen clearing.
-    assert json.loads(bgtasks("list", "--json", "--force-color"))["tasks"][0]["name"] == "cleanup"
+    listed = json.loads(bgtasks("list", "--json", "--force-color"))["tasks"]
+    assert "cleanup" in [task["name"] for task in listed]
     watched = bgtasks("watch", "--iterations", "1", "--force-color")
     assert "\x1b[" in watched and "\x1b[2J" not in watched
 

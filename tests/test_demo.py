@@ -427,6 +427,7 @@ def test_demo_clears_what_an_interrupted_demo_left(tmp_path: Path) -> None:
     [
         (["--workers", "1"], {}, "--workers must be at least 2"),
         (["--ttl", "0"], {}, "--ttl must be above 0"),
+        (["--ttl", "0.05"], {}, "from 0.1 to 10 seconds"),
         (
             [],
             {"BGTASKS_DEMO_DB": "mysql"},

@@ -443,3 +443,100 @@ def test_the_operator_async_twins(db_alias: str) -> None:
             await sync_to_async(connections.close_all)()
 
     asyncio.run(run_and_close())
+
+
+# --- a run's result ----------------------------------------------------------------------
+
+
+def test_release_stores_the_result_on_the_row_and_in_history(db_alias: str) -> None:
+    lease = objects.try_claim("report", "a", {"done": 1}, ttl=30)
+    assert objects.release("report", "a", {"done": 2}, token=lease.token, result={"rows": 12})
+
+    state = objects.get_state("report")
+    assert (state.value, state.result, state.result_note) == ({"done": 2}, {"rows": 12}, "")
+    assert state.as_json()["result"] == {"rows": 12} and state.as_json()["result_note"] == ""
+    [run] = runs(db_alias, "report")
+    assert (run["value"], run["result"], run["result_note"]) == ({"done": 2}, {"rows": 12}, "")
+
+    # Every claim starts the new run without one: a claim by try_claim, ...
+    lease = objects.try_claim("report", "b", ttl=30)
+    state = objects.get_state("report")
+    assert (state.result, state.result_note) == (None, "")
+    assert objects.release("report", "b", token=lease.token, result="a string")
+    assert objects.get_state("report").result == "a string"
+    # ... and a worker's claim.
+    assert objects.request_run("report")
+    assert objects.work.claim_request("report", "c", 30) is not None
+    assert (objects.get_state("report").result, objects.get_state("report").result_note) == (
+        None,
+        "",
+    )
+    assert [run["result"] for run in runs(db_alias, "report")] == [{"rows": 12}, "a string"]
+
+
+@pytest.mark.parametrize(
+    ("result", "note"),
+    [
+        ({1, 2}, "not stored: TypeError: result is not JSON-serialisable"),
+        (float("nan"), "not stored: ValueError: result is not valid JSON"),
+        ({"x": "nul\x00"}, "not stored: ValueError: result must not contain NUL"),
+    ],
+)
+def test_a_result_that_cant_be_stored_is_noted_and_the_run_still_ends(
+    db_alias: str, result: Any, note: str
+) -> None:
+    lease = objects.try_claim("report", "a", ttl=30)
+    assert objects.release("report", "a", token=lease.token, result=result)
+    state = objects.get_state("report")
+    assert not state.running and state.outcome == "succeeded"
+    assert state.result is None and state.result_note.startswith(note), state.result_note
+    [run] = runs(db_alias, "report")
+    assert run["result"] is None and run["result_note"] == state.result_note
+
+
+def test_a_result_larger_than_the_value_limit_is_noted(db_alias: str, settings: Any) -> None:
+    settings.BGTASKS_MAX_VALUE_BYTES = 100
+    lease = objects.try_claim("report", "a", ttl=30)
+    assert objects.release("report", "a", token=lease.token, result="x" * 200)
+    state = objects.get_state("report")
+    assert state.result is None
+    assert state.result_note == (
+        "not stored: ValueError: result is 202 bytes of JSON; the limit is 100 "
+        "(BGTASKS_MAX_VALUE_BYTES)"
+    )
+
+
+def test_runs_ended_by_others_have_no_result(db_alias: str) -> None:
+    for name in ("taken", "released", "expired"):
+        objects.try_claim(name, "a", ttl=30)
+    backdate(db_alias, "taken", 31)
+    assert objects.try_claim("taken", "b", ttl=30) is not None  # a takeover: lost
+    assert objects.force_release("released")
+    backdate(db_alias, "expired", 31)
+    assert objects.expire_stale() == 1
+    ended = runs(db_alias)
+    assert [(run["name"], run["result"], run["result_note"]) for run in ended] == [
+        ("expired", None, ""),
+        ("released", None, ""),
+        ("taken", None, ""),
+    ]
+
+
+def test_a_refused_release_writes_no_result(db_alias: str) -> None:
+    lease = objects.try_claim("report", "a", ttl=30)
+    before = (rows(db_alias), runs(db_alias))
+    assert not objects.release("report", "someone-else", token=lease.token, result={"n": 1})
+    assert not objects.release("report", "a", token=lease.token + 1, result={"n": 1})
+    assert (rows(db_alias), runs(db_alias)) == before
+
+
+def test_arelease_stores_the_result(db_alias: str) -> None:
+    async def main() -> None:
+        try:
+            claim = await objects.atry_claim("job", "a", ttl=30)
+            assert await objects.arelease("job", "a", token=claim.token, result=[1, 2])
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    asyncio.run(main())
+    assert objects.get_state("job").result == [1, 2]

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db import connections
 
 from django_bgtasks import sql
@@ -84,12 +85,12 @@ def test_on_sqlite_the_trigger_records_every_run_that_ends(sqlite_alias: str, en
 
     claim = objects.try_claim("job", "a", {"done": 1}, ttl=30)
     assert objects.update_state("job", "a", {"done": 3}, token=claim.token)
-    value = {"done": 3}
+    value, result = {"done": 3}, None
     if ending == "release":
         assert objects.release(
-            "job", "a", {"done": 9}, token=claim.token, outcome="failed", error="boom"
+            "job", "a", {"done": 9}, token=claim.token, outcome="failed", error="boom", result=[7]
         )
-        outcome, error, value = "failed", "boom", {"done": 9}
+        outcome, error, value, result = "failed", "boom", {"done": 9}, [7]
     elif ending == "force_release":
         assert objects.force_release("job", token=claim.token)
         outcome, error = "released-by-operator", "released by an operator"
@@ -108,8 +109,68 @@ def test_on_sqlite_the_trigger_records_every_run_that_ends(sqlite_alias: str, en
         value,
     )
     assert (run["started_at"], run["finished_at"]) == (state.started_at, state.finished_at)
+    assert (run["result"], run["result_note"]) == (result, "")  # the columns of 0005
     if ending == "expire_stale":
         assert run["finished_at"] == state.updated_at  # as of its last heartbeat
+
+
+# --- migration 0005: the results -------------------------------------------------------
+
+
+def test_a_takeover_copies_the_replaced_runs_result_columns(db_alias: str) -> None:
+    """The takeover triggers (0005's) copy every history column, the result's
+    too. A running row has none (a claim clears it), so set one by hand."""
+    old = objects.try_claim("job", "old-holder", ttl=30)
+    connection = connections[db_alias]
+    table = connection.ops.quote_name(BackgroundTask._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET result = %s, result_note = %s WHERE name = %s",
+            ['{"partial": 1}', "a note", "job"],
+        )
+    backdate(db_alias, "job", 31)
+    assert objects.try_claim("job", "new-holder", ttl=30) is not None
+    [lost] = history("job")
+    assert (lost["token"], lost["outcome"]) == (old.token, "lost")
+    assert (lost["result"], lost["result_note"]) == ({"partial": 1}, "a note")
+    state = objects.get_state("job")
+    assert (state.result, state.result_note) == (None, "")  # the new run starts without
+
+
+def _history_sql(alias: str) -> str:
+    """The SQL of what writes history from a trigger: SQLite's trigger, or
+    PostgreSQL's takeover function."""
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = %s",
+                ["bgtasks_record_run"],
+            )
+        else:
+            cursor.execute(
+                "SELECT prosrc FROM pg_proc WHERE proname = %s", ["bgtasks_record_takeover"]
+            )
+        found = cursor.fetchall()
+    assert len(found) == 1, found
+    return str(found[0][0])
+
+
+def test_unapplying_0005_leaves_0004s_history_trigger_and_reapplying_restores_0005s(
+    db_alias: str,
+) -> None:
+    assert "result_note" in _history_sql(db_alias)
+    call_command("migrate", "django_bgtasks", "0004_workers", database=db_alias, verbosity=0)
+    try:
+        at_0004 = _history_sql(db_alias)  # still there, so runs are still recorded
+        assert "scheduled_for" in at_0004 and "result" not in at_0004
+    finally:
+        call_command("migrate", "django_bgtasks", database=db_alias, verbosity=0)
+    assert "result_note" in _history_sql(db_alias)
+    # And it works: a release records the run with its result.
+    lease = objects.try_claim("job", "a", ttl=30)
+    assert objects.release("job", "a", token=lease.token, result={"ok": True})
+    assert [run["result"] for run in history("job")] == [{"ok": True}]
 
 
 # --- PostgreSQL: HOT heartbeats ------------------------------------------------------

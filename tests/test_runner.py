@@ -6,6 +6,7 @@ tests/faults/test_processes.py; ``@background_task`` is in tests/test_tasks.py."
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from typing import Any
@@ -256,10 +257,99 @@ def test_alease_records_a_failing_body_and_reraises(db_alias: str) -> None:
     assert "RuntimeError: disk on fire" in state.error
 
 
+# --- logging: failures reach the tools people watch --------------------------------
+
+
+def failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        record
+        for record in caplog.records
+        if record.name == "django_bgtasks" and record.levelno >= logging.ERROR
+    ]
+
+
+def test_a_failing_body_is_logged_once_with_its_exception_and_lease(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(RuntimeError), lease("cleanup", ttl=30) as running:
+        raise RuntimeError("disk on fire")
+
+    [record] = failures(caplog)
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
+    assert str(record.exc_info[1]) == "disk on fire"
+    assert (record.task, record.token, record.owner) == (  # type: ignore[attr-defined]
+        "cleanup",
+        running.token,
+        running.owner,
+    )
+    assert record.getMessage() == (
+        f"task 'cleanup' (token {running.token}) failed on {running.owner}: "
+        "RuntimeError: disk on fire"
+    )
+
+
+def test_success_cancel_and_loss_log_no_failure(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with lease("a", ttl=30):
+        pass
+    with pytest.raises(TaskCancelled), lease("b", ttl=30) as running:
+        objects.request_cancel("b")
+        running.update({"n": 1})
+    with pytest.raises(LeaseLost), lease("c", ttl=30):
+        objects.force_release("c")
+    assert failures(caplog) == []
+
+
+def test_a_lost_lease_is_a_warning_with_the_lease(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(LeaseLost), lease("cleanup", ttl=30) as running:
+        assert objects.force_release("cleanup")
+        running.update({"late": True})
+    [record] = [r for r in caplog.records if r.name == "django_bgtasks"]
+    assert record.levelno == logging.WARNING and "lost" in record.getMessage()
+    assert (record.task, record.token, record.owner) == (  # type: ignore[attr-defined]
+        "cleanup",
+        running.token,
+        running.owner,
+    )
+
+
+def test_a_failing_async_body_is_logged_once(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        try:
+            with pytest.raises(ValueError, match="bad row"):
+                async with alease("job", ttl=30):
+                    raise ValueError("bad row")
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    asyncio.run(main())
+    [record] = failures(caplog)
+    assert record.task == "job" and isinstance(record.exc_info[1], ValueError)  # type: ignore[attr-defined,index]
+
+
+# --- the result ---------------------------------------------------------------
+
+
+def test_a_body_can_set_the_runs_result(db_alias: str) -> None:
+    with lease("cleanup", ttl=30) as running:
+        running.result = {"deleted": 4}
+    with lease("other", ttl=30):
+        pass
+    assert objects.get_state("cleanup").result == {"deleted": 4}
+    assert objects.get_state("other").result is None
+    assert [run["result"] for run in runs(db_alias)] == [{"deleted": 4}, None]
+
+
 # --- bad input -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ttl", [0, -1, float("nan")])
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), 0.05])
 def test_a_bad_ttl_is_refused_before_anything_is_written(db_alias: str, ttl: float) -> None:
     with pytest.raises(ValueError, match="ttl"), lease("cleanup", ttl=ttl):
         pytest.fail("body must not run")

@@ -69,6 +69,34 @@ def test_progress_comes_from_done_and_total_or_progress(value: Any, progress: An
     assert state_with(value).progress == progress
 
 
+def test_a_task_that_never_ran(db_alias: str) -> None:
+    state = TaskState.never_run("job", 30.0)
+    assert (state.status, state.token, state.running, state.held, state.owner) == (
+        "never run",
+        0,
+        False,
+        False,
+        "",
+    )
+    assert (state.duration, state.progress, state.result, state.result_note) == (
+        None,
+        None,
+        None,
+        "",
+    )
+    data = json.loads(json.dumps(state.as_json()))
+    assert data["status"] == "never run" and data["started_at"] is None
+    # A row nothing ever claimed (a request filed, or a worker's first slot)
+    # reads the same way until its first run, unless a request is pending.
+    assert objects.request_run("job")
+    assert objects.get_state("job").status == "requested"
+    assert objects.work.ensure_schedule(
+        "sched", schedule="every 60s", next_slot=dt.datetime(2030, 1, 1, tzinfo=dt.UTC), ttl=30
+    )
+    assert objects.get_state("sched").status == "never run"
+    assert state_with(started_at=dt.datetime(2030, 1, 1, tzinfo=dt.UTC)).status == "idle"
+
+
 def test_as_json_is_the_state_with_iso_times_status_and_progress(db_alias: str) -> None:
     objects.try_claim("job", "a", {"done": 1, "total": 2}, ttl=30)
     state = objects.get_state("job")
@@ -79,3 +107,4 @@ def test_as_json_is_the_state_with_iso_times_status_and_progress(db_alias: str) 
     assert dt.datetime.fromisoformat(data["updated_at"]) == state.updated_at
     assert data["finished_at"] is None
     assert set(data) == set(TaskState.__dataclass_fields__) | {"status", "progress"}
+    assert (data["result"], data["result_note"]) == (None, "")

@@ -4,6 +4,8 @@ registry's rules (unique names, a clear error for an unknown one)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import threading
 from typing import Any
 
@@ -77,6 +79,63 @@ def test_a_started_task_that_outlived_its_lease_reports_lease_lost(db_alias: str
     # It ran to the end, but part of it without the lease: the caller is told.
     assert started.result == "done" and isinstance(started.exception, LeaseLost)
     assert objects.get_state("t-outlived").outcome == "released-by-operator"
+
+
+# --- results and failures ------------------------------------------------------
+
+
+def test_what_run_and_start_return_is_stored_as_the_runs_result(db_alias: str) -> None:
+    @background_task(name="t-result", ttl=30)
+    def counted(running: Any, n: int) -> dict[str, Any]:
+        return {"n": n, "when": dt.date(2026, 1, 2)}
+
+    assert counted.run(3) == {"n": 3, "when": dt.date(2026, 1, 2)}  # as returned
+    assert objects.get_state("t-result").result == {"n": 3, "when": "2026-01-02"}  # as stored
+    started = counted.start(4)
+    assert started is not None and started.wait(10)
+    assert started.result == {"n": 4, "when": dt.date(2026, 1, 2)}
+    state = objects.get_state("t-result")
+    assert (state.result, state.result_note) == ({"n": 4, "when": "2026-01-02"}, "")
+    assert [run["result"]["n"] for run in runs(db_alias)] == [3, 4]
+
+
+def test_a_result_that_cant_be_stored_is_noted_and_the_run_succeeds(db_alias: str) -> None:
+    @background_task(name="t-unstorable", ttl=30)
+    def unstorable(running: Any) -> set[int]:
+        return {1, 2}
+
+    assert unstorable.run() == {1, 2}
+    started = unstorable.start()
+    assert started is not None and started.wait(10) and started.exception is None
+    state = objects.get_state("t-unstorable")
+    assert (state.outcome, state.result) == ("succeeded", None)
+    assert state.result_note == (
+        "not stored: TypeError: result is not JSON-serialisable: "
+        "Object of type set is not JSON serializable"
+    )
+    assert [run["result_note"] for run in runs(db_alias)] == [state.result_note] * 2
+
+
+def logged_failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "django_bgtasks" and r.levelno >= logging.ERROR]
+
+
+def test_a_task_that_raises_is_logged_once_whether_run_or_started(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    @background_task(name="t-logged", ttl=30)
+    def fails(running: Any) -> None:
+        raise ValueError("bad row 7")
+
+    with pytest.raises(ValueError, match="bad row 7"):
+        fails.run()
+    started = fails.start()
+    assert started is not None and started.wait(10)
+    first, second = logged_failures(caplog)
+    for record, token in [(first, 1), (second, 2)]:
+        assert record.exc_info is not None and str(record.exc_info[1]) == "bad row 7"
+        assert (record.task, record.token) == ("t-logged", token)  # type: ignore[attr-defined]
+        assert record.owner == started.owner  # type: ignore[attr-defined]
 
 
 # --- the registry ------------------------------------------------------------

@@ -3,13 +3,19 @@ nothing is written: not a row, not a history entry, not a changed value."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import uuid
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy
 
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.validation import MIN_TTL, encode_result, encode_value, validate_ttl
 from tests.dbtools import rows, runs
 
 objects = BackgroundTask.objects
@@ -55,6 +61,10 @@ BAD_TTLS = [
     (math.nan, ValueError, "finite"),
     (math.inf, ValueError, "finite"),
     (-math.inf, ValueError, "finite"),
+    (0.05, ValueError, "at least 0.1 seconds"),
+    (0.0999, ValueError, "at least 0.1 seconds"),
+    (1e-9, ValueError, "at least 0.1 seconds"),
+    (5e-324, ValueError, "at least 0.1 seconds"),
     (86400.5, ValueError, "at most"),
     ("30", TypeError, "number"),
     (True, TypeError, "number"),
@@ -71,6 +81,13 @@ BAD_VALUES = [
     (deep(150), ValueError, "deeper than"),
     (cyclic(), ValueError, "deeper than"),
     ({"blob": "x" * (1 << 20)}, ValueError, "BGTASKS_MAX_VALUE_BYTES"),
+    # What Django's encoder can't encode either, and what it makes strings of
+    # that the databases would refuse.
+    ({"when": dt.time(12, tzinfo=dt.UTC)}, ValueError, "timezone-aware times"),
+    ({"note": gettext_lazy("nul\x00")}, ValueError, "NUL"),
+    ([format_lazy("{}", "\udc80")], ValueError, "surrogate"),
+    ({gettext_lazy("lazy key"): 1}, TypeError, "not JSON-serialisable"),
+    (frozenset({1}), TypeError, "not JSON-serialisable"),
 ]
 BAD_TOKENS = [
     ("1", TypeError, "must be an int"),
@@ -133,6 +150,20 @@ def test_bad_ttls(db_alias: str, held: int, ttl: Any, error: type, match: str) -
     assert_refused(db_alias, lambda: objects.try_claim("new", "a", ttl=ttl), error, match)
 
 
+@pytest.mark.parametrize("ttl", [MIN_TTL, 0.2, 1, 86400])
+def test_the_shortest_and_longest_ttls_are_legal(ttl: float) -> None:
+    assert validate_ttl(ttl) == ttl
+
+
+def test_bad_ttls_are_refused_by_every_operation_that_takes_one(db_alias: str) -> None:
+    for call in [
+        lambda: objects.request_run("new", ttl=0.05),
+        lambda: objects.work.claim_request("new", "a", 0.05),
+        lambda: objects.work.ensure_schedule("new", schedule="", next_slot=None, ttl=0.05),
+    ]:
+        assert_refused(db_alias, call, ValueError, "at least 0.1 seconds")
+
+
 def test_a_bad_default_ttl_is_refused_too(db_alias: str, settings: Any) -> None:
     settings.BGTASKS_TTL = 0
     assert_refused(db_alias, lambda: objects.try_claim("new", "a"), ValueError, "positive")
@@ -148,6 +179,82 @@ def test_bad_values(db_alias: str, held: int, value: Any, error: type, match: st
     ]:
         assert_refused(db_alias, call, error, match)
     assert objects.get_state("held").value == {"done": 1}
+
+
+# What Django developers already hand around, stored as Django's JSON encoder
+# writes it (and read back as those strings).
+DJANGO_VALUES = [
+    (dt.datetime(2026, 5, 1, 12, 30, 15, 123456, tzinfo=dt.UTC), "2026-05-01T12:30:15.123Z"),
+    (dt.date(2026, 5, 1), "2026-05-01"),
+    (dt.time(12, 30), "12:30:00"),
+    (dt.timedelta(days=1, seconds=5), "P1DT00H00M05S"),
+    (Decimal("12.50"), "12.50"),
+    (uuid.UUID(int=1), "00000000-0000-0000-0000-000000000001"),
+    (gettext_lazy("a lazy string"), "a lazy string"),
+    (format_lazy("{} {}", "formatted", gettext_lazy("lazily")), "formatted lazily"),
+]
+
+
+@pytest.mark.parametrize(("given", "stored"), DJANGO_VALUES)
+def test_values_django_developers_use_are_stored_as_django_encodes_them(
+    db_alias: str, given: Any, stored: str
+) -> None:
+    value = {"at": given, "items": [given]}
+    expected = {"at": stored, "items": [stored]}
+    lease = objects.try_claim("typed", "a", value, ttl=30)
+    assert lease is not None and objects.get_state("typed").value == expected
+    assert objects.update_state("typed", "a", {"again": given}, token=lease.token)
+    assert objects.get_state("typed").value == {"again": stored}
+    assert objects.release("typed", "a", [given], token=lease.token, result={"r": given})
+    state = objects.get_state("typed")
+    assert (state.value, state.result, state.result_note) == ([stored], {"r": stored}, "")
+    assert objects.request_run("typed", args=[given], kwargs={"k": given})
+    claim = objects.work.claim_request("typed", "b", 30)
+    assert claim is not None and (claim.args, claim.kwargs) == ((stored,), {"k": stored})
+
+
+@pytest.mark.parametrize(("value", "error", "match"), BAD_VALUES)
+def test_bad_request_arguments_are_refused(
+    db_alias: str, held: int, value: Any, error: type, match: str
+) -> None:
+    assert_refused(db_alias, lambda: objects.request_run("held", args=[value]), error, match)
+    assert_refused(
+        db_alias, lambda: objects.request_run("held", kwargs={"k": value}), error, match
+    )
+
+
+def test_encode_value_names_what_it_encodes() -> None:
+    with pytest.raises(TypeError, match=r"^result is not JSON-serialisable: .*set"):
+        encode_value({1}, kind="result")
+    with pytest.raises(ValueError, match=r"^value must not contain NUL"):
+        encode_value(gettext_lazy("\x00"))
+
+
+@pytest.mark.parametrize(
+    ("result", "note"),
+    [
+        ({1, 2}, "not stored: TypeError: result is not JSON-serialisable: Object of type set "),
+        (object(), "not stored: TypeError: result is not JSON-serialisable: Object of type obj"),
+        (math.nan, "not stored: ValueError: result is not valid JSON"),
+        ("nul\x00", "not stored: ValueError: result must not contain NUL characters"),
+        ("x" * (1 << 20), "not stored: ValueError: result is 1048578 bytes of JSON; the limit"),
+    ],
+)
+def test_a_result_that_cant_be_stored_gets_a_note_instead(result: Any, note: str) -> None:
+    text, written = encode_result(result)
+    assert text is None and written.startswith(note), written
+
+
+def test_a_result_note_is_short_and_storable() -> None:
+    class Odd:
+        def __str__(self) -> str:
+            raise RuntimeError("no text\x00" + "x" * 2000)
+
+    text, note = encode_result({"lazy": format_lazy("{}", Odd())})
+    assert text is None and note.startswith("not stored: RuntimeError: no text\ufffd")
+    assert len(note) == 500
+    assert encode_result(None) == (None, "")
+    assert encode_result({"n": 1}) == ('{"n":1}', "")
 
 
 def test_the_value_limit_is_a_setting(db_alias: str, held: int, settings: Any) -> None:

@@ -3,6 +3,7 @@ status code, permissions, CSRF, ETag/304, and ATOMIC_REQUESTS, on each database.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from typing import Any
@@ -12,6 +13,7 @@ from django.test import Client
 
 from django_bgtasks.leases import TaskState
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.tasks import registered_tasks
 from tests.dbtools import backdate, rows, runs
 
 objects = BackgroundTask.objects
@@ -84,14 +86,17 @@ def test_list_and_detail_return_task_states(site_alias: str, viewer: Client) -> 
 
     listing = viewer.get("/bgtasks/")
     assert listing.status_code == 200
-    assert [task["name"] for task in listing.json()["tasks"]] == ["cleanup", "other"]
+    # Every task with a row, and every registered task (these never ran), by name.
+    names = [task["name"] for task in listing.json()["tasks"]]
+    assert names == sorted({"cleanup", "other", *registered_tasks()})
     assert set(listing.json()) == {"tasks"}
+    listed = {task["name"]: task for task in listing.json()["tasks"]}
 
     detail = viewer.get("/bgtasks/cleanup/")
     assert detail.status_code == 200
     data = detail.json()
     assert set(data) == STATE_KEYS  # task state and nothing else
-    assert data == listing.json()["tasks"][0] | {"heartbeat_age": data["heartbeat_age"]}
+    assert data == listed["cleanup"] | {"heartbeat_age": data["heartbeat_age"]}
     assert (data["owner"], data["token"], data["status"], data["progress"]) == (
         "worker-1",
         lease.token,
@@ -101,6 +106,49 @@ def test_list_and_detail_return_task_states(site_alias: str, viewer: Client) -> 
     assert isinstance(data["heartbeat_age"], float) and 0 <= data["heartbeat_age"] < 5
     assert data["started_at"] == objects.get_state("cleanup").started_at.isoformat()
     assert data["finished_at"] is None
+
+
+def test_registered_tasks_are_listed_and_shown_before_their_first_run(
+    site_alias: str, viewer: Client, settings: Any
+) -> None:
+    settings.BGTASKS_SCHEDULES = {"surface-slow": dt.timedelta(minutes=5)}
+    objects.try_claim("cleanup", "worker-1", ttl=30)  # a row, for no registered task
+
+    listed = {task["name"]: task for task in viewer.get("/bgtasks/").json()["tasks"]}
+    quick = listed["surface-quick"]
+    assert (quick["status"], quick["token"], quick["running"], quick["owner"]) == (
+        "never run",
+        0,
+        False,
+        "",
+    )
+    assert (quick["ttl"], quick["started_at"], quick["result"], quick["value"]) == (
+        30.0,
+        None,
+        None,
+        None,
+    )
+    # A registered task's schedule (as workers follow it) and description.
+    assert (quick["schedule"], quick["description"]) == (
+        "",
+        "Counts to three, reporting each step.",
+    )
+    assert listed["surface-slow"]["schedule"] == "every 300s"
+    assert set(quick) == STATE_KEYS | {"schedule", "description"}
+    assert set(listed["cleanup"]) == STATE_KEYS  # not registered: the state alone
+
+    detail = viewer.get("/bgtasks/surface-quick/")
+    assert detail.status_code == 200 and detail.json() == quick
+    assert detail["ETag"]
+    assert [row["name"] for row in rows(site_alias)] == ["cleanup"]  # reads write nothing
+    assert viewer.get("/bgtasks/never-registered/").status_code == 404
+
+
+def test_the_run_result_is_in_the_state(site_alias: str, operator: Client, settle: Any) -> None:
+    assert post_json(operator, "/bgtasks/surface-quick/run/").status_code == 202
+    settle("surface-quick")
+    data = operator.get("/bgtasks/surface-quick/").json()
+    assert (data["status"], data["result"], data["result_note"]) == ("idle", {"counted": 3}, "")
 
 
 def test_an_unknown_task_is_404_and_a_bad_name_is_400(site_alias: str, viewer: Client) -> None:

@@ -238,6 +238,34 @@ def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias:
     assert state is not None and (state.outcome, state.attempt) == (Outcome.FAILED, 3)
 
 
+def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert objects.request_run("w-echo", kwargs={"n": 5})
+    Worker([make_task("w-echo", echo)], poll=0.02).run(once=True)
+    (run,) = runs("w-echo")
+    assert (run.outcome, run.result, run.result_note) == (Outcome.SUCCEEDED, {"n": 5}, "")
+    assert objects.get_state("w-echo").result == {"n": 5}
+
+    def fails(lease: RunningLease) -> None:
+        raise RuntimeError("disk on fire")
+
+    assert objects.request_run("w-broken")
+    worker = Worker([make_task("w-broken", fails)], poll=0.02)
+    worker.run(once=True)
+    [record] = [
+        r for r in caplog.records if r.name.startswith("django_bgtasks") and r.levelno >= 40
+    ]
+    assert record.name == "django_bgtasks" and str(record.exc_info[1]) == "disk on fire"  # type: ignore[index]
+    (broken,) = runs("w-broken")
+    assert (record.task, record.token, record.owner) == (  # type: ignore[attr-defined]
+        "w-broken",
+        broken.token,
+        worker.id,
+    )
+    assert (broken.outcome, broken.result) == (Outcome.FAILED, None)
+
+
 def test_the_retry_delay_grows_per_attempt() -> None:
     task = make_task("w-delay", echo, retry_delay=2.0)
     assert [task.retry_delay_for(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
@@ -305,7 +333,9 @@ def test_attempts_run_out_for_lost_runs_too_and_the_reason_is_recorded(db_alias:
     assert [r.outcome for r in runs("w-lost")] == [Outcome.LOST, Outcome.LOST]
 
 
-def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(db_alias: str) -> None:
+def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
     lease = objects.try_claim("w-echo", "dead", ttl=0.2)
     assert lease is not None
     time.sleep(0.3)
@@ -313,6 +343,10 @@ def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(db_alias
     state = objects.get_state("w-echo")
     assert state is not None and not state.stale and state.outcome == Outcome.LOST
     assert [r.outcome for r in runs("w-echo")] == [Outcome.LOST]
+    # Said as a warning on the worker's logger, with the lease in extra.
+    [record] = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
+    assert record.levelname == "WARNING" and "lost" in record.getMessage()
+    assert (record.task, record.token) == ("w-echo", lease.token)  # type: ignore[attr-defined]
 
 
 def test_bad_worker_options_and_schedules_are_clear_errors() -> None:

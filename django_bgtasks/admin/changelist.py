@@ -27,7 +27,7 @@ from ..choices import Status
 from ..models import BackgroundTask
 from ..states import TaskState
 from ..tasks import registered_tasks
-from .columns import NEVER_RUN, NEVER_RUN_LABEL, AnyTask, keep_state, never_run_row
+from .columns import NEVER_RUN, AnyTask, keep_state, never_run_row
 
 _STATES = "_bgtasks_states"
 
@@ -48,7 +48,7 @@ class StatusFilter(admin.SimpleListFilter):
     parameter_name = "status"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return [*((status.value, status.label) for status in Status), (NEVER_RUN, NEVER_RUN_LABEL)]
+        return [(status.value, status.label) for status in Status]
 
     def queryset(
         self, request: HttpRequest, queryset: QuerySet[BackgroundTask]

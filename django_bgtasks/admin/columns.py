@@ -48,10 +48,10 @@ HISTORY_PAGE = 20
 RUNS_VAR = "runs"
 
 # The status of a registered task that has no lease row yet, and its badge's
-# CSS class suffix. (Spelled here until choices.Status has it.)
-NEVER_RUN = "never run"
-NEVER_RUN_LABEL = gettext_lazy("never run")
-NEVER_RUN_SLUG = "never-run"
+# CSS class suffix.
+NEVER_RUN = Status.NEVER_RUN.value
+NEVER_RUN_LABEL = Status.NEVER_RUN.label
+NEVER_RUN_SLUG = Status.NEVER_RUN.slug
 
 # What a row's instance carries for this request: its TaskState, the
 # registered task it stands for when it has no lease row, and the page's

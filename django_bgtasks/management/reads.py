@@ -18,6 +18,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
 
 from .. import display
+from ..choices import Status
 from ..models import BackgroundTask, TaskRun
 from ..states import TaskState
 from ..terminal import (
@@ -86,14 +87,17 @@ def _times(
 def show_list(
     stdout: OutputWrapper, style: Style, states: Sequence[TaskState], registered: Iterable[str]
 ) -> None:
-    """``list``: the tasks that have run, then the registered ones that never did."""
+    """``list``: one row per task (``operations.task_states()``: the registered
+    ones that never ran too, as ``never run``), then those named once more."""
     if states:
         write_tasks(stdout, style, states)
-    seen = {state.name for state in states}
-    never_run = [name for name in registered if name not in seen]
+    known = set(registered)
+    never_run = [
+        state.name for state in states if state.status == Status.NEVER_RUN and state.name in known
+    ]
     if never_run:
         stdout.write(f"Registered, never run: {', '.join(never_run)}")
-    if not states and not never_run:
+    if not states:
         stdout.write("No background task has run, and none is registered.")
 
 
@@ -125,6 +129,13 @@ def show_task(stdout: OutputWrapper, style: Style, state: TaskState) -> None:
         stdout.write(printable(state.error.rstrip()))
     stdout.write("value:")
     stdout.write(printable(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True)))
+    if state.result is not None:
+        stdout.write("result:")
+        stdout.write(
+            printable(json.dumps(state.result, indent=2, ensure_ascii=False, sort_keys=True))
+        )
+    elif state.result_note:
+        stdout.write(f"result: {printable(state.result_note)}")
     runs = list(TaskRun.objects.for_task(state.name)[:RECENT_RUNS])
     if runs:
         stdout.write(f"recent runs (newest first, up to {RECENT_RUNS}):")

@@ -206,7 +206,7 @@ def test_try_claim_with_anything(
         json.dumps(state.as_json(), allow_nan=False)
         expected_owner = default_owner() if owner is None else owner
         assert (state.owner, state.token) == (expected_owner, lease.token)
-        # A ttl of a few nanoseconds is valid, and expires at once.
+        # A ttl of a tenth of a second (the least) is valid, and may expire at once.
         assert state.running or (state.stale and state.ttl < 1), state
         assert same_json(state.value, value), (state.value, value)
         assert state.ttl == float(ttl if ttl is not None else 120)

@@ -5,11 +5,13 @@ Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
 and ``request NAME`` (``management/workers.py``). Each reads and writes through
 ``BackgroundTask.objects``, the task registry and :mod:`django_bgtasks.operations`,
 as the admin and the JSON API do, so it gives the same answer on every
-replica. ``--json`` (on ``list`` and ``show``) prints only JSON, in the API's
-shape (``TaskState.as_json()``). Failures raise ``CommandError``: a message on
-stderr and exit status 1. An option value that breaks its rule (``OPTION_RULES``)
-is refused while the command line is parsed, as argparse refuses any bad
-argument (usage on stderr, exit status 2; from ``call_command``, a ``CommandError``).
+replica. ``list`` and ``show`` include registered tasks that never ran
+(status ``never run``). ``--json`` (on ``list`` and ``show``) prints only
+JSON, in the API's shape (``operations.task_json()``). Failures raise
+``CommandError``: a message on stderr and exit status 1. An option value that
+breaks its rule (``OPTION_RULES``) is refused while the command line is
+parsed, as argparse refuses any bad argument (usage on stderr, exit status 2;
+from ``call_command``, a ``CommandError``).
 
 This module is the argument adapter: ``Command.add_arguments`` declares each
 subcommand, and ``handle_<subcommand>`` puts what it does into output. The
@@ -208,16 +210,17 @@ class Command(BaseCommand):
     # --- reads -------------------------------------------------------------------
 
     def handle_list(self, *, json_output: bool, **_: Any) -> None:
-        states = BackgroundTask.objects.list_states()
+        # Every task with a row, and every registered one (also never run).
+        states = operations.task_states()
         if json_output:
-            write_json(self.stdout, {"tasks": [state.as_json() for state in states]})
+            write_json(self.stdout, {"tasks": [operations.task_json(state) for state in states]})
         else:
             reads.show_list(self.stdout, self.style, states, registered_tasks())
 
     def handle_show(self, *, name: str, json_output: bool, **_: Any) -> None:
         state = self._state(name)
         if json_output:
-            write_json(self.stdout, state.as_json())
+            write_json(self.stdout, operations.task_json(state))
         else:
             reads.show_task(self.stdout, self.style, state)
 
@@ -354,11 +357,10 @@ class Command(BaseCommand):
     # --- helpers -----------------------------------------------------------------
 
     def _state(self, name: str) -> TaskState:
+        """``name``'s state; a registered task that never ran has one too."""
         with _bad_input_refused():
-            state = BackgroundTask.objects.get_state(name)
+            state = operations.task_state(name)
         if state is None:
-            if name in registered_tasks():
-                raise CommandError(f"Task {name!r} is registered but has never run.")
             raise CommandError(f"No task named {name!r} has run, and none is registered.")
         return state
 
