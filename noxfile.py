@@ -23,8 +23,9 @@ coverage, in the test process and in the worker processes it starts;
 ``nox -s wheel`` builds the sdist and the wheel, checks them, installs the
 wheel (not the checkout) into a fresh virtualenv on each leg's Python and
 Django, and runs the example project from it: ``check``, ``makemigrations
---check``, ``migrate``, then tests/wheel/smoke.py (a lease cycle, the shipped
-templates and static files, the admin and the JSON API where shipped).
+--check``, ``migrate``, then tests/wheel/smoke.py (the extras' packages, a
+lease cycle, the shipped templates and static files, the admin and the JSON
+API, with a session and with a bearer token, where shipped).
 
 Usage: ``nox`` runs everything; ``nox -s tests-3.13 -- -k leases`` passes
 arguments to pytest. Set ``DATABASE_URL`` to include a PostgreSQL server.
@@ -140,13 +141,14 @@ def _build_check_install(session: nox.Session, tmp: Path) -> None:
     check_wheel_contents(session, wheel_file)
     check_sdist_contents(session, sdist_file)
 
-    # A fresh virtualenv with nothing but the wheel, its dependencies and
-    # what the example project's settings import.
+    # A fresh virtualenv with nothing but the wheel with its postgres and cron
+    # extras (as README tells users to install it), its dependencies and what
+    # the example project's settings import.
     venv = tmp / "venv"
     session.run("python", "-m", "venv", str(venv))
     python = str(venv / "bin" / "python")
     leg = LEGS[str(session.python)]
-    requirements = [str(wheel_file), leg.django, "dj-database-url"]
+    requirements = [f"{wheel_file}[postgres,cron]", leg.django, "dj-database-url"]
     session.run(python, "-m", "pip", "install", "--quiet", *requirements, external=True)
 
     # The example project, away from the checkout: its manage.py puts its

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import connections
+from django.utils.module_loading import import_string
 
 from .conf import EXECUTORS, conf
 from .sql import MIN_SQLITE_VERSION, SUPPORTED_VENDORS
@@ -170,4 +171,40 @@ def check_schedules(**kwargs: Any) -> list[CheckMessage]:
                     id="bgtasks.W002",
                 )
             )
+    return messages
+
+
+@register()
+def check_api_authentication(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E009 (a ``BGTASKS_API_AUTHENTICATION`` entry that can't be imported)."""
+    paths: object = conf.API_AUTHENTICATION
+    hint = (
+        "List dotted paths to callables (request) -> user | None, e.g. "
+        '["django_bgtasks.authentication.signed_token"]; see docs/security.md.'
+    )
+    if isinstance(paths, str) or not isinstance(paths, list | tuple):
+        return [
+            Error(
+                f"BGTASKS_API_AUTHENTICATION is {paths!r}; it must be a list of dotted paths.",
+                hint=hint,
+                id="bgtasks.E009",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for path in paths:
+        try:
+            hook = import_string(path) if isinstance(path, str) else None
+        except ImportError as exc:
+            problem = f"can't be imported: {exc}"
+        else:
+            if callable(hook):
+                continue
+            problem = "is not a callable" if isinstance(path, str) else "is not a dotted path"
+        messages.append(
+            Error(
+                f"BGTASKS_API_AUTHENTICATION: {path!r} {problem}.",
+                hint=hint,
+                id="bgtasks.E009",
+            )
+        )
     return messages

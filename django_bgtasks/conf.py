@@ -57,6 +57,13 @@ class Settings:
         return value
 
     @property
+    def API_AUTHENTICATION(self) -> list[str]:
+        """Dotted paths to callables ``(request) -> user | None`` that the JSON
+        API tries, in order, for a request without a session user."""
+        value: list[str] = getattr(settings, "BGTASKS_API_AUTHENTICATION", [])
+        return value
+
+    @property
     def MAX_VALUE_BYTES(self) -> int:
         """The largest JSON value (encoded, in bytes) a task may store."""
         value: int = getattr(settings, "BGTASKS_MAX_VALUE_BYTES", 1 << 20)

@@ -7,7 +7,7 @@ The change permission implies view, as it does in the admin.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from django.contrib.auth import get_permission_codename
 from django.http import HttpRequest
@@ -25,7 +25,12 @@ def permission(action: Action) -> str:
 
 def user_may(request: HttpRequest, action: Action) -> bool:
     """Whether the request's user may ``"view"`` or ``"change"`` tasks."""
-    user = getattr(request, "user", None)
+    return allowed(getattr(request, "user", None), action)
+
+
+def allowed(user: Any, action: Action) -> bool:
+    """Whether ``user`` (from a session, an API token, or ``None``) may
+    ``"view"`` or ``"change"`` tasks."""
     if user is None or not user.is_active or not getattr(user, "is_staff", False):
         return False
     if action == "view" and user.has_perm(permission("view")):

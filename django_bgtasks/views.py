@@ -18,10 +18,14 @@ command prints too; a GET adds a registered task's ``schedule`` and
 ``BackgroundTask.objects`` (with the database's clock), so every replica
 answers alike; nothing here keeps state of its own.
 
-Reads need a staff session with the model's view (or change) permission and
+Reads need a staff user with the model's view (or change) permission and
 writes its change permission (:mod:`django_bgtasks.permissions`); anyone else
-gets a 403 JSON error and no data. Writes are CSRF-protected like any
-session-authenticated POST. Their bodies, a JSON object or a form, are checked
+gets a 403 JSON error and no data. The user is the session's, or, for a
+request without one, the first that a ``BGTASKS_API_AUTHENTICATION`` hook
+vouches for (:mod:`django_bgtasks.authentication`, e.g. a bearer token).
+Writes are CSRF-protected like any session-authenticated POST; a request a
+hook authenticated by its header carries no cookie to forge, and needs no
+CSRF token. Their bodies, a JSON object or a form, are checked
 by ``RunForm`` and ``CancelForm``; what they do is :mod:`django_bgtasks.operations`,
 which the views only put into status codes and JSON.
 
@@ -47,10 +51,10 @@ from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.urls import reverse
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
-from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST, require_safe
 
-from . import operations
+from . import authentication, operations
 from .models import BackgroundTask
 from .permissions import Action, user_may
 from .validation import validate_name, validate_token, validate_ttl
@@ -74,6 +78,26 @@ def outside_request_transactions(view: View) -> View:
 def error(status: int, message: str, **extra: Any) -> JsonResponse:
     """A JSON error body: ``{"error": message, ...}``, never task data."""
     return JsonResponse({"error": message, **extra}, status=status)
+
+
+def _authenticated(view: View) -> View:
+    """Run the ``BGTASKS_API_AUTHENTICATION`` hooks for a request without a
+    session user. One a hook vouched for is exempt from the CSRF check that
+    follows (in ``_operation``): it was authenticated by a header, which a
+    forged cross-site request can't carry, not by a cookie, which it would.
+    One whose ``Authorization`` header no hook accepted is refused here."""
+
+    @wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if authentication.authenticate(request):
+            request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+        elif "Authorization" in request.headers:
+            user = getattr(request, "user", None)
+            if user is None or not user.is_authenticated:
+                return error(403, "The Authorization header was not accepted.")
+        return view(request, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]
 
 
 def _requires(action: Action) -> Callable[[View], View]:
@@ -146,10 +170,11 @@ def _named(view: View) -> View:
 
 
 def _operation(view: View) -> View:
-    """A write: POST only, CSRF-protected, for the change permission, on a
-    well-formed name, and outside ``ATOMIC_REQUESTS``."""
+    """A write: POST only, CSRF-protected (unless a hook authenticated it; the
+    site's ``CsrfViewMiddleware`` is told to leave the check to this), for
+    the change permission, on a well-formed name, and outside ``ATOMIC_REQUESTS``."""
     return outside_request_transactions(
-        csrf_protect(require_POST(_requires("change")(_named(view))))
+        csrf_exempt(_authenticated(csrf_protect(require_POST(_requires("change")(_named(view))))))
     )
 
 
@@ -161,6 +186,7 @@ def _accepted(name: str, body: dict[str, Any]) -> HttpResponse:
 
 
 @require_safe
+@_authenticated
 @_requires("view")
 def task_list(request: HttpRequest) -> HttpResponse:
     """``GET <prefix>/``: every task's state, the registered ones that never ran too."""
@@ -168,6 +194,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_safe
+@_authenticated
 @_requires("view")
 @_named
 def task_detail(request: HttpRequest, name: str) -> HttpResponse:

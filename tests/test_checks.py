@@ -104,3 +104,28 @@ def test_manage_py_check_reports_the_error(settings: Any) -> None:
     settings.BGTASKS_HEARTBEAT_INTERVAL = 100
     with pytest.raises(SystemCheckError, match=r"bgtasks\.E002"):
         call_command("check")
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("django_bgtasks.authentication.signed_token", "must be a list"),
+        (None, "must be a list"),
+        (["django_bgtasks.authentication.no_such_hook"], "can't be imported"),
+        (["no_such_module.hook"], "can't be imported"),
+        (["nodots"], "can't be imported"),
+        (["django_bgtasks.authentication.SALT"], "is not a callable"),
+        ([42], "is not a dotted path"),
+    ],
+)
+def test_a_bad_api_authentication(settings: Any, value: Any, problem: str) -> None:
+    settings.BGTASKS_API_AUTHENTICATION = value
+    [error] = checks.check_api_authentication()
+    assert error.id == "bgtasks.E009" and problem in error.msg
+    assert "signed_token" in error.hint
+
+
+def test_good_api_authentication(settings: Any) -> None:
+    assert checks.check_api_authentication() == []  # the default: none
+    settings.BGTASKS_API_AUTHENTICATION = ("django_bgtasks.authentication.signed_token",)
+    assert checks.check_api_authentication() == []

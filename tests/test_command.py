@@ -517,3 +517,48 @@ def test_a_second_ctrl_c_abandons_the_run_and_releases_its_lease(db_alias: str) 
     state = objects.get_state("surface-slow")
     assert (state.running, state.outcome) == (False, "cancelled")
     assert "abandoned" in state.error
+
+
+# --- token ------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_token_prints_only_the_token_on_stdout(make_staff: Any, settings: Any) -> None:
+    from django_bgtasks.authentication import user_for_token
+
+    settings.BGTASKS_API_AUTHENTICATION = ["django_bgtasks.authentication.signed_token"]
+    user = make_staff("ops-bot", "change_backgroundtask")
+    out, err = StringIO(), StringIO()
+    call_command("bgtasks", "token", "ops-bot", "--max-age", "3600", stdout=out, stderr=err)
+    token = out.getvalue()
+    assert token.endswith("\n") and token.count("\n") == 1
+    assert user_for_token(token.strip()) == user
+    assert "'ops-bot', who may view and operate tasks" in err.getvalue()
+    assert "Authorization: Bearer" in err.getvalue()
+    assert "does not list" not in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_token_says_when_the_api_will_not_accept_it(make_staff: Any) -> None:
+    make_staff("ops-bot", "view_backgroundtask")
+    err = StringIO()
+    call_command("bgtasks", "token", "ops-bot", stdout=StringIO(), stderr=err)
+    assert "who may view tasks" in err.getvalue()
+    assert "BGTASKS_API_AUTHENTICATION does not list" in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_token_refuses_unknown_users_and_users_without_permission(make_staff: Any) -> None:
+    make_staff("staff")
+    make_staff("member", "view_backgroundtask", staff=False)
+    with pytest.raises(CommandError, match="There is no user 'nobody'"):
+        bgtasks("token", "nobody")
+    for username in ("staff", "member"):
+        with pytest.raises(CommandError, match="may not see background tasks"):
+            bgtasks("token", username)
+
+
+@pytest.mark.parametrize("max_age", ["0", "-5", "1.5", "x", str(3650 * 86400 + 1)])
+def test_token_refuses_a_bad_max_age(max_age: str) -> None:
+    with pytest.raises(CommandError):
+        bgtasks("token", "ops-bot", "--max-age", max_age)

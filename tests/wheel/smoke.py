@@ -2,10 +2,13 @@
 that holds the built wheel and not the checkout. Not a pytest module.
 
 It proves that what ships works on its own: the package is imported from
-site-packages, it carries ``py.typed``, every template and static file it ships
-is found by Django's loaders, the example project's tasks are discovered, a
-full lease cycle runs with history and a rising token, and (in versions that
-ship them) the admin's changelist renders and the JSON API answers.
+site-packages, it carries ``py.typed``, the ``postgres`` extra brought a
+psycopg that needs no compiler (the binary build) and the ``cron`` extra
+cronsim, every template and static file it ships is found by Django's
+loaders, the example project's tasks are discovered, a full lease cycle runs
+with history and a rising token, and (in versions that ship them) the admin's
+changelist renders and the JSON API answers, to a session and to a bearer
+token.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def main() -> None:
     assert (package / "py.typed").is_file(), "py.typed is missing"
     say(f"django_bgtasks from {package}, with py.typed; Django {django.get_version()}")
 
+    check_extras()
     check_templates(package)
     check_static(package)
     check_tasks()
@@ -43,6 +47,18 @@ def main() -> None:
 
 def say(text: str) -> None:
     sys.stdout.write(f"smoke: {text}\n")
+
+
+def check_extras() -> None:
+    import psycopg
+
+    from django_bgtasks.schedules import parse_schedule
+
+    # "binary" is the extra's; "c" would be a site's own build (docs/install.md).
+    assert psycopg.pq.__impl__ == "binary", psycopg.pq.__impl__
+    say(f"postgres extra: psycopg {psycopg.__version__}, {psycopg.pq.__impl__} build")
+    assert parse_schedule("0 3 * * *") is not None
+    say("cron extra: a cron schedule parses")
 
 
 def check_templates(package: Path) -> None:
@@ -159,6 +175,29 @@ def check_json_api(package: Path, client: Any) -> None:
     names = [task["name"] for task in get(client, reverse("bgtasks:list")).json()["tasks"]]
     assert "wheel-smoke" in names, names
     say("JSON API answers for the task and the list")
+    if (package / "authentication.py").exists():
+        check_bearer_token()
+
+
+def check_bearer_token() -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.test.utils import override_settings
+    from django.urls import reverse
+
+    from django_bgtasks.authentication import SIGNED_TOKEN, make_token
+
+    token = make_token(get_user_model().objects.get(username="wheel-smoke"), max_age=60)
+    url = reverse("bgtasks:task", args=["wheel-smoke"])
+    headers = {"Authorization": f"Bearer {token}"}
+    with override_settings(
+        ALLOWED_HOSTS=["testserver"], BGTASKS_API_AUTHENTICATION=[SIGNED_TOKEN]
+    ):
+        response = Client().get(url, headers=headers)
+        assert response.status_code == 200, response.content
+        refused = Client().get(url, headers={"Authorization": "Bearer nope"})
+        assert refused.status_code == 403, refused.status_code
+    say("JSON API answers a bearer token from make_token(), and refuses a bad one")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """``manage.py bgtasks``: see, start, stop and unstick background tasks.
 
 Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
-``cancel NAME``, ``prune``, ``watch``, and for workers ``worker``, ``workers``
+``cancel NAME``, ``prune``, ``watch``, ``token USERNAME`` (a bearer token for
+the JSON API), and for workers ``worker``, ``workers``
 and ``request NAME`` (``management/workers.py``). Each reads and writes through
 ``BackgroundTask.objects``, the task registry and :mod:`django_bgtasks.operations`,
 as the admin and the JSON API do, so it gives the same answer on every
@@ -28,13 +29,19 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from ... import display, operations
+from ...authentication import DEFAULT_MAX_AGE, SIGNED_TOKEN, make_token, validate_max_age
 from ...conf import EXECUTOR_THREAD, conf
 from ...models import BackgroundTask, TaskRun
+from ...permissions import allowed
 from ...runner import RunningLease
 from ...states import TaskState
 from ...tasks import registered_tasks
@@ -86,6 +93,7 @@ OPTION_RULES: dict[str, tuple[type[float] | type[int], Callable[[Any], Any]]] = 
     "days": (float, history_days),
     "interval": (float, watch_interval),
     "iterations": (int, watch_iterations),
+    "max_age": (int, validate_max_age),
 }
 
 
@@ -112,7 +120,7 @@ class Command(BaseCommand):
 
     help = (
         "See, start, stop and unstick background tasks: list, show, run, release, cancel, "
-        "prune, watch; run workers: worker, workers, request. Every replica gives the same "
+        "prune, watch, token; run workers: worker, workers, request. Every replica gives the same "
         "answers: the state is the database's."
     )
 
@@ -194,6 +202,20 @@ class Command(BaseCommand):
             type=option_type("iterations"),
             default=None,
             help="Stop after this many tables (default: run until Ctrl-C or SIGTERM).",
+        )
+
+        token = add_parser(
+            "token",
+            "Print a bearer token for the JSON API, for a script or service acting as "
+            "USERNAME (see BGTASKS_API_AUTHENTICATION).",
+        )
+        token.add_argument("username", help="An active staff user who may view tasks.")
+        token.add_argument(
+            "--max-age",
+            type=option_type("max_age"),
+            default=DEFAULT_MAX_AGE,
+            metavar="SECONDS",
+            help="How long the token is valid, in seconds (default: %(default)r, 30 days).",
         )
         workers.add_arguments(add_parser)
 
@@ -353,6 +375,33 @@ class Command(BaseCommand):
                 f"Deleted {deleted} run(s) that finished more than {days:g} day(s) ago."
             )
         )
+
+    def handle_token(self, *, username: str, max_age: int, **_: Any) -> None:
+        try:
+            user = get_user_model()._default_manager.get_by_natural_key(username)
+        except ObjectDoesNotExist:
+            raise CommandError(f"There is no user {username!r}.") from None
+        if not allowed(user, "view"):
+            raise CommandError(
+                f"{username!r} may not see background tasks: the API, like the admin, needs "
+                "an active staff user with the view or change permission on background tasks."
+            )
+        self.stdout.write(make_token(user, max_age))
+        may = "view and operate" if allowed(user, "change") else "view"
+        until = timezone.localtime(timezone.now() + timedelta(seconds=max_age))
+        self.stderr.write(
+            f"A token for {username!r}, who may {may} tasks, valid until "
+            f"{until:%Y-%m-%d %H:%M %Z}. Send it as 'Authorization: Bearer <token>'. A new "
+            f"password for {username!r}, deactivating them or a new SECRET_KEY revokes it."
+        )
+        configured = conf.API_AUTHENTICATION
+        if not isinstance(configured, list | tuple) or SIGNED_TOKEN not in configured:
+            self.stderr.write(
+                self.style.WARNING(
+                    f"BGTASKS_API_AUTHENTICATION does not list {SIGNED_TOKEN!r}: the API "
+                    "accepts this token once it does."
+                )
+            )
 
     # --- helpers -----------------------------------------------------------------
 
