@@ -701,3 +701,19 @@ def test_the_admin_shows_requests_schedules_attempts_and_workers(
     detail = client.get(change_url("cleanup")).content.decode()
     assert "manual, 1" in detail  # the last run's trigger and attempt
     assert "<td>manual</td><td>1</td>" in detail  # and in history
+
+
+def test_the_detail_page_shows_the_result_of_the_last_run_and_of_each_run(
+    site_alias: str, make_staff: Any, client: Any
+) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    assert lease is not None
+    assert objects.release("cleanup", "worker-1", token=lease.token, result={"deleted": 41})
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    assert lease is not None
+    assert objects.release("cleanup", "worker-1", token=lease.token, result={1, 2})
+    make_staff("viewer", "view_backgroundtask")
+    client.login(username="viewer", password="pw")  # noqa: S106
+    detail = client.get(change_url("cleanup")).content.decode()
+    assert "not stored: TypeError" in detail  # the last run's set didn't encode
+    assert "<code>{&quot;deleted&quot;:41}</code>" in detail  # the first run's, in history

@@ -163,6 +163,13 @@ def _pretty(state: TaskState) -> str:
     return json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+def _result_text(result: Any, note: str) -> str:
+    """A run's result as compact JSON, or the note saying why it wasn't stored."""
+    if result is None:
+        return note
+    return json.dumps(result, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def _last_line(error: str) -> str:
     lines = error.strip().splitlines()
     return lines[-1] if lines else ""
@@ -270,6 +277,17 @@ class TaskColumns(TaskModelAdmin):
             return self.get_empty_value_display()
         return format_html('<pre class="bgtasks-error">{}</pre>', state.error)
 
+    @admin.display(description=gettext_lazy("result"))
+    def result_json(self, task: BackgroundTask) -> str:
+        """What the last run returned (``TaskState.result``), or why it wasn't stored."""
+        state = state_of(task)
+        if state is None or (state.result is None and not state.result_note):
+            return self.get_empty_value_display()
+        if state.result is None:
+            return state.result_note
+        text = json.dumps(state.result, indent=2, ensure_ascii=False, sort_keys=True)
+        return format_html('<pre class="bgtasks-result">{}</pre>', text)
+
     @admin.display(description=gettext_lazy("runs"))
     def history(self, task: BackgroundTask) -> str:
         """The ended runs, newest first, ``HISTORY_PAGE`` a page (``?runs=N``)."""
@@ -284,6 +302,7 @@ class TaskColumns(TaskModelAdmin):
                 time_html(run.started_at),
                 time_html(run.finished_at),
                 display.seconds(run.duration),
+                _result_text(run.result, run.result_note),
                 _last_line(run.error),
             )
             for run in page

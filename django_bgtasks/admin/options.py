@@ -97,10 +97,10 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     change_form_template = "django_bgtasks/admin/change_form.html"
     fieldsets = [
         (None, {"fields": DETAIL_FIELDS}),
-        (gettext_lazy("Value"), {"fields": ["value_json"]}),
+        (gettext_lazy("Value and result"), {"fields": ["value_json", "result_json"]}),
         (gettext_lazy("Run history (newest first)"), {"fields": ["history"]}),
     ]
-    readonly_fields = [*DETAIL_FIELDS, "value_json", "history"]
+    readonly_fields = [*DETAIL_FIELDS, "value_json", "result_json", "history"]
 
     class Media:
         css = {"all": ["django_bgtasks/admin.css"]}
