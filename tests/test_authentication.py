@@ -271,7 +271,9 @@ def test_a_token_reads_and_operates_without_a_csrf_token(
 
     listing = client.get("/bgtasks/", **bearer(operator))
     assert listing.status_code == 200
-    assert [task["name"] for task in listing.json()["tasks"]] == ["cleanup"]
+    # The task with a row, besides the registered ones that never ran.
+    tasks = listing.json()["tasks"]
+    assert [task["name"] for task in tasks if task["token"]] == ["cleanup"]
     assert client.get("/bgtasks/cleanup/", **bearer(operator)).json()["owner"] == "worker-1"
 
     started = post_json(client, "/bgtasks/surface-quick/run/", **bearer(operator))

@@ -255,7 +255,12 @@ def test_sigterm_interrupts_the_run_and_another_worker_resumes_it_at_once(
     holder = workers.by_pid(value["pid"])
     holder.send_signal(signal.SIGTERM)
     assert holder.wait(15) == 0
-    ended("resumable")
+    # "interrupted" is an outcome too: wait for the resumed run's own end.
+    wait_until(
+        "the resumed run to end",
+        lambda: len(done := runs("resumable")) == 2 and done[-1].outcome and done,
+        timeout=30,
+    )
     workers.stop_all()
     interrupted, finished = runs("resumable")
     assert interrupted.outcome == Outcome.INTERRUPTED
