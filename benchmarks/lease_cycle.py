@@ -316,6 +316,8 @@ def breakdown(seed: psycopg.Connection, beat: tuple[str, int]) -> None:
 
     print("planning time per call without prepared statements (EXPLAIN SUMMARY, median of 30):")
     values = {"value": '{"done": 1}', "ttl": 120.0, "outcome": "succeeded", "error": ""}
+    # What a claim and a release record of the run since the workers issue.
+    values |= {"trigger": "manual", "args": None, "result": None, "result_note": ""}
     client = psycopg.ClientCursor(seed)
     for label, query in [
         ("seed claim (upsert)", SEED_CLAIM),
