@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import django
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import connections
@@ -181,15 +180,6 @@ def visible_buttons(page: Any, name: str) -> list[str]:
     return [button.inner_text() for button in buttons.all() if button.is_visible()]
 
 
-# Known failure, not a skip: on Django 6.x the admin's changelist markup differs
-# from 5.2's, and admin.css's narrow layout does not take hold there: the
-# table overflows at 1280 px (seen in CI: scrollWidth 896 in a 0-wide parent,
-# the page 1776 px wide). strict: the day it fits, this fails and must go.
-@pytest.mark.xfail(
-    django.VERSION >= (6, 0),
-    reason="admin.css's narrow changelist layout is written for Django 5.2's markup",
-    strict=True,
-)
 def test_the_changelist_fits_common_widths_with_the_sidebar_open(
     site_alias: str,
     live_server: Any,
