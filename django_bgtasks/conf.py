@@ -32,6 +32,13 @@ class Settings:
         return value
 
     @property
+    def PROGRESS_INTERVAL(self) -> float:
+        """Seconds within which a run's ``update()`` calls are coalesced into one
+        write (django_bgtasks.progress); 0 writes every call."""
+        value: float = getattr(settings, "BGTASKS_PROGRESS_INTERVAL", 0.5)
+        return value
+
+    @property
     def DATABASE(self) -> str:
         """The database alias that holds the lease table."""
         value: str = getattr(settings, "BGTASKS_DATABASE", "default")

@@ -41,9 +41,10 @@ from .conf import conf
 from .exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
 from .leases import KEEP_VALUE
 from .models import BackgroundTask
+from .progress import NOTHING, Progress
 from .signals import lease_claimed, lease_lost, lease_released
 from .states import Lease, Renewal, WorkClaim
-from .validation import heartbeat_interval, validate_ttl
+from .validation import encode_value, heartbeat_interval, progress_interval, validate_ttl
 
 logger = logging.getLogger("django_bgtasks")
 
@@ -79,6 +80,11 @@ class RunningLease:
         self.resume_from = resume_from
         self._stopping = stopping
         self._lock = threading.Lock()
+        # Writes of the value (the body's and the heartbeat thread's) go one
+        # at a time, so an older value never lands after a newer one.
+        self._write_lock = threading.Lock()
+        self._progress = Progress(progress_interval())
+        self._max_bytes = conf.MAX_VALUE_BYTES
         self._deadline = claimed_at + lease.ttl
         self._lost: str | None = None
         self._cancel_requested = False
@@ -145,21 +151,35 @@ class RunningLease:
         if self.stopping:
             raise WorkerStopping(self.name)
 
-    def update(self, value: Any) -> None:
-        """Store ``value`` (progress, partial results) and renew the lease.
+    def update(self, value: Any, *, flush: bool = False) -> None:
+        """Report ``value`` (progress, partial results).
+
+        Calls closer together than ``BGTASKS_PROGRESS_INTERVAL`` are coalesced
+        (django_bgtasks.progress): the first call, one after a quiet interval
+        and ``flush=True`` write ``value`` and renew the lease before they
+        return; otherwise the latest value is written within the interval,
+        by a later call or the heartbeat thread, and at the latest by the
+        release. A value JSON can't encode raises ``TypeError`` at once.
 
         A database that can't be reached is retried until the renew deadline.
         Then, or if the lease was taken over, raises :class:`LeaseLost` with
-        nothing written. Raises :class:`TaskCancelled` after the value is
-        written if an operator asked to stop.
+        nothing written. Raises :class:`TaskCancelled` (after a write) if an
+        operator asked to stop, as the last heartbeat or write learned it.
         """
         self._raise_if_lost()
-        self._renew(value)
-        self.check()
+        # Refused here, not later in the heartbeat thread.
+        encode_value(value, max_bytes=self._max_bytes)
+        if self._progress.offer(value, flush=flush):
+            self._renew()  # raises LeaseLost itself
+        # check() without its second look at the deadline: cheap in a tight loop.
+        if self._cancel_requested:
+            raise TaskCancelled(self.name)
+        if self.stopping:
+            raise WorkerStopping(self.name)
 
-    async def aupdate(self, value: Any) -> None:
+    async def aupdate(self, value: Any, *, flush: bool = False) -> None:
         """``update()`` for async code."""
-        await sync_to_async(self.update)(value)
+        await sync_to_async(self.update)(value, flush=flush)
 
     def fence(self) -> None:
         """Lock the lease row for the caller's current transaction.
@@ -194,6 +214,7 @@ class RunningLease:
         """Claim ``name`` and start renewing it, or return ``None`` if it is held."""
         ttl = validate_ttl(ttl)
         interval = heartbeat_interval(ttl)
+        progress_interval()  # a bad setting is refused before the claim
         claimed_at = time.monotonic()
         lease = BackgroundTask.objects.try_claim(name, owner, value, ttl=ttl, run_args=run_args)
         if lease is None:
@@ -264,10 +285,14 @@ class RunningLease:
             self._done.set()
 
     def _release(self, outcome: str, error: str, result: Any) -> None:
+        if self._progress.take() is None:
+            self._renew()  # release's final_value=None means "keep": write it first
+        final = self._progress.take()
         released = self._retrying(
             lambda: BackgroundTask.objects.release(
                 self.name,
                 self.owner,
+                None if final is NOTHING else final,
                 token=self.token,
                 outcome=outcome,
                 error=error,
@@ -291,15 +316,27 @@ class RunningLease:
 
     def _stop_heartbeat(self) -> None:
         self._stop.set()
+        self._progress.wake.set()
         if self._heartbeat is not None:
             # A renewal stuck on a dead network must not hold up the exit past
             # the deadline; the thread is a daemon and finishes on its own.
             self._heartbeat.join(timeout=max(self._remaining(), 0.0) + 1.0)
 
     def _beat(self) -> None:
+        """Renew every ``interval``, and write a coalesced value at its deadline."""
+        next_beat = time.monotonic() + self.interval
         try:
-            while not self._stop.wait(self.interval):
+            while not self._stop.is_set():
+                self._progress.wake.clear()
+                due = self._progress.deadline()
+                wake_at = next_beat if due is None else min(next_beat, due)
+                self._progress.wake.wait(max(wake_at - time.monotonic(), 0.0))
+                now = time.monotonic()
+                due = self._progress.deadline()
+                if self._stop.is_set() or (now < next_beat and (due is None or now < due)):
+                    continue  # stopping, or woken early by a new pending value
                 self._renew(stop=self._stop)
+                next_beat = now + self.interval
         except (LeaseLost, _Stopped):
             pass
         except Exception as exc:  # a bug, not an outage: give the lease up loudly
@@ -308,14 +345,23 @@ class RunningLease:
         finally:
             _close_connection()
 
-    def _renew(self, value: Any = KEEP_VALUE, *, stop: threading.Event | None = None) -> None:
-        """Renew (writing ``value`` if given) and record what the database said."""
+    def _renew(self, *, stop: threading.Event | None = None) -> None:
+        """Renew, writing the pending value if there is one, and record what
+        the database said."""
 
         def attempt() -> tuple[float, Renewal | None]:
-            sent = time.monotonic()
-            return sent, BackgroundTask.objects.renew(
-                self.name, self.owner, token=self.token, value=value
-            )
+            with self._write_lock:
+                value = self._progress.take()
+                sent = time.monotonic()
+                renewal = BackgroundTask.objects.renew(
+                    self.name,
+                    self.owner,
+                    token=self.token,
+                    value=KEEP_VALUE if value is NOTHING else value,
+                )
+                if renewal is not None:
+                    self._progress.written(value)
+                return sent, renewal
 
         sent, renewal = self._retrying(attempt, stop=stop)
         if renewal is None:

@@ -13,7 +13,6 @@ strings are stored as the strings Django writes for them everywhere else.
 
 from __future__ import annotations
 
-import json
 import math
 import unicodedata
 from typing import Any, TypeGuard
@@ -135,6 +134,18 @@ def heartbeat_interval(ttl: float) -> float:
     return float(interval)
 
 
+def progress_interval() -> float:
+    """``BGTASKS_PROGRESS_INTERVAL``, checked: a finite number of seconds, 0 or more."""
+    interval = conf.PROGRESS_INTERVAL
+    if isinstance(interval, bool) or not isinstance(interval, int | float):
+        raise TypeError("BGTASKS_PROGRESS_INTERVAL must be a number of seconds")
+    if not is_finite_number(interval) or interval < 0:
+        raise ValueError(
+            f"BGTASKS_PROGRESS_INTERVAL ({interval!r} s) must be 0 (write every update) or more"
+        )
+    return float(interval)
+
+
 class _RefusedText(ValueError):
     """A string the databases would refuse (NUL, a lone surrogate)."""
 
@@ -152,32 +163,42 @@ class ValueEncoder(DjangoJSONEncoder):
         return encoded
 
 
-def encode_value(value: Any, *, kind: str = "value") -> str | None:
+# One encoder for every call: it keeps only its options, so threads share it.
+_ENCODER = ValueEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_value(value: Any, *, kind: str = "value", max_bytes: int | None = None) -> str | None:
     """Encode a task's value as JSON text; ``None`` is stored as SQL NULL.
 
     Encoded as Django encodes JSON (``DjangoJSONEncoder``). Raises
     ``TypeError`` for what it can't encode and ``ValueError`` for what it can
     but the databases would refuse or should not hold. ``kind`` names the
-    value in the messages.
+    value in the messages. ``max_bytes`` is ``BGTASKS_MAX_VALUE_BYTES`` unless
+    given (a running lease reads the setting once, not per ``update()``).
     """
     if value is None:
         return None
-    _check_json_strings(value, kind)
+    # Encode first (C, fast: update() calls this on every call), then walk the
+    # value only when the text hints at a string or depth the walk refuses; so
+    # the walk's precise reasons are still what a refused value raises.
     try:
-        text = json.dumps(
-            value, cls=ValueEncoder, allow_nan=False, ensure_ascii=False, separators=(",", ":")
-        )
-    except _RefusedText as exc:
-        raise ValueError(f"{kind} {exc}") from None
-    except ValueError as exc:  # NaN or infinity; an aware time
+        text = _ENCODER.encode(value)
+        size = len(text.encode())  # a lone surrogate fails here
+    except (TypeError, ValueError, RecursionError) as exc:
+        _check_json_strings(value, kind)
+        if isinstance(exc, _RefusedText):
+            raise ValueError(f"{kind} {exc}") from None
+        if isinstance(exc, TypeError):
+            raise TypeError(f"{kind} is not JSON-serialisable: {exc}") from None
+        # NaN or infinity; an aware time; a circular value
         raise ValueError(f"{kind} is not valid JSON: {exc}") from None
-    except TypeError as exc:
-        raise TypeError(f"{kind} is not JSON-serialisable: {exc}") from None
-    size = len(text.encode())
-    if size > conf.MAX_VALUE_BYTES:
+    # A NUL is written \u0000; brackets bound the depth from above.
+    if "\\u0000" in text or text.count("[") + text.count("{") > MAX_VALUE_DEPTH:
+        _check_json_strings(value, kind)
+    limit = conf.MAX_VALUE_BYTES if max_bytes is None else max_bytes
+    if size > limit:
         raise ValueError(
-            f"{kind} is {size} bytes of JSON; the limit is {conf.MAX_VALUE_BYTES} "
-            "(BGTASKS_MAX_VALUE_BYTES)"
+            f"{kind} is {size} bytes of JSON; the limit is {limit} (BGTASKS_MAX_VALUE_BYTES)"
         )
     return text
 

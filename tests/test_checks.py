@@ -94,6 +94,18 @@ def test_bad_history_days(settings: Any, days: Any) -> None:
     assert ids(checks.check_history()) == ["bgtasks.E006"]
 
 
+@pytest.mark.parametrize("interval", [-0.1, "0.5", None, float("inf"), True])
+def test_bad_progress_interval(settings: Any, interval: Any) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = interval
+    assert ids(checks.check_progress_interval()) == ["bgtasks.E010"]
+
+
+@pytest.mark.parametrize("interval", [0, 0.5, 10])
+def test_good_progress_interval(settings: Any, interval: Any) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = interval
+    assert checks.check_progress_interval() == []
+
+
 def test_use_tz_off_is_a_warning(settings: Any) -> None:
     settings.USE_TZ = False
     assert ids(checks.check_time_zone()) == ["bgtasks.W001"]

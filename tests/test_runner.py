@@ -379,3 +379,152 @@ def test_a_heartbeat_interval_that_is_not_a_number_is_refused(
     ):
         pytest.fail("body must not run")
     assert rows(db_alias) == []
+
+
+# --- coalesced progress (django_bgtasks/progress.py) -----------------------------
+
+
+class Writes:
+    """Counts the value writes this thread's connection sends."""
+
+    def __init__(self, alias: str) -> None:
+        self.count = 0
+        self.alias = alias
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "UPDATE" in sql.upper() and "value" in sql:
+            self.count += 1
+        return execute(sql, params, many, context)
+
+
+def test_a_tight_loop_of_updates_is_coalesced_and_the_last_value_lands(
+    db_alias: str, settings: Any
+) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 0.2
+    writes = Writes(db_alias)
+    with lease("bar", ttl=30) as running:
+        began = time.monotonic()
+        with connections[db_alias].execute_wrapper(writes):
+            for done in range(50_000):
+                running.update({"done": done})
+        elapsed = time.monotonic() - began
+    # The first call, then at most one write per interval from this thread.
+    assert 1 <= writes.count <= elapsed / 0.2 + 1, (writes.count, elapsed)
+    state = objects.get_state("bar")
+    assert (state.outcome, state.value) == ("succeeded", {"done": 49_999})  # the release
+
+
+def test_the_first_update_and_flush_write_at_once_the_rest_wait(
+    db_alias: str, settings: Any
+) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 3600
+    with lease("bar", ttl=30) as running:
+        running.update({"done": 1})
+        assert objects.get_state("bar").value == {"done": 1}
+        running.update({"done": 2})
+        assert objects.get_state("bar").value == {"done": 1}
+        running.update({"done": 3}, flush=True)
+        assert objects.get_state("bar").value == {"done": 3}
+        running.update({"done": 4})
+    assert objects.get_state("bar").value == {"done": 4}
+
+
+def test_an_update_after_a_quiet_interval_writes_at_once(db_alias: str, settings: Any) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 0.3
+    with lease("bar", ttl=30) as running:
+        running.update({"done": 1})
+        time.sleep(0.35)
+        running.update({"done": 2})
+        assert objects.get_state("bar").value == {"done": 2}
+
+
+def test_the_heartbeat_thread_writes_a_waiting_value_when_the_body_goes_quiet(
+    db_alias: str, settings: Any
+) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 0.2
+    with lease("bar", ttl=60) as running:  # the next heartbeat is 20 s away
+        running.update({"done": 1})
+        running.update({"done": 2})
+        deadline = time.monotonic() + 5
+        while objects.get_state("bar").value != {"done": 2}:
+            assert time.monotonic() < deadline, "the waiting value was never written"
+            time.sleep(0.02)
+
+
+def test_a_waiting_none_is_written_by_the_release(db_alias: str, settings: Any) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 3600
+    with lease("bar", ttl=30) as running:
+        running.update({"done": 1})
+        running.update(None)
+    assert objects.get_state("bar").value is None
+
+
+def test_a_failing_body_still_writes_its_last_value(db_alias: str, settings: Any) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 3600
+    with pytest.raises(RuntimeError), lease("bar", ttl=30) as running:
+        running.update({"done": 1})
+        running.update({"done": 2})
+        raise RuntimeError("disk on fire")
+    state = objects.get_state("bar")
+    assert (state.outcome, state.value) == ("failed", {"done": 2})
+
+
+def test_an_interval_of_zero_writes_every_update(db_alias: str, settings: Any) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 0
+    with lease("bar", ttl=30) as running:
+        for done in range(5):
+            running.update({"done": done})
+            assert objects.get_state("bar").value == {"done": done}
+
+
+def test_a_value_json_cant_encode_is_refused_at_the_call_even_when_it_would_wait(
+    db_alias: str, settings: Any
+) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 3600
+    with lease("bar", ttl=30) as running:
+        running.update({"done": 1})
+        with pytest.raises(TypeError):
+            running.update({"done": object()})
+        running.update({"done": 2})
+    assert objects.get_state("bar").value == {"done": 2}
+
+
+def test_a_waiting_update_reports_a_cancel_the_heartbeat_brought(
+    db_alias: str, settings: Any
+) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 3600
+    with pytest.raises(TaskCancelled), lease("bar", ttl=0.6) as running:
+        running.update({"done": 1})
+        objects.request_cancel("bar")
+        deadline = time.monotonic() + 5
+        while not running.cancel_requested:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        running.update({"done": 2})  # waits, and raises what the heartbeat learned
+    state = objects.get_state("bar")
+    assert (state.outcome, state.value) == ("cancelled", {"done": 2})
+
+
+def test_a_waiting_update_reports_a_takeover(db_alias: str, settings: Any) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = 3600
+    with pytest.raises(LeaseLost), lease("bar", ttl=0.6) as running:
+        running.update({"done": 1})
+        objects.force_release("bar")
+        deadline = time.monotonic() + 5
+        while not running.lost:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        running.update({"done": 2})
+    assert objects.get_state("bar").value == {"done": 1}
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(-1, ValueError), (float("nan"), ValueError), ("1", TypeError)]
+)
+def test_a_bad_progress_interval_is_refused_before_anything_is_written(
+    db_alias: str, settings: Any, value: Any, error: type[Exception]
+) -> None:
+    settings.BGTASKS_PROGRESS_INTERVAL = value
+    with pytest.raises(error, match="BGTASKS_PROGRESS_INTERVAL"), lease("bar", ttl=30):
+        pytest.fail("body must not run")
+    assert rows(db_alias) == []
