@@ -301,3 +301,28 @@ def test_error_text_is_stored_safely_whatever_it_holds(db_alias: str, held: int)
     )
     state = objects.get_state("held")
     assert state.error.startswith("bad\ufffd?") and len(state.error) == 10_000
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"path": "C:\\u0000"},  # a backslash and "u0000", not a NUL: its JSON looks like one
+        {"brackets": "[" * 500 + "{" * 500},  # brackets in strings are not depth
+        deep(100),  # the deepest legal value
+    ],
+)
+def test_values_whose_json_only_looks_refusable_are_stored_intact(
+    db_alias: str, value: Any
+) -> None:
+    assert objects.try_claim("new", "a", value, ttl=30) is not None
+    state = objects.get_state("new")
+    assert state is not None and state.value == value
+
+
+def test_a_value_with_two_faults_is_refused_for_the_string_first(db_alias: str) -> None:
+    assert_refused(
+        db_alias,
+        lambda: objects.try_claim("new", "a", {"x": "nul\x00", "y": object()}, ttl=30),
+        ValueError,
+        "NUL",
+    )
