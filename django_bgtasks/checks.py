@@ -86,7 +86,7 @@ def check_timing(**kwargs: Any) -> list[CheckMessage]:
 
 @register()
 def check_progress_interval(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E010 (bad ``BGTASKS_PROGRESS_INTERVAL``)."""
+    """bgtasks.E014 (bad ``BGTASKS_PROGRESS_INTERVAL``)."""
     interval = conf.PROGRESS_INTERVAL
     if not is_finite_number(interval) or interval < 0:
         return [
@@ -94,7 +94,7 @@ def check_progress_interval(**kwargs: Any) -> list[CheckMessage]:
                 f"BGTASKS_PROGRESS_INTERVAL is {interval!r}; it must be a number of seconds, "
                 "0 or more.",
                 hint="The default is 0.5; 0 writes every update() at once.",
-                id="bgtasks.E010",
+                id="bgtasks.E014",
             )
         ]
     return []

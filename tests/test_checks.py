@@ -97,7 +97,7 @@ def test_bad_history_days(settings: Any, days: Any) -> None:
 @pytest.mark.parametrize("interval", [-0.1, "0.5", None, float("inf"), True])
 def test_bad_progress_interval(settings: Any, interval: Any) -> None:
     settings.BGTASKS_PROGRESS_INTERVAL = interval
-    assert ids(checks.check_progress_interval()) == ["bgtasks.E010"]
+    assert ids(checks.check_progress_interval()) == ["bgtasks.E014"]
 
 
 @pytest.mark.parametrize("interval", [0, 0.5, 10])
