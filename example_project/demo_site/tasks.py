@@ -36,7 +36,8 @@ def log_cleanup(
     this process lost the lease meanwhile (it was paused, or cut off), the
     batch rolls back instead of racing the worker that took over.
 
-    Every value it writes is a checkpoint: ``done`` rows so far. When its
+    Every value it writes is a checkpoint: ``done`` rows so far, written at
+    once (``flush=True``), not coalesced. When its
     worker dies, another worker resumes the run with ``lease.resume_from``,
     that last value, and counts on from there (``from`` says where it began).
     The deletes themselves need no checkpoint, since the rows already deleted
@@ -61,7 +62,11 @@ def log_cleanup(
             lease.fence()
             deleted, _ = LogEntry.objects.filter(pk__in=batch).delete()
         done += deleted
-        lease.update({"phase": "deleting", "done": done, "total": total, "from": start})
+        # A checkpoint a resume counts on from: flush=True writes it now,
+        # rather than coalescing it with the next (BGTASKS_PROGRESS_INTERVAL).
+        lease.update(
+            {"phase": "deleting", "done": done, "total": total, "from": start}, flush=True
+        )
         time.sleep(pause)
     lease.update({"phase": "done", "done": done, "total": total, "from": start})
     return {"deleted": done - start, "done": done}
