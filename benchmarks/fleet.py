@@ -9,9 +9,11 @@ bare-psycopg ``UPDATE``. Per step and side it prints renewals/s, p50/p99
 renewal latency, the share of HOT updates, the table's and its indexes' size
 at the start and the end, and WAL bytes per renewal.
 
-A process renews its leases on a schedule spread evenly over the interval,
-as many independent holders would; a renewal that comes late is timed from
-when it was due, so a server that falls behind shows in the latency.
+A process claims its leases, then renews them on a schedule spread evenly
+over the interval, as many independent holders would; after one whole round
+the measurement starts. A renewal that comes late is timed from when it was
+due, so a server that falls behind shows in the latency, and a renewal
+refused because its lease expired meanwhile is counted ("refused").
 
 Usage (an embedded PostgreSQL is started unless a DSN is given):
 
@@ -57,10 +59,19 @@ def setup_django(dsn: str, *, migrate: bool = False) -> None:
 
 
 def renewer(
-    side: str, dsn: str, names: list[str], ttl: float, duration: float, start_at: float
-) -> list[float]:
-    """One holder process: claim ``names``, then renew each every ttl/3 until
-    ``start_at + duration``; return each renewal's latency from when it was due."""
+    side: str,
+    dsn: str,
+    names: list[str],
+    ttl: float,
+    duration: float,
+    start_at: Any,
+    ready: Any,
+    results: Any,
+) -> None:
+    """One holder process: claim ``names``, say so on ``ready``, and renew each
+    every ttl/3 from then on; put on ``results`` the latency (from when it
+    was due) of each renewal due in [start_at, start_at + duration), and how
+    many the database refused (the lease had expired: the fleet fell behind)."""
     owner = f"fleet-{os.getpid()}"
     if side == "ours":
         setup_django(dsn)
@@ -73,39 +84,41 @@ def renewer(
             assert lease is not None, name
             tokens[name] = lease.token
 
-        def renew(name: str) -> None:
-            assert objects.heartbeat(name, owner, token=tokens[name])
+        def renew(name: str) -> bool:
+            return objects.heartbeat(name, owner, token=tokens[name])
     else:
         conn = psycopg.connect(dsn, autocommit=True)
         for name in names:
             assert conn.execute(SEED_CLAIM, [name, "null", owner]).fetchone()
         cursor = conn.cursor()
 
-        def renew(name: str) -> None:
+        def renew(name: str) -> bool:
             cursor.execute(SEED_HEARTBEAT, [name, owner])
-            assert cursor.rowcount == 1
+            return cursor.rowcount == 1
 
-    interval = ttl / 3
-    while time.monotonic() < start_at:
-        time.sleep(0.01)
-    latencies = []
-    count = len(names)
-    # Lease i is due at start + i/count of an interval, then every interval.
-    index, round_ = 0, 0
-    end = start_at + duration
+    ready.put(len(names))
+    # Renewing starts at once (the leases are live), in claim order: lease i
+    # is due at base + i/count of an interval, then every interval after.
+    interval, count = ttl / 3, len(names)
+    base = time.monotonic()
+    latencies: list[float] = []
+    refused = index = round_ = 0
     while True:
-        due = start_at + (round_ + index / count) * interval
-        if due >= end:
+        due = base + (round_ + index / count) * interval
+        start = start_at.value
+        if start and due >= start + duration:
             break
         now = time.monotonic()
         if due > now:
             time.sleep(due - now)
-        renew(names[index])
-        latencies.append(time.monotonic() - due)
+        renewed = renew(names[index])
+        if start and due >= start:
+            latencies.append(time.monotonic() - due)
+            refused += not renewed
         index += 1
         if index == count:
             index, round_ = 0, round_ + 1
-    return latencies
+    results.put((latencies, refused))
 
 
 def table_stats(conn: psycopg.Connection, table: str) -> dict[str, int]:
@@ -130,24 +143,30 @@ def step(
     conn = psycopg.connect(dsn, autocommit=True)
     conn.execute(f"TRUNCATE {table} CASCADE")
     names = [f"fleet-{index}" for index in range(leases)]
-    shares = [names[p::processes] for p in range(processes)]
-    # Claims take a while at 100,000: the renewals start together after them.
-    settle = 5 + leases / 2000
+    shares = [share for share in (names[p::processes] for p in range(processes)) if share]
     context = multiprocessing.get_context("spawn")
-    with context.Pool(processes) as pool:
-        start_at = time.monotonic() + settle
-        pending = [
-            pool.apply_async(renewer, (side, dsn, share, ttl, duration, start_at))
-            for share in shares
-            if share
-        ]
-        while time.monotonic() < start_at - 2:  # the claims are done by then
-            time.sleep(0.05)
-        before = table_stats(conn, table)  # takes 1.5 s
-        results = [task.get(timeout=settle + duration + 600) for task in pending]
+    start_at, ready, results = context.Value("d", 0.0), context.Queue(), context.Queue()
+    holders = [
+        context.Process(
+            target=renewer,
+            args=(side, dsn, share, ttl, duration, start_at, ready, results),
+        )
+        for share in shares
+    ]
+    for holder in holders:
+        holder.start()
+    for _ in holders:
+        ready.get(timeout=600)  # every lease is claimed and being renewed
+    time.sleep(ttl / 3)  # one whole round of renewals before measuring
+    before = table_stats(conn, table)  # takes 1.5 s
+    start_at.value = time.monotonic()
+    collected = [results.get(timeout=duration + 600) for _ in holders]
+    for holder in holders:
+        holder.join()
     after = table_stats(conn, table)
     conn.close()
-    latencies = sorted(latency for result in results for latency in result)
+    latencies = sorted(latency for result, _ in collected for latency in result)
+    refused = sum(count for _, count in collected)
     renewals = len(latencies)
     updates = after["updates"] - before["updates"]
     hot = 100 * (after["hot"] - before["hot"]) / max(updates, 1)
@@ -157,7 +176,8 @@ def step(
     print(
         f"  {side:<5} {leases:>7} {renewals / duration:>9.0f} {p50:>8.1f} {p99:>8.1f} {hot:>6.1f}%"
         f" {before['table'] // 1024:>8}/{after['table'] // 1024:<8}"
-        f" {before['indexes'] // 1024:>8}/{after['indexes'] // 1024:<8} {wal:>8.0f}",
+        f" {before['indexes'] // 1024:>8}/{after['indexes'] // 1024:<8} {wal:>8.0f}"
+        f" {refused:>8}",
         flush=True,
     )
     return latencies
@@ -195,7 +215,7 @@ def main() -> None:
     )
     print(
         f"  {'side':<5} {'leases':>7} {'renew/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'HOT':>7}"
-        f" {'table KiB start/end':>17} {'index KiB start/end':>17} {'WAL B':>8}"
+        f" {'table KiB start/end':>17} {'index KiB start/end':>17} {'WAL B':>8} {'refused':>8}"
     )
     limit = args.ttl / 10
     leases = 100
