@@ -27,14 +27,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def require_server(connection: Any, alias: str) -> None:
-    """Fail, with the reason, when a PostgreSQL the suite needs can't be reached."""
+    """Fail, with the reason, when a server the suite needs can't be reached."""
     import pytest
 
     try:
         connection.ensure_connection()
     except Exception as exc:
         pytest.fail(
-            f"PostgreSQL for the {alias!r} database can't be reached: {exc}. "
+            f"The server of the {alias!r} database can't be reached: {exc}. "
             "The suite tests real databases and does not skip them.",
             pytrace=False,
         )
@@ -195,18 +195,19 @@ def _db_now() -> Any:
     """The database's clock, for timestamps the tests compare across processes."""
     from django.db import connection
 
-    sql = (
-        "SELECT clock_timestamp()"
-        if connection.vendor == "postgresql"
-        else ("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-    )
+    sql = {
+        "postgresql": "SELECT clock_timestamp()",
+        "mysql": "SELECT SYSDATE(6)",
+    }.get(connection.vendor, "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
     with connection.cursor() as cursor:
         cursor.execute(sql)
         now = cursor.fetchone()[0]
-    if isinstance(now, str):
-        import datetime as dt
+    import datetime as dt
 
-        now = dt.datetime.fromisoformat(now).replace(tzinfo=dt.UTC)
+    if isinstance(now, str):
+        now = dt.datetime.fromisoformat(now)
+    if now.tzinfo is None:  # SQLite's text and MySQL's DATETIME: naive UTC
+        now = now.replace(tzinfo=dt.UTC)
     return now
 
 
