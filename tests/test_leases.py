@@ -540,3 +540,51 @@ def test_arelease_stores_the_result(db_alias: str) -> None:
 
     asyncio.run(main())
     assert objects.get_state("job").result == [1, 2]
+
+
+@pytest.mark.parametrize("isolation", ["READ COMMITTED", "REPEATABLE READ"])
+def test_on_mysql_a_takeover_waits_for_the_fence_then_judges_staleness_after_the_wait(
+    mysql_alias: str, isolation: str
+) -> None:
+    """InnoDB: the fence is the lease row's lock, held by the holder's
+    transaction. A takeover claimed meanwhile waits for it, whatever the
+    isolation level (REPEATABLE READ's snapshot does not apply to an UPDATE,
+    which reads the newest row version), and wins only after the fenced
+    transaction committed, judging staleness by SYSDATE() after the wait."""
+    ttl = 0.5
+    lease = objects.try_claim("job", "a", ttl=ttl)
+    claimed: list[Any] = []
+
+    def isolate() -> None:
+        with connections[mysql_alias].cursor() as cursor:
+            cursor.execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {isolation}")
+
+    def takeover() -> None:
+        try:
+            isolate()
+            time.sleep(2 * ttl)  # the holder is frozen inside its fenced transaction
+            claimed.append(objects.try_claim("job", "b", ttl=30))
+            claimed.append(time.monotonic())
+        finally:
+            connections[mysql_alias].close()
+
+    isolate()
+    thread = threading.Thread(target=takeover)
+    try:
+        with transaction.atomic(using=mysql_alias):
+            assert objects.fence("job", "a", lease.token)
+            thread.start()
+            time.sleep(4 * ttl)
+            assert thread.is_alive(), "the takeover should wait for the fenced transaction"
+            committed = time.monotonic()
+        thread.join(10)
+    finally:
+        with connections[mysql_alias].cursor() as cursor:
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    new, when = claimed
+    assert new is not None and new.token == lease.token + 1 and when >= committed
+    [lost] = runs(mysql_alias, "job")
+    assert (lost["token"], lost["outcome"]) == (lease.token, "lost")
+    # And the old holder's fence now fails: its writes can't commit any more.
+    with transaction.atomic(using=mysql_alias):
+        assert not objects.fence("job", "a", lease.token)
