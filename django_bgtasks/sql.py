@@ -499,8 +499,8 @@ SQLITE = Statements(
 # --- MySQL 8.0+ and MariaDB 10.6+ ------------------------------------------------------
 # Neither has UPDATE ... RETURNING (MySQL has no RETURNING at all), and Django's
 # MySQL backend counts *matched* rows (CLIENT.FOUND_ROWS), so a write reports
-# by its row count, and a value it must hand back (a claim's token, a
-# heartbeat's cancel flag) by the LAST_INSERT_ID(expr) idiom. The server sends
+# by its row count (a heartbeat's cancel flag too: see renew), and a claim's
+# token by the LAST_INSERT_ID(expr) idiom. The server sends
 # that value in the statement's own OK packet (cursor.lastrowid), except that
 # MariaDB sends 0 when the statement fired a trigger, as every UPDATE of the
 # lease table does (migration 0006); then ``SELECT LAST_INSERT_ID()``, on the
@@ -577,8 +577,8 @@ MYSQL_FRAGMENTS = {
 # How run() reads each MySQL statement's result (see there).
 MYSQL_RESULTS = {
     "claim": "upsert",
-    "renew": "flag",
-    "renew_with_value": "flag",
+    "renew": "renew",
+    "renew_with_value": "renew",
     "release": "count",
     "force_release": "count",
     "request_cancel": "count",
@@ -624,16 +624,22 @@ MYSQL = Statements(
             %(ttl)s, {{now}}, NULL, {{now}}, 0, '', '', %(trigger)s, 1, %(args)s, NULL, 0,
             NULL, '')
     """,
-    renew="""
-        UPDATE {task}
-        SET updated_at = {now}, cancel_requested = LAST_INSERT_ID(cancel_requested + 1) - 1
-        WHERE {holder}
+    # A heartbeat tells the holder whether a cancel was requested. As the
+    # first step also asks for no cancel request, its row count says both: a
+    # match is a renewal without one, in one round trip (the usual case).
+    # Only if it matched nothing does the second step renew a lease with a
+    # request (a cancel can't be withdrawn: only a new claim clears it, which
+    # ends the holder's lease).
+    renew=f"""
+        UPDATE {{task}} SET updated_at = {{now}} WHERE {{holder}} AND NOT cancel_requested
+        {MYSQL_STEP}
+        UPDATE {{task}} SET updated_at = {{now}} WHERE {{holder}}
     """,
-    renew_with_value="""
-        UPDATE {task}
-        SET updated_at = {now}, value = %(value)s,
-            cancel_requested = LAST_INSERT_ID(cancel_requested + 1) - 1
-        WHERE {holder}
+    renew_with_value=f"""
+        UPDATE {{task}} SET updated_at = {{now}}, value = %(value)s
+        WHERE {{holder}} AND NOT cancel_requested
+        {MYSQL_STEP}
+        UPDATE {{task}} SET updated_at = {{now}}, value = %(value)s WHERE {{holder}}
     """,
     release="""
         UPDATE {task}
@@ -777,8 +783,8 @@ def run(
     as RETURNING gives them on PostgreSQL and SQLite: one statement there.
 
     On MySQL (MYSQL_RESULTS): ``rows`` fetches; ``count`` is one row per
-    matched row; ``flag`` is one row holding LAST_INSERT_ID(expr) - 1 if a
-    row matched. ``upsert`` runs the UPDATE, and only if it matched nothing
+    matched row; ``renew`` is ``(cancel_requested,)`` from which step
+    matched, if one did. ``upsert`` runs the UPDATE, and only if it matched nothing
     the INSERT, and if that hits a row inserted meanwhile the UPDATE again
     (each step a compare-and-set in autocommit; a claim hands back its token,
     its LAST_INSERT_ID(expr)).
@@ -798,9 +804,12 @@ def run(
         if how == "count":
             cursor.execute(query, params)
             return [(1,)] * cursor.rowcount
-        if how == "flag":
-            cursor.execute(query, params)
-            return [(_last_insert_id(cursor) - 1,)] if cursor.rowcount else []
+        if how == "renew":
+            for cancel_requested, step in enumerate(steps):
+                cursor.execute(step, params)
+                if cursor.rowcount:
+                    return [(cancel_requested,)]
+            return []
         if how == "upsert":
             update, insert = steps
             cursor.execute(update, params)
