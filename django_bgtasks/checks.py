@@ -24,6 +24,7 @@ from .sql import (
     MIN_MYSQL_VERSION,
     MIN_SQLITE_VERSION,
     SUPPORTED_VENDORS,
+    mysql_server,
     vendor_list,
 )
 from .validation import MAX_TTL, MIN_TTL, is_finite_number
@@ -255,26 +256,12 @@ def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="bgtasks.E010",
             )
         ]
-    tables = [
+    task, run, worker = (
         apps.get_model("django_bgtasks", model)._meta.db_table
         for model in ("BackgroundTask", "TaskRun", "Worker")
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT @@session.time_zone, @@global.system_time_zone, @@session.sql_mode,"
-            " @@global.log_bin, @@global.binlog_format"
-        )
-        time_zone, system_zone, sql_mode, log_bin, binlog_format = cursor.fetchone()
-        cursor.execute(
-            "SELECT table_name, engine FROM information_schema.tables"
-            " WHERE table_schema = DATABASE() AND table_name IN (%s, %s, %s)",
-            tables,
-        )
-        engines = sorted(cursor.fetchall())
-        # SYSDATE() is the time at execution, so it moves during a statement,
-        # unless the server runs with --sysdate-is-now (which no variable shows).
-        cursor.execute("SELECT SLEEP(0.01), TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))")
-        sysdate_moves = cursor.fetchone()[1] > 0
+    )
+    found = mysql_server(connection, task=task, run=run, worker=worker)
+    time_zone, system_zone = found.time_zone, found.system_time_zone
     messages: list[CheckMessage] = []
     utc = time_zone in UTC_ZONES or (time_zone == "SYSTEM" and system_zone in UTC_ZONES)
     if not utc:
@@ -288,8 +275,8 @@ def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="bgtasks.E011",
             )
         )
-    for table, engine in engines:
-        if str(engine).lower() != "innodb":
+    for table, engine in found.engines:
+        if engine.lower() != "innodb":
             messages.append(
                 Error(
                     f"The table {table!r} of the database {alias!r} is {engine}, not InnoDB: "
@@ -298,7 +285,7 @@ def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessag
                     id="bgtasks.E012",
                 )
             )
-    breaking = [mode for mode in str(sql_mode).split(",") if mode in BREAKING_SQL_MODES]
+    breaking = [mode for mode in found.sql_mode.split(",") if mode in BREAKING_SQL_MODES]
     if breaking:
         messages.append(
             Error(
@@ -308,7 +295,7 @@ def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="bgtasks.E013",
             )
         )
-    if not sysdate_moves:
+    if not found.sysdate_moves:
         messages.append(
             Warning(
                 f"On the database {alias!r}, SYSDATE() does not move during a statement: the "
@@ -319,7 +306,7 @@ def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="bgtasks.W003",
             )
         )
-    if log_bin and str(binlog_format).upper() == "STATEMENT":
+    if found.log_bin and found.binlog_format.upper() == "STATEMENT":
         messages.append(
             Warning(
                 f"The database {alias!r} logs statements (binlog_format=STATEMENT): the lease "

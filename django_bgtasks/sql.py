@@ -832,6 +832,57 @@ def run(
         return list(cursor.fetchall())
 
 
+# What the database checks read from a MySQL/MariaDB server (checks.py).
+MYSQL_SERVER_SETTINGS = """
+    SELECT @@session.time_zone, @@global.system_time_zone, @@session.sql_mode,
+        @@global.log_bin, @@global.binlog_format
+"""
+MYSQL_TABLE_ENGINES = """
+    SELECT table_name, engine FROM information_schema.tables
+    WHERE table_schema = DATABASE() AND table_name IN (%(task)s, %(run)s, %(worker)s)
+"""
+# SYSDATE() is the time at execution, so it moves during a statement, unless
+# the server runs with --sysdate-is-now (which no variable shows).
+MYSQL_SYSDATE_MOVES = "SELECT SLEEP(0.01), TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) > 0"
+
+
+@dataclass(frozen=True)
+class MySQLServer:
+    """What the database checks need to know of a MySQL/MariaDB server."""
+
+    time_zone: str
+    system_time_zone: str
+    sql_mode: str
+    log_bin: bool
+    binlog_format: str
+    engines: list[tuple[str, str]]
+    sysdate_moves: bool
+
+
+def mysql_server(
+    connection: BaseDatabaseWrapper, *, task: str, run: str, worker: str
+) -> MySQLServer:
+    """Read the settings of this MySQL/MariaDB connection's server and
+    session, and the storage engines of the tables ``task``, ``run`` and
+    ``worker``."""
+    with connection.cursor() as cursor:
+        cursor.execute(MYSQL_SERVER_SETTINGS)
+        time_zone, system_zone, sql_mode, log_bin, binlog_format = cursor.fetchone()
+        cursor.execute(MYSQL_TABLE_ENGINES, {"task": task, "run": run, "worker": worker})
+        engines = sorted((str(table), str(engine)) for table, engine in cursor.fetchall())
+        cursor.execute(MYSQL_SYSDATE_MOVES)
+        sysdate_moves = bool(cursor.fetchone()[1])
+    return MySQLServer(
+        time_zone=str(time_zone),
+        system_time_zone=str(system_zone),
+        sql_mode=str(sql_mode),
+        log_bin=bool(log_bin),
+        binlog_format=str(binlog_format),
+        engines=engines,
+        sysdate_moves=sysdate_moves,
+    )
+
+
 def _last_insert_id(cursor: Any) -> int:
     """The LAST_INSERT_ID(expr) the statement just run on ``cursor`` set."""
     if cursor.lastrowid:

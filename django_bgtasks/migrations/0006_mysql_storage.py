@@ -26,9 +26,6 @@ from django.apps.registry import Apps
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-_RUN_COLUMNS = """(name, token, owner, started_at, finished_at, outcome, error, value,
-            `trigger`, attempt, scheduled_for, skipped, result, result_note)"""
-
 MYSQL_FORWARDS = [
     """
     ALTER TABLE django_bgtasks_backgroundtask
@@ -39,20 +36,24 @@ MYSQL_FORWARDS = [
     MODIFY name varchar(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
     """,
     "DROP TRIGGER IF EXISTS bgtasks_record_run",
-    f"""
+    """
     CREATE TRIGGER bgtasks_record_run
     AFTER UPDATE ON django_bgtasks_backgroundtask
     FOR EACH ROW
     BEGIN
         IF OLD.running AND NEW.token <> OLD.token THEN
-            INSERT INTO django_bgtasks_taskrun {_RUN_COLUMNS}
+            INSERT INTO django_bgtasks_taskrun
+                (name, token, owner, started_at, finished_at, outcome, error, value,
+                `trigger`, attempt, scheduled_for, skipped, result, result_note)
             VALUES (OLD.name, OLD.token, OLD.owner, OLD.started_at, OLD.updated_at, 'lost',
                 CONCAT('lease expired; taken over by ', NEW.owner), OLD.value,
                 OLD.`trigger`, OLD.attempt, OLD.scheduled_for, OLD.skipped,
                 OLD.result, OLD.result_note)
             ON DUPLICATE KEY UPDATE name = name;
         ELSEIF OLD.running AND NOT NEW.running THEN
-            INSERT INTO django_bgtasks_taskrun {_RUN_COLUMNS}
+            INSERT INTO django_bgtasks_taskrun
+                (name, token, owner, started_at, finished_at, outcome, error, value,
+                `trigger`, attempt, scheduled_for, skipped, result, result_note)
             VALUES (OLD.name, OLD.token, OLD.owner, OLD.started_at, NEW.finished_at,
                 NEW.outcome, NEW.error, NEW.value, OLD.`trigger`, OLD.attempt,
                 OLD.scheduled_for, NEW.skipped, NEW.result, NEW.result_note)
