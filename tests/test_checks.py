@@ -197,3 +197,22 @@ def test_a_lease_table_that_is_not_innodb(mysql_alias: str) -> None:
     finally:
         _session(mysql_alias, "ALTER TABLE django_bgtasks_worker ENGINE=InnoDB")
     assert error.id == "bgtasks.E012" and "django_bgtasks_worker" in error.msg
+
+
+def test_sysdate_is_now_and_statement_based_binary_logging_are_warned_about(
+    mysql_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither can be switched on at run time (both are server start options),
+    so the server's answers are replaced by what such a server answers: a
+    SYSDATE() that does not move, and log_bin with binlog_format=STATEMENT."""
+    from django_bgtasks import sql
+
+    monkeypatch.setattr(sql, "MYSQL_SYSDATE_MOVES", "SELECT SLEEP(0.01), NOW(6) < NOW(6)")
+    monkeypatch.setattr(
+        sql,
+        "MYSQL_SERVER_SETTINGS",
+        sql.MYSQL_SERVER_SETTINGS.replace("@@global.log_bin", "1").replace(
+            "@@global.binlog_format", "'STATEMENT'"
+        ),
+    )
+    assert mysql_checks(mysql_alias) == ["bgtasks.W003", "bgtasks.W004"]
