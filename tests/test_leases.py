@@ -588,3 +588,42 @@ def test_on_mysql_a_takeover_waits_for_the_fence_then_judges_staleness_after_the
     # And the old holder's fence now fails: its writes can't commit any more.
     with transaction.atomic(using=mysql_alias):
         assert not objects.fence("job", "a", lease.token)
+
+
+@pytest.mark.parametrize("meanwhile", ["request", "claim"])
+def test_on_mysql_a_first_claim_that_meets_a_row_inserted_meanwhile(
+    mysql_alias: str, meanwhile: str
+) -> None:
+    """A first claim is an UPDATE that matches nothing, then an INSERT. If
+    another process inserts the row in between, the INSERT hits its key and
+    the UPDATE runs once more: it claims a row a request created, and
+    refuses one another claim holds. (Django's execute_wrapper runs the other
+    process's write, on another connection, just before the INSERT.)"""
+    other: list[Any] = []
+
+    def insert_meanwhile(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.lstrip().startswith("INSERT") and not other:
+
+            def write() -> None:
+                try:
+                    if meanwhile == "request":
+                        other.append(objects.request_run("job"))
+                    else:
+                        other.append(objects.try_claim("job", "other", ttl=30))
+                finally:
+                    connections[mysql_alias].close()
+
+            thread = threading.Thread(target=write)
+            thread.start()
+            thread.join(10)
+        return execute(sql, params, many, context)
+
+    with connections[mysql_alias].execute_wrapper(insert_meanwhile):
+        lease = objects.try_claim("job", "a", ttl=30)
+    state = objects.get_state("job")
+    if meanwhile == "request":
+        assert other == [True]
+        assert lease is not None and lease.token == 1 and state.owner == "a"
+    else:
+        assert other[0] is not None and other[0].token == 1
+        assert lease is None and (state.owner, state.token) == ("other", 1)
