@@ -47,7 +47,7 @@ test: $(DEV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(DEV_STAMP)
-	DATABASE_URL= $(BIN)/python -m pytest $(FAST_IGNORE) $(PYTEST_ARGS)
+	DATABASE_URL= BGTASKS_MYSQL_URL= $(BIN)/python -m pytest $(FAST_IGNORE) $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

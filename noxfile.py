@@ -28,7 +28,9 @@ lease cycle, the shipped templates and static files, the admin and the JSON
 API, with a session and with a bearer token, where shipped).
 
 Usage: ``nox`` runs everything; ``nox -s tests-3.13 -- -k leases`` passes
-arguments to pytest. Set ``DATABASE_URL`` to include a PostgreSQL server.
+arguments to pytest. Set ``DATABASE_URL`` to include a PostgreSQL server;
+the machine's MariaDB is included when it answers (``BGTASKS_MYSQL_URL``
+names another, tests/settings.py).
 """
 
 from __future__ import annotations

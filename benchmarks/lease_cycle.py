@@ -22,6 +22,12 @@ statements, as bare psycopg uses by default). Also:
 Usage (an embedded PostgreSQL is started unless a DSN is given):
 
     .venv/bin/python benchmarks/lease_cycle.py [--dsn URL] [--rounds 10] [--cycles 400]
+
+``--vendor mysql`` measures MySQL/MariaDB instead (``--dsn`` defaults to
+``mysql://root@127.0.0.1:3306/bgtasks_bench``, created if missing): the
+cycle and the heartbeat through the manager, next to the seed's three
+statements ported to MySQL (``INSERT ... ON DUPLICATE KEY UPDATE``) on the
+bare driver (mysqlclient), in one run.
 """
 
 from __future__ import annotations
@@ -69,6 +75,30 @@ SEED_HEARTBEAT = (
 
 
 PREPARED_OPTIONS = {"server_side_binding": True, "prepare_threshold": 5}
+
+# The seed on MySQL: the same three statements. ON DUPLICATE KEY UPDATE has no
+# WHERE, so each column is set only if the claim wins; SET runs left to right,
+# so the columns the condition reads are set last. Who won: the affected-row
+# count (the bare driver's default: 0 when the row was left as it was).
+MYSQL_SEED_TABLE = """
+    CREATE TABLE IF NOT EXISTS seed_background_task (
+        name varchar(200) PRIMARY KEY, value json, running bool NOT NULL DEFAULT false,
+        owner varchar(200), updated_at datetime(6)) ENGINE=InnoDB
+"""
+_MYSQL_SEED_WINS = "(running = false OR updated_at < NOW(6) - INTERVAL 120 SECOND)"
+MYSQL_SEED_CLAIM = f"""
+    INSERT INTO seed_background_task (name, value, running, owner, updated_at)
+    VALUES (%s, %s, true, %s, NOW(6))
+    ON DUPLICATE KEY UPDATE
+        value = IF({_MYSQL_SEED_WINS}, VALUES(value), value),
+        owner = IF({_MYSQL_SEED_WINS}, VALUES(owner), owner),
+        updated_at = IF({_MYSQL_SEED_WINS}, NOW(6), updated_at),
+        running = true
+"""
+MYSQL_SEED_UPDATE = SEED_UPDATE.replace("NOW()", "NOW(6)")
+MYSQL_SEED_RELEASE = SEED_RELEASE.replace("NOW()", "NOW(6)")
+MYSQL_SEED_HEARTBEAT = SEED_HEARTBEAT.replace("NOW()", "NOW(6)")
+DEFAULT_MYSQL_DSN = "mysql://root@127.0.0.1:3306/bgtasks_bench"
 
 
 def setup_django(dsn: str) -> None:
@@ -143,7 +173,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--cycles", type=int, default=400)
     parser.add_argument("--heartbeats", type=int, default=10_000)
+    parser.add_argument("--vendor", choices=["postgresql", "mysql"], default="postgresql")
     args = parser.parse_args()
+    if args.vendor == "mysql":
+        mysql_main(args)
+        return
 
     server = None
     if not args.dsn:
@@ -248,6 +282,81 @@ def main() -> None:
     connection.close()
     if server is not None:
         server.cleanup()
+
+
+def mysql_main(args: argparse.Namespace) -> None:
+    """The cycle and the heartbeat on MySQL/MariaDB, next to the seed's port."""
+    import dj_database_url
+    import django
+    import MySQLdb
+    from django.conf import settings
+
+    dsn = args.dsn if args.dsn and args.dsn.startswith("mysql") else DEFAULT_MYSQL_DSN
+    db = dj_database_url.parse(dsn)
+    bare_args = {
+        "host": db["HOST"] or "127.0.0.1",
+        "port": int(db["PORT"] or 3306),
+        "user": db["USER"],
+        "password": db["PASSWORD"] or "",
+    }
+    with MySQLdb.connect(**bare_args) as admin:
+        admin.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{db['NAME']}`")
+    db["OPTIONS"] = {"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"}
+    settings.configure(
+        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_bgtasks"],
+        DATABASES={"default": db},
+        USE_TZ=True,
+    )
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from django_bgtasks.models import BackgroundTask
+
+    call_command("migrate", verbosity=0)
+    objects = BackgroundTask.objects
+    seed = MySQLdb.connect(**bare_args, database=db["NAME"], autocommit=True, charset="utf8mb4")
+    cursor = seed.cursor()
+    cursor.execute(MYSQL_SEED_TABLE)
+    cursor.execute("DELETE FROM seed_background_task")
+    objects.all().delete()
+    cursor.execute("SELECT VERSION()")
+    [[version]] = cursor.fetchall()
+    print(f"{version}; Django {django.get_version()}, mysqlclient {MySQLdb.version_info}")
+    print(f"{args.rounds} alternating rounds of {args.cycles} cycles per side\n")
+
+    progress = '{"done": 1, "total": 2}'
+    final = '{"done": 2, "total": 2}'
+
+    def seed_cycle() -> None:
+        cursor.execute(MYSQL_SEED_CLAIM, ["bench", '{"phase": "start"}', "bench-owner"])
+        assert cursor.rowcount > 0  # inserted (1) or taken (2): the claim won
+        cursor.execute(MYSQL_SEED_UPDATE, [progress, "bench", "bench-owner"])
+        cursor.execute(MYSQL_SEED_RELEASE, [final, "bench", "bench-owner"])
+
+    def ours_cycle() -> None:
+        lease = objects.try_claim("bench", "bench-owner", {"phase": "start"}, ttl=120)
+        assert lease is not None
+        assert objects.update_state(
+            "bench", "bench-owner", {"done": 1, "total": 2}, token=lease.token
+        )
+        assert objects.release("bench", "bench-owner", {"done": 2, "total": 2}, token=lease.token)
+
+    cursor.execute(MYSQL_SEED_CLAIM, ["beat", "null", "bench-owner"])
+    beat = objects.try_claim("beat", "bench-owner", ttl=120)
+    assert beat is not None
+
+    def seed_beat() -> None:
+        cursor.execute(MYSQL_SEED_HEARTBEAT, ["beat", "bench-owner"])
+
+    def ours_beat() -> None:
+        assert objects.heartbeat("beat", "bench-owner", token=beat.token)
+
+    print("-- ours through Django's MySQL backend; the seed on bare mysqlclient")
+    alternate("cycle", args.rounds, args.cycles, ours_cycle, seed_cycle)
+    alternate("heartbeat", args.rounds, args.cycles * 3, ours_beat, seed_beat)
+    seed.close()
+    connection.close()
 
 
 def interleaved_us(layers: list[tuple[str, Callable[[], object]]], rounds: int = 8) -> list[float]:

@@ -1,7 +1,10 @@
 """System checks for the ``BGTASKS_*`` settings and the lease database.
 
-None of them connects to a database: the vendor comes from the ENGINE, and
-SQLite's version from the library Python links against.
+The ordinary checks connect to no database: the vendor comes from the ENGINE,
+and SQLite's version from the library Python links against. The MySQL/MariaDB
+server's own settings can only be read from the server, so
+:func:`check_mysql_server` is a database check, as Django's own MySQL checks
+are: ``migrate`` runs it, and ``check --database ALIAS``.
 """
 
 from __future__ import annotations
@@ -9,13 +12,21 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 from django.utils.module_loading import import_string
 
 from .conf import EXECUTORS, conf
-from .sql import MIN_SQLITE_VERSION, SUPPORTED_VENDORS
+from .sql import (
+    MIN_MARIADB_VERSION,
+    MIN_MYSQL_VERSION,
+    MIN_SQLITE_VERSION,
+    SUPPORTED_VENDORS,
+    mysql_server,
+    vendor_list,
+)
 from .validation import MAX_TTL, MIN_TTL, is_finite_number
 
 
@@ -36,8 +47,8 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
         return [
             Error(
                 f"The database {alias!r} is {vendor}; django-bgtasks supports "
-                f"{' and '.join(SUPPORTED_VENDORS)} only.",
-                hint="Point BGTASKS_DATABASE at a PostgreSQL or SQLite database.",
+                f"{vendor_list()} only.",
+                hint="Point BGTASKS_DATABASE at a PostgreSQL, SQLite, MySQL or MariaDB database.",
                 id="bgtasks.E001",
             )
         ]
@@ -221,6 +232,103 @@ def check_api_authentication(**kwargs: Any) -> list[CheckMessage]:
                 f"BGTASKS_API_AUTHENTICATION: {path!r} {problem}.",
                 hint=hint,
                 id="bgtasks.E009",
+            )
+        )
+    return messages
+
+
+# sql_mode flags that change what the MySQL statements mean: MariaDB's
+# EMPTY_STRING_IS_NULL turns the '' they write into NULL (the columns are NOT
+# NULL), and its ORACLE mode parses them as another dialect.
+BREAKING_SQL_MODES = ("EMPTY_STRING_IS_NULL", "ORACLE")
+UTC_ZONES = ("+00:00", "+0:00", "UTC", "Etc/UTC", "GMT", "Etc/GMT", "Universal", "Zulu")
+
+
+def _version(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+@register(Tags.database)
+def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E010 (server too old), E011 (session time zone not UTC),
+    E012 (a table not InnoDB), E013 (an sql_mode that breaks the statements),
+    W003 (``--sysdate-is-now``), W004 (statement-based binary logging); on the
+    ``BGTASKS_DATABASE`` alias, when it is MySQL or MariaDB."""
+    alias = conf.DATABASE
+    if not databases or alias not in databases or alias not in settings.DATABASES:
+        return []
+    # Any: mysql_version and mysql_is_mariadb are the MySQL backend's own.
+    connection: Any = connections[alias]
+    if connection.vendor != "mysql":
+        return []
+    server = "MariaDB" if connection.mysql_is_mariadb else "MySQL"
+    minimum = MIN_MARIADB_VERSION if connection.mysql_is_mariadb else MIN_MYSQL_VERSION
+    if connection.mysql_version < minimum:
+        return [
+            Error(
+                f"The database {alias!r} is {server} {_version(connection.mysql_version)}; "
+                f"django-bgtasks needs {server} {_version(minimum)} or newer.",
+                hint="Upgrade the server (MySQL 8.0+ or MariaDB 10.6+).",
+                id="bgtasks.E010",
+            )
+        ]
+    task, run, worker = (
+        apps.get_model("django_bgtasks", model)._meta.db_table
+        for model in ("BackgroundTask", "TaskRun", "Worker")
+    )
+    found = mysql_server(connection, task=task, run=run, worker=worker)
+    time_zone, system_zone = found.time_zone, found.system_time_zone
+    messages: list[CheckMessage] = []
+    utc = time_zone in UTC_ZONES or (time_zone == "SYSTEM" and system_zone in UTC_ZONES)
+    if not utc:
+        messages.append(
+            Error(
+                f"The database {alias!r} has the session time zone {time_zone!r}"
+                f"{f' ({system_zone})' if time_zone == 'SYSTEM' else ''}; the lease "
+                "statements compute times with SYSDATE(), which is in the session's zone, "
+                "and Django stores UTC.",
+                hint="""Add "init_command": "SET time_zone = '+00:00'" to the alias's OPTIONS.""",
+                id="bgtasks.E011",
+            )
+        )
+    for table, engine in found.engines:
+        if engine.lower() != "innodb":
+            messages.append(
+                Error(
+                    f"The table {table!r} of the database {alias!r} is {engine}, not InnoDB: "
+                    "the lease operations need its row locks and transactions.",
+                    hint=f"ALTER TABLE {table} ENGINE=InnoDB",
+                    id="bgtasks.E012",
+                )
+            )
+    breaking = [mode for mode in found.sql_mode.split(",") if mode in BREAKING_SQL_MODES]
+    if breaking:
+        messages.append(
+            Error(
+                f"The database {alias!r} runs with sql_mode {', '.join(breaking)}, which "
+                "changes what the lease statements mean.",
+                hint="Remove it from sql_mode (the alias's init_command can set the session's).",
+                id="bgtasks.E013",
+            )
+        )
+    if not found.sysdate_moves:
+        messages.append(
+            Warning(
+                f"On the database {alias!r}, SYSDATE() does not move during a statement: the "
+                "server runs with --sysdate-is-now, so a claim that waited for a lock judges "
+                "staleness by the time it started.",
+                hint="Start the server without --sysdate-is-now; use row-based or mixed "
+                "binary logging for replication instead (docs/install.md).",
+                id="bgtasks.W003",
+            )
+        )
+    if found.log_bin and found.binlog_format.upper() == "STATEMENT":
+        messages.append(
+            Warning(
+                f"The database {alias!r} logs statements (binlog_format=STATEMENT): the lease "
+                "statements use SYSDATE(), which replicas would evaluate again, differently.",
+                hint="Set binlog_format=ROW (MySQL's default) or MIXED.",
+                id="bgtasks.W004",
             )
         )
     return messages

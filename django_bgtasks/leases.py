@@ -345,9 +345,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         self, connection: BaseDatabaseWrapper, statement: str, params: dict[str, Any]
     ) -> list[Any]:
         query: str = getattr(self._statements(connection), statement)
-        with connection.cursor() as cursor:
-            cursor.execute(query, params)
-            return list(cursor.fetchall())
+        return sql.run(connection, statement, query, params)
 
 
 class RunQuerySet(models.QuerySet["TaskRun"]):

@@ -34,11 +34,13 @@ import datetime as dt
 from dataclasses import dataclass, fields
 from typing import Any
 
-from django.db import NotSupportedError
+from django.db import IntegrityError, NotSupportedError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-SUPPORTED_VENDORS = ("postgresql", "sqlite")
+SUPPORTED_VENDORS = ("postgresql", "sqlite", "mysql")
 MIN_SQLITE_VERSION = (3, 35, 0)  # for RETURNING
+MIN_MYSQL_VERSION = (8, 0, 0)  # the oldest of each server still maintained
+MIN_MARIADB_VERSION = (10, 6, 0)
 
 # Column order of every state read; leases.TaskState.from_row() relies on it.
 STATE_COLUMNS = """name, value, running AND NOT stale, owner, token, ttl, started_at,
@@ -493,19 +495,400 @@ SQLITE = Statements(
     clock="SELECT {now}",
 )
 
+
+# --- MySQL 8.0+ and MariaDB 10.6+ ------------------------------------------------------
+# Neither has UPDATE ... RETURNING (MySQL has no RETURNING at all), and Django's
+# MySQL backend counts *matched* rows (CLIENT.FOUND_ROWS), so a write reports
+# by its row count (a heartbeat's cancel flag too: see renew), and a claim's
+# token by the LAST_INSERT_ID(expr) idiom. The server sends
+# that value in the statement's own OK packet (cursor.lastrowid), except that
+# MariaDB sends 0 when the statement fired a trigger, as every UPDATE of the
+# lease table does (migration 0006); then ``SELECT LAST_INSERT_ID()``, on the
+# same connection, reads it (a second round trip, nothing can come between).
+# The values set are never 0, so 0 means "not sent". MYSQL_RESULTS says how
+# each statement is read.
+#
+# The clock is SYSDATE(6): the time at execution, with microseconds.
+# NOW()/UTC_TIMESTAMP() are fixed at statement start, before any lock wait, so
+# a claim that waited for a fenced row would judge staleness by a clock from
+# before the wait. SYSDATE() is in the session's time zone, which must be UTC
+# (the times Django stores; check bgtasks.E011). It needs row-based or mixed
+# binary logging for replication, and a server started with --sysdate-is-now
+# makes it NOW() again (check bgtasks.W003).
+#
+# MySQL assigns SET columns left to right, each seeing the ones before it (as
+# MariaDB does without SIMULTANEOUS_ASSIGNMENT): a SET that reads a column
+# comes before the one that changes it. The WHERE sees the row as it was.
+#
+# Statements of several steps are joined by MYSQL_STEP; run() says when the
+# later steps run. History is written by migration 0006's trigger.
+
+MYSQL_STEP = "\n;\n"
+_MYSQL_NOW = "SYSDATE(6)"
+_MYSQL_TTL = "INTERVAL ROUND(ttl * 1000000) MICROSECOND"
+
+
+def _mysql_names(columns: str) -> str:
+    # `trigger` is a reserved word in MySQL.
+    return columns.replace("trigger", "`trigger`")
+
+
+MYSQL_FRAGMENTS = {
+    "now": _MYSQL_NOW,
+    "live": f"updated_at >= {_MYSQL_NOW} - {_MYSQL_TTL}",
+    "stale": f"updated_at < {_MYSQL_NOW} - {_MYSQL_TTL}",
+    "holder": f"""name = %(name)s AND owner = %(owner)s AND running
+        AND (%(token)s IS NULL OR token = %(token)s)
+        AND updated_at >= {_MYSQL_NOW} - {_MYSQL_TTL}""",
+    "state_columns": _mysql_names(STATE_COLUMNS),
+    "due_columns": DUE_COLUMNS,
+    "worker_columns": WORKER_COLUMNS,
+    # The token first: LAST_INSERT_ID(expr) hands it back in the OK packet.
+    "claim_set": f"""token = LAST_INSERT_ID(token + 1), running = 1, owner = %(owner)s,
+        ttl = %(ttl)s, started_at = {_MYSQL_NOW}, finished_at = NULL,
+        updated_at = {_MYSQL_NOW}, cancel_requested = 0, outcome = '', error = '',
+        skipped = 0, `trigger` = %(trigger)s, result = NULL, result_note = ''""",
+    "new_row_columns": _mysql_names(
+        """name, value, running, owner, token, ttl, cancel_requested,
+        outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
+        schedule, next_run_at"""
+    ),
+    "new_row_token": "COALESCE((SELECT MAX(token) FROM {run} WHERE name = %(name)s), 0)",
+    # A worker's claim also needs the run's attempt, arguments and value: read
+    # in the claim's transaction, right after it (run(), "claim").
+    "claim_returning": f"""{MYSQL_STEP}SELECT token, attempt, run_args, value FROM {{task}}
+        WHERE name = %(name)s AND token = LAST_INSERT_ID()""",
+    "before_next": f"{_MYSQL_NOW} < %(next)s",
+    "is_due_slot": "next_run_at = %(due)s",
+    "next_slot": "%(next)s",
+    "resume_param": "%(resume)s",
+    "expect_param": "%(expect)s",
+    "delay_passed": f"""finished_at <= {_MYSQL_NOW}
+        - INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND""",
+    "state_source": f"""(
+        SELECT t.*,
+            t.running AND t.updated_at < n.ts - INTERVAL ROUND(t.ttl * 1000000) MICROSECOND
+                AS stale,
+            TIMESTAMPDIFF(MICROSECOND, t.updated_at, n.ts) / 1000000.0 AS heartbeat_age
+        FROM {{task}} t CROSS JOIN (SELECT {_MYSQL_NOW} AS ts) n
+    ) s""",
+}
+
+# How run() reads each MySQL statement's result (see there).
+MYSQL_RESULTS = {
+    "claim": "upsert",
+    "renew": "renew",
+    "renew_with_value": "renew",
+    "release": "count",
+    "force_release": "count",
+    "request_cancel": "count",
+    "expire_stale": "count",
+    "fence": "count",
+    "get_state": "rows",
+    "list_states": "rows",
+    "request_run": "upsert",
+    "claim_request": "claim",
+    "claim_scheduled": "claim",
+    "claim_resume": "claim",
+    "claim_retry": "claim",
+    "skip_slot": "count",
+    "ensure_schedule": "upsert",
+    "due_work": "rows",
+    "worker_beat": "upsert",
+    "worker_gone": "count",
+    "forget_workers": "count",
+    "list_workers": "rows",
+    "clock": "rows",
+}
+
+MYSQL = Statements(
+    # An UPDATE of an existing row (every claim after a name's first is one
+    # round trip), else an INSERT of the first row; if another claim or a
+    # request inserted it in between, the UPDATE once more. Each step is a
+    # compare-and-set of its own. An UPDATE that finds the row locked (a
+    # holder's fenced transaction) waits, then re-reads the newest row and
+    # re-checks its WHERE by SYSDATE() after the wait. A takeover changes the
+    # token of a running row: 0006's trigger records the replaced run as lost.
+    claim=f"""
+        UPDATE {{task}}
+        SET {{claim_set}}, value = %(value)s, attempt = 1, run_args = %(args)s,
+            scheduled_for = NULL
+        WHERE name = %(name)s AND (NOT running OR {{stale}})
+        {MYSQL_STEP}
+        INSERT INTO {{task}} (name, value, running, owner, token, ttl, started_at,
+            finished_at, updated_at, cancel_requested, outcome, error, `trigger`, attempt,
+            run_args, scheduled_for, skipped, result, result_note)
+        VALUES (%(name)s, %(value)s, 1, %(owner)s,
+            LAST_INSERT_ID(COALESCE((SELECT MAX(token) FROM {{run}} WHERE name = %(name)s), 0)
+                + 1),
+            %(ttl)s, {{now}}, NULL, {{now}}, 0, '', '', %(trigger)s, 1, %(args)s, NULL, 0,
+            NULL, '')
+    """,
+    # A heartbeat tells the holder whether a cancel was requested. As the
+    # first step also asks for no cancel request, its row count says both: a
+    # match is a renewal without one, in one round trip (the usual case).
+    # Only if it matched nothing does the second step renew a lease with a
+    # request (a cancel can't be withdrawn: only a new claim clears it, which
+    # ends the holder's lease).
+    renew=f"""
+        UPDATE {{task}} SET updated_at = {{now}} WHERE {{holder}} AND NOT cancel_requested
+        {MYSQL_STEP}
+        UPDATE {{task}} SET updated_at = {{now}} WHERE {{holder}}
+    """,
+    renew_with_value=f"""
+        UPDATE {{task}} SET updated_at = {{now}}, value = %(value)s
+        WHERE {{holder}} AND NOT cancel_requested
+        {MYSQL_STEP}
+        UPDATE {{task}} SET updated_at = {{now}}, value = %(value)s WHERE {{holder}}
+    """,
+    release="""
+        UPDATE {task}
+        SET running = 0, finished_at = {now}, value = COALESCE(%(value)s, value),
+            outcome = %(outcome)s, error = %(error)s, result = %(result)s,
+            result_note = %(result_note)s
+        WHERE {holder}
+    """,
+    force_release="""
+        UPDATE {task}
+        SET running = 0, finished_at = {now}, outcome = %(outcome)s, error = %(error)s
+        WHERE name = %(name)s AND running AND (%(token)s IS NULL OR token = %(token)s)
+    """,
+    request_cancel="""
+        UPDATE {task} SET cancel_requested = 1
+        WHERE name = %(name)s AND running AND {live}
+            AND (%(token)s IS NULL OR token = %(token)s)
+    """,
+    expire_stale="""
+        UPDATE {task}
+        SET running = 0, finished_at = updated_at, outcome = %(outcome)s, error = %(error)s
+        WHERE running AND {stale} AND (%(name)s IS NULL OR name = %(name)s)
+            AND (%(token)s IS NULL OR token = %(token)s)
+    """,
+    # InnoDB's row lock for the caller's transaction, by a no-op write (a
+    # locking read would do as much): a takeover's UPDATE waits for it, then
+    # reads the newest row version, whatever the isolation level, and judges
+    # staleness by SYSDATE() after the wait.
+    fence="UPDATE {task} SET updated_at = updated_at WHERE {holder}",
+    get_state="SELECT {state_columns} FROM {state_source} WHERE name = %(name)s",
+    list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
+    # A pending request, at most one: on the row if there is one, else on a new row.
+    request_run=f"""
+        UPDATE {{task}}
+        SET request = %(request)s, requested_by = %(requested_by)s, requested_at = {{now}}
+        WHERE name = %(name)s AND requested_at IS NULL
+        {MYSQL_STEP}
+        INSERT INTO {{task}} ({{new_row_columns}})
+        VALUES (%(name)s, NULL, 0, '', {{new_row_token}}, %(ttl)s, 0, '', '', '',
+            0, 0, {{now}}, %(requested_by)s, %(request)s, '', NULL)
+    """,
+    claim_request=CLAIM_REQUEST,
+    claim_scheduled=CLAIM_SCHEDULED,
+    # As CLAIM_RESUME, with the attempt and value set before {claim_set}
+    # changes the columns they read (SET runs left to right here).
+    claim_resume="""
+        UPDATE {task}
+        SET attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
+                THEN 0 ELSE 1 END,
+            value = CASE WHEN {resume_param} THEN value END,
+            {claim_set}
+        WHERE name = %(name)s AND token = {expect_param}
+            AND ((running AND {stale} AND attempt < %(max_attempts)s)
+                OR (NOT running AND outcome = %(interrupted)s)
+                OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+        {claim_returning}
+    """,
+    claim_retry=CLAIM_RETRY,
+    skip_slot="""
+        UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1,
+            schedule = %(schedule)s
+        WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot}
+            AND {before_next}
+    """,
+    # As on PostgreSQL: a changed schedule moves the slot only earlier.
+    ensure_schedule=f"""
+        UPDATE {{task}} SET schedule = %(schedule)s, next_run_at = %(next)s
+        WHERE name = %(name)s
+            AND ((next_run_at IS NULL AND %(next)s IS NOT NULL)
+                OR (NOT (schedule <=> %(schedule)s)
+                    AND (%(next)s IS NULL OR %(next)s < next_run_at)))
+        {MYSQL_STEP}
+        INSERT INTO {{task}} ({{new_row_columns}})
+        VALUES (%(name)s, NULL, 0, '', {{new_row_token}}, %(ttl)s, 0, '', '', '',
+            0, 0, NULL, '', NULL, %(schedule)s, %(next)s)
+    """,
+    due_work=f"""
+        SELECT {{due_columns}} FROM (
+            SELECT t.*,
+                t.running AND t.updated_at < n.ts - INTERVAL ROUND(t.ttl * 1000000) MICROSECOND
+                    AS stale,
+                t.next_run_at <= n.ts AS slot_due,
+                TIMESTAMPDIFF(MICROSECOND, t.finished_at, n.ts) / 1000000.0 AS finished_age,
+                n.ts AS db_now
+            FROM {{task}} t CROSS JOIN (SELECT {_MYSQL_NOW} AS ts) n
+        ) s
+        ORDER BY name
+    """,
+    worker_beat=f"""
+        UPDATE {{worker}} SET running = %(running)s, updated_at = {{now}} WHERE id = %(id)s
+        {MYSQL_STEP}
+        INSERT INTO {{worker}} (id, host, pid, tasks, concurrency, running, started_at,
+            updated_at)
+        VALUES (%(id)s, %(host)s, %(pid)s, %(tasks)s, %(concurrency)s, %(running)s, {{now}},
+            {{now}})
+    """,
+    worker_gone="DELETE FROM {worker} WHERE id = %(id)s",
+    forget_workers=f"""
+        DELETE FROM {{worker}}
+        WHERE updated_at < {_MYSQL_NOW} - INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND
+    """,
+    list_workers=f"""
+        SELECT {{worker_columns}} FROM (
+            SELECT w.*, TIMESTAMPDIFF(MICROSECOND, w.updated_at, n.ts) / 1000000.0 AS age
+            FROM {{worker}} w CROSS JOIN (SELECT {_MYSQL_NOW} AS ts) n
+        ) s
+        ORDER BY host, pid
+    """,
+    clock="SELECT {now}",
+)
+
 _BY_VENDOR = {
     "postgresql": (POSTGRESQL, POSTGRESQL_FRAGMENTS),
     "sqlite": (SQLITE, SQLITE_FRAGMENTS),
+    "mysql": (MYSQL, MYSQL_FRAGMENTS),
 }
+_ER_DUP_ENTRY = 1062
 _RENDERED: dict[tuple[str, str, str, str], Statements] = {}
+
+
+def vendor_list() -> str:
+    """The supported vendors, for messages: "postgresql, sqlite and mysql"."""
+    return f"{', '.join(SUPPORTED_VENDORS[:-1])} and {SUPPORTED_VENDORS[-1]}"
 
 
 def time_param(connection: BaseDatabaseWrapper, value: dt.datetime) -> Any:
     """An aware ``value`` as the statements take a time: as it is on PostgreSQL;
-    on SQLite, naive UTC text in the format the statements store."""
+    on SQLite, naive UTC text in the format the statements store; on MySQL, a
+    naive UTC datetime (what Django stores)."""
     if connection.vendor == "sqlite":
         return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(" ", "milliseconds")
+    if connection.vendor == "mysql":
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
     return value
+
+
+def run(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Any]:
+    """Execute the rendered ``query`` of field ``statement`` and return its rows,
+    as RETURNING gives them on PostgreSQL and SQLite: one statement there.
+
+    On MySQL (MYSQL_RESULTS): ``rows`` fetches; ``count`` is one row per
+    matched row; ``renew`` is ``(cancel_requested,)`` from which step
+    matched, if one did. ``upsert`` runs the UPDATE, and only if it matched nothing
+    the INSERT, and if that hits a row inserted meanwhile the UPDATE again
+    (each step a compare-and-set in autocommit; a claim hands back its token,
+    its LAST_INSERT_ID(expr)).
+    ``claim`` is a worker's claim and the read of what it claimed, two
+    statements in one transaction on this connection.
+    """
+    if connection.vendor != "mysql":
+        with connection.cursor() as cursor:
+            cursor.execute(query, params)
+            return list(cursor.fetchall())
+    steps = query.split(MYSQL_STEP)
+    how = MYSQL_RESULTS[statement]
+    with connection.cursor() as cursor:
+        if how == "rows":
+            cursor.execute(query, params)
+            return list(cursor.fetchall())
+        if how == "count":
+            cursor.execute(query, params)
+            return [(1,)] * cursor.rowcount
+        if how == "renew":
+            for cancel_requested, step in enumerate(steps):
+                cursor.execute(step, params)
+                if cursor.rowcount:
+                    return [(cancel_requested,)]
+            return []
+        if how == "upsert":
+            update, insert = steps
+            cursor.execute(update, params)
+            if not cursor.rowcount:
+                try:
+                    cursor.execute(insert, params)
+                except IntegrityError as exc:
+                    if getattr(exc.__cause__, "args", (None,))[0] != _ER_DUP_ENTRY:
+                        raise
+                    cursor.execute(update, params)
+                    if not cursor.rowcount:
+                        return []
+            return [(_last_insert_id(cursor),)] if statement == "claim" else [(1,)]
+    update, select = steps
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(update, params)
+        if not cursor.rowcount:
+            return []
+        cursor.execute(select, params)
+        return list(cursor.fetchall())
+
+
+# What the database checks read from a MySQL/MariaDB server (checks.py).
+MYSQL_SERVER_SETTINGS = """
+    SELECT @@session.time_zone, @@global.system_time_zone, @@session.sql_mode,
+        @@global.log_bin, @@global.binlog_format
+"""
+MYSQL_TABLE_ENGINES = """
+    SELECT table_name, engine FROM information_schema.tables
+    WHERE table_schema = DATABASE() AND table_name IN (%(task)s, %(run)s, %(worker)s)
+"""
+# SYSDATE() is the time at execution, so it moves during a statement, unless
+# the server runs with --sysdate-is-now (which no variable shows).
+MYSQL_SYSDATE_MOVES = "SELECT SLEEP(0.01), TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) > 0"
+
+
+@dataclass(frozen=True)
+class MySQLServer:
+    """What the database checks need to know of a MySQL/MariaDB server."""
+
+    time_zone: str
+    system_time_zone: str
+    sql_mode: str
+    log_bin: bool
+    binlog_format: str
+    engines: list[tuple[str, str]]
+    sysdate_moves: bool
+
+
+def mysql_server(
+    connection: BaseDatabaseWrapper, *, task: str, run: str, worker: str
+) -> MySQLServer:
+    """Read the settings of this MySQL/MariaDB connection's server and
+    session, and the storage engines of the tables ``task``, ``run`` and
+    ``worker``."""
+    with connection.cursor() as cursor:
+        cursor.execute(MYSQL_SERVER_SETTINGS)
+        time_zone, system_zone, sql_mode, log_bin, binlog_format = cursor.fetchone()
+        cursor.execute(MYSQL_TABLE_ENGINES, {"task": task, "run": run, "worker": worker})
+        engines = sorted((str(table), str(engine)) for table, engine in cursor.fetchall())
+        cursor.execute(MYSQL_SYSDATE_MOVES)
+        sysdate_moves = bool(cursor.fetchone()[1])
+    return MySQLServer(
+        time_zone=str(time_zone),
+        system_time_zone=str(system_zone),
+        sql_mode=str(sql_mode),
+        log_bin=bool(log_bin),
+        binlog_format=str(binlog_format),
+        engines=engines,
+        sysdate_moves=sysdate_moves,
+    )
+
+
+def _last_insert_id(cursor: Any) -> int:
+    """The LAST_INSERT_ID(expr) the statement just run on ``cursor`` set."""
+    if cursor.lastrowid:
+        return int(cursor.lastrowid)
+    cursor.execute("SELECT LAST_INSERT_ID()")
+    return int(cursor.fetchone()[0])
 
 
 def statements(connection: BaseDatabaseWrapper, *, task: str, run: str, worker: str) -> Statements:
@@ -523,7 +906,7 @@ def statements(connection: BaseDatabaseWrapper, *, task: str, run: str, worker: 
         templates, fragments = _BY_VENDOR[connection.vendor]
     except KeyError:
         raise NotSupportedError(
-            f"django-bgtasks supports {' and '.join(SUPPORTED_VENDORS)}, "
+            f"django-bgtasks supports {vendor_list()}, "
             f"not {connection.vendor!r} (database {connection.alias!r})"
         ) from None
     quote = connection.ops.quote_name

@@ -30,9 +30,10 @@ MAX_TTL = 86400.0
 # The shortest lease: the heartbeat (every ttl/3, and always below ttl/2) plus
 # a database round trip must fit in it, or it expires between two heartbeats.
 MIN_TTL = 0.1
-# Progress values are small; deep nesting is a bug, and SQLite's JSON functions
-# stop at depth 1000 anyway.
-MAX_VALUE_DEPTH = 100
+# Progress values are small; deep nesting is a bug. MariaDB's JSON_VALID (the
+# check on its JSON columns) refuses 32 levels, so 31 is the limit everywhere:
+# a value that one vendor stores, every vendor stores.
+MAX_VALUE_DEPTH = 31
 MAX_ERROR_LENGTH = 10_000
 # Why a run's return value was not stored (``result_note``): one short line.
 MAX_RESULT_NOTE_LENGTH = 500

@@ -1,8 +1,9 @@
 """Fixtures shared by the whole suite.
 
 Lease tests take the ``db_alias`` fixture and then run once per real database:
-SQLite, the embedded PostgreSQL started here, and ``DATABASE_URL`` when set.
-Nothing is mocked: the lease logic is the database.
+SQLite, the embedded PostgreSQL started here, ``DATABASE_URL`` when set, and
+the MariaDB/MySQL of ``BGTASKS_MYSQL_URL`` (tests/settings.py). Nothing is
+mocked: the lease logic is the database.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from hypothesis import settings as hypothesis_settings
 
 from tests import pgserver, procs
 
-DB_IDS = {"default": "sqlite", "postgres": "postgres-embedded", "env": "postgres-env"}
+DB_IDS = {
+    "default": "sqlite",
+    "postgres": "postgres-embedded",
+    "env": "postgres-env",
+    "mysql": "mariadb",
+}
+MYSQL_ALIAS = "mysql"
 
 # Hypothesis: a few seconds per fuzz test in CI; far more examples in the soak
 # (BGTASKS_SOAK=1). Database round trips vary in length, so no deadline.
@@ -34,6 +41,12 @@ def pytest_configure(config: pytest.Config) -> None:
             "CI is set but DATABASE_URL is not: CI must test the machine's PostgreSQL. "
             "Run the suite through .ci/run, or set DATABASE_URL."
         )
+    if os.environ.get("CI") and MYSQL_ALIAS not in settings.DATABASES:
+        why = getattr(settings, "MYSQL_UNAVAILABLE", None) or "BGTASKS_MYSQL_URL is empty"
+        raise pytest.UsageError(
+            f"CI is set but MariaDB/MySQL is not tested: {why}. CI must test the "
+            "machine's MariaDB; .ci/run starts it."
+        )
 
 
 # Fixture name -> which database aliases it runs a test on, and which other
@@ -44,6 +57,7 @@ ALIAS_FIXTURES = {
     "db_alias": (lambda engine: True, set()),
     "pg_alias": (lambda engine: engine.endswith("postgresql"), set()),
     "sqlite_alias": (lambda engine: engine.endswith("sqlite3"), set()),
+    "mysql_alias": (lambda engine: engine.endswith("mysql"), set()),
     "site_alias": (lambda engine: True, {"default"}),
 }
 
@@ -51,21 +65,27 @@ ALIAS_FIXTURES = {
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for fixture, (wanted, also) in ALIAS_FIXTURES.items():
         if fixture in metafunc.fixturenames:
-            metafunc.parametrize(
-                fixture,
-                [
+            params = [
+                pytest.param(
+                    alias,
+                    id=DB_IDS[alias],
+                    marks=pytest.mark.django_db(
+                        transaction=True, databases=sorted({alias} | also)
+                    ),
+                )
+                for alias, db in settings.DATABASES.items()
+                if wanted(db["ENGINE"])
+            ]
+            # No server on this machine: the MariaDB case shows as a skip that
+            # names the variable, not as a test that silently isn't there.
+            unavailable = getattr(settings, "MYSQL_UNAVAILABLE", None)
+            if unavailable and wanted("django.db.backends.mysql"):
+                params.append(
                     pytest.param(
-                        alias,
-                        id=DB_IDS[alias],
-                        marks=pytest.mark.django_db(
-                            transaction=True, databases=sorted({alias} | also)
-                        ),
+                        MYSQL_ALIAS, id=DB_IDS[MYSQL_ALIAS], marks=pytest.mark.skip(unavailable)
                     )
-                    for alias, db in settings.DATABASES.items()
-                    if wanted(db["ENGINE"])
-                ],
-                indirect=True,
-            )
+                )
+            metafunc.parametrize(fixture, params, indirect=True)
 
 
 def _use_alias(request: pytest.FixtureRequest, settings: Any) -> str:
@@ -89,6 +109,12 @@ def pg_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def sqlite_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """The SQLite database."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def mysql_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """The MariaDB (or MySQL) database of ``BGTASKS_MYSQL_URL``."""
     return _use_alias(request, settings)
 
 
@@ -124,7 +150,7 @@ def django_db_modify_db_settings(
     postgres["HOST"] = str(info.socket_dir)
     postgres["PORT"] = str(info.port)
     with django_db_blocker.unblock():
-        for alias in ("postgres", "env"):
+        for alias in ("postgres", "env", MYSQL_ALIAS):
             if alias in settings.DATABASES:
                 procs.require_server(connections[alias], alias)
 

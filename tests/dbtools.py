@@ -21,6 +21,12 @@ def backdate(alias: str, name: str, seconds: float) -> None:
             " WHERE name = %s"
         )
         params: list[Any] = [seconds, name]
+    elif connection.vendor == "mysql":
+        sql = (
+            f"UPDATE {table} SET updated_at = updated_at"
+            " - INTERVAL ROUND(%s * 1000000) MICROSECOND WHERE name = %s"
+        )
+        params = [seconds, name]
     else:
         sql = (
             f"UPDATE {table} SET updated_at = "

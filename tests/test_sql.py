@@ -30,5 +30,7 @@ def test_a_database_without_lease_sql_is_a_clear_error() -> None:
     """System check E001 reports it at start-up; a caller that runs anyway gets
     NotSupportedError naming the database, before any SQL is sent."""
     other = DummyDatabaseWrapper({**connections["default"].settings_dict}, alias="legacy")
-    with pytest.raises(NotSupportedError, match=r"postgresql and sqlite, not 'unknown'.*'legacy'"):
+    with pytest.raises(
+        NotSupportedError, match=r"postgresql, sqlite and mysql, not 'unknown'.*'legacy'"
+    ):
         lease_sql.statements(other, task="t", run="r", worker="w")
