@@ -96,3 +96,22 @@ DATABASES: dict[str, dict[str, Any]] = {
 if os.environ.get("DATABASE_URL"):
     DATABASES["env"] = dict(dj_database_url.parse(os.environ["DATABASE_URL"]))
     DATABASES["env"]["TEST"] = {"NAME": f"test_bgtasks_{CHECKOUT_ID}", "DEPENDENCIES": []}
+
+# Django Tasks (issue 13): the app's backend, one that retries, and Django's
+# ImmediateBackend, which tests/test_backend.py runs the shared behaviour on.
+try:
+    import django.tasks  # noqa: F401
+
+    IMMEDIATE_BACKEND = "django.tasks.backends.immediate.ImmediateBackend"
+except ImportError:  # Django 5.2: the django-tasks backport
+    IMMEDIATE_BACKEND = "django_tasks.backends.immediate.ImmediateBackend"
+TASK_QUEUES = ["default", "other"]
+TASKS = {
+    "default": {"BACKEND": "django_bgtasks.backend.LeaseBackend", "QUEUES": TASK_QUEUES},
+    "retrying": {
+        "BACKEND": "django_bgtasks.backend.LeaseBackend",
+        "QUEUES": TASK_QUEUES,
+        "OPTIONS": {"MAX_ATTEMPTS": 3, "TTL": 2},
+    },
+    "immediate": {"BACKEND": IMMEDIATE_BACKEND, "QUEUES": TASK_QUEUES},
+}
