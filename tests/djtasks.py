@@ -103,3 +103,14 @@ def sleeps(path: str, seconds: float) -> str:
 @task
 def noop() -> None:
     return None
+
+
+@task(takes_context=True)
+def sleeps_first(context: Any, path: str, seconds: float) -> int:
+    """On the first attempt, say so in ``path`` and sleep ``seconds`` (long
+    enough to be killed); on a later one, return the attempt at once."""
+    if context.attempt == 1:
+        with open(path, "a") as out:
+            out.write(f"started {os.getpid()}\n")
+        time.sleep(seconds)
+    return int(context.attempt)

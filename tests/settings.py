@@ -113,5 +113,11 @@ TASKS = {
         "QUEUES": TASK_QUEUES,
         "OPTIONS": {"MAX_ATTEMPTS": 3, "TTL": 2},
     },
+    # A lost worker's task is recovered within 2 s, and not retried.
+    "short": {
+        "BACKEND": "django_bgtasks.backend.LeaseBackend",
+        "QUEUES": TASK_QUEUES,
+        "OPTIONS": {"TTL": 2},
+    },
     "immediate": {"BACKEND": IMMEDIATE_BACKEND, "QUEUES": TASK_QUEUES},
 }

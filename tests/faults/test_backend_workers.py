@@ -1,0 +1,195 @@
+"""Django Tasks (``LeaseBackend``) run by real ``bgtasks worker`` processes, on
+every database: 2,000 tasks enqueued from four processes and run by three
+workers exactly once each; SIGKILL of a worker mid-task (retried by another,
+or FAILED "worker lost" with max_attempts 1, never left RUNNING); SIGTERM (the
+task goes back to ready and another worker runs it); a rolled-back enqueue
+runs nothing. The test side uses Django's public Tasks API; the tasks are
+tests/djtasks.py's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from django.conf import settings
+from django.db import transaction
+
+from tests import djtasks
+from tests.procs import ROOT, Worker, start_together, worker_env
+
+T = TypeVar("T")
+READY, RUNNING = "READY", "RUNNING"
+SUCCESSFUL, FAILED = "SUCCESSFUL", "FAILED"
+
+
+class Workers:
+    """``bgtasks worker`` processes with the test settings' ``TASKS``; all are
+    stopped at the test's end."""
+
+    def __init__(self, alias: str, logs: Path) -> None:
+        self.alias, self.logs = alias, logs
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        log = (self.logs / f"worker-{len(self.processes)}.log").open("w")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.procs", "bgtasks", "worker", "--poll", "0.05", *args],
+            env=worker_env(self.alias, TASKS=settings.TASKS),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        log.close()
+        self.processes.append(process)
+        return process
+
+    def output(self) -> str:
+        return "\n".join(path.read_text() for path in sorted(self.logs.glob("worker-*.log")))
+
+    def stop_all(self, timeout: float = 30) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def workers(db_alias: str, tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(db_alias, tmp_path)
+    yield group
+    group.stop_all()
+
+
+def wait_until(what: str, check: Callable[[], T | None], timeout: float = 60) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def result_of(result_id: str, backend: str = "default") -> Any:
+    return djtasks.record.using(backend=backend).get_backend().get_result(result_id)
+
+
+def finished(result: Any, timeout: float = 60) -> Any:
+    def done() -> Any:
+        result.refresh()
+        return result.is_finished and result
+
+    return wait_until(f"{result.id} to finish", done, timeout)
+
+
+def test_2000_tasks_from_4_processes_run_exactly_once_by_3_workers(
+    db_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    record = tmp_path / "record"
+    enqueuers = [
+        Worker(db_alias, "enqueue", record, f"p{i}", 500, TASKS=settings.TASKS) for i in range(4)
+    ]
+    for _ in range(3):
+        workers.start("--queue", "default", "--concurrency", "4")
+    try:
+        start_together(enqueuers)
+        ids = [i for enqueuer in enqueuers for i in enqueuer.result()["ids"]]
+    finally:
+        for enqueuer in enqueuers:
+            enqueuer.kill()
+    assert len(set(ids)) == 2000
+    wait_until("2,000 runs", lambda: len(lines(record)) >= 2000, timeout=120)
+    time.sleep(0.5)  # a run twice would show now
+    workers.stop_all()
+    keys = Counter(line.split()[0] for line in lines(record))
+    assert len(keys) == 2000 and set(keys.values()) == {1}, keys.most_common(3)
+    pids = {line.split()[1] for line in lines(record)}
+    assert len(pids) == 3, "every worker took a share"
+    statuses = Counter(str(result_of(i).status) for i in ids)
+    assert statuses == {SUCCESSFUL: 2000}
+
+
+def test_a_killed_workers_task_is_retried_by_another(
+    db_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    result = djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 60)
+    first = workers.start("--queue", "default")
+    wait_until("the first attempt", lambda: lines(started))
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    killed_at = time.monotonic()
+    assert result_of(result.id, "retrying").status == RUNNING
+    workers.start("--queue", "default")
+    result = finished(result)
+    assert time.monotonic() - killed_at < 10  # ttl 2 s, then the next poll
+    assert result.status == SUCCESSFUL and result.return_value == 2
+    assert len(result.worker_ids) == 2 and result.worker_ids[0] != result.worker_ids[1]
+    [lost] = result.errors
+    assert lost.exception_class.__name__ == "LeaseLost"
+    assert "was lost" in lost.traceback
+
+
+def test_a_killed_workers_task_fails_worker_lost_with_max_attempts_1(
+    db_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    result = djtasks.sleeps_first.using(backend="short").enqueue(str(started), 60)
+    first = workers.start("--queue", "default")
+    wait_until("the first attempt", lambda: lines(started))
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    workers.start("--queue", "default")
+    result = finished(result, timeout=30)
+    assert result.status == FAILED
+    [lost] = result.errors
+    assert lost.exception_class.__name__ == "LeaseLost"
+    assert "was lost" in lost.traceback and "attempt 1 of 1" in lost.traceback
+    assert len(lines(started)) == 1, "not run again"
+
+
+def test_sigterm_puts_the_task_back_and_another_worker_runs_it(
+    db_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    result = djtasks.until_cancelled.enqueue(str(started), 60)
+    first = workers.start("--queue", "default")
+    wait_until("the run", lambda: lines(started))
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+    result.refresh()
+    assert result.status == READY and result.errors == []
+    workers.start("--queue", "default")
+    wait_until("the second run", lambda: len(lines(started)) == 2)
+    assert result_of(result.id).status == RUNNING
+
+
+def test_a_rolled_back_enqueue_runs_nothing(
+    db_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    record = tmp_path / "record"
+    workers.start("--queue", "default")
+    with pytest.raises(RuntimeError), transaction.atomic(using=db_alias):
+        djtasks.record.enqueue(str(record), "rolled-back")
+        raise RuntimeError("the view failed")
+    kept = djtasks.record.enqueue(str(record), "kept")
+    assert finished(kept).status == SUCCESSFUL
+    assert [line.split()[0] for line in lines(record)] == ["kept"]
