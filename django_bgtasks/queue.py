@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
 
 from . import queue_sql
 from .conf import conf
@@ -99,6 +100,11 @@ class QueueQuerySet(models.QuerySet["QueuedTask"]):
         """Succeeded or failed."""
         return self.using(conf.DATABASE).filter(status__in=FINISHED)
 
+    def finished_before(self, days: float) -> QueueQuerySet:
+        """Finished more than ``days`` ago (what ``bgtasks prune`` deletes)."""
+        cutoff = timezone.now() - dt.timedelta(days=days)
+        return self.finished().filter(finished_at__lt=cutoff)
+
 
 class QueueManager(models.Manager["QueuedTask"]):
     """``QueuedTask.objects``: see the module docstring."""
@@ -117,6 +123,10 @@ class QueueManager(models.Manager["QueuedTask"]):
     def finished(self) -> QueueQuerySet:
         """See :meth:`QueueQuerySet.finished`."""
         return self.get_queryset().finished()
+
+    def finished_before(self, days: float) -> QueueQuerySet:
+        """See :meth:`QueueQuerySet.finished_before`."""
+        return self.get_queryset().finished_before(days)
 
     # --- the worker's statements ------------------------------------------------
 

@@ -8,6 +8,7 @@ tests/djtasks.py's."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -15,11 +16,13 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from io import StringIO
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import transaction
 
 from tests import djtasks
@@ -193,3 +196,38 @@ def test_a_rolled_back_enqueue_runs_nothing(
     kept = djtasks.record.enqueue(str(record), "kept")
     assert finished(kept).status == SUCCESSFUL
     assert [line.split()[0] for line in lines(record)] == ["kept"]
+
+
+def test_one_worker_runs_by_priority_then_enqueue_order_and_waits_for_run_after(
+    db_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    record = tmp_path / "record"
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)
+    deferred = djtasks.record.using(run_after=soon).enqueue(str(record), "deferred")
+    for priority, key in [(0, "a"), (10, "b"), (-5, "c"), (10, "d"), (0, "e")]:
+        djtasks.record.using(priority=priority).enqueue(str(record), key)
+    workers.start("--queue", "default", "--concurrency", "1")
+    wait_until("five runs", lambda: len(lines(record)) >= 5)
+    assert [line.split()[0] for line in lines(record)] == ["b", "d", "a", "e", "c"]
+    deferred = finished(deferred)
+    assert deferred.started_at >= soon
+    assert [line.split()[0] for line in lines(record)][-1] == "deferred"
+
+
+def test_cancel_stops_a_running_task_and_a_ready_one_never_runs(
+    db_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    started, record = tmp_path / "started", tmp_path / "record"
+    running = djtasks.until_cancelled.using(backend="short").enqueue(str(started), 60)
+    workers.start("--queue", "default", "--concurrency", "1")
+    wait_until("the run", lambda: lines(started))
+    waiting = djtasks.record.enqueue(str(record), "never")
+    call_command("bgtasks", "cancel", waiting.id, stdout=StringIO())
+    call_command("bgtasks", "cancel", running.id, stdout=StringIO())
+    running = finished(running, timeout=10)
+    assert running.status == FAILED
+    assert running.errors[0].exception_class.__name__ == "TaskCancelled"
+    waiting.refresh()
+    assert waiting.status == FAILED
+    time.sleep(0.5)  # the worker is free again: the cancelled one still does not run
+    assert lines(record) == []
