@@ -296,7 +296,7 @@ class Worker:
                     self.stopping.wait(self.poll)
                     continue
                 status = execute(claim, stopping=self.stopping)
-                logger.info(
+                logger.debug(
                     "queued task %s %s (token %d, attempt %d): %s",
                     claim.task_path,
                     claim.uuid,
