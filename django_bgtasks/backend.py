@@ -32,27 +32,56 @@ progress, ``check()`` for an operator's cancel), with or without
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core import checks
-from django.db import connections
+from django.db import IntegrityError, connections, transaction
 
 from . import compat
 from .conf import conf
 from .models import QueuedTask
+from .queue import READY, RUNNING
 from .queued import result_from_row, task_lease
 from .validation import validate_ttl
 
-__all__ = ["LeaseBackend", "task_lease"]
+__all__ = ["LeaseBackend", "LeaseTask", "task_lease"]
 
 OPTION_NAMES = ("MAX_ATTEMPTS", "TTL")
+
+
+if TYPE_CHECKING:
+    _Task = compat.Task[Any, Any]
+else:  # Task is generic in django-stubs and the backport, not in Django 6
+    _Task = compat.Task
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseTask(_Task):
+    """The backend's ``task_class``: Django's ``Task`` with a unique key.
+
+    ``@task(unique=True)`` keys the task by its path; ``@task(lease_name="...")``
+    (or ``.using()``-style ``dataclasses.replace``) names the key. While one
+    task of a key is ready or running, ``enqueue()`` returns its ``TaskResult``
+    instead of storing another: at most one run at a time per key."""
+
+    unique: bool = False
+    lease_name: str | None = None
+
+    @property
+    def unique_key(self) -> str | None:
+        """The key enqueue() folds on, or ``None``."""
+        if self.lease_name is not None:
+            return str(self.lease_name)
+        return self.module_path if self.unique else None
 
 
 class LeaseBackend(compat.BaseTaskBackend):
     """Stores tasks in this app's table; ``bgtasks worker`` runs each under a lease."""
 
+    task_class = LeaseTask
     supports_defer = True
     supports_priority = True
     supports_get_result = True
@@ -74,19 +103,34 @@ class LeaseBackend(compat.BaseTaskBackend):
             raise TypeError(
                 f"the arguments of task {task.module_path!r} must be JSON-encodable: {exc}"
             ) from None
-        row = QueuedTask.objects.using(conf.DATABASE).create(
-            uuid=uuid.uuid4(),
-            task_path=task.module_path,
-            backend=self.alias,
-            queue_name=task.queue_name,
-            priority=task.priority,
-            takes_context=task.takes_context,
-            args_kwargs=arguments,
-            run_after=task.run_after,
-            max_attempts=self._max_attempts(),
-            ttl=validate_ttl(self.ttl),
-        )
-        return result_from_row(row)
+        key = getattr(task, "unique_key", None)
+        fields = {
+            "task_path": task.module_path,
+            "backend": self.alias,
+            "queue_name": task.queue_name,
+            "priority": task.priority,
+            "takes_context": task.takes_context,
+            "args_kwargs": arguments,
+            "run_after": task.run_after,
+            "max_attempts": self._max_attempts(),
+            "ttl": validate_ttl(self.ttl),
+            "unique_key": key or "",
+        }
+        rows = QueuedTask.objects.using(conf.DATABASE)
+        if key is None:
+            return result_from_row(rows.create(uuid=uuid.uuid4(), **fields))
+        # A unique task: the partial unique index decides, also between
+        # processes; the savepoint keeps the caller's transaction usable.
+        for _ in range(3):
+            try:
+                with transaction.atomic(using=conf.DATABASE):
+                    return result_from_row(rows.create(uuid=uuid.uuid4(), **fields))
+            except IntegrityError:
+                existing = rows.filter(unique_key=key, status__in=(READY, RUNNING)).first()
+                if existing is not None:
+                    return result_from_row(existing)
+                # It finished between the insert and the read: insert again.
+        raise IntegrityError(f"could not enqueue unique task {key!r}")
 
     def get_result(self, result_id: str) -> Any:
         """The ``TaskResult`` of ``result_id``, as the database holds it now."""

@@ -191,6 +191,9 @@ class QueuedTask(models.Model):
     ttl = models.FloatField(_("ttl (s)"), default=120.0)
     updated_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    # A unique task's key (``@task(unique=True)`` or ``lease_name=``): at most
+    # one ready or running row per key.
+    unique_key = models.CharField(_("unique key"), max_length=300, blank=True, default="")
 
     objects = QueueManager()
 
@@ -210,6 +213,13 @@ class QueuedTask(models.Model):
                 fields=["updated_at"],
                 name="bgtasks_queued_running",
                 condition=models.Q(status="RUNNING"),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                name="bgtasks_queued_unique",
+                condition=models.Q(status__in=["READY", "RUNNING"]) & ~models.Q(unique_key=""),
             ),
         ]
 

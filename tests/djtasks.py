@@ -114,3 +114,20 @@ def sleeps_first(context: Any, path: str, seconds: float) -> int:
             out.write(f"started {os.getpid()}\n")
         time.sleep(seconds)
     return int(context.attempt)
+
+
+@task(unique=True)
+def unique_record(path: str, key: str, seconds: float = 0.2) -> str:
+    """``record``, as a unique task (one ready or running at a time), then sleep."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{key} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+    time.sleep(seconds)
+    return key
+
+
+@task(lease_name="nightly-report")
+def nightly_report() -> str:
+    return "reported"

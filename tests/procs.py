@@ -407,8 +407,19 @@ def enqueue(path: str, prefix: str, count: str) -> None:
     _result({"ids": ids})
 
 
+def enqueue_unique(path: str, count: str) -> None:
+    """Enqueue the unique task ``tests.djtasks.unique_record`` ``count`` times,
+    all at once with the others; report the result ids it was given."""
+    from tests import djtasks
+
+    _ready()
+    ids = [djtasks.unique_record.enqueue(path, "once", 3).id for _ in range(int(count))]
+    _result({"ids": ids})
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
     "enqueue": enqueue,
+    "enqueue_unique": enqueue_unique,
     "bgtasks": bgtasks,
     "requester": requester,
     "race": race,

@@ -437,3 +437,54 @@ def _wait_for(condition: Any, timeout: float = 10) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+# --- unique tasks --------------------------------------------------------------------
+
+
+def test_a_unique_task_enqueued_50_times_at_once_is_stored_once(
+    db_alias: str, tmp_path: Any
+) -> None:
+    record = tmp_path / "record"
+    barrier = threading.Barrier(10)
+    ids: list[str] = []
+
+    def enqueue_five() -> None:
+        barrier.wait()
+        for i in range(5):
+            ids.append(djtasks.unique_record.enqueue(str(record), f"k{i}").id)
+
+    threads = [_thread(enqueue_five) for _ in range(10)]
+    for thread in threads:
+        thread.join(60)
+    assert len(ids) == 50 and len(set(ids)) == 1
+    assert QueuedTask.objects.using(db_alias).count() == 1
+    assert run_ready() == 1
+    assert len(record.read_text().splitlines()) == 1
+    # Finished, the key is free again: the next enqueue stores a new task.
+    again = djtasks.unique_record.enqueue(str(record), "later")
+    assert again.id != ids[0]
+    assert djtasks.unique_record.get_result(again.id).status == compat.TaskResultStatus.READY
+
+
+def test_a_unique_task_joins_the_one_running_and_other_arguments_do_not_matter(
+    db_alias: str, tmp_path: Any
+) -> None:
+    first = djtasks.nightly_report.enqueue()
+    claim = QueuedTask.objects.claim("w", queues=None)
+    assert claim is not None
+    with transaction.atomic(using=db_alias):  # also inside the caller's transaction
+        second = djtasks.nightly_report.enqueue()
+        other = djtasks.add.enqueue(1, 1)  # not unique: the transaction goes on
+    assert second.id == first.id and second.status == compat.TaskResultStatus.RUNNING
+    assert djtasks.add.get_result(other.id).status == compat.TaskResultStatus.READY
+    execute(claim)
+    assert djtasks.nightly_report.get_result(first.id).return_value == "reported"
+
+
+def test_unique_is_an_option_of_the_backends_task_class() -> None:
+    assert djtasks.unique_record.unique and djtasks.unique_record.unique_key == (
+        "tests.djtasks.unique_record"
+    )
+    assert djtasks.nightly_report.unique_key == "nightly-report"
+    assert djtasks.add.unique_key is None

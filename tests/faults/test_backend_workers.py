@@ -231,3 +231,24 @@ def test_cancel_stops_a_running_task_and_a_ready_one_never_runs(
     assert waiting.status == FAILED
     time.sleep(0.5)  # the worker is free again: the cancelled one still does not run
     assert lines(record) == []
+
+
+def test_a_unique_task_enqueued_50_times_at_once_by_5_processes_runs_once(
+    db_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    record = tmp_path / "record"
+    for _ in range(2):
+        workers.start("--queue", "default")
+    enqueuers = [
+        Worker(db_alias, "enqueue_unique", record, 10, TASKS=settings.TASKS) for _ in range(5)
+    ]
+    try:
+        start_together(enqueuers)
+        ids = [i for enqueuer in enqueuers for i in enqueuer.result()["ids"]]
+    finally:
+        for enqueuer in enqueuers:
+            enqueuer.kill()
+    assert len(ids) == 50 and len(set(ids)) == 1
+    result = finished(result_of(ids[0]))
+    assert result.status == SUCCESSFUL
+    assert lines(record) and [line.split()[0] for line in lines(record)] == ["once"]
