@@ -46,7 +46,6 @@ from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
 from .conf import conf
 from .leases import default_owner
 from .models import BackgroundTask, QueuedTask
-from .queued import execute
 from .runner import TRANSIENT_ERRORS, RunningLease
 from .states import DueRow, WorkClaim
 from .tasks import BackgroundTaskFunction
@@ -276,6 +275,10 @@ class Worker:
     def _queue_loop(self) -> None:
         """Claim a ready task, run it, repeat; wait ``poll`` when there is none
         (with ``once``, stop then)."""
+        # Imported here: it needs Django's Tasks framework (django.tasks or the
+        # backport), which a worker of background tasks alone may not have.
+        from .queued import execute
+
         backoff = self.poll
         try:
             while not self.stopping.is_set():

@@ -129,6 +129,11 @@ def run_worker(
             "nothing to run."
         )
     tasks = [registered[name] for name in names]
+    if run_queued:
+        try:
+            from .. import queued  # noqa: F401  (needs Django's Tasks framework)
+        except ImportError as exc:
+            raise CommandError(str(exc)) from None
     for task in tasks:
         try:
             task.effective_schedule  # noqa: B018  (a bad BGTASKS_SCHEDULES entry raises)
