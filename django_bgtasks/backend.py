@@ -118,19 +118,24 @@ class LeaseBackend(compat.BaseTaskBackend):
         }
         rows = QueuedTask.objects.using(conf.DATABASE)
         if key is None:
-            return result_from_row(rows.create(uuid=uuid.uuid4(), **fields))
+            return self._enqueued(result_from_row(rows.create(uuid=uuid.uuid4(), **fields)))
         # A unique task: the partial unique index decides, also between
         # processes; the savepoint keeps the caller's transaction usable.
         for _ in range(3):
             try:
                 with transaction.atomic(using=conf.DATABASE):
-                    return result_from_row(rows.create(uuid=uuid.uuid4(), **fields))
+                    created = rows.create(uuid=uuid.uuid4(), **fields)
+                return self._enqueued(result_from_row(created))
             except IntegrityError:
                 existing = rows.filter(unique_key=key, status__in=(READY, RUNNING)).first()
                 if existing is not None:
                     return result_from_row(existing)
                 # It finished between the insert and the read: insert again.
         raise IntegrityError(f"could not enqueue unique task {key!r}")
+
+    def _enqueued(self, result: Any) -> Any:
+        compat.task_enqueued.send(sender=type(self), task_result=result)
+        return result
 
     def get_result(self, result_id: str) -> Any:
         """The ``TaskResult`` of ``result_id``, as the database holds it now."""

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
 else:
     try:
         from django.tasks import (
@@ -36,6 +37,7 @@ else:
         from django.tasks.backends.base import BaseTaskBackend
         from django.tasks.base import TaskError
         from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+        from django.tasks.signals import task_enqueued, task_finished, task_started
 
         SOURCE = "django.tasks"
     except ImportError:
@@ -51,6 +53,7 @@ else:
             from django_tasks.base import Task, TaskError
             from django_tasks.exceptions import InvalidTaskError as InvalidTask
             from django_tasks.exceptions import TaskResultDoesNotExist
+            from django_tasks.signals import task_enqueued, task_finished, task_started
         except ImportError:
             raise ImportError(
                 "django_bgtasks.backend needs Django's Tasks framework: Django 6.0 or "
@@ -70,4 +73,7 @@ __all__ = [
     "TaskResultDoesNotExist",
     "TaskResultStatus",
     "task_backends",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
 ]

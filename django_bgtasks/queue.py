@@ -167,11 +167,12 @@ class QueueManager(models.Manager["QueuedTask"]):
         return_value: str | None = None,
         error: dict[str, str] | None = None,
         refund: bool = False,
-    ) -> bool:
+    ) -> dt.datetime | bool | None:
         """End the claim's run with ``status`` (``READY`` again for a retry or an
         interrupted run; ``refund`` gives the attempt back), the JSON text of
-        ``return_value`` and one more ``error``. ``False`` when the lease is
-        no longer this claim's: nothing is written."""
+        ``return_value`` and one more ``error``. The time it finished (by the
+        database's clock; ``True`` for ``READY``, which has none), or ``None``
+        when the lease is no longer this claim's: nothing is written."""
         params = {
             **self._holder(claim),
             "status": status,
@@ -179,7 +180,10 @@ class QueueManager(models.Manager["QueuedTask"]):
             "error": None if error is None else json.dumps(error),
             "refund": 1 if refund else 0,
         }
-        return bool(self._write("finish", params))
+        rows = self._write("finish", params)
+        if not rows:
+            return None
+        return as_datetime(rows[0][1]) or True
 
     def recover(self) -> list[tuple[uuid.UUID, str]]:
         """Every running task whose heartbeat is older than its ttl, by the

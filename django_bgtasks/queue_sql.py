@@ -87,7 +87,7 @@ POSTGRESQL = QueueStatements(
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
             AND status = 'RUNNING'
             AND updated_at >= clock_timestamp() - ttl * interval '1 second'
-        RETURNING status
+        RETURNING status, finished_at
     """,
     recover=f"""
         UPDATE {{table}} SET
@@ -152,7 +152,7 @@ SQLITE = QueueStatements(
             attempts = attempts - %(refund)s
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
             AND status = 'RUNNING' AND {_LIVE}
-        RETURNING status
+        RETURNING status, finished_at
     """,
     recover=f"""
         UPDATE {{table}} SET

@@ -26,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import datetime as dt
+import json
 import logging
 import threading
 import time
@@ -66,6 +68,8 @@ class QueuedLease:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # When the run ended, by the database's clock (set by the finish).
+        self.finished_at: dt.datetime | None = None
 
     @property
     def name(self) -> str:
@@ -251,10 +255,13 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
     except Exception as exc:  # nothing to run: no attempt can succeed
         return _finish(lease, FAILED, error=_error(exc))
     lease.start()
+    result = _running_result(task, claim)
+    sender = type(task.get_backend())
+    compat.task_started.send(sender=sender, task_result=result)
     token = _current.set(lease)
     try:
         if task.takes_context:
-            context: Any = compat.TaskContext(task_result=_running_result(task, claim))
+            context: Any = compat.TaskContext(task_result=result)
             value = task.call(context, *claim.args, **claim.kwargs)
         else:
             value = task.call(*claim.args, **claim.kwargs)
@@ -267,18 +274,48 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
         return _finish(lease, READY, refund=True)
     except TaskCancelled as exc:
         lease.stop()
-        return _finish(lease, FAILED, error=_error(exc))
+        return _finished(lease, result, sender, FAILED, error=_error(exc))
     except Exception as exc:
         lease.stop()
         logger.exception("queued task %s failed on attempt %d", lease.name, claim.attempts)
         retry = claim.attempts < claim.max_attempts and not lease.cancel_requested
-        return _finish(lease, READY if retry else FAILED, error=_error(exc))
+        if retry:
+            return _finish(lease, READY, error=_error(exc))
+        return _finished(lease, result, sender, FAILED, error=_error(exc))
     finally:
         _current.reset(token)
     lease.stop()
     if lease.lost:
         return RUNNING
-    return _finish(lease, SUCCESSFUL, return_value=return_value)
+    return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)
+
+
+def _finished(
+    lease: QueuedLease,
+    result: Any,
+    sender: type,
+    status: str,
+    *,
+    return_value: str | None = None,
+    error: dict[str, str] | None = None,
+) -> str:
+    """End the run for good (succeeded or failed), then send ``task_finished``
+    with the result as it ended."""
+    ended = _finish(lease, status, return_value=return_value, error=error)
+    if ended != status:
+        return ended
+    object.__setattr__(result, "status", compat.TaskResultStatus(status))
+    object.__setattr__(result, "finished_at", lease.finished_at)
+    value = None if return_value is None else json.loads(return_value)
+    object.__setattr__(result, "_return_value", value)
+    if error is not None:
+        result.errors.append(
+            compat.TaskError(
+                exception_class_path=error["exception_class_path"], traceback=error["traceback"]
+            )
+        )
+    compat.task_finished.send(sender=sender, task_result=result)
+    return status
 
 
 def _finish(
@@ -294,7 +331,9 @@ def _finish(
     written = QueuedTask.objects.finish(
         lease.claim, status=status, return_value=return_value, error=error, refund=refund
     )
-    if not written:
+    if isinstance(written, dt.datetime):
+        lease.finished_at = written
+    if written is None:
         logger.warning("queued task %s: its lease was lost before it ended", lease.name)
         return RUNNING
     return status

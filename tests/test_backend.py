@@ -488,3 +488,35 @@ def test_unique_is_an_option_of_the_backends_task_class() -> None:
     )
     assert djtasks.nightly_report.unique_key == "nightly-report"
     assert djtasks.add.unique_key is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_tasks_signals_are_sent(db_alias: str, backend: str) -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    def receiver(name: str) -> Any:
+        def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+            seen.append((name, task_result.id, str(task_result.status)))
+
+        return receive
+
+    receivers = {
+        "enqueued": receiver("enqueued"),
+        "started": receiver("started"),
+        "finished": receiver("finished"),
+    }
+    compat.task_enqueued.connect(receivers["enqueued"])
+    compat.task_started.connect(receivers["started"])
+    compat.task_finished.connect(receivers["finished"])
+    try:
+        result = finished(djtasks.add.using(backend=backend).enqueue(1, 1))
+    finally:
+        compat.task_enqueued.disconnect(receivers["enqueued"])
+        compat.task_started.disconnect(receivers["started"])
+        compat.task_finished.disconnect(receivers["finished"])
+    assert [(name, result_id) for name, result_id, _status in seen] == [
+        ("enqueued", result.id),
+        ("started", result.id),
+        ("finished", result.id),
+    ]
+    assert seen[-1][2] == "SUCCESSFUL"
