@@ -275,7 +275,9 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
     except TaskCancelled as exc:
         lease.stop()
         return _finished(lease, result, sender, FAILED, error=_error(exc))
-    except Exception as exc:
+    except (KeyboardInterrupt, GeneratorExit):
+        raise  # the process is going: the row is recovered after its ttl
+    except BaseException as exc:  # SystemExit too, as Django's ImmediateBackend does
         lease.stop()
         logger.exception("queued task %s failed on attempt %d", lease.name, claim.attempts)
         retry = claim.attempts < claim.max_attempts and not lease.cancel_requested
@@ -284,7 +286,7 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
         return _finished(lease, result, sender, FAILED, error=_error(exc))
     finally:
         _current.reset(token)
-    lease.stop()
+        lease.stop()  # (again: stopping is idempotent, and must happen on every way out)
     if lease.lost:
         return RUNNING
     return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)

@@ -298,7 +298,18 @@ class Worker:
                         return
                     self.stopping.wait(self.poll)
                     continue
-                status = execute(claim, stopping=self.stopping)
+                try:
+                    status = execute(claim, stopping=self.stopping)
+                except TRANSIENT_ERRORS as exc:
+                    # Its end could not be written: the row is recovered
+                    # after its ttl (the heartbeat has stopped), by any worker.
+                    logger.warning("queued task %s: database unreachable: %s", claim.uuid, exc)
+                    _close_connection()
+                    self.stopping.wait(backoff)
+                    continue
+                except Exception:
+                    logger.exception("queued task %s: the worker failed to run it", claim.uuid)
+                    continue
                 logger.debug(
                     "queued task %s %s (token %d, attempt %d): %s",
                     claim.task_path,

@@ -131,3 +131,8 @@ def unique_record(path: str, key: str, seconds: float = 0.2) -> str:
 @task(lease_name="nightly-report")
 def nightly_report() -> str:
     return "reported"
+
+
+@task
+def exits() -> None:
+    raise SystemExit(3)

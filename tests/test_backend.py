@@ -108,6 +108,13 @@ def test_a_failure_is_recorded_with_its_traceback(db_alias: str, backend: str) -
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_task_that_calls_sys_exit_fails(db_alias: str, backend: str) -> None:
+    result = finished(djtasks.exits.using(backend=backend).enqueue())
+    assert result.status == compat.TaskResultStatus.FAILED
+    assert result.errors[0].exception_class is SystemExit
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_task_taking_context_gets_its_result_and_attempt(db_alias: str, backend: str) -> None:
     result = finished(djtasks.with_context.using(backend=backend).enqueue(7))
     assert result.return_value == {"id": result.id, "attempt": 1, "n": 7}
