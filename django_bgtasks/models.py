@@ -10,13 +10,15 @@ operations in :mod:`django_bgtasks.leases`, never by ``save()``.
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
 from .choices import Outcome, Trigger
 from .leases import LeaseManager, RunQuerySet
+from .queue import QueueManager
 from .states import run_duration
 
-__all__ = ["BackgroundTask", "Outcome", "TaskRun", "Trigger", "Worker"]
+__all__ = ["BackgroundTask", "Outcome", "QueuedTask", "TaskRun", "Trigger", "Worker"]
 
 
 class BackgroundTask(models.Model):
@@ -152,3 +154,74 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class QueuedTask(models.Model):
+    """One enqueued Django Task (``django_bgtasks.backend.LeaseBackend``) and
+    its result. The row is its own lease while it runs: ``owner``, ``token``
+    (rises on every claim), ``ttl`` and the heartbeat ``updated_at``, written
+    only by the statements of ``QueuedTask.objects``
+    (:class:`~django_bgtasks.queue.QueueManager`); ``enqueue()`` inserts it
+    through the ORM, so it joins the caller's transaction."""
+
+    # Enqueue order, for the claim's ORDER BY; the TaskResult's id is ``uuid``.
+    seq = models.BigAutoField(_("sequence"), primary_key=True)
+    uuid = models.UUIDField(_("id"), unique=True)
+    task_path = models.CharField(_("task"), max_length=300)
+    backend = models.CharField(_("backend"), max_length=100)
+    queue_name = models.CharField(_("queue"), max_length=100)
+    priority = models.IntegerField(_("priority"), default=0)
+    takes_context = models.BooleanField(_("takes context"), default=False)
+    args_kwargs = models.JSONField(_("arguments"))
+    run_after = models.DateTimeField(_("run after"), null=True, blank=True)
+    status = models.CharField(_("status"), max_length=16, default="READY")
+    enqueued_at = models.DateTimeField(_("enqueued"), db_default=Now())
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+    last_attempted_at = models.DateTimeField(_("last attempted"), null=True, blank=True)
+    attempts = models.IntegerField(_("attempts"), default=0)
+    max_attempts = models.IntegerField(_("max attempts"), default=1)
+    worker_ids = models.JSONField(_("workers"), default=list)
+    errors = models.JSONField(_("errors"), default=list)
+    return_value = models.JSONField(_("return value"), null=True, blank=True)
+    progress = models.JSONField(_("progress"), null=True, blank=True)
+    # The lease, while a worker runs it.
+    owner = models.CharField(_("owner"), max_length=200, blank=True, default="")
+    token = models.BigIntegerField(_("token"), default=0)
+    ttl = models.FloatField(_("ttl (s)"), default=120.0)
+    updated_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
+    cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    # A unique task's key (``@task(unique=True)`` or ``lease_name=``): at most
+    # one ready or running row per key.
+    unique_key = models.CharField(_("unique key"), max_length=300, blank=True, default="")
+
+    objects = QueueManager()
+
+    class Meta:
+        verbose_name = _("Django task")
+        verbose_name_plural = _("Django tasks")
+        ordering = ["-seq"]
+        indexes = [
+            # The claim: ready tasks of a queue, by priority, then enqueue order.
+            models.Index(
+                fields=["queue_name", "-priority", "seq"],
+                name="bgtasks_queued_ready",
+                condition=models.Q(status="READY"),
+            ),
+            # Recovery: running tasks whose heartbeat went stale.
+            models.Index(
+                fields=["updated_at"],
+                name="bgtasks_queued_running",
+                condition=models.Q(status="RUNNING"),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                name="bgtasks_queued_unique",
+                condition=models.Q(status__in=["READY", "RUNNING"]) & ~models.Q(unique_key=""),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_path} {self.uuid}"

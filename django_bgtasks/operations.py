@@ -19,14 +19,17 @@ what every replica sees.
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from .conf import EXECUTOR_WORKER, conf
 from .exceptions import UnknownTask
-from .models import BackgroundTask
+from .models import BackgroundTask, QueuedTask
+from .queue import FINISHED, RUNNING
 from .runner import RunningLease
-from .states import TaskState
+from .states import TaskState, run_duration
 from .tasks import BackgroundTaskFunction, get_task, registered_tasks
 from .validation import validate_name, validate_token
 
@@ -232,3 +235,93 @@ def _required_token(token: object) -> int:
     if checked is None:
         raise TypeError("force release needs the token of the claim to end")
     return checked
+
+
+# --- Django Tasks (django_bgtasks.backend.LeaseBackend) ----------------------------------
+
+# How many of the newest queued Django Tasks the surfaces list.
+RECENT_QUEUED = 50
+
+
+def queued_tasks(limit: int = RECENT_QUEUED) -> list[QueuedTask]:
+    """The queued and running Django Tasks, then the most recent finished
+    ones: at most ``limit`` rows, newest first within each group."""
+    waiting = list(QueuedTask.objects.exclude(status__in=FINISHED).using(conf.DATABASE)[:limit])
+    done = list(QueuedTask.objects.finished().order_by("-seq")[: max(limit - len(waiting), 0)])
+    return waiting + done
+
+
+def queued_task(result_id: str) -> QueuedTask | None:
+    """The Django Task whose result id is ``result_id``, or ``None``."""
+    try:
+        key = uuid.UUID(str(result_id))
+    except ValueError:
+        return None
+    return QueuedTask.objects.using(conf.DATABASE).filter(uuid=key).first()
+
+
+def queued_json(row: QueuedTask) -> dict[str, Any]:
+    """One Django Task as the API and ``bgtasks --json`` show it."""
+    return {
+        "id": str(row.uuid),
+        "task": row.task_path,
+        "backend": row.backend,
+        "queue": row.queue_name,
+        "priority": row.priority,
+        "status": row.status,
+        "attempts": row.attempts,
+        "max_attempts": row.max_attempts,
+        "worker": row.owner,
+        "worker_ids": row.worker_ids,
+        "token": row.token,
+        "progress": row.progress,
+        "cancel_requested": row.cancel_requested,
+        "enqueued_at": _iso(row.enqueued_at),
+        "run_after": _iso(row.run_after),
+        "started_at": _iso(row.started_at),
+        "finished_at": _iso(row.finished_at),
+        "duration": run_duration(row.started_at, row.finished_at),
+        "errors": row.errors,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedCancelled:
+    """A ready Django Task was failed without running (``started`` false), or a
+    running one was asked to stop at its next ``check()`` (``started`` true)."""
+
+    row: QueuedTask
+    started: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedFinished:
+    """The Django Task had already finished; nothing was done."""
+
+    row: QueuedTask
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedUnknown:
+    """No Django Task has that result id."""
+
+    result_id: str
+
+
+QueuedCancelResult = QueuedCancelled | QueuedFinished | QueuedUnknown
+
+
+def cancel_queued(result_id: str) -> QueuedCancelResult:
+    """An operator's cancel of the Django Task ``result_id``: see :class:`QueuedCancelled`."""
+    row = queued_task(result_id)
+    if row is None:
+        return QueuedUnknown(str(result_id))
+    status = QueuedTask.objects.cancel(row.uuid)
+    row.refresh_from_db(using=conf.DATABASE)
+    if status is None:
+        return QueuedFinished(row)
+    return QueuedCancelled(row, started=status == RUNNING)
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

@@ -1,8 +1,9 @@
 """The JSON status API: ``path("bgtasks/", include("django_bgtasks.urls"))``.
 
 Names are reversed as ``bgtasks:list``, ``bgtasks:task``, ``bgtasks:run`` and
-``bgtasks:cancel``. A task name is always one path segment (names may not
-contain ``/``, nor be ``.`` or ``..``).
+``bgtasks:cancel``; Django Tasks' as ``bgtasks:django-tasks``,
+``bgtasks:django-task`` and ``bgtasks:django-task-cancel``. A task name is
+always one path segment (names may not contain ``/``, nor be ``.`` or ``..``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ app_name = "bgtasks"
 
 urlpatterns = [
     path("", views.task_list, name="list"),
+    # Django Tasks (LeaseBackend), by result id; before "<name>/", so a
+    # background task named "django-tasks" is not reachable by GET here.
+    path("django-tasks/", views.queued_list, name="django-tasks"),
+    path("django-tasks/<uuid:result_id>/", views.queued_detail, name="django-task"),
+    path("django-tasks/<uuid:result_id>/cancel/", views.queued_cancel, name="django-task-cancel"),
     path("<str:name>/", views.task_detail, name="task"),
     path("<str:name>/run/", views.task_run, name="run"),
     path("<str:name>/cancel/", views.task_cancel, name="cancel"),

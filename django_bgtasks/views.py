@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Iterable
 from functools import wraps
 from typing import Any, TypeVar
@@ -357,3 +358,50 @@ def task_cancel(request: HttpRequest, name: str) -> HttpResponse:
     else:
         message = f"Task {name!r} is not running."
     return error(409, message, state=result.state.as_json())
+
+
+# --- Django Tasks (LeaseBackend) -----------------------------------------------------------
+
+
+@require_safe
+@_authenticated
+@_requires("view")
+def queued_list(request: HttpRequest) -> HttpResponse:
+    """``GET <prefix>/django-tasks/``: the queued and running Django Tasks,
+    then the most recent finished ones (``operations.queued_tasks()``)."""
+    items = [operations.queued_json(row) for row in operations.queued_tasks()]
+    return conditional_json(request, {"django_tasks": items}, items)
+
+
+@require_safe
+@_authenticated
+@_requires("view")
+def queued_detail(request: HttpRequest, result_id: uuid.UUID) -> HttpResponse:
+    """``GET <prefix>/django-tasks/<id>/``: one Django Task, or 404."""
+    row = operations.queued_task(str(result_id))
+    if row is None:
+        return error(404, f"No Django Task has the id {str(result_id)!r}.")
+    item = operations.queued_json(row)
+    return conditional_json(request, item, [item])
+
+
+@outside_request_transactions
+@csrf_exempt
+@_authenticated
+@csrf_protect
+@require_POST
+@_requires("change")
+def queued_cancel(request: HttpRequest, result_id: uuid.UUID) -> HttpResponse:
+    """``POST <prefix>/django-tasks/<id>/cancel/``: 202 (a ready task will not
+    run; a running one stops at its next ``check()``), 404, or 409 when it
+    already finished."""
+    result = operations.cancel_queued(str(result_id))
+    if isinstance(result, operations.QueuedUnknown):
+        return error(404, f"No Django Task has the id {str(result_id)!r}.")
+    if isinstance(result, operations.QueuedFinished):
+        return error(
+            409, "The Django Task already finished.", task=operations.queued_json(result.row)
+        )
+    response = JsonResponse(operations.queued_json(result.row), status=202)
+    response.headers["Location"] = reverse("bgtasks:django-task", args=[result_id])
+    return response

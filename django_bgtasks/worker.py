@@ -45,7 +45,7 @@ from django.db import DatabaseError, close_old_connections, connections
 from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
 from .conf import conf
 from .leases import default_owner
-from .models import BackgroundTask
+from .models import BackgroundTask, QueuedTask
 from .runner import TRANSIENT_ERRORS, RunningLease
 from .states import DueRow, WorkClaim
 from .tasks import BackgroundTaskFunction
@@ -73,6 +73,8 @@ class Worker:
         concurrency: int = 4,
         poll: float = 1.0,
         grace: float = 30.0,
+        queues: Iterable[str] | None = None,
+        run_queued: bool = False,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be a whole number, 1 or more, not {concurrency!r}")
@@ -87,6 +89,12 @@ class Worker:
         self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
         self._beat_at = 0.0
         self._beat_running: list[str] | None = None
+        # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
+        # their own, each claiming and running one queued task at a time.
+        self.run_queued = run_queued or queues is not None
+        self.queues = None if queues is None else sorted(set(queues))
+        self._queue_threads: list[threading.Thread] = []
+        self._once = False
 
     # --- the loop ------------------------------------------------------------
 
@@ -101,6 +109,9 @@ class Worker:
             self.poll,
         )
         backoff = self.poll
+        self._once = once
+        if self.run_queued:
+            self._start_queue_threads()
         try:
             while not self.stopping.is_set():
                 close_old_connections()
@@ -113,7 +124,8 @@ class Worker:
                     backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
                     continue
                 backoff = self.poll
-                if once and not started and not self._runs:
+                queue_busy = any(thread.is_alive() for thread in self._queue_threads)
+                if once and not started and not self._runs and not queue_busy:
                     break
                 self.stopping.wait(self.poll)
         finally:
@@ -129,6 +141,8 @@ class Worker:
         """One poll: claim and start what is due. Returns how many runs started."""
         self._reap()
         self._beat()
+        if self.run_queued:
+            self._recover_queued()
         rows = BackgroundTask.objects.work.due()
         self._ensure_schedules(rows)
         started = 0
@@ -248,6 +262,71 @@ class Worker:
         self._runs[task.name] = (running, thread)
         return True
 
+    # --- Django Tasks -----------------------------------------------------------
+
+    def _start_queue_threads(self) -> None:
+        for number in range(self.concurrency):
+            thread = threading.Thread(
+                target=self._queue_loop, name=f"bgtasks-queue-{number}", daemon=True
+            )
+            thread.start()
+            self._queue_threads.append(thread)
+
+    def _queue_loop(self) -> None:
+        """Claim a ready task, run it, repeat; wait ``poll`` when there is none
+        (with ``once``, stop then)."""
+        # Imported here: it needs Django's Tasks framework (django.tasks or the
+        # backport), which a worker of background tasks alone may not have.
+        from .queued import execute
+
+        backoff = self.poll
+        try:
+            while not self.stopping.is_set():
+                try:
+                    claim = QueuedTask.objects.claim(self.id, queues=self.queues)
+                except TRANSIENT_ERRORS as exc:
+                    logger.warning(
+                        "queue: database unreachable, retrying in %g s: %s", backoff, exc
+                    )
+                    _close_connection()
+                    self.stopping.wait(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                    continue
+                backoff = self.poll
+                if claim is None:
+                    if self._once:
+                        return
+                    self.stopping.wait(self.poll)
+                    continue
+                try:
+                    status = execute(claim, stopping=self.stopping)
+                except TRANSIENT_ERRORS as exc:
+                    # Its end could not be written: the row is recovered
+                    # after its ttl (the heartbeat has stopped), by any worker.
+                    logger.warning("queued task %s: database unreachable: %s", claim.uuid, exc)
+                    _close_connection()
+                    self.stopping.wait(backoff)
+                    continue
+                except Exception:
+                    logger.exception("queued task %s: the worker failed to run it", claim.uuid)
+                    continue
+                logger.debug(
+                    "queued task %s %s (token %d, attempt %d): %s",
+                    claim.task_path,
+                    claim.uuid,
+                    claim.token,
+                    claim.attempts,
+                    status,
+                )
+        finally:
+            _close_connection()
+
+    def _recover_queued(self) -> None:
+        """Queued tasks whose worker went silent past their ttl: ready again
+        while attempts remain, else failed ("worker lost")."""
+        for result_id, status in QueuedTask.objects.recover():
+            logger.warning("queued task %s: its worker was lost; now %s", result_id, status)
+
     # --- schedules -------------------------------------------------------------
 
     def _ensure_schedules(self, rows: list[DueRow]) -> None:
@@ -322,6 +401,14 @@ class Worker:
                     "lease expires after its ttl and another worker takes it over",
                     name,
                     running.token,
+                    self.grace,
+                )
+        for thread in self._queue_threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+            if thread.is_alive():
+                logger.warning(
+                    "a queued task did not stop within the grace period (%g s); its lease "
+                    "expires after its ttl and a worker retries or fails it",
                     self.grace,
                 )
         self._reap()

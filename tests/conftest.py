@@ -59,6 +59,9 @@ ALIAS_FIXTURES = {
     "sqlite_alias": (lambda engine: engine.endswith("sqlite3"), set()),
     "mysql_alias": (lambda engine: engine.endswith("mysql"), set()),
     "site_alias": (lambda engine: True, {"default"}),
+    # The Django Tasks backend: PostgreSQL and SQLite (MySQL is bgtasks.E015).
+    "tasks_alias": (lambda engine: not engine.endswith("mysql"), set()),
+    "tasks_site_alias": (lambda engine: not engine.endswith("mysql"), {"default"}),
 }
 
 
@@ -121,6 +124,18 @@ def mysql_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """``db_alias`` for the admin, API and command tests (users in "default")."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def tasks_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Each database the Django Tasks backend supports (not MySQL yet)."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def tasks_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """``tasks_alias`` for the surfaces' tests of Django Tasks (users in "default")."""
     return _use_alias(request, settings)
 
 

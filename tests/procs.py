@@ -400,7 +400,29 @@ def requester(name: str, first: str, count: str, seconds: str) -> None:
     _result({"accepted": accepted, "refused": refused})
 
 
+def enqueue(path: str, prefix: str, count: str) -> None:
+    """Enqueue ``count`` Django Tasks (``tests.djtasks.record``) through Django's
+    public API, all at once with the others; report their result ids."""
+    from tests import djtasks
+
+    _ready()
+    ids = [djtasks.record.enqueue(path, f"{prefix}-{i}").id for i in range(int(count))]
+    _result({"ids": ids})
+
+
+def enqueue_unique(path: str, count: str) -> None:
+    """Enqueue the unique task ``tests.djtasks.unique_record`` ``count`` times,
+    all at once with the others; report the result ids it was given."""
+    from tests import djtasks
+
+    _ready()
+    ids = [djtasks.unique_record.enqueue(path, "once", 3).id for _ in range(int(count))]
+    _result({"ids": ids})
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
+    "enqueue": enqueue,
+    "enqueue_unique": enqueue_unique,
     "bgtasks": bgtasks,
     "requester": requester,
     "race": race,

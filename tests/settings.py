@@ -143,3 +143,29 @@ def _mysql() -> tuple[dict[str, Any] | None, str | None]:
 _mysql_db, MYSQL_UNAVAILABLE = _mysql()
 if _mysql_db is not None:
     DATABASES["mysql"] = _mysql_db
+
+
+# Django Tasks (issue 13): the app's backend, one that retries, and Django's
+# ImmediateBackend, which tests/test_backend.py runs the shared behaviour on.
+try:
+    import django.tasks  # noqa: F401
+
+    IMMEDIATE_BACKEND = "django.tasks.backends.immediate.ImmediateBackend"
+except ImportError:  # Django 5.2: the django-tasks backport
+    IMMEDIATE_BACKEND = "django_tasks.backends.immediate.ImmediateBackend"
+TASK_QUEUES = ["default", "other"]
+TASKS = {
+    "default": {"BACKEND": "django_bgtasks.backend.LeaseBackend", "QUEUES": TASK_QUEUES},
+    "retrying": {
+        "BACKEND": "django_bgtasks.backend.LeaseBackend",
+        "QUEUES": TASK_QUEUES,
+        "OPTIONS": {"MAX_ATTEMPTS": 3, "TTL": 2},
+    },
+    # A lost worker's task is recovered within 2 s, and not retried.
+    "short": {
+        "BACKEND": "django_bgtasks.backend.LeaseBackend",
+        "QUEUES": TASK_QUEUES,
+        "OPTIONS": {"TTL": 2},
+    },
+    "immediate": {"BACKEND": IMMEDIATE_BACKEND, "QUEUES": TASK_QUEUES},
+}

@@ -717,3 +717,50 @@ def test_the_detail_page_shows_the_result_of_the_last_run_and_of_each_run(
     detail = client.get(change_url("cleanup")).content.decode()
     assert "not stored: TypeError" in detail  # the last run's set didn't encode
     assert "<code>{&quot;deleted&quot;:41}</code>" in detail  # the first run's, in history
+
+
+# --- Django Tasks (LeaseBackend) ----------------------------------------------------------
+
+QUEUED = "/admin/django_bgtasks/queuedtask/"
+
+
+def test_django_tasks_are_listed_with_their_columns(
+    tasks_site_alias: str, superuser: Client
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queued import execute
+    from tests import djtasks
+
+    done = djtasks.add.using(priority=7).enqueue(1, 2)
+    failed = djtasks.fails.enqueue("<b>broken</b>")
+    while (claim := QueuedTask.objects.claim("admin-test-worker", queues=None)) is not None:
+        execute(claim)
+    waiting = djtasks.add.using(queue_name="other").enqueue(3, 4)
+    html = superuser.get(QUEUED).content.decode()
+    for result in (done, failed, waiting):
+        assert result.id in html
+    assert "successful" in html and "failed" in html and "ready" in html
+    assert "tests.djtasks.add" in html and ">other<" in html and ">7<" in html
+    pk = QueuedTask.objects.using(tasks_site_alias).get(uuid=failed.id).pk
+    detail = superuser.get(f"{QUEUED}{pk}/change/")
+    page = detail.content.decode()
+    assert escape("<b>broken</b>") in page and "<b>broken</b>" not in page
+    assert "builtins.ValueError" in page
+
+
+def test_the_cancel_action_needs_the_change_permission(
+    tasks_site_alias: str, superuser: Client, viewer: Client
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 1)
+    pk = QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id).pk
+    form = {"action": "cancel", "_selected_action": [str(pk)]}
+    assert viewer.get(QUEUED).status_code == 200
+    viewer.post(QUEUED, form)
+    assert djtasks.add.get_result(result.id).status == "READY"
+    response = superuser.post(QUEUED, form, follow=True)
+    assert f"Cancelled {result.id}; it will not run." in messages_of(response)
+    assert djtasks.add.get_result(result.id).status == "FAILED"
+    assert Client().get(QUEUED).status_code == 302  # anonymous: to the login

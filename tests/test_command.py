@@ -66,7 +66,7 @@ def test_list_json_is_only_json_in_the_api_shape(db_alias: str) -> None:
 
     data = json.loads(bgtasks("list", "--json"))
 
-    assert set(data) == {"tasks"}
+    assert set(data) == {"tasks", "django_tasks"}
     # The API's list: the rows, and the registered tasks that never ran.
     expected = [operations.task_json(state) for state in operations.task_states()]
     assert [without_age(task) for task in data["tasks"]] == [without_age(t) for t in expected]
@@ -563,3 +563,36 @@ def test_token_refuses_unknown_users_and_users_without_permission(make_staff: An
 def test_token_refuses_a_bad_max_age(max_age: str) -> None:
     with pytest.raises(CommandError):
         bgtasks("token", "ops-bot", "--max-age", max_age)
+
+
+# --- Django Tasks (LeaseBackend) ----------------------------------------------------------
+
+
+def test_list_show_cancel_and_prune_django_tasks(tasks_site_alias: str) -> None:
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queued import execute
+    from tests import djtasks
+
+    done = djtasks.add.enqueue(1, 2)
+    claim = QueuedTask.objects.claim("command-test-worker", queues=None)
+    assert claim is not None
+    execute(claim)
+    waiting = djtasks.add.using(queue_name="other", priority=3).enqueue(5, 5)
+    listing = bgtasks("list")
+    assert "Django Tasks" in listing and done.id in listing and waiting.id in listing
+    data = json.loads(bgtasks("list", "--json"))
+    by_id = {task["id"]: task for task in data["django_tasks"]}
+    assert by_id[done.id]["status"] == "SUCCESSFUL"
+    assert (
+        by_id[waiting.id].items() >= {"status": "READY", "queue": "other", "priority": 3}.items()
+    )
+    shown = json.loads(bgtasks("show", done.id, "--json"))
+    assert shown["worker_ids"] == ["command-test-worker"] and shown["attempts"] == 1
+    assert "tests.djtasks.add" in bgtasks("show", waiting.id)
+    assert "it will not run" in bgtasks("cancel", waiting.id)
+    with pytest.raises(CommandError, match="already finished"):
+        bgtasks("cancel", waiting.id)
+    assert "Would delete 0 Django Task result(s)" in bgtasks("prune", "--dry-run")
+    QueuedTask.objects.using(tasks_site_alias).update(finished_at="2000-01-01T00:00:00Z")
+    assert "Deleted 2 Django Task result(s)" in bgtasks("prune")
+    assert QueuedTask.objects.using(tasks_site_alias).count() == 0

@@ -421,3 +421,29 @@ def test_writes_work_with_atomic_requests(
     objects.try_claim("cleanup", "worker-1", ttl=30)
     assert post_json(operator, "/bgtasks/cleanup/cancel/").status_code == 202
     assert operator.get("/bgtasks/cleanup/").json()["cancel_requested"] is True
+
+
+# --- Django Tasks (LeaseBackend) ----------------------------------------------------------
+
+
+def test_django_tasks_list_detail_and_cancel(tasks_site_alias: str, make_staff: Any) -> None:
+
+    from tests import djtasks
+
+    result = djtasks.add.using(priority=2).enqueue(1, 2)
+    viewer, operator = Client(), Client(enforce_csrf_checks=False)
+    viewer.force_login(make_staff("queue-viewer", "view_backgroundtask"))
+    operator.force_login(make_staff("queue-operator", "change_backgroundtask"))
+    listing = viewer.get("/bgtasks/django-tasks/").json()["django_tasks"]
+    assert [(item["id"], item["status"], item["priority"]) for item in listing] == [
+        (result.id, "READY", 2)
+    ]
+    assert viewer.get(f"/bgtasks/django-tasks/{result.id}/").json()["task"] == "tests.djtasks.add"
+    missing = "00000000-0000-4000-8000-000000000000"
+    assert viewer.get(f"/bgtasks/django-tasks/{missing}/").status_code == 404
+    assert viewer.post(f"/bgtasks/django-tasks/{result.id}/cancel/").status_code == 403
+    assert Client().get("/bgtasks/django-tasks/").status_code == 403
+    cancelled = operator.post(f"/bgtasks/django-tasks/{result.id}/cancel/")
+    assert cancelled.status_code == 202 and cancelled.json()["status"] == "FAILED"
+    assert operator.post(f"/bgtasks/django-tasks/{result.id}/cancel/").status_code == 409
+    assert djtasks.add.get_result(result.id).status == "FAILED"

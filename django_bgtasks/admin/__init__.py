@@ -11,6 +11,8 @@ which use the database's clock, so every replica shows the same page.
 * :mod:`.columns`: what each column and detail field shows;
 * :mod:`.changelist`: the changelist's rows (with the registered tasks that
   never ran) and its status filter;
+* :mod:`.queued`: :class:`QueuedTaskAdmin`, the Django Tasks (LeaseBackend)
+  with their cancel action;
 * :mod:`.views`: the operator views (run, cancel, release, status) and the
   release confirmation page.
 
@@ -21,9 +23,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import BackgroundTask
+from ..models import BackgroundTask, QueuedTask
 from .options import BackgroundTaskAdmin
+from .queued import QueuedTaskAdmin
 
-__all__ = ["BackgroundTaskAdmin"]
+__all__ = ["BackgroundTaskAdmin", "QueuedTaskAdmin"]
 
 admin.site.register(BackgroundTask, BackgroundTaskAdmin)
+admin.site.register(QueuedTask, QueuedTaskAdmin)

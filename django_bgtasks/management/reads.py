@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from .. import display
 from ..choices import Status
-from ..models import BackgroundTask, TaskRun
-from ..states import TaskState
+from ..models import BackgroundTask, QueuedTask, TaskRun
+from ..states import TaskState, run_duration
 from ..terminal import (
     CLEAR_SCREEN,
     Cell,
@@ -194,3 +194,93 @@ def watch(
                 break
             stop.wait(interval)
     close_old_connections()
+
+
+QUEUED_COLUMNS = (
+    "ID",
+    "TASK",
+    "STATUS",
+    "QUEUE",
+    "PRIORITY",
+    "ATTEMPTS",
+    "PROGRESS",
+    "WORKER",
+    "STARTED",
+    "FINISHED",
+    "DURATION",
+)
+
+
+def _queued_status(row: QueuedTask, style: Style) -> Cell:
+    paint = {"SUCCESSFUL": style.SUCCESS, "FAILED": style.ERROR, "RUNNING": style.WARNING}
+    label = row.status.lower() + (" (cancel requested)" if row.cancel_requested else "")
+    painter = paint.get(row.status)
+    return (label, painter) if painter is not None else label
+
+
+def _queued_progress(row: QueuedTask) -> str:
+    progress = row.progress
+    if isinstance(progress, dict) and isinstance(progress.get("done"), int | float):
+        total = progress.get("total")
+        return (
+            f"{progress['done']}/{total}"
+            if isinstance(total, int | float)
+            else str(progress["done"])
+        )
+    return "" if progress is None else printable(json.dumps(progress))[:30]
+
+
+def show_queued_list(stdout: OutputWrapper, style: Style, rows: Sequence[QueuedTask]) -> None:
+    """``list``'s second table: the queued and recent Django Tasks (if any)."""
+    if not rows:
+        return
+    stdout.write("")
+    stdout.write("Django Tasks (queued, running, then the most recent):")
+    table: list[list[Cell]] = [
+        [
+            str(row.uuid),
+            row.task_path,
+            _queued_status(row, style),
+            row.queue_name,
+            str(row.priority),
+            f"{row.attempts}/{row.max_attempts}",
+            _queued_progress(row),
+            row.owner if row.status == "RUNNING" else "",
+            *_times(
+                row.started_at, row.finished_at, run_duration(row.started_at, row.finished_at)
+            ),
+        ]
+        for row in rows
+    ]
+    write_table(stdout, style, QUEUED_COLUMNS, table)
+
+
+def show_queued(stdout: OutputWrapper, style: Style, row: QueuedTask) -> None:
+    """``show ID``: one Django Task's fields and its errors, with tracebacks."""
+    fields: list[tuple[str, Cell]] = [
+        ("id", str(row.uuid)),
+        ("task", row.task_path),
+        ("status", _queued_status(row, style)),
+        ("backend", row.backend),
+        ("queue", row.queue_name),
+        ("priority", str(row.priority)),
+        ("attempts", f"{row.attempts} of {row.max_attempts}"),
+        ("progress", _queued_progress(row)),
+        ("worker", row.owner),
+        ("workers", ", ".join(row.worker_ids or [])),
+        ("token", str(row.token)),
+        ("enqueued", display.when(row.enqueued_at)),
+        ("run after", display.when(row.run_after)),
+        ("started", display.when(row.started_at)),
+        ("finished", display.when(row.finished_at)),
+        ("duration", display.seconds(run_duration(row.started_at, row.finished_at))),
+    ]
+    width = max(len(label) for label, _cell in fields)
+    for label, cell in fields:
+        stdout.write(f"{label.ljust(width)}  {styled(cell)}")
+    for number, error in enumerate(row.errors or [], start=1):
+        stdout.write("")
+        stdout.write(
+            style.ERROR(f"error {number}: {printable(error.get('exception_class_path', ''))}")
+        )
+        stdout.write(printable(str(error.get("traceback", ""))))

@@ -15,8 +15,10 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 from django.core.management.color import Style
+from django.utils.module_loading import import_string
 
 from .. import display
 from ..exceptions import UnknownTask
@@ -25,6 +27,7 @@ from ..tasks import get_task, registered_tasks
 from ..terminal import Cell, stop_on_signals, write_json, write_table
 from ..worker import Worker
 
+LEASE_BACKEND = "django_bgtasks.backend.LeaseBackend"
 WORKER_COLUMNS = ("WORKER", "HOST", "PID", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
 
 
@@ -42,6 +45,15 @@ def add_arguments(add_parser: Callable[[str, str], CommandParser]) -> None:
         metavar="NAME",
         default=None,
         help="Run only this task (repeatable; default: every registered task).",
+    )
+    worker.add_argument(
+        "--queue",
+        action="append",
+        dest="queues",
+        metavar="NAME",
+        default=None,
+        help="Run the Django Tasks of this queue (repeatable; default: every queue, when "
+        "TASKS uses django_bgtasks.backend.LeaseBackend).",
     )
     worker.add_argument(
         "--concurrency",
@@ -99,9 +111,11 @@ def run_worker(
     grace: float,
     once: bool,
     verbosity: int,
+    queues: list[str] | None = None,
 ) -> None:
     """``worker``: until SIGTERM/SIGINT (a graceful stop), or with ``once``, until done."""
     registered = registered_tasks()
+    run_queued = queues is not None or uses_lease_backend()
     names = task_names or list(registered)
     unknown = [name for name in names if name not in registered]
     if unknown:
@@ -109,17 +123,46 @@ def run_worker(
             f"No background task is registered as {', '.join(map(repr, unknown))} "
             f"(registered: {', '.join(registered) or 'none'})."
         )
-    if not names:
-        raise CommandError("No background task is registered, so there is nothing to run.")
+    if not names and not run_queued:
+        raise CommandError(
+            "No background task is registered and TASKS uses no LeaseBackend, so there is "
+            "nothing to run."
+        )
     tasks = [registered[name] for name in names]
+    if run_queued:
+        try:
+            from .. import queued  # noqa: F401  (needs Django's Tasks framework)
+        except ImportError as exc:
+            raise CommandError(str(exc)) from None
     for task in tasks:
         try:
             task.effective_schedule  # noqa: B018  (a bad BGTASKS_SCHEDULES entry raises)
         except (TypeError, ValueError) as exc:
             raise CommandError(f"BGTASKS_SCHEDULES[{task.name!r}]: {exc}") from None
-    worker = Worker(tasks, concurrency=concurrency, poll=poll, grace=grace)
+    worker = Worker(
+        tasks,
+        concurrency=concurrency,
+        poll=poll,
+        grace=grace,
+        queues=queues,
+        run_queued=run_queued,
+    )
     with _log_to(stderr, verbosity), stop_on_signals(worker.stopping):
         worker.run(once=once)
+
+
+def uses_lease_backend() -> bool:
+    """Whether a backend in ``TASKS`` is (a subclass of) ``LeaseBackend``. (By
+    name: importing the backend needs a Tasks framework, which may be absent.)"""
+    for params in getattr(settings, "TASKS", {}).values():
+        try:
+            backend = import_string(params["BACKEND"])
+        except (ImportError, KeyError, TypeError):
+            continue
+        for base in getattr(backend, "__mro__", ()):
+            if f"{base.__module__}.{base.__qualname__}" == LEASE_BACKEND:
+                return True
+    return False
 
 
 def show_workers(stdout: OutputWrapper, style: Style, *, json_output: bool) -> None:

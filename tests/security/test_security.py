@@ -35,7 +35,7 @@ from django.db import connections
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from django_bgtasks import sql
+from django_bgtasks import queue_sql, sql
 from django_bgtasks.models import BackgroundTask, TaskRun, Worker
 from tests.dbtools import rows, runs
 
@@ -93,12 +93,13 @@ def _execute_calls() -> list[str]:
 def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # sql.run runs the statements of sql.py (leases._run hands them to it;
     # on MySQL, run and _last_insert_id read the results), sql.mysql_server
-    # reads a MySQL server's settings for the checks; migrations run their own
-    # constant DDL (and no f-string or % formatting near it). Nothing else in
-    # the package talks SQL.
+    # reads a MySQL server's settings for the checks, queue._write runs those
+    # of queue_sql.py (Django Tasks); migrations run their own constant DDL
+    # (and no f-string or % formatting near it). Nothing else in the package
+    # talks SQL.
     calls = _execute_calls()
-    assert "sql.py:run" in calls
-    in_sql = {"sql.py:run", "sql.py:_last_insert_id", "sql.py:mysql_server"}
+    assert "sql.py:run" in calls and "queue.py:_write" in calls
+    in_sql = {"sql.py:run", "sql.py:_last_insert_id", "sql.py:mysql_server", "queue.py:_write"}
     others = [call for call in calls if call not in in_sql]
     assert all(call.startswith("migrations/") for call in others), others
     for path in sorted((PACKAGE / "migrations").glob("0*.py")):
@@ -144,6 +145,28 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
         tables = (BackgroundTask, TaskRun, Worker)
         named = [connection.ops.quote_name(model._meta.db_table) in text for model in tables]
         assert any(named) or field.name == "clock", field.name
+
+
+QUEUE_PARAMETERS = {"owner", "all", "queues", "seq", "token", "set_progress", "progress"}
+QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid"}
+
+
+@pytest.mark.parametrize("vendor", queue_sql.SUPPORTED_VENDORS)
+def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> None:
+    from django_bgtasks.models import QueuedTask
+
+    [alias, *_] = [alias for alias in settings.DATABASES if connections[alias].vendor == vendor]
+    connection = connections[alias]
+    table = QueuedTask._meta.db_table
+    rendered = queue_sql.statements(connection, table=table)
+    for field in fields(queue_sql.QueueStatements):
+        text = getattr(rendered, field.name)
+        placeholders = set(re.findall(r"%\((\w+)\)s", text))
+        assert placeholders <= QUEUE_PARAMETERS, (field.name, placeholders)
+        stray = re.sub(r"%\(\w+\)s|%%", "", text)
+        assert "%" not in stray, (field.name, text)
+        assert "{" not in text and "}" not in text, (field.name, text)
+        assert connection.ops.quote_name(table) in text, field.name
 
 
 HOSTILE_NAMES = [
@@ -210,7 +233,10 @@ def task_urls(name: str) -> list[str]:
         url = "/" + route.replace("<str:name>", url_quote(name, safe="")).replace(
             "<path:object_id>", quote(name)
         )
-        unknown = re.sub(r"<str:name>|<path:object_id>", "", route)
+        # A Django Task's result id: one that exists (the fixture's) is not
+        # needed, since every refusal comes before the lookup.
+        url = url.replace("<uuid:result_id>", "00000000-0000-4000-8000-000000000000")
+        unknown = re.sub(r"<str:name>|<path:object_id>|<uuid:result_id>", "", route)
         assert "<" not in unknown and "(" not in unknown, f"unknown parameter in {route!r}"
         urls.append(url)
     return urls
@@ -280,7 +306,13 @@ def test_no_url_lets_an_unprivileged_user_change_anything(
                 assert response.status_code in (200, 302, 403, 405), (kind, url, action)
                 if response.status_code == 302:
                     # To the login page, or back to the page, never onwards.
-                    assert response["Location"].startswith(("/admin/login/", url)), response
+                    # (The Django Tasks' admin pages, given a task name for an
+                    # object id, name no Django Task: the admin's index, with a
+                    # message, as for any missing object.)
+                    back = ("/admin/login/", url)
+                    if "/queuedtask/" in url:
+                        back = (*back, "/admin/")
+                    assert response["Location"].startswith(back), response
             assert client.get(url).status_code in (200, 302, 403, 404, 405), (kind, url)
     assert snapshot(site_alias) == before
 

@@ -40,7 +40,7 @@ from django.utils import timezone
 from ... import display, operations
 from ...authentication import DEFAULT_MAX_AGE, SIGNED_TOKEN, make_token, validate_max_age
 from ...conf import EXECUTOR_THREAD, conf
-from ...models import BackgroundTask, TaskRun
+from ...models import BackgroundTask, QueuedTask, TaskRun
 from ...permissions import allowed
 from ...runner import RunningLease
 from ...states import TaskState
@@ -234,12 +234,28 @@ class Command(BaseCommand):
     def handle_list(self, *, json_output: bool, **_: Any) -> None:
         # Every task with a row, and every registered one (also never run).
         states = operations.task_states()
+        queued = operations.queued_tasks()
         if json_output:
-            write_json(self.stdout, {"tasks": [operations.task_json(state) for state in states]})
+            write_json(
+                self.stdout,
+                {
+                    "tasks": [operations.task_json(state) for state in states],
+                    "django_tasks": [operations.queued_json(row) for row in queued],
+                },
+            )
         else:
             reads.show_list(self.stdout, self.style, states, registered_tasks())
+            reads.show_queued_list(self.stdout, self.style, queued)
 
     def handle_show(self, *, name: str, json_output: bool, **_: Any) -> None:
+        # A Django Task's result id (LeaseBackend), else a background task's name.
+        row = operations.queued_task(name)
+        if row is not None:
+            if json_output:
+                write_json(self.stdout, operations.queued_json(row))
+            else:
+                reads.show_queued(self.stdout, self.style, row)
+            return
         state = self._state(name)
         if json_output:
             write_json(self.stdout, operations.task_json(state))
@@ -265,7 +281,7 @@ class Command(BaseCommand):
     # --- writes ------------------------------------------------------------------
 
     def handle_worker(self, *, verbosity: int = 1, **options: Any) -> None:
-        keys = ("task_names", "concurrency", "poll", "grace", "once")
+        keys = ("task_names", "concurrency", "poll", "grace", "once", "queues")
         workers.run_worker(self.stderr, verbosity=verbosity, **{key: options[key] for key in keys})
 
     def handle_request(self, *, name: str, task_args: Any, task_kwargs: Any, **_: Any) -> None:
@@ -328,6 +344,9 @@ class Command(BaseCommand):
         )
 
     def handle_cancel(self, *, name: str, token: int | None, **_: Any) -> None:
+        if operations.queued_task(name) is not None:
+            self._cancel_queued(name)
+            return
         state = self._state(name)
         if not state.running:
             raise CommandError(f"Task {name!r} is not running; there is nothing to cancel.")
@@ -348,11 +367,33 @@ class Command(BaseCommand):
             )
         )
 
+    def _cancel_queued(self, result_id: str) -> None:
+        result = operations.cancel_queued(result_id)
+        if isinstance(result, operations.QueuedUnknown):
+            raise CommandError(f"No Django Task has the id {result_id!r}.")
+        if isinstance(result, operations.QueuedFinished):
+            raise CommandError(
+                f"Django Task {result_id} already finished ({result.row.status.lower()}); "
+                "there is nothing to cancel."
+            )
+        if result.started:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"Asked {result.row.owner} to stop Django Task {result_id}. It stops at "
+                    "its next check() or update()."
+                )
+            )
+        else:
+            self.stdout.write(
+                self.style.SUCCESS(f"Cancelled Django Task {result_id}; it will not run.")
+            )
+
     def handle_prune(self, *, days: float | None, dry_run: bool, **_: Any) -> None:
         if days is None:
             with _bad_input_refused():
                 days = history_days(conf.HISTORY_DAYS)
         old_runs = TaskRun.objects.older_than(days)
+        old_queued = QueuedTask.objects.finished_before(days)
         if dry_run:
             silent = [state.name for state in BackgroundTask.objects.list_states() if state.stale]
             names = f": {', '.join(silent)}" if silent else ""
@@ -361,9 +402,14 @@ class Command(BaseCommand):
                 f"Would delete {old_runs.count()} run(s) that finished more than {days:g} "
                 "day(s) ago."
             )
+            self.stdout.write(
+                f"Would delete {old_queued.count()} Django Task result(s) that finished more "
+                f"than {days:g} day(s) ago."
+            )
             return
         expired = BackgroundTask.objects.expire_stale()
         deleted, _by_model = old_runs.delete()
+        deleted_queued, _by_model = old_queued.delete()
         forgot = BackgroundTask.objects.work.forget_workers(FORGET_WORKERS_AFTER)
         self.stdout.write(f"Recorded {expired} silent holder(s) as lost.")
         self.stdout.write(
@@ -373,6 +419,12 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(
                 f"Deleted {deleted} run(s) that finished more than {days:g} day(s) ago."
+            )
+        )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Deleted {deleted_queued} Django Task result(s) that finished more than "
+                f"{days:g} day(s) ago."
             )
         )
 

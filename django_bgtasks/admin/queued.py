@@ -1,0 +1,147 @@
+"""The admin of Django Tasks (``django_bgtasks.backend.LeaseBackend``):
+queued, running and recent tasks with their status, queue, priority, attempts,
+progress, worker, duration and errors; and the operator's cancel.
+
+Read-only, with the background tasks' permission rule
+(:mod:`django_bgtasks.permissions`): view to see, change to cancel. The
+cancel action calls ``operations.cancel_queued()``, as the command does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy
+
+from .. import display, operations
+from ..conf import conf
+from ..models import QueuedTask
+from ..permissions import user_may
+from ..states import run_duration
+
+if TYPE_CHECKING:
+    QueuedModelAdmin = admin.ModelAdmin[QueuedTask]
+else:  # ModelAdmin is generic only in django-stubs
+    QueuedModelAdmin = admin.ModelAdmin
+
+
+class QueuedTaskAdmin(QueuedModelAdmin):
+    """Django Tasks, newest first."""
+
+    list_display = (
+        "uuid",
+        "task_path",
+        "status_label",
+        "queue_name",
+        "priority",
+        "attempts_label",
+        "progress_label",
+        "worker",
+        "enqueued_at",
+        "duration",
+    )
+    list_filter = ("status", "queue_name", "backend")
+    search_fields = ("uuid", "task_path")
+    ordering = ("-seq",)
+    actions = ("cancel",)
+    readonly_fields = (
+        "uuid",
+        "task_path",
+        "backend",
+        "queue_name",
+        "priority",
+        "status_label",
+        "attempts_label",
+        "progress_label",
+        "worker",
+        "worker_ids",
+        "token",
+        "args_kwargs",
+        "return_value",
+        "enqueued_at",
+        "run_after",
+        "started_at",
+        "finished_at",
+        "duration",
+        "errors_list",
+    )
+    fields = readonly_fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[QueuedTask]:
+        return super().get_queryset(request).using(conf.DATABASE)
+
+    # --- permissions: the background tasks' rule --------------------------------
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return user_may(request, "view")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return user_may(request, "change")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return user_may(request, "view")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    # --- columns ------------------------------------------------------------------
+
+    @admin.display(description=gettext_lazy("status"), ordering="status")
+    def status_label(self, row: QueuedTask) -> str:
+        label = row.status.lower()
+        return f"{label} (cancel requested)" if row.cancel_requested else label
+
+    @admin.display(description=gettext_lazy("attempts"))
+    def attempts_label(self, row: QueuedTask) -> str:
+        return f"{row.attempts} / {row.max_attempts}"
+
+    @admin.display(description=gettext_lazy("progress"))
+    def progress_label(self, row: QueuedTask) -> str:
+        progress = row.progress
+        if isinstance(progress, dict) and "done" in progress:
+            total = progress.get("total")
+            return f"{progress['done']} / {total}" if total is not None else str(progress["done"])
+        return "" if progress is None else str(progress)[:60]
+
+    @admin.display(description=gettext_lazy("worker"))
+    def worker(self, row: QueuedTask) -> str:
+        return row.owner if row.status == "RUNNING" else ""
+
+    @admin.display(description=gettext_lazy("duration"))
+    def duration(self, row: QueuedTask) -> str:
+        return display.seconds(run_duration(row.started_at, row.finished_at))
+
+    @admin.display(description=gettext_lazy("errors"))
+    def errors_list(self, row: QueuedTask) -> str:
+        return format_html_join(
+            "",
+            "<p><strong>{}</strong></p><pre>{}</pre>",
+            (
+                (error.get("exception_class_path", ""), error.get("traceback", ""))
+                for error in row.errors or []
+            ),
+        ) or format_html("{}", "")
+
+    # --- the action -----------------------------------------------------------------
+
+    @admin.action(description=gettext_lazy("Cancel"), permissions=["change"])
+    def cancel(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
+        for row in queryset:
+            result = operations.cancel_queued(str(row.uuid))
+            if isinstance(result, operations.QueuedCancelled):
+                if result.started:
+                    text = f"Asked the worker to stop {row.uuid} at its next check()."
+                else:
+                    text = f"Cancelled {row.uuid}; it will not run."
+                self.message_user(request, text, messages.SUCCESS)
+            elif isinstance(result, operations.QueuedFinished):
+                self.message_user(request, f"{row.uuid} had already finished.", messages.WARNING)
+            else:
+                self.message_user(request, f"{row.uuid} no longer exists.", messages.WARNING)

@@ -1,0 +1,226 @@
+"""The Django Tasks queue's operations: ``QueuedTask.objects``.
+
+``enqueue()`` is an ORM insert on the ``BGTASKS_DATABASE`` alias, so it joins
+the caller's transaction (a rolled-back view enqueues nothing). The workers'
+operations (claim, renew, finish, recover) and the operator's cancel are one
+statement each from :mod:`django_bgtasks.queue_sql`, in autocommit, and
+refuse to run inside ``atomic()`` (:class:`InAtomicBlock`), as the lease
+operations do: a claim or a heartbeat that a rollback could undo would not
+be a lease.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from . import queue_sql
+from .conf import conf
+from .exceptions import InAtomicBlock
+from .states import as_datetime
+from .validation import encode_value, validate_owner
+
+if TYPE_CHECKING:
+    from .models import QueuedTask  # noqa: F401  (the managers' type argument)
+
+READY, RUNNING, SUCCESSFUL, FAILED = "READY", "RUNNING", "SUCCESSFUL", "FAILED"
+FINISHED = (SUCCESSFUL, FAILED)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A queued task a worker claimed: what it needs to run it, and its lease."""
+
+    seq: int
+    uuid: uuid.UUID
+    task_path: str
+    backend: str
+    queue_name: str
+    priority: int
+    takes_context: bool
+    args: list[Any]
+    kwargs: dict[str, Any]
+    run_after: dt.datetime | None
+    enqueued_at: dt.datetime | None
+    started_at: dt.datetime | None
+    last_attempted_at: dt.datetime | None
+    attempts: int
+    max_attempts: int
+    worker_ids: list[str]
+    owner: str
+    token: int
+    ttl: float
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...], owner: str) -> Claim:
+        """From the claim's RETURNING row (``queue_sql.CLAIM_COLUMNS``)."""
+        arguments = _json(row[7])
+        return cls(
+            seq=int(row[0]),
+            uuid=uuid.UUID(str(row[1])),
+            task_path=row[2],
+            backend=row[3],
+            queue_name=row[4],
+            priority=int(row[5]),
+            takes_context=bool(row[6]),
+            args=list(arguments["args"]),
+            kwargs=dict(arguments["kwargs"]),
+            run_after=as_datetime(row[8]),
+            enqueued_at=as_datetime(row[9]),
+            started_at=as_datetime(row[10]),
+            last_attempted_at=as_datetime(row[11]),
+            attempts=int(row[12]),
+            max_attempts=int(row[13]),
+            worker_ids=list(_json(row[14])),
+            owner=owner,
+            token=int(row[15]),
+            ttl=float(row[16]),
+        )
+
+
+class QueueQuerySet(models.QuerySet["QueuedTask"]):
+    """Queued tasks on the ``BGTASKS_DATABASE`` alias, named by state."""
+
+    def ready(self) -> QueueQuerySet:
+        """Waiting for a worker (maybe for their ``run_after``)."""
+        return self.using(conf.DATABASE).filter(status=READY)
+
+    def running(self) -> QueueQuerySet:
+        """Claimed by a worker (whose heartbeat may have gone stale)."""
+        return self.using(conf.DATABASE).filter(status=RUNNING)
+
+    def finished(self) -> QueueQuerySet:
+        """Succeeded or failed."""
+        return self.using(conf.DATABASE).filter(status__in=FINISHED)
+
+    def finished_before(self, days: float) -> QueueQuerySet:
+        """Finished more than ``days`` ago (what ``bgtasks prune`` deletes)."""
+        cutoff = timezone.now() - dt.timedelta(days=days)
+        return self.finished().filter(finished_at__lt=cutoff)
+
+
+class QueueManager(models.Manager["QueuedTask"]):
+    """``QueuedTask.objects``: see the module docstring."""
+
+    def get_queryset(self) -> QueueQuerySet:
+        return QueueQuerySet(self.model, using=self._db)
+
+    def ready(self) -> QueueQuerySet:
+        """See :meth:`QueueQuerySet.ready`."""
+        return self.get_queryset().ready()
+
+    def running(self) -> QueueQuerySet:
+        """See :meth:`QueueQuerySet.running`."""
+        return self.get_queryset().running()
+
+    def finished(self) -> QueueQuerySet:
+        """See :meth:`QueueQuerySet.finished`."""
+        return self.get_queryset().finished()
+
+    def finished_before(self, days: float) -> QueueQuerySet:
+        """See :meth:`QueueQuerySet.finished_before`."""
+        return self.get_queryset().finished_before(days)
+
+    # --- the worker's statements ------------------------------------------------
+
+    def claim(self, owner: str, *, queues: list[str] | None) -> Claim | None:
+        """Claim the first ready task of ``queues`` (every queue when ``None``):
+        highest priority first, then enqueue order, skipping rows other
+        workers are claiming. The lease's ttl is the row's (the backend's
+        ``TTL`` when it was enqueued). ``None`` when there is none."""
+        owner = validate_owner(owner)
+        connection = self._connection()
+        names = list(queues or [])
+        params = {
+            "owner": owner,
+            "all": queues is None,
+            "queues": names if connection.vendor == "postgresql" else json.dumps(names),
+        }
+        rows = self._write("claim", params)
+        return Claim.from_row(rows[0], owner) if rows else None
+
+    def renew(
+        self, claim: Claim, *, progress: Any = None, set_progress: bool = False
+    ) -> bool | None:
+        """Heartbeat (writing ``progress`` with ``set_progress``). ``None`` when the
+        lease is no longer this claim's; else whether a cancel was requested."""
+        params = {
+            **self._holder(claim),
+            "set_progress": set_progress,
+            "progress": encode_value(progress, kind="progress") if set_progress else None,
+        }
+        rows = self._write("renew", params)
+        return bool(rows[0][0]) if rows else None
+
+    def finish(
+        self,
+        claim: Claim,
+        *,
+        status: str,
+        return_value: str | None = None,
+        error: dict[str, str] | None = None,
+        refund: bool = False,
+    ) -> dt.datetime | bool | None:
+        """End the claim's run with ``status`` (``READY`` again for a retry or an
+        interrupted run; ``refund`` gives the attempt back), the JSON text of
+        ``return_value`` and one more ``error``. The time it finished (by the
+        database's clock; ``True`` for ``READY``, which has none), or ``None``
+        when the lease is no longer this claim's: nothing is written."""
+        params = {
+            **self._holder(claim),
+            "status": status,
+            "return_value": return_value,
+            "error": None if error is None else json.dumps(error),
+            "refund": 1 if refund else 0,
+        }
+        rows = self._write("finish", params)
+        if not rows:
+            return None
+        return as_datetime(rows[0][1]) or True
+
+    def recover(self) -> list[tuple[uuid.UUID, str]]:
+        """Every running task whose heartbeat is older than its ttl, by the
+        database's clock: ready again while attempts remain, else failed with
+        an error saying the worker was lost. ``(uuid, new status)`` of each."""
+        return [(uuid.UUID(str(row[0])), row[1]) for row in self._write("recover", {})]
+
+    def cancel(self, result_id: uuid.UUID | str) -> str | None:
+        """An operator's cancel: a ready task fails at once without running; a
+        running one is asked to stop (its next ``check()`` raises). The status
+        after, or ``None`` when the task is unknown or already finished."""
+        value = uuid.UUID(str(result_id))
+        connection = self._connection()
+        field = self.model._meta.get_field("uuid")
+        rows = self._write("cancel", {"uuid": field.get_db_prep_value(value, connection)})
+        return str(rows[0][0]) if rows else None
+
+    # --- plumbing -----------------------------------------------------------------
+
+    @staticmethod
+    def _holder(claim: Claim) -> dict[str, Any]:
+        return {"seq": claim.seq, "owner": claim.owner, "token": claim.token}
+
+    @staticmethod
+    def _connection() -> BaseDatabaseWrapper:
+        return connections[conf.DATABASE]
+
+    def _write(self, statement: str, params: dict[str, Any]) -> list[Any]:
+        connection = self._connection()
+        if connection.in_atomic_block:
+            raise InAtomicBlock(f"QueuedTask.objects.{statement}")
+        rendered = queue_sql.statements(connection, table=self.model._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(getattr(rendered, statement), params)
+            return list(cursor.fetchall())
+
+
+def _json(value: Any) -> Any:
+    """A JSON column as either vendor returns it from raw SQL."""
+    return json.loads(value) if isinstance(value, str | bytes) else value

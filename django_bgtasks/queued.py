@@ -1,0 +1,357 @@
+"""Running one queued Django Task under its lease: :func:`execute` and
+:class:`QueuedLease`, and the helper a task function reaches its lease with,
+:func:`task_lease`.
+
+The worker (:mod:`django_bgtasks.worker`) claims a row
+(``QueuedTask.objects.claim()``) and hands it to :func:`execute`, which runs
+the function with a heartbeat thread renewing the row's lease every
+``BGTASKS_HEARTBEAT_INTERVAL`` (a third of the ttl by default), then ends the
+run with one fenced statement:
+
+* returned: ``SUCCESSFUL``, with the JSON of the return value;
+* raised: ``READY`` again while attempts remain (the next claim raises the
+  token), else ``FAILED``; each attempt's error is kept, with its traceback;
+* cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
+* the worker is stopping (``WorkerStopping``): ``READY`` again, the attempt
+  given back, for the next worker;
+* lease lost (the heartbeat was refused, or none succeeded for a ttl):
+  nothing is written; the row is the recovery's (``QueuedTask.objects.recover()``).
+
+Task results are built here from what the row holds, so the backend and the
+worker describe a task alike (:func:`result_from_row`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import datetime as dt
+import json
+import logging
+import threading
+import time
+import traceback
+from typing import Any
+
+from django.db import DatabaseError, connections
+from django.utils.module_loading import import_string
+
+from . import compat
+from .conf import conf
+from .exceptions import LeaseLost, TaskCancelled, WorkerStopping
+from .models import QueuedTask
+from .queue import FAILED, READY, RUNNING, SUCCESSFUL, Claim
+from .states import as_datetime
+from .validation import clean_error, encode_value, heartbeat_interval
+
+logger = logging.getLogger("django_bgtasks.queued")
+
+_current: contextvars.ContextVar[QueuedLease | None] = contextvars.ContextVar(
+    "bgtasks_queued_lease", default=None
+)
+
+
+class QueuedLease:
+    """The lease of a queued task while it runs here. ``update(progress)``
+    stores progress and renews; ``check()`` raises :class:`TaskCancelled`
+    (an operator's cancel), :class:`WorkerStopping` (the worker's graceful
+    stop) or :class:`LeaseLost`."""
+
+    def __init__(self, claim: Claim, *, stopping: threading.Event | None = None) -> None:
+        self.claim = claim
+        self.interval = heartbeat_interval(claim.ttl)
+        self._stopping = stopping
+        self._deadline = time.monotonic() + claim.ttl
+        self._lost: str | None = None
+        self._cancel_requested = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # When the run ended, by the database's clock (set by the finish).
+        self.finished_at: dt.datetime | None = None
+
+    @property
+    def name(self) -> str:
+        """How the task is named in errors: its path and result id."""
+        return f"{self.claim.task_path} {self.claim.uuid}"
+
+    @property
+    def token(self) -> int:
+        """The fencing token of this run (rises on every claim of the task)."""
+        return self.claim.token
+
+    @property
+    def attempt(self) -> int:
+        """1 on the first run, 2 on the first retry, ..."""
+        return self.claim.attempts
+
+    @property
+    def cancel_requested(self) -> bool:
+        """``True`` once a heartbeat brought an operator's cancel."""
+        return self._cancel_requested
+
+    def check(self) -> None:
+        """Raise if the run must stop (see the class docstring). No database access."""
+        self._raise_if_lost()
+        if self._cancel_requested:
+            raise TaskCancelled(self.name)
+        if self._stopping is not None and self._stopping.is_set():
+            raise WorkerStopping(self.name)
+
+    def update(self, progress: Any) -> None:
+        """Store ``progress`` (JSON) and renew, then :meth:`check`."""
+        self._raise_if_lost()
+        encode_value(progress, kind="progress")  # a bad value raises before any SQL
+        self._renew(progress=progress, set_progress=True)
+        self.check()
+
+    # --- the heartbeat -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the heartbeat thread."""
+        self._thread = threading.Thread(
+            target=self._beat, name=f"bgtasks-queued:{self.claim.uuid}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the heartbeat thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(self._deadline - time.monotonic(), 0.0) + 1.0)
+
+    @property
+    def lost(self) -> bool:
+        """``True`` once this run has given its lease up."""
+        self._check_deadline()
+        return self._lost is not None
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(self.interval):
+                try:
+                    self._renew()
+                except LeaseLost:
+                    return
+                except DatabaseError as exc:  # retried until the deadline
+                    logger.warning("queued task %s: heartbeat failed: %s", self.name, exc)
+                    _close_connection()
+        finally:
+            _close_connection()
+
+    def _renew(self, *, progress: Any = None, set_progress: bool = False) -> None:
+        sent = time.monotonic()
+        answer = QueuedTask.objects.renew(self.claim, progress=progress, set_progress=set_progress)
+        if answer is None:
+            self._declare_lost("the task was recovered or its lease taken over")
+            self._raise_if_lost()
+            return
+        with self._lock:
+            self._deadline = max(self._deadline, sent + self.claim.ttl)
+            if answer:
+                self._cancel_requested = True
+
+    def _check_deadline(self) -> None:
+        if self._lost is None and time.monotonic() >= self._deadline:
+            self._declare_lost(f"not renewed within the ttl ({self.claim.ttl:g} s)")
+
+    def _declare_lost(self, reason: str) -> None:
+        with self._lock:
+            if self._lost is None:
+                self._lost = reason
+                logger.warning("queued task %s (token %d) lost: %s", self.name, self.token, reason)
+
+    def _raise_if_lost(self) -> None:
+        self._check_deadline()
+        if self._lost is not None:
+            raise LeaseLost(self.name, self._lost)
+
+
+def task_lease(context: Any = None) -> QueuedLease:
+    """The lease of the queued task running in this thread (its ``update()``
+    and ``check()``), for a task function run by ``bgtasks worker``. Pass the
+    ``context`` of a ``takes_context=True`` task to have it checked that the
+    lease is that task's. Raises ``LookupError`` outside such a run."""
+    running = _current.get()
+    if running is None:
+        raise LookupError("task_lease() is only available inside a task run by bgtasks worker")
+    if context is not None and str(context.task_result.id) != str(running.claim.uuid):
+        raise LookupError("this context is not the running task's")
+    return running
+
+
+def load_task(path: str, **changes: Any) -> Any:
+    """The ``Task`` at ``path``, with ``changes`` (priority, queue_name, ...)."""
+    found = import_string(path)
+    if not isinstance(found, compat.Task):
+        raise TypeError(f"{path!r} is not a Task (decorate the function with @task)")
+    return dataclasses.replace(found, **changes)
+
+
+def result_from_row(row: QueuedTask) -> Any:
+    """A ``TaskResult`` with what ``row`` holds."""
+    task = load_task(
+        row.task_path,
+        priority=row.priority,
+        queue_name=row.queue_name,
+        backend=row.backend,
+        run_after=row.run_after,
+    )
+    args_kwargs = row.args_kwargs or {}
+    result: Any = compat.TaskResult(
+        task=task,
+        id=str(row.uuid),
+        status=compat.TaskResultStatus(row.status),
+        enqueued_at=row.enqueued_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        last_attempted_at=row.last_attempted_at,
+        args=list(args_kwargs.get("args", [])),
+        kwargs=dict(args_kwargs.get("kwargs", {})),
+        backend=row.backend,
+        errors=[
+            compat.TaskError(
+                exception_class_path=error["exception_class_path"], traceback=error["traceback"]
+            )
+            for error in row.errors or []
+        ],
+        worker_ids=list(row.worker_ids or []),
+    )
+    object.__setattr__(result, "_return_value", row.return_value)
+    return result
+
+
+def _running_result(task: Any, claim: Claim) -> Any:
+    return compat.TaskResult(
+        task=task,
+        id=str(claim.uuid),
+        status=compat.TaskResultStatus(RUNNING),
+        enqueued_at=as_datetime(claim.enqueued_at),
+        started_at=claim.started_at,
+        finished_at=None,
+        last_attempted_at=claim.last_attempted_at,
+        args=claim.args,
+        kwargs=claim.kwargs,
+        backend=claim.backend,
+        errors=[],
+        worker_ids=claim.worker_ids,
+    )
+
+
+def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
+    """Run ``claim``'s task here under its lease and record how it ended (see
+    the module docstring). Returns the status it was left in (``RUNNING``
+    when the lease was lost and nothing could be written)."""
+    lease = QueuedLease(claim, stopping=stopping)
+    try:
+        task = load_task(
+            claim.task_path,
+            priority=claim.priority,
+            queue_name=claim.queue_name,
+            backend=claim.backend,
+            run_after=claim.run_after,
+        )
+    except Exception as exc:  # nothing to run: no attempt can succeed
+        return _finish(lease, FAILED, error=_error(exc))
+    lease.start()
+    result = _running_result(task, claim)
+    sender = type(task.get_backend())
+    compat.task_started.send(sender=sender, task_result=result)
+    token = _current.set(lease)
+    try:
+        if task.takes_context:
+            context: Any = compat.TaskContext(task_result=result)
+            value = task.call(context, *claim.args, **claim.kwargs)
+        else:
+            value = task.call(*claim.args, **claim.kwargs)
+        return_value = encode_value(value, kind="return value")
+    except LeaseLost:
+        lease.stop()
+        return RUNNING
+    except WorkerStopping:
+        lease.stop()
+        return _finish(lease, READY, refund=True)
+    except TaskCancelled as exc:
+        lease.stop()
+        return _finished(lease, result, sender, FAILED, error=_error(exc))
+    except (KeyboardInterrupt, GeneratorExit):
+        raise  # the process is going: the row is recovered after its ttl
+    except BaseException as exc:  # SystemExit too, as Django's ImmediateBackend does
+        lease.stop()
+        logger.exception("queued task %s failed on attempt %d", lease.name, claim.attempts)
+        retry = claim.attempts < claim.max_attempts and not lease.cancel_requested
+        if retry:
+            return _finish(lease, READY, error=_error(exc))
+        return _finished(lease, result, sender, FAILED, error=_error(exc))
+    finally:
+        _current.reset(token)
+        lease.stop()  # (again: stopping is idempotent, and must happen on every way out)
+    if lease.lost:
+        return RUNNING
+    return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)
+
+
+def _finished(
+    lease: QueuedLease,
+    result: Any,
+    sender: type,
+    status: str,
+    *,
+    return_value: str | None = None,
+    error: dict[str, str] | None = None,
+) -> str:
+    """End the run for good (succeeded or failed), then send ``task_finished``
+    with the result as it ended."""
+    ended = _finish(lease, status, return_value=return_value, error=error)
+    if ended != status:
+        return ended
+    object.__setattr__(result, "status", compat.TaskResultStatus(status))
+    object.__setattr__(result, "finished_at", lease.finished_at)
+    value = None if return_value is None else json.loads(return_value)
+    object.__setattr__(result, "_return_value", value)
+    if error is not None:
+        result.errors.append(
+            compat.TaskError(
+                exception_class_path=error["exception_class_path"], traceback=error["traceback"]
+            )
+        )
+    compat.task_finished.send(sender=sender, task_result=result)
+    return status
+
+
+def _finish(
+    lease: QueuedLease,
+    status: str,
+    *,
+    return_value: str | None = None,
+    error: dict[str, str] | None = None,
+    refund: bool = False,
+) -> str:
+    if lease.lost:
+        return RUNNING
+    written = QueuedTask.objects.finish(
+        lease.claim, status=status, return_value=return_value, error=error, refund=refund
+    )
+    if isinstance(written, dt.datetime):
+        lease.finished_at = written
+    if written is None:
+        logger.warning("queued task %s: its lease was lost before it ended", lease.name)
+        return RUNNING
+    return status
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    kind = type(exc)
+    return {
+        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+        "traceback": clean_error("".join(traceback.format_exception(exc))),
+    }
+
+
+def _close_connection() -> None:
+    with contextlib.suppress(DatabaseError):
+        connections[conf.DATABASE].close()
+
+
+__all__ = ["QueuedLease", "execute", "result_from_row", "task_lease"]

@@ -1,0 +1,138 @@
+"""Django Tasks for tests/test_backend.py and tests/faults/test_backend_workers.py.
+
+Plain module-level functions under ``@task``, written against Django's public
+Tasks API only (``django.tasks`` or the backport, whichever is installed);
+each test picks the backend with ``.using(backend=...)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2
+    from django_tasks import task  # type: ignore[no-redef]
+
+from django_bgtasks.backend import task_lease
+
+
+@task
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task
+def echo(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@task
+def fails(message: str) -> None:
+    raise ValueError(message)
+
+
+@task
+def returns_unencodable() -> object:
+    return object()
+
+
+@task(takes_context=True)
+def with_context(context: Any, n: int) -> dict[str, Any]:
+    return {"id": context.task_result.id, "attempt": context.attempt, "n": n}
+
+
+@task
+async def add_async(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    return a + b
+
+
+@task(takes_context=True)
+def fails_first(context: Any) -> int:
+    """Fails on the first attempt, succeeds on the next."""
+    if context.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    return int(context.attempt)
+
+
+@task(takes_context=True)
+def progress(context: Any, steps: int) -> int:
+    lease = task_lease(context)
+    for step in range(steps):
+        lease.update({"done": step + 1, "total": steps})
+    return steps
+
+
+@task
+def record(path: str, key: str) -> str:
+    """Append ``key`` to the file ``path`` (one write: atomic with O_APPEND)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{key} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+    return key
+
+
+@task
+def until_cancelled(path: str, seconds: float) -> str:
+    """Say it started (in ``path``), then check for a cancel until ``seconds`` pass."""
+    with open(path, "a") as out:
+        out.write(f"started {os.getpid()}\n")
+    lease = task_lease()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lease.check()
+        time.sleep(0.05)
+    return "not cancelled"
+
+
+@task
+def sleeps(path: str, seconds: float) -> str:
+    """Say it started (in ``path``), then sleep without checking anything."""
+    with open(path, "a") as out:
+        out.write(f"started {os.getpid()}\n")
+    time.sleep(seconds)
+    return "slept"
+
+
+@task
+def noop() -> None:
+    return None
+
+
+@task(takes_context=True)
+def sleeps_first(context: Any, path: str, seconds: float) -> int:
+    """On the first attempt, say so in ``path`` and sleep ``seconds`` (long
+    enough to be killed); on a later one, return the attempt at once."""
+    if context.attempt == 1:
+        with open(path, "a") as out:
+            out.write(f"started {os.getpid()}\n")
+        time.sleep(seconds)
+    return int(context.attempt)
+
+
+@task(unique=True)
+def unique_record(path: str, key: str, seconds: float = 0.2) -> str:
+    """``record``, as a unique task (one ready or running at a time), then sleep."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{key} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+    time.sleep(seconds)
+    return key
+
+
+@task(lease_name="nightly-report")
+def nightly_report() -> str:
+    return "reported"
+
+
+@task
+def exits() -> None:
+    raise SystemExit(3)

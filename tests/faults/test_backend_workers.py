@@ -1,0 +1,255 @@
+"""Django Tasks (``LeaseBackend``) run by real ``bgtasks worker`` processes, on
+every database: 2,000 tasks enqueued from four processes and run by three
+workers exactly once each; SIGKILL of a worker mid-task (retried by another,
+or FAILED "worker lost" with max_attempts 1, never left RUNNING); SIGTERM (the
+task goes back to ready and another worker runs it); a rolled-back enqueue
+runs nothing. The test side uses Django's public Tasks API; the tasks are
+tests/djtasks.py's."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from io import StringIO
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.db import transaction
+
+from tests import djtasks
+from tests.procs import ROOT, Worker, start_together, worker_env
+
+T = TypeVar("T")
+READY, RUNNING = "READY", "RUNNING"
+SUCCESSFUL, FAILED = "SUCCESSFUL", "FAILED"
+
+
+class Workers:
+    """``bgtasks worker`` processes with the test settings' ``TASKS``; all are
+    stopped at the test's end."""
+
+    def __init__(self, alias: str, logs: Path) -> None:
+        self.alias, self.logs = alias, logs
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        log = (self.logs / f"worker-{len(self.processes)}.log").open("w")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.procs", "bgtasks", "worker", "--poll", "0.05", *args],
+            env=worker_env(self.alias, TASKS=settings.TASKS),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        log.close()
+        self.processes.append(process)
+        return process
+
+    def output(self) -> str:
+        return "\n".join(path.read_text() for path in sorted(self.logs.glob("worker-*.log")))
+
+    def stop_all(self, timeout: float = 30) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def workers(tasks_alias: str, tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(tasks_alias, tmp_path)
+    yield group
+    group.stop_all()
+
+
+def wait_until(what: str, check: Callable[[], T | None], timeout: float = 60) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def result_of(result_id: str, backend: str = "default") -> Any:
+    return djtasks.record.using(backend=backend).get_backend().get_result(result_id)
+
+
+def finished(result: Any, timeout: float = 60) -> Any:
+    def done() -> Any:
+        result.refresh()
+        return result.is_finished and result
+
+    return wait_until(f"{result.id} to finish", done, timeout)
+
+
+def test_2000_tasks_from_4_processes_run_exactly_once_by_3_workers(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    record = tmp_path / "record"
+    enqueuers = [
+        Worker(tasks_alias, "enqueue", record, f"p{i}", 500, TASKS=settings.TASKS)
+        for i in range(4)
+    ]
+    for _ in range(3):
+        workers.start("--queue", "default", "--concurrency", "4")
+    try:
+        start_together(enqueuers)
+        ids = [i for enqueuer in enqueuers for i in enqueuer.result()["ids"]]
+    finally:
+        for enqueuer in enqueuers:
+            enqueuer.kill()
+    assert len(set(ids)) == 2000
+    wait_until("2,000 runs", lambda: len(lines(record)) >= 2000, timeout=120)
+    time.sleep(0.5)  # a run twice would show now
+    workers.stop_all()
+    keys = Counter(line.split()[0] for line in lines(record))
+    assert len(keys) == 2000 and set(keys.values()) == {1}, keys.most_common(3)
+    pids = {line.split()[1] for line in lines(record)}
+    assert len(pids) == 3, "every worker took a share"
+    statuses = Counter(str(result_of(i).status) for i in ids)
+    assert statuses == {SUCCESSFUL: 2000}
+
+
+def test_a_killed_workers_task_is_retried_by_another(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    result = djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 60)
+    first = workers.start("--queue", "default")
+    wait_until("the first attempt", lambda: lines(started))
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    killed_at = time.monotonic()
+    assert result_of(result.id, "retrying").status == RUNNING
+    workers.start("--queue", "default")
+    result = finished(result)
+    assert time.monotonic() - killed_at < 10  # ttl 2 s, then the next poll
+    assert result.status == SUCCESSFUL and result.return_value == 2
+    assert len(result.worker_ids) == 2 and result.worker_ids[0] != result.worker_ids[1]
+    [lost] = result.errors
+    assert lost.exception_class.__name__ == "LeaseLost"
+    assert "was lost" in lost.traceback
+
+
+def test_a_killed_workers_task_fails_worker_lost_with_max_attempts_1(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    result = djtasks.sleeps_first.using(backend="short").enqueue(str(started), 60)
+    first = workers.start("--queue", "default")
+    wait_until("the first attempt", lambda: lines(started))
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    workers.start("--queue", "default")
+    result = finished(result, timeout=30)
+    assert result.status == FAILED
+    [lost] = result.errors
+    assert lost.exception_class.__name__ == "LeaseLost"
+    assert "was lost" in lost.traceback and "attempt 1 of 1" in lost.traceback
+    assert len(lines(started)) == 1, "not run again"
+
+
+def test_sigterm_puts_the_task_back_and_another_worker_runs_it(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    result = djtasks.until_cancelled.enqueue(str(started), 60)
+    first = workers.start("--queue", "default")
+    wait_until("the run", lambda: lines(started))
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+    result.refresh()
+    assert result.status == READY and result.errors == []
+    workers.start("--queue", "default")
+    wait_until("the second run", lambda: len(lines(started)) == 2)
+    assert result_of(result.id).status == RUNNING
+
+
+def test_a_rolled_back_enqueue_runs_nothing(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    record = tmp_path / "record"
+    workers.start("--queue", "default")
+    with pytest.raises(RuntimeError), transaction.atomic(using=tasks_alias):
+        djtasks.record.enqueue(str(record), "rolled-back")
+        raise RuntimeError("the view failed")
+    kept = djtasks.record.enqueue(str(record), "kept")
+    assert finished(kept).status == SUCCESSFUL
+    assert [line.split()[0] for line in lines(record)] == ["kept"]
+
+
+def test_one_worker_runs_by_priority_then_enqueue_order_and_waits_for_run_after(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    record = tmp_path / "record"
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)
+    deferred = djtasks.record.using(run_after=soon).enqueue(str(record), "deferred")
+    for priority, key in [(0, "a"), (10, "b"), (-5, "c"), (10, "d"), (0, "e")]:
+        djtasks.record.using(priority=priority).enqueue(str(record), key)
+    workers.start("--queue", "default", "--concurrency", "1")
+    wait_until("five runs", lambda: len(lines(record)) >= 5)
+    assert [line.split()[0] for line in lines(record)] == ["b", "d", "a", "e", "c"]
+    deferred = finished(deferred)
+    assert deferred.started_at >= soon
+    assert [line.split()[0] for line in lines(record)][-1] == "deferred"
+
+
+def test_cancel_stops_a_running_task_and_a_ready_one_never_runs(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    started, record = tmp_path / "started", tmp_path / "record"
+    running = djtasks.until_cancelled.using(backend="short").enqueue(str(started), 60)
+    workers.start("--queue", "default", "--concurrency", "1")
+    wait_until("the run", lambda: lines(started))
+    waiting = djtasks.record.enqueue(str(record), "never")
+    call_command("bgtasks", "cancel", waiting.id, stdout=StringIO())
+    call_command("bgtasks", "cancel", running.id, stdout=StringIO())
+    running = finished(running, timeout=10)
+    assert running.status == FAILED
+    assert running.errors[0].exception_class.__name__ == "TaskCancelled"
+    waiting.refresh()
+    assert waiting.status == FAILED
+    time.sleep(0.5)  # the worker is free again: the cancelled one still does not run
+    assert lines(record) == []
+
+
+def test_a_unique_task_enqueued_50_times_at_once_by_5_processes_runs_once(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    record = tmp_path / "record"
+    for _ in range(2):
+        workers.start("--queue", "default")
+    enqueuers = [
+        Worker(tasks_alias, "enqueue_unique", record, 10, TASKS=settings.TASKS) for _ in range(5)
+    ]
+    try:
+        start_together(enqueuers)
+        ids = [i for enqueuer in enqueuers for i in enqueuer.result()["ids"]]
+    finally:
+        for enqueuer in enqueuers:
+            enqueuer.kill()
+    assert len(ids) == 50 and len(set(ids)) == 1
+    result = finished(result_of(ids[0]))
+    assert result.status == SUCCESSFUL
+    assert lines(record) and [line.split()[0] for line in lines(record)] == ["once"]

@@ -1,0 +1,529 @@
+"""The Django Tasks backend, ``django_bgtasks.backend.LeaseBackend`` (issue 13).
+
+The first part is behaviour every backend shares, run on ours and on Django's
+ImmediateBackend, through Django's public Tasks API only; with ours, the
+ready tasks are then run here by the worker's own code (``run_ready``), as
+``bgtasks worker`` runs them. The rest is ours alone: transactions, results
+read back, priorities and ``run_after``, retries, recovery of a lost worker's
+task, cancel, progress, fencing and the system checks. Real worker processes
+are tests/faults/test_backend_workers.py's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from io import StringIO
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.management import call_command
+from django.db import connections, transaction
+
+from django_bgtasks import compat
+from django_bgtasks.backend import LeaseBackend, task_lease
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.queued import execute
+from tests import djtasks
+
+BACKENDS = ["default", "immediate"]
+
+
+def run_ready(*, stopping: threading.Event | None = None, queues: list[str] | None = None) -> int:
+    """Run every ready task here, one after another, as a worker does. How many ran."""
+    ran = 0
+    while (claim := QueuedTask.objects.claim("test-worker", queues=queues)) is not None:
+        execute(claim, stopping=stopping)
+        ran += 1
+    return ran
+
+
+def finished(result: Any) -> Any:
+    """``result`` once it has run: ours once a worker ran it; ImmediateBackend's as is."""
+    if result.backend != "immediate":
+        run_ready()
+        result.refresh()
+    return result
+
+
+def backdate(alias: str, seconds: float) -> None:
+    """Make every running task's heartbeat ``seconds`` older (as a killed worker's would be)."""
+    connection = connections[alias]
+    table = connection.ops.quote_name(QueuedTask._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = f"UPDATE {table} SET updated_at = updated_at - %s * interval '1 second'"
+    else:
+        sql = (
+            f"UPDATE {table} SET updated_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', "
+            "julianday(updated_at) - %s / 86400.0)"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " WHERE status = 'RUNNING'", [seconds])
+
+
+# --- shared behaviour: ours and Django's ImmediateBackend -------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_task_runs_and_returns_its_value(tasks_alias: str, backend: str) -> None:
+    result = djtasks.add.using(backend=backend).enqueue(2, 3)
+    assert isinstance(result.id, str) and result.id
+    result = finished(result)
+    assert result.status == compat.TaskResultStatus.SUCCESSFUL
+    assert result.return_value == 5
+    assert result.is_finished
+    assert result.started_at is not None and result.finished_at is not None
+    assert result.started_at <= result.finished_at
+    assert result.last_attempted_at is not None
+    assert len(result.worker_ids) == 1
+    assert result.errors == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_arguments_round_trip_as_json(tasks_alias: str, backend: str) -> None:
+    result = djtasks.echo.using(backend=backend).enqueue(1, (2, 3), "x", k={"a": [None, True]})
+    assert result.args == [1, [2, 3], "x"]
+    assert result.kwargs == {"k": {"a": [None, True]}}
+    result = finished(result)
+    assert result.return_value == {"args": [1, [2, 3], "x"], "kwargs": {"k": {"a": [None, True]}}}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_arguments_json_cannot_encode_are_refused(tasks_alias: str, backend: str) -> None:
+    with pytest.raises(TypeError):
+        djtasks.echo.using(backend=backend).enqueue(object())
+    assert QueuedTask.objects.using(tasks_alias).count() == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failure_is_recorded_with_its_traceback(tasks_alias: str, backend: str) -> None:
+    result = finished(djtasks.fails.using(backend=backend).enqueue("it broke"))
+    assert result.status == compat.TaskResultStatus.FAILED
+    [error] = result.errors
+    assert error.exception_class is ValueError
+    assert "it broke" in error.traceback and "Traceback" in error.traceback
+    with pytest.raises(ValueError, match="failed"):
+        result.return_value  # noqa: B018
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_task_that_calls_sys_exit_fails(tasks_alias: str, backend: str) -> None:
+    result = finished(djtasks.exits.using(backend=backend).enqueue())
+    assert result.status == compat.TaskResultStatus.FAILED
+    assert result.errors[0].exception_class is SystemExit
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_task_taking_context_gets_its_result_and_attempt(tasks_alias: str, backend: str) -> None:
+    result = finished(djtasks.with_context.using(backend=backend).enqueue(7))
+    assert result.return_value == {"id": result.id, "attempt": 1, "n": 7}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_async_task_runs(tasks_alias: str, backend: str) -> None:
+    result = finished(djtasks.add_async.using(backend=backend).enqueue(4, 5))
+    assert result.return_value == 9
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_aenqueue(tasks_alias: str, backend: str) -> None:
+    result = finished(async_to_sync(djtasks.add.using(backend=backend).aenqueue)(1, 1))
+    assert result.return_value == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unknown_queue_is_an_invalid_task(backend: str) -> None:
+    with pytest.raises(compat.InvalidTask, match="nope"):
+        djtasks.add.using(backend=backend, queue_name="nope")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_lambda_or_nested_function_is_an_invalid_task(backend: str) -> None:
+    def nested() -> None:
+        pass
+
+    for function in (nested, lambda: None):
+        with pytest.raises(compat.InvalidTask, match="module level"):
+            compat.Task(func=function, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_priority_out_of_range_is_an_invalid_task(backend: str) -> None:
+    with pytest.raises(compat.InvalidTask, match="priority"):
+        djtasks.add.using(backend=backend, priority=101)
+
+
+# --- ours alone ------------------------------------------------------------------------
+
+
+def test_the_flags_say_what_the_backend_honours() -> None:
+    backend = compat.task_backends["default"]
+    assert isinstance(backend, LeaseBackend)
+    assert backend.supports_defer and backend.supports_priority
+    assert backend.supports_get_result and backend.supports_async_task
+
+
+def test_enqueue_stores_the_task_ready(tasks_alias: str) -> None:
+    result = djtasks.add.using(priority=5, queue_name="other").enqueue(1, 2)
+    assert result.status == compat.TaskResultStatus.READY
+    assert result.enqueued_at is not None and result.started_at is None
+    assert not result.is_finished
+    with pytest.raises(ValueError, match="not finished"):
+        result.return_value  # noqa: B018
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert (row.task_path, row.queue_name, row.priority) == ("tests.djtasks.add", "other", 5)
+    assert row.args_kwargs == {"args": [1, 2], "kwargs": {}}
+    fetched = djtasks.add.get_result(result.id)
+    assert fetched.id == result.id and fetched.status == compat.TaskResultStatus.READY
+    assert fetched.task.priority == 5 and fetched.task.queue_name == "other"
+
+
+def test_enqueue_joins_the_callers_transaction(tasks_alias: str) -> None:
+    with pytest.raises(ZeroDivisionError), transaction.atomic(using=tasks_alias):
+        djtasks.add.enqueue(1, 2)
+        1 / 0  # noqa: B018
+    assert QueuedTask.objects.using(tasks_alias).count() == 0
+    assert run_ready() == 0
+    with transaction.atomic(using=tasks_alias):
+        result = djtasks.add.enqueue(1, 2)
+    assert run_ready() == 1
+    assert djtasks.add.get_result(result.id).return_value == 3
+
+
+def test_get_result_of_an_unknown_id(tasks_alias: str) -> None:
+    backend = compat.task_backends["default"]
+    for unknown in ("00000000-0000-0000-0000-000000000000", "not-a-uuid"):
+        with pytest.raises(compat.TaskResultDoesNotExist):
+            backend.get_result(unknown)
+        with pytest.raises(compat.TaskResultDoesNotExist):
+            async_to_sync(backend.aget_result)(unknown)
+
+
+def test_aget_result_reads_the_database(tasks_alias: str) -> None:
+    result = djtasks.add.enqueue(3, 4)
+    run_ready()
+    fetched = async_to_sync(djtasks.add.aget_result)(result.id)
+    assert fetched.return_value == 7
+    async_to_sync(result.arefresh)()
+    assert result.status == compat.TaskResultStatus.SUCCESSFUL
+
+
+def test_ready_tasks_run_by_priority_then_enqueue_order(tasks_alias: str) -> None:
+    order = [(0, "a"), (10, "b"), (-5, "c"), (10, "d"), (0, "e")]
+    results = {key: djtasks.echo.using(priority=p).enqueue(key) for p, key in order}
+    claimed = []
+    while (claim := QueuedTask.objects.claim("w", queues=None)) is not None:
+        claimed.append(claim.args[0])
+        execute(claim)
+    assert claimed == ["b", "d", "a", "e", "c"]
+    assert all(djtasks.echo.get_result(r.id).is_finished for r in results.values())
+
+
+def test_a_worker_takes_only_its_queues(tasks_alias: str) -> None:
+    other = djtasks.add.using(queue_name="other").enqueue(1, 1)
+    default = djtasks.add.enqueue(2, 2)
+    assert run_ready(queues=["default"]) == 1
+    assert djtasks.add.get_result(default.id).is_finished
+    assert not djtasks.add.get_result(other.id).is_finished
+    assert run_ready(queues=["other", "default"]) == 1
+    assert djtasks.add.get_result(other.id).return_value == 2
+
+
+def test_run_after_is_honoured_by_the_database_clock(tasks_alias: str) -> None:
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    deferred = djtasks.add.using(run_after=later).enqueue(1, 1)
+    past = djtasks.add.using(run_after=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1))
+    due = past.enqueue(2, 2)
+    assert run_ready() == 1
+    assert djtasks.add.get_result(due.id).return_value == 4
+    fetched = djtasks.add.get_result(deferred.id)
+    assert fetched.status == compat.TaskResultStatus.READY
+    assert fetched.task.run_after == later
+
+
+def test_a_failure_is_retried_while_attempts_remain(tasks_alias: str) -> None:
+    result = djtasks.fails_first.using(backend="retrying").enqueue()
+    assert run_ready() == 2
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.SUCCESSFUL
+    assert result.return_value == 2
+    assert len(result.worker_ids) == 2
+    [error] = result.errors
+    assert error.exception_class is RuntimeError
+
+
+def test_failures_end_failed_after_max_attempts(tasks_alias: str) -> None:
+    result = djtasks.fails.using(backend="retrying").enqueue("again")
+    assert run_ready() == 3
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.FAILED
+    assert [e.exception_class for e in result.errors] == [ValueError] * 3
+
+
+def test_an_unencodable_return_value_fails_the_task(tasks_alias: str) -> None:
+    result = finished(djtasks.returns_unencodable.enqueue())
+    assert result.status == compat.TaskResultStatus.FAILED
+    assert "JSON" in result.errors[0].traceback
+
+
+def test_a_lost_workers_task_fails_with_max_attempts_1(tasks_alias: str) -> None:
+    result = djtasks.add.enqueue(1, 1)
+    claim = QueuedTask.objects.claim("killed-worker", queues=None)
+    assert claim is not None
+    assert djtasks.add.get_result(result.id).status == compat.TaskResultStatus.RUNNING
+    assert QueuedTask.objects.recover() == []  # its heartbeat is fresh
+    backdate(tasks_alias, claim.ttl + 1)
+    assert QueuedTask.objects.recover() == [(claim.uuid, "FAILED")]
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.FAILED
+    [error] = result.errors
+    assert error.exception_class.__name__ == "LeaseLost"
+    assert "killed-worker was lost" in error.traceback
+    # The lost worker, woken, can write nothing: not a heartbeat, not an end.
+    assert QueuedTask.objects.renew(claim) is None
+    assert not QueuedTask.objects.finish(claim, status="SUCCESSFUL", return_value="2")
+    assert djtasks.add.get_result(result.id).status == compat.TaskResultStatus.FAILED
+
+
+def test_a_lost_workers_task_is_retried_with_a_higher_token(tasks_alias: str) -> None:
+    result = djtasks.add.using(backend="retrying").enqueue(1, 1)
+    first = QueuedTask.objects.claim("killed-worker", queues=None)
+    assert first is not None
+    backdate(tasks_alias, first.ttl + 1)
+    assert QueuedTask.objects.recover() == [(first.uuid, "READY")]
+    second = QueuedTask.objects.claim("other-worker", queues=None)
+    assert second is not None and second.uuid == first.uuid
+    assert second.token > first.token and second.attempts == 2
+    assert not QueuedTask.objects.finish(first, status="SUCCESSFUL", return_value="99")
+    execute(second)
+    result.refresh()
+    assert result.return_value == 2
+    assert result.worker_ids == ["killed-worker", "other-worker"]
+    assert result.errors[0].exception_class.__name__ == "LeaseLost"
+
+
+def test_cancel_before_start_fails_it_without_running(tasks_alias: str, tmp_path: Any) -> None:
+    marker = tmp_path / "ran"
+    result = djtasks.record.enqueue(str(marker), "x")
+    assert QueuedTask.objects.cancel(result.id) == "FAILED"
+    assert run_ready() == 0
+    assert not marker.exists()
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.FAILED
+    assert result.errors[0].exception_class.__name__ == "TaskCancelled"
+    assert QueuedTask.objects.cancel(result.id) is None  # already finished
+
+
+def test_cancel_while_running_stops_it_at_its_next_check(tasks_alias: str, tmp_path: Any) -> None:
+    started = tmp_path / "started"
+    result = djtasks.until_cancelled.using(backend="retrying").enqueue(str(started), 30)
+    claim = QueuedTask.objects.claim("w", queues=None)
+    assert claim is not None
+    outcome: list[str] = []
+    thread = _thread(lambda: outcome.append(execute(claim)))
+    try:
+        _wait_for(started.exists)
+        assert QueuedTask.objects.cancel(result.id) == "RUNNING"
+        thread.join(10)  # the heartbeat (every ttl/3) brings the cancel
+    finally:
+        thread.join(30)
+    assert outcome == ["FAILED"]  # not retried, though attempts remain
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.FAILED
+    assert result.errors[0].exception_class.__name__ == "TaskCancelled"
+
+
+def test_a_graceful_stop_puts_the_task_back_without_using_an_attempt(
+    tasks_alias: str, tmp_path: Any
+) -> None:
+    started = tmp_path / "started"
+    result = djtasks.until_cancelled.enqueue(str(started), 30)
+    claim = QueuedTask.objects.claim("stopping-worker", queues=None)
+    assert claim is not None
+    stopping = threading.Event()
+    outcome: list[str] = []
+    thread = _thread(lambda: outcome.append(execute(claim, stopping=stopping)))
+    _wait_for(started.exists)
+    stopping.set()
+    thread.join(10)
+    assert outcome == ["READY"]
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert (row.status, row.attempts, row.errors) == ("READY", 0, [])
+    again = QueuedTask.objects.claim("next-worker", queues=None)
+    assert again is not None and again.token > claim.token and again.attempts == 1
+
+
+def test_progress_is_written_through_the_lease(tasks_alias: str) -> None:
+    result = finished(djtasks.progress.enqueue(3))
+    assert result.return_value == 3
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert row.progress == {"done": 3, "total": 3}
+
+
+def test_task_lease_outside_a_run_is_a_lookup_error() -> None:
+    with pytest.raises(LookupError):
+        task_lease()
+
+
+def test_heartbeats_keep_a_long_task_alive(tasks_alias: str, tmp_path: Any) -> None:
+    # ttl 2 s, heartbeat every 2/3 s: a 3 s task that never calls check() stays held.
+    started = tmp_path / "started"
+    result = djtasks.sleeps.using(backend="retrying").enqueue(str(started), 3)
+    claim = QueuedTask.objects.claim("w", queues=None)
+    assert claim is not None and claim.ttl == 2
+    thread = _thread(execute, claim)
+    _wait_for(started.exists)
+    recovered = []
+    while thread.is_alive():
+        recovered += QueuedTask.objects.recover()
+        thread.join(0.2)
+    assert recovered == []
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.SUCCESSFUL
+    assert result.return_value == "slept"
+
+
+def test_the_worker_command_runs_queued_tasks(tasks_alias: str) -> None:
+    results = [djtasks.add.enqueue(i, i) for i in range(5)]
+    other = djtasks.add.using(queue_name="other").enqueue(1, 1)
+    stderr = StringIO()
+    call_command(
+        "bgtasks", "worker", "--once", "--queue", "default", "--poll", "0.05", stderr=stderr
+    )
+    assert [djtasks.add.get_result(r.id).return_value for r in results] == [0, 2, 4, 6, 8]
+    assert not djtasks.add.get_result(other.id).is_finished
+
+
+# --- system checks ------------------------------------------------------------------
+
+
+def _check(options: dict[str, Any]) -> list[str]:
+    backend = LeaseBackend("checked", {"QUEUES": ["default"], "OPTIONS": options})
+    return [message.id or "" for message in backend.check()]
+
+
+def test_checks_pass_for_good_options() -> None:
+    assert _check({}) == []
+    assert _check({"MAX_ATTEMPTS": 3, "TTL": 30}) == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"MAX_ATTEMPTS": 0}, {"MAX_ATTEMPTS": "3"}, {"TTL": -1}, {"TTL": "soon"}, {"RETRIES": 2}],
+)
+def test_checks_refuse_bad_options(options: dict[str, Any]) -> None:
+    assert _check(options) == ["bgtasks.E016"]
+
+
+def test_checks_refuse_an_unsupported_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The vendor is all the check reads; no MySQL server is needed to see it refuse.
+    monkeypatch.setattr(connections["default"], "vendor", "mysql")
+    assert _check({}) == ["bgtasks.E015"]
+
+
+def _thread(target: Any, *args: Any) -> threading.Thread:
+    """``target(*args)`` in a thread that closes its connections at the end, as a worker's do."""
+
+    def run() -> None:
+        try:
+            target(*args)
+        finally:
+            for connection in connections.all(initialized_only=True):
+                connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _wait_for(condition: Any, timeout: float = 10) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# --- unique tasks --------------------------------------------------------------------
+
+
+def test_a_unique_task_enqueued_50_times_at_once_is_stored_once(
+    tasks_alias: str, tmp_path: Any
+) -> None:
+    record = tmp_path / "record"
+    barrier = threading.Barrier(10)
+    ids: list[str] = []
+
+    def enqueue_five() -> None:
+        barrier.wait()
+        for i in range(5):
+            ids.append(djtasks.unique_record.enqueue(str(record), f"k{i}").id)
+
+    threads = [_thread(enqueue_five) for _ in range(10)]
+    for thread in threads:
+        thread.join(60)
+    assert len(ids) == 50 and len(set(ids)) == 1
+    assert QueuedTask.objects.using(tasks_alias).count() == 1
+    assert run_ready() == 1
+    assert len(record.read_text().splitlines()) == 1
+    # Finished, the key is free again: the next enqueue stores a new task.
+    again = djtasks.unique_record.enqueue(str(record), "later")
+    assert again.id != ids[0]
+    assert djtasks.unique_record.get_result(again.id).status == compat.TaskResultStatus.READY
+
+
+def test_a_unique_task_joins_the_one_running_and_other_arguments_do_not_matter(
+    tasks_alias: str, tmp_path: Any
+) -> None:
+    first = djtasks.nightly_report.enqueue()
+    claim = QueuedTask.objects.claim("w", queues=None)
+    assert claim is not None
+    with transaction.atomic(using=tasks_alias):  # also inside the caller's transaction
+        second = djtasks.nightly_report.enqueue()
+        other = djtasks.add.enqueue(1, 1)  # not unique: the transaction goes on
+    assert second.id == first.id and second.status == compat.TaskResultStatus.RUNNING
+    assert djtasks.add.get_result(other.id).status == compat.TaskResultStatus.READY
+    execute(claim)
+    assert djtasks.nightly_report.get_result(first.id).return_value == "reported"
+
+
+def test_unique_is_an_option_of_the_backends_task_class() -> None:
+    assert djtasks.unique_record.unique and djtasks.unique_record.unique_key == (
+        "tests.djtasks.unique_record"
+    )
+    assert djtasks.nightly_report.unique_key == "nightly-report"
+    assert djtasks.add.unique_key is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_tasks_signals_are_sent(tasks_alias: str, backend: str) -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    def receiver(name: str) -> Any:
+        def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+            seen.append((name, task_result.id, str(task_result.status)))
+
+        return receive
+
+    receivers = {
+        "enqueued": receiver("enqueued"),
+        "started": receiver("started"),
+        "finished": receiver("finished"),
+    }
+    compat.task_enqueued.connect(receivers["enqueued"])
+    compat.task_started.connect(receivers["started"])
+    compat.task_finished.connect(receivers["finished"])
+    try:
+        result = finished(djtasks.add.using(backend=backend).enqueue(1, 1))
+    finally:
+        compat.task_enqueued.disconnect(receivers["enqueued"])
+        compat.task_started.disconnect(receivers["started"])
+        compat.task_finished.disconnect(receivers["finished"])
+    assert [(name, result_id) for name, result_id, _status in seen] == [
+        ("enqueued", result.id),
+        ("started", result.id),
+        ("finished", result.id),
+    ]
+    assert seen[-1][2] == "SUCCESSFUL"
