@@ -43,7 +43,6 @@ from django.db import IntegrityError, connections, transaction
 from . import compat
 from .conf import conf
 from .models import QueuedTask
-from .queue import READY, RUNNING
 from .queued import result_from_row, task_lease
 from .validation import validate_ttl
 
@@ -56,6 +55,10 @@ if TYPE_CHECKING:
     _Task = compat.Task[Any, Any]
 else:  # Task is generic in django-stubs and the backport, not in Django 6
     _Task = compat.Task
+
+
+# What a unique key may be long (QueuedTask.unique_key, active_key).
+MAX_UNIQUE_KEY_LENGTH = 255
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +95,17 @@ class LeaseBackend(compat.BaseTaskBackend):
         self.max_attempts: Any = self.options.get("MAX_ATTEMPTS", 1)
         self.ttl: Any = self.options.get("TTL")
 
+    def validate_task(self, task: Any) -> None:
+        """Django's checks, and a unique key that fits its column (255
+        characters, the most MySQL/MariaDB index in a unique text column)."""
+        super().validate_task(task)
+        key = getattr(task, "unique_key", None)
+        if key is not None and not 0 < len(key) <= MAX_UNIQUE_KEY_LENGTH:
+            raise compat.InvalidTask(
+                f"the unique key of task {task.module_path!r} must be 1 to "
+                f"{MAX_UNIQUE_KEY_LENGTH} characters, not {len(key)}"
+            )
+
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Store ``task`` with its arguments (in the caller's transaction, if
         any, on ``BGTASKS_DATABASE``); the ``TaskResult`` is ``READY``."""
@@ -115,19 +129,21 @@ class LeaseBackend(compat.BaseTaskBackend):
             "max_attempts": self._max_attempts(),
             "ttl": validate_ttl(self.ttl),
             "unique_key": key or "",
+            "active_key": key,
         }
         rows = QueuedTask.objects.using(conf.DATABASE)
         if key is None:
             return self._enqueued(result_from_row(rows.create(uuid=uuid.uuid4(), **fields)))
-        # A unique task: the partial unique index decides, also between
-        # processes; the savepoint keeps the caller's transaction usable.
+        # A unique task: the unique index on active_key (the key while ready
+        # or running) decides, also between processes; the savepoint keeps
+        # the caller's transaction usable.
         for _ in range(3):
             try:
                 with transaction.atomic(using=conf.DATABASE):
                     created = rows.create(uuid=uuid.uuid4(), **fields)
                 return self._enqueued(result_from_row(created))
             except IntegrityError:
-                existing = rows.filter(unique_key=key, status__in=(READY, RUNNING)).first()
+                existing = rows.filter(active_key=key).first()
                 if existing is not None:
                     return result_from_row(existing)
                 # It finished between the insert and the read: insert again.

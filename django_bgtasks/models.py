@@ -193,7 +193,14 @@ class QueuedTask(models.Model):
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
     # A unique task's key (``@task(unique=True)`` or ``lease_name=``): at most
     # one ready or running row per key.
-    unique_key = models.CharField(_("unique key"), max_length=300, blank=True, default="")
+    unique_key = models.CharField(_("unique key"), max_length=255, blank=True, default="")
+    # The unique key while the task is ready or running, NULL otherwise: a
+    # plain unique index on it (NULLs never collide, on every vendor) is the
+    # "one ready or running row per key" rule, without a partial index that
+    # MySQL/MariaDB lack. The statements that end a task clear it.
+    active_key = models.CharField(
+        _("active unique key"), max_length=255, null=True, blank=True, unique=True
+    )
 
     objects = QueueManager()
 
@@ -201,26 +208,16 @@ class QueuedTask(models.Model):
         verbose_name = _("Django task")
         verbose_name_plural = _("Django tasks")
         ordering = ["-seq"]
+        # Plain indexes led by the status (not partial ones: MySQL/MariaDB
+        # have none, and Django warns of them there).
         indexes = [
             # The claim: ready tasks of a queue, by priority, then enqueue order.
             models.Index(
-                fields=["queue_name", "-priority", "seq"],
+                fields=["status", "queue_name", "-priority", "seq"],
                 name="bgtasks_queued_ready",
-                condition=models.Q(status="READY"),
             ),
             # Recovery: running tasks whose heartbeat went stale.
-            models.Index(
-                fields=["updated_at"],
-                name="bgtasks_queued_running",
-                condition=models.Q(status="RUNNING"),
-            ),
-        ]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["unique_key"],
-                name="bgtasks_queued_unique",
-                condition=models.Q(status__in=["READY", "RUNNING"]) & ~models.Q(unique_key=""),
-            ),
+            models.Index(fields=["status", "updated_at"], name="bgtasks_queued_running"),
         ]
 
     def __str__(self) -> str:

@@ -83,7 +83,8 @@ POSTGRESQL = QueueStatements(
             return_value = %(return_value)s::jsonb,
             errors = CASE WHEN %(error)s::jsonb IS NULL THEN errors
                 ELSE errors || jsonb_build_array(%(error)s::jsonb) END,
-            attempts = attempts - %(refund)s
+            attempts = attempts - %(refund)s,
+            active_key = CASE WHEN %(status)s::text = 'READY' THEN active_key END
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
             AND status = 'RUNNING'
             AND updated_at >= clock_timestamp() - ttl * interval '1 second'
@@ -92,6 +93,7 @@ POSTGRESQL = QueueStatements(
     recover=f"""
         UPDATE {{table}} SET
             status = CASE WHEN attempts < max_attempts THEN 'READY' ELSE 'FAILED' END,
+            active_key = CASE WHEN attempts < max_attempts THEN active_key END,
             finished_at = CASE WHEN attempts < max_attempts THEN NULL
                 ELSE clock_timestamp() END,
             errors = errors || jsonb_build_array(jsonb_build_object(
@@ -106,6 +108,7 @@ POSTGRESQL = QueueStatements(
     cancel=f"""
         UPDATE {{table}} SET cancel_requested = true,
             status = CASE WHEN status = 'READY' THEN 'FAILED' ELSE status END,
+            active_key = CASE WHEN status = 'READY' THEN NULL ELSE active_key END,
             finished_at = CASE WHEN status = 'READY' THEN clock_timestamp()
                 ELSE finished_at END,
             errors = CASE WHEN status = 'READY' THEN errors || jsonb_build_array(
@@ -149,7 +152,8 @@ SQLITE = QueueStatements(
             return_value = %(return_value)s,
             errors = CASE WHEN %(error)s IS NULL THEN errors
                 ELSE json_insert(errors, '$[#]', json(%(error)s)) END,
-            attempts = attempts - %(refund)s
+            attempts = attempts - %(refund)s,
+            active_key = CASE WHEN %(status)s = 'READY' THEN active_key END
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
             AND status = 'RUNNING' AND {_LIVE}
         RETURNING status, finished_at
@@ -157,6 +161,7 @@ SQLITE = QueueStatements(
     recover=f"""
         UPDATE {{table}} SET
             status = CASE WHEN attempts < max_attempts THEN 'READY' ELSE 'FAILED' END,
+            active_key = CASE WHEN attempts < max_attempts THEN active_key END,
             finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {_NOW} END,
             errors = json_insert(errors, '$[#]', json_object(
                 'exception_class_path', '{LOST_ERROR_CLASS}',
@@ -169,6 +174,7 @@ SQLITE = QueueStatements(
     cancel=f"""
         UPDATE {{table}} SET cancel_requested = 1,
             status = CASE WHEN status = 'READY' THEN 'FAILED' ELSE status END,
+            active_key = CASE WHEN status = 'READY' THEN NULL ELSE active_key END,
             finished_at = CASE WHEN status = 'READY' THEN {_NOW} ELSE finished_at END,
             errors = CASE WHEN status = 'READY' THEN json_insert(errors, '$[#]', json_object(
                 'exception_class_path', '{CANCELLED_ERROR_CLASS}',

@@ -11,8 +11,10 @@ are tests/faults/test_backend_workers.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
+import uuid
 from io import StringIO
 from typing import Any
 
@@ -155,6 +157,13 @@ def test_a_priority_out_of_range_is_an_invalid_task(backend: str) -> None:
 
 
 # --- ours alone ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["", "k" * 256])
+def test_a_unique_key_that_does_not_fit_is_an_invalid_task(tasks_alias: str, key: str) -> None:
+    with pytest.raises(compat.InvalidTask, match="unique key"):
+        dataclasses.replace(djtasks.nightly_report, lease_name=key)
+    assert QueuedTask.objects.using(tasks_alias).count() == 0
 
 
 def test_the_flags_say_what_the_backend_honours() -> None:
@@ -487,6 +496,16 @@ def test_a_unique_task_joins_the_one_running_and_other_arguments_do_not_matter(
     assert djtasks.add.get_result(other.id).status == compat.TaskResultStatus.READY
     execute(claim)
     assert djtasks.nightly_report.get_result(first.id).return_value == "reported"
+
+
+def test_a_cancelled_unique_task_frees_its_key(tasks_alias: str, tmp_path: Any) -> None:
+    first = djtasks.unique_record.enqueue(str(tmp_path / "record"), "a")
+    assert djtasks.unique_record.enqueue(str(tmp_path / "record"), "b").id == first.id
+    assert QueuedTask.objects.cancel(first.id) == "FAILED"  # before it started
+    again = djtasks.unique_record.enqueue(str(tmp_path / "record"), "c")
+    assert again.id != first.id
+    keys = dict(QueuedTask.objects.using(tasks_alias).values_list("uuid", "active_key"))
+    assert keys == {uuid.UUID(first.id): None, uuid.UUID(again.id): "tests.djtasks.unique_record"}
 
 
 def test_unique_is_an_option_of_the_backends_task_class() -> None:

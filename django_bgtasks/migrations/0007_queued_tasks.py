@@ -90,7 +90,17 @@ class Migration(migrations.Migration):
                 (
                     "unique_key",
                     models.CharField(
-                        blank=True, default="", max_length=300, verbose_name="unique key"
+                        blank=True, default="", max_length=255, verbose_name="unique key"
+                    ),
+                ),
+                (
+                    "active_key",
+                    models.CharField(
+                        blank=True,
+                        max_length=255,
+                        null=True,
+                        unique=True,
+                        verbose_name="active unique key",
                     ),
                 ),
             ],
@@ -100,25 +110,10 @@ class Migration(migrations.Migration):
                 "ordering": ["-seq"],
                 "indexes": [
                     models.Index(
-                        condition=models.Q(("status", "READY")),
-                        fields=["queue_name", "-priority", "seq"],
+                        fields=["status", "queue_name", "-priority", "seq"],
                         name="bgtasks_queued_ready",
                     ),
-                    models.Index(
-                        condition=models.Q(("status", "RUNNING")),
-                        fields=["updated_at"],
-                        name="bgtasks_queued_running",
-                    ),
-                ],
-                "constraints": [
-                    models.UniqueConstraint(
-                        condition=models.Q(
-                            ("status__in", ["READY", "RUNNING"]),
-                            models.Q(("unique_key", ""), _negated=True),
-                        ),
-                        fields=("unique_key",),
-                        name="bgtasks_queued_unique",
-                    )
+                    models.Index(fields=["status", "updated_at"], name="bgtasks_queued_running"),
                 ],
             },
         ),
