@@ -444,6 +444,18 @@ def read_until(process: subprocess.Popen[str], text: str, timeout: float = 30) -
     raise AssertionError(f"no {text!r} in {lines}; stderr: {process.communicate()[1]}")
 
 
+def communicate_or_kill(process: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """``communicate()``; a process that hangs is killed, its output in the failure."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        raise AssertionError(
+            f"no exit within {timeout} s; stdout: {out!r}; stderr: {err!r}"
+        ) from None
+
+
 def test_errors_exit_with_status_1_and_a_message(db_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
     process = manage(db_alias, "release", "cleanup")
@@ -507,10 +519,11 @@ def test_a_second_ctrl_c_abandons_the_run_and_releases_its_lease(db_alias: str) 
         process.send_signal(signal.SIGTERM)
         time.sleep(0.1)
         os.kill(process.pid, signal.SIGCONT)
-        out, err = process.communicate(timeout=30)
+        out, err = communicate_or_kill(process, timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
+            process.communicate()
 
     assert process.returncode == 1
     assert "Asked the task to stop" not in out  # straight to abandoning
