@@ -11,8 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,53 +24,17 @@ from django.core.management import call_command
 from django.db import transaction
 
 from tests import djtasks
-from tests.procs import ROOT, Worker, start_together, worker_env
+from tests.faults.harness import Workers
+from tests.procs import Worker, start_together
 
 T = TypeVar("T")
 READY, RUNNING = "READY", "RUNNING"
 SUCCESSFUL, FAILED = "SUCCESSFUL", "FAILED"
 
 
-class Workers:
-    """``bgtasks worker`` processes with the test settings' ``TASKS``; all are
-    stopped at the test's end."""
-
-    def __init__(self, alias: str, logs: Path) -> None:
-        self.alias, self.logs = alias, logs
-        self.processes: list[subprocess.Popen[str]] = []
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        log = (self.logs / f"worker-{len(self.processes)}.log").open("w")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.procs", "bgtasks", "worker", "--poll", "0.05", *args],
-            env=worker_env(self.alias, TASKS=settings.TASKS),
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        log.close()
-        self.processes.append(process)
-        return process
-
-    def output(self) -> str:
-        return "\n".join(path.read_text() for path in sorted(self.logs.glob("worker-*.log")))
-
-    def stop_all(self, timeout: float = 30) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
 @pytest.fixture
 def workers(tasks_alias: str, tmp_path: Path) -> Iterator[Workers]:
-    group = Workers(tasks_alias, tmp_path)
+    group = Workers(tasks_alias, tmp_path, args=("--poll", "0.05"), TASKS=settings.TASKS)
     yield group
     group.stop_all()
 

@@ -7,12 +7,9 @@ database. The tasks are those of tests/workerapp/tasks.py."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,62 +19,19 @@ import pytest
 
 from django_bgtasks.choices import Outcome, Trigger
 from django_bgtasks.models import BackgroundTask, TaskRun
+from tests.faults.harness import Workers
 from tests.procs import (
-    ROOT,
     Worker,
     mariadb_is_local,
     mariadb_up,
     start_mariadb,
     start_together,
     stop_mariadb,
-    worker_env,
 )
 from tests.testapp.models import Counter, LedgerEntry
 
 objects = BackgroundTask.objects
 T = TypeVar("T")
-
-
-class Workers:
-    """``bgtasks worker`` processes for one test; all are stopped at its end."""
-
-    def __init__(self, alias: str, logs: Path) -> None:
-        self.alias, self.logs = alias, logs
-        self.processes: list[subprocess.Popen[str]] = []
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        log = (self.logs / f"worker-{len(self.processes)}.log").open("w")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.procs", "bgtasks", "worker", *args],
-            env=worker_env(self.alias),
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        log.close()
-        self.processes.append(process)
-        return process
-
-    def by_pid(self, pid: int) -> subprocess.Popen[str]:
-        (process,) = [p for p in self.processes if p.pid == pid]
-        return process
-
-    def output(self) -> str:
-        return "\n".join(path.read_text() for path in sorted(self.logs.glob("worker-*.log")))
-
-    def stop_all(self, timeout: float = 30) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGCONT)
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 @pytest.fixture

@@ -1,0 +1,60 @@
+"""``bgtasks worker`` processes for one test: started with the test
+database's settings, logged to files, and all stopped at the test's end."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.procs import ROOT, worker_env
+
+
+class Workers:
+    """Worker processes on ``alias``; ``args`` go to every ``bgtasks worker``,
+    ``settings`` into each one's Django settings (``worker_env``)."""
+
+    def __init__(
+        self, alias: str, logs: Path, *, args: tuple[str, ...] = (), **settings: Any
+    ) -> None:
+        self.alias, self.logs = alias, logs
+        self.args, self.settings = args, settings
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        log = (self.logs / f"worker-{len(self.processes)}.log").open("w")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.procs", "bgtasks", "worker", *self.args, *args],
+            env=worker_env(self.alias, **self.settings),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        log.close()
+        self.processes.append(process)
+        return process
+
+    def by_pid(self, pid: int) -> subprocess.Popen[str]:
+        (process,) = [p for p in self.processes if p.pid == pid]
+        return process
+
+    def output(self) -> str:
+        return "\n".join(path.read_text() for path in sorted(self.logs.glob("worker-*.log")))
+
+    def stop_all(self, timeout: float = 30) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGCONT)  # a stopped one can't stop
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
