@@ -120,6 +120,16 @@ def setup_django(dsn: str) -> None:
     call_command("migrate", verbosity=0)
 
 
+def use_alias(alias: str) -> None:
+    """Point the lease operations at ``alias`` (as override_settings does,
+    so that django_bgtasks.conf forgets the alias it kept)."""
+    from django.conf import settings
+    from django.core.signals import setting_changed
+
+    settings.BGTASKS_DATABASE = alias
+    setting_changed.send(None, setting="BGTASKS_DATABASE", value=alias, enter=True)
+
+
 def rate(count: int, work: Callable[[], None]) -> float:
     start = time.perf_counter()
     for _ in range(count):
@@ -188,14 +198,19 @@ def main() -> None:
         args.dsn = server.get_uri()
     setup_django(args.dsn)
 
-    from django.conf import settings
     from django.db import connection, connections
 
+    from django_bgtasks.conf import conf
     from django_bgtasks.models import BackgroundTask
 
     objects = BackgroundTask.objects
     seed = psycopg.connect(args.dsn, autocommit=True)
     seed.execute(SEED_TABLE)
+    # A rerun on the same server starts from nothing: an earlier run's leases
+    # are still live (ttl 120 s).
+    seed.execute("DELETE FROM seed_background_task")
+    for alias in ("default", "prepared"):
+        objects.db_manager(alias).all().using(alias).delete()
     servers = set()
     for alias in ("default", "prepared"):
         with connections[alias].cursor() as cursor:
@@ -232,18 +247,18 @@ def main() -> None:
 
     beat_tokens = {}
     for alias in ("default", "prepared"):
-        settings.BGTASKS_DATABASE = alias
+        use_alias(alias)
         name = f"beat-{alias}"
         lease = objects.try_claim(name, "bench-owner", ttl=120)
         assert lease is not None
         beat_tokens[alias] = (name, lease.token)
 
     def ours_beat() -> None:
-        name, token = beat_tokens[settings.BGTASKS_DATABASE]
+        name, token = beat_tokens[conf.DATABASE]
         assert objects.heartbeat(name, "bench-owner", token=token)
 
     for alias, label in (("default", "Django default"), ("prepared", "prepared")):
-        settings.BGTASKS_DATABASE = alias
+        use_alias(alias)
         options = "" if alias == "default" else f" {PREPARED_OPTIONS}"
         print(f"-- ours with {label} binding{options}")
         alternate("cycle", args.rounds, args.cycles, ours_cycle, seed_cycle)
@@ -252,7 +267,7 @@ def main() -> None:
 
     # HOT share: a heartbeat must not touch an indexed column.
     table = BackgroundTask._meta.db_table
-    settings.BGTASKS_DATABASE = "default"
+    use_alias("default")
     updates, hot = table_updates(seed, table)
     for _ in range(args.heartbeats):
         ours_beat()
@@ -263,7 +278,6 @@ def main() -> None:
 
     # An idle lease: the runner renews every ttl/3 and does nothing else.
     from django_bgtasks import lease as run_lease
-    from django_bgtasks.conf import conf
 
     ttl, window = 1.5, 6.0
     updates, _ = table_updates(seed, table)
@@ -380,13 +394,12 @@ def breakdown(seed: psycopg.Connection, beat: tuple[str, int]) -> None:
     """One heartbeat, layer by layer, all prepared and durable (same server)."""
     import re
 
-    from django.conf import settings
     from django.db import connections
 
     from django_bgtasks.models import BackgroundTask
 
     name, token = beat
-    settings.BGTASKS_DATABASE = "prepared"  # the manager call, on the same connection
+    use_alias("prepared")  # the manager call, on the same connection
     prepared = connections["prepared"]
     statements = BackgroundTask.objects._statements(prepared)
     params = {"name": name, "owner": "bench-owner", "token": token}

@@ -112,6 +112,37 @@ def check_progress_interval(**kwargs: Any) -> list[CheckMessage]:
 
 
 @register()
+def check_prepared_statements(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E017 (bad ``BGTASKS_PREPARED_STATEMENTS``), W005 (forced on
+    where the database is said to be behind transaction pooling)."""
+    setting: object = conf.PREPARED_STATEMENTS  # whatever the site set
+    if setting is not None and not isinstance(setting, bool):
+        return [
+            Error(
+                f"BGTASKS_PREPARED_STATEMENTS is {setting!r}; it must be None, True or False.",
+                hint="None (the default) prepares the lease statements on PostgreSQL "
+                "unless the database sets DISABLE_SERVER_SIDE_CURSORS.",
+                id="bgtasks.E017",
+            )
+        ]
+    alias = conf.DATABASE
+    database = settings.DATABASES.get(alias, {})
+    if setting and database.get("DISABLE_SERVER_SIDE_CURSORS"):
+        return [
+            Warning(
+                f"BGTASKS_PREPARED_STATEMENTS is True, but the database {alias!r} sets "
+                "DISABLE_SERVER_SIDE_CURSORS, as sites behind a transaction-pooling "
+                "PgBouncer do. PgBouncer before 1.21 can't keep prepared statements: "
+                "the lease operations would fail with 'prepared statement does not exist'.",
+                hint="Remove BGTASKS_PREPARED_STATEMENTS (None turns them off there), or "
+                "run PgBouncer 1.21 or newer with max_prepared_statements set.",
+                id="bgtasks.W005",
+            )
+        ]
+    return []
+
+
+@register()
 def check_history(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E006 (bad ``BGTASKS_HISTORY_DAYS``)."""
     days = conf.HISTORY_DAYS

@@ -1,7 +1,11 @@
 """The ``BGTASKS_*`` settings, with their defaults, read lazily.
 
-Every read goes to ``django.conf.settings`` so that ``override_settings`` works
-and nothing is read at import time. See docs/settings.md.
+Nothing is read at import time. A setting is read from ``django.conf.settings``
+once and then kept, because the lease operations read several on every call
+and reading one a site leaves unset costs an AttributeError each time; Django's
+``setting_changed`` signal (``override_settings``, pytest-django's ``settings``
+fixture) forgets what was kept. Like Django's own settings, they are not meant
+to be reassigned at run time otherwise. See docs/settings.md.
 """
 
 from __future__ import annotations
@@ -9,6 +13,25 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+
+_UNREAD = object()
+_kept: dict[str, Any] = {}
+
+
+def _setting(name: str, default: Any) -> Any:
+    value = _kept.get(name, _UNREAD)
+    if value is _UNREAD:
+        value = _kept[name] = getattr(settings, name, default)
+    return value
+
+
+def _forget(*, setting: str, **kwargs: Any) -> None:
+    if setting.startswith("BGTASKS_"):
+        _kept.clear()
+
+
+setting_changed.connect(_forget, dispatch_uid="django_bgtasks.conf")
 
 # BGTASKS_EXECUTOR: where "run now" (admin, API, command) runs a task.
 EXECUTOR_THREAD = "thread"  # claim it here, run it in a thread of this process
@@ -22,58 +45,66 @@ class Settings:
     @property
     def TTL(self) -> float:
         """Default lease duration in seconds."""
-        value: float = getattr(settings, "BGTASKS_TTL", 120.0)
+        value: float = _setting("BGTASKS_TTL", 120.0)
         return value
 
     @property
     def HEARTBEAT_INTERVAL(self) -> float | None:
         """Seconds between heartbeats; ``None`` means a third of each lease's ttl."""
-        value: float | None = getattr(settings, "BGTASKS_HEARTBEAT_INTERVAL", None)
+        value: float | None = _setting("BGTASKS_HEARTBEAT_INTERVAL", None)
         return value
 
     @property
     def PROGRESS_INTERVAL(self) -> float:
         """Seconds within which a run's ``update()`` calls are coalesced into one
         write (django_bgtasks.progress); 0 writes every call."""
-        value: float = getattr(settings, "BGTASKS_PROGRESS_INTERVAL", 0.5)
+        value: float = _setting("BGTASKS_PROGRESS_INTERVAL", 0.5)
         return value
 
     @property
     def DATABASE(self) -> str:
         """The database alias that holds the lease table."""
-        value: str = getattr(settings, "BGTASKS_DATABASE", "default")
+        value: str = _setting("BGTASKS_DATABASE", "default")
+        return value
+
+    @property
+    def PREPARED_STATEMENTS(self) -> bool | None:
+        """Whether the lease statements run as prepared statements on PostgreSQL
+        (django_bgtasks.cursors): ``None`` means yes unless the database sets
+        ``DISABLE_SERVER_SIDE_CURSORS`` (a transaction-pooling PgBouncer)."""
+        value: bool | None = _setting("BGTASKS_PREPARED_STATEMENTS", None)
         return value
 
     @property
     def HISTORY_DAYS(self) -> int:
         """How many days of run history ``bgtasks prune`` keeps."""
-        value: int = getattr(settings, "BGTASKS_HISTORY_DAYS", 30)
+        value: int = _setting("BGTASKS_HISTORY_DAYS", 30)
         return value
 
     @property
     def EXECUTOR(self) -> str:
         """``"thread"`` (run now runs in the calling process) or ``"worker"``."""
-        value: str = getattr(settings, "BGTASKS_EXECUTOR", EXECUTOR_THREAD)
+        value: str = _setting("BGTASKS_EXECUTOR", EXECUTOR_THREAD)
         return value
 
     @property
     def SCHEDULES(self) -> dict[str, Any]:
         """Per-site schedules by task name (a ``timedelta``, a cron string, or
         ``None`` for none), replacing those the tasks were registered with."""
-        value: dict[str, Any] = getattr(settings, "BGTASKS_SCHEDULES", {})
+        value: dict[str, Any] = _setting("BGTASKS_SCHEDULES", {})
         return value
 
     @property
     def API_AUTHENTICATION(self) -> list[str]:
         """Dotted paths to callables ``(request) -> user | None`` that the JSON
         API tries, in order, for a request without a session user."""
-        value: list[str] = getattr(settings, "BGTASKS_API_AUTHENTICATION", [])
+        value: list[str] = _setting("BGTASKS_API_AUTHENTICATION", [])
         return value
 
     @property
     def MAX_VALUE_BYTES(self) -> int:
         """The largest JSON value (encoded, in bytes) a task may store."""
-        value: int = getattr(settings, "BGTASKS_MAX_VALUE_BYTES", 1 << 20)
+        value: int = _setting("BGTASKS_MAX_VALUE_BYTES", 1 << 20)
         return value
 
 

@@ -94,6 +94,10 @@ def default_owner() -> str:
 class LeaseManager(models.Manager["BackgroundTask"]):
     """The atomic lease operations. Each is one SQL statement and one round trip."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._rendered: dict[str, sql.Statements] = {}
+
     def get_queryset(self) -> models.QuerySet[BackgroundTask]:
         """ORM reads of the lease table, on the ``BGTASKS_DATABASE`` alias."""
         # ORM reads (the admin, the history) go where the leases live.
@@ -315,13 +319,20 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         return connections[conf.DATABASE]
 
     def _statements(self, connection: BaseDatabaseWrapper) -> sql.Statements:
+        # Kept per vendor: every operation needs them, the tables don't change.
+        try:
+            return self._rendered[connection.vendor]
+        except KeyError:
+            pass
         # The history model is the lease model's sibling in the app registry:
         # looked up, not imported, so models -> leases -> sql stays one-way.
         meta = self.model._meta
         run, worker = (meta.apps.get_model(meta.app_label, m)._meta for m in ("TaskRun", "Worker"))
-        return sql.statements(
+        rendered = sql.statements(
             connection, task=meta.db_table, run=run.db_table, worker=worker.db_table
         )
+        self._rendered[connection.vendor] = rendered
+        return rendered
 
     def write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
         """Run one write ``statement`` in autocommit (refused inside ``atomic()``)."""

@@ -1,0 +1,159 @@
+"""The lease statements as prepared statements on PostgreSQL (cursors.py), on
+the connection Django opened, still seen by Django's cursor machinery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, connections
+from django.test.utils import CaptureQueriesContext
+
+from django_bgtasks import checks, cursors
+from django_bgtasks.models import BackgroundTask
+
+objects = BackgroundTask.objects
+
+
+def prepared_statements(alias: str) -> list[str]:
+    """The statements this session has prepared, as the server lists them."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def cycle(name: str) -> None:
+    lease = objects.try_claim(name, "a", {"n": 0}, ttl=30)
+    assert lease is not None
+    assert objects.update_state(name, "a", {"n": 1}, token=lease.token)
+    assert objects.release(name, "a", {"n": 2}, token=lease.token)
+
+
+def test_the_lease_statements_are_prepared_by_default(pg_alias: str) -> None:
+    connections[pg_alias].close()  # a session of this test's own
+    cycle("prepared")
+    statements = prepared_statements(pg_alias)
+    table = BackgroundTask._meta.db_table
+    assert any(f'INSERT INTO "{table}"' in text for text in statements)  # the claim
+    assert any("SET updated_at = clock_timestamp(), value" in text for text in statements)
+    assert any("WITH ended AS" in text for text in statements)  # the release
+    # Nothing else: Django's own queries (the read above included) are not.
+    assert all(table in text for text in statements)
+    list(BackgroundTask.objects.using(pg_alias).filter(name="prepared"))
+    assert len(prepared_statements(pg_alias)) == len(statements)
+
+
+@pytest.mark.parametrize(
+    ("setting", "database"),
+    [(False, {}), (None, {"DISABLE_SERVER_SIDE_CURSORS": True})],
+    ids=["setting-false", "transaction-pooling"],
+)
+def test_not_prepared_when_turned_off(
+    pg_alias: str, settings: Any, setting: Any, database: dict[str, Any]
+) -> None:
+    connection = connections[pg_alias]
+    connection.close()
+    settings.BGTASKS_PREPARED_STATEMENTS = setting
+    saved = dict(connection.settings_dict)
+    connection.settings_dict.update(database)
+    try:
+        assert not cursors.prepares(connection)
+        cycle("unprepared")
+        assert prepared_statements(pg_alias) == []
+    finally:
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        connection.close()
+
+
+def test_forced_on_even_with_transaction_pooling(pg_alias: str, settings: Any) -> None:
+    connection = connections[pg_alias]
+    settings.BGTASKS_PREPARED_STATEMENTS = True
+    saved = dict(connection.settings_dict)
+    connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = True
+    try:
+        assert cursors.prepares(connection)
+    finally:
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+
+
+def test_django_sees_them_query_log_and_execute_wrapper(pg_alias: str) -> None:
+    connection = connections[pg_alias]
+    seen: list[str] = []
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with CaptureQueriesContext(connection) as logged, connection.execute_wrapper(wrapper):
+        cycle("watched")
+    assert len(seen) == 3 and len(logged.captured_queries) == 3
+    assert "INSERT INTO" in seen[0] and "WITH ended AS" in seen[2]
+    # The log shows the statement with its values, as for Django's own.
+    assert "'watched'" in logged.captured_queries[0]["sql"]
+
+
+def test_driver_errors_are_django_errors(pg_alias: str) -> None:
+    connection = connections[pg_alias]
+    cycle("errors")
+    # A statement the server refuses: Django's DatabaseError, from the same cursor.
+    cursor = cursors.prepared_cursor(connection)
+    with pytest.raises(DatabaseError):
+        cursor.execute("SELECT 1 / 0")
+    cycle("errors")  # and the cursor, and the connection, go on working
+
+
+def test_a_reconnect_gets_a_new_cursor(pg_alias: str) -> None:
+    connection = connections[pg_alias]
+    cycle("reconnect")
+    before = cursors.prepared_cursor(connection).cursor
+    connection.close()
+    cycle("reconnect")
+    after = cursors.prepared_cursor(connection).cursor
+    assert after is not before and after.connection is connection.connection
+    assert prepared_statements(pg_alias)  # prepared again on the new session
+
+
+def test_the_site_keeps_its_own_prepare_threshold(pg_alias: str) -> None:
+    connection = connections[pg_alias]
+    connection.close()
+    saved = dict(connection.settings_dict)
+    connection.settings_dict["OPTIONS"] = {**saved["OPTIONS"], "prepare_threshold": 7}
+    try:
+        cycle("threshold")
+        assert connection.connection.prepare_threshold == 7
+        assert prepared_statements(pg_alias)
+    finally:
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        connection.close()
+
+
+def test_no_prepared_statements_elsewhere(db_alias: str) -> None:
+    connection = connections[db_alias]
+    assert cursors.prepares(connection) == (connection.vendor == "postgresql")
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, []])
+def test_a_bad_setting(settings: Any, value: Any) -> None:
+    settings.BGTASKS_PREPARED_STATEMENTS = value
+    [error] = checks.check_prepared_statements()
+    assert error.id == "bgtasks.E017" and repr(value) in error.msg
+
+
+@pytest.mark.parametrize("value", [None, True, False])
+def test_good_settings(settings: Any, value: Any) -> None:
+    settings.BGTASKS_PREPARED_STATEMENTS = value
+    assert checks.check_prepared_statements() == []
+
+
+def test_forced_on_behind_transaction_pooling_warns(settings: Any) -> None:
+    settings.BGTASKS_PREPARED_STATEMENTS = True
+    databases = {**settings.DATABASES}
+    databases["default"] = {**databases["default"], "DISABLE_SERVER_SIDE_CURSORS": True}
+    with pytest.warns(UserWarning, match="Overriding setting DATABASES"):
+        settings.DATABASES = databases
+    [warning] = checks.check_prepared_statements()
+    assert warning.id == "bgtasks.W005" and "1.21" in warning.msg
+    assert "max_prepared_statements" in warning.hint
