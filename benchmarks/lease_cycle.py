@@ -7,10 +7,13 @@ Prints, from one run with alternating rounds:
   statements on bare psycopg, and the median of the per-round ratios;
 * heartbeats/s through the manager, next to a bare psycopg UPDATE;
 
-each for two Django configurations of the same server: Django's default
-(client-side binding: every statement is parsed and planned each time) and
-``OPTIONS = {"server_side_binding": True, "prepare_threshold": 5}`` (prepared
-statements, as bare psycopg uses by default). Also:
+each for three configurations of the same server: Django's default settings
+(Django binds on the client and prepares nothing, but the lease statements
+run prepared on a cursor of their own: django_bgtasks/cursors.py); the same
+with ``BGTASKS_PREPARED_STATEMENTS = False`` (every statement parsed and
+planned on each call, as before); and ``OPTIONS = {"server_side_binding":
+True, "prepare_threshold": 5}``. The seed runs on bare psycopg, which
+prepares a statement from its fifth execution. Also:
 
 * the share of heartbeat updates PostgreSQL did as HOT updates;
 * what an idle lease costs: statements per minute at the default ttl;
@@ -120,13 +123,14 @@ def setup_django(dsn: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def use_alias(alias: str) -> None:
-    """Point the lease operations at ``alias`` (as override_settings does,
-    so that django_bgtasks.conf forgets the alias it kept)."""
+def use_alias(alias: str, prepared_statements: bool | None = None) -> None:
+    """Point the lease operations at ``alias``, with ``BGTASKS_PREPARED_STATEMENTS``
+    (as override_settings does, so that django_bgtasks.conf forgets what it kept)."""
     from django.conf import settings
     from django.core.signals import setting_changed
 
     settings.BGTASKS_DATABASE = alias
+    settings.BGTASKS_PREPARED_STATEMENTS = prepared_statements
     setting_changed.send(None, setting="BGTASKS_DATABASE", value=alias, enter=True)
 
 
@@ -257,10 +261,13 @@ def main() -> None:
         name, token = beat_tokens[conf.DATABASE]
         assert objects.heartbeat(name, "bench-owner", token=token)
 
-    for alias, label in (("default", "Django default"), ("prepared", "prepared")):
-        use_alias(alias)
-        options = "" if alias == "default" else f" {PREPARED_OPTIONS}"
-        print(f"-- ours with {label} binding{options}")
+    for alias, prepared_statements, label in (
+        ("default", None, "Django's default settings (our statements prepared)"),
+        ("default", False, "Django's default settings, BGTASKS_PREPARED_STATEMENTS = False"),
+        ("prepared", None, f"OPTIONS = {PREPARED_OPTIONS}"),
+    ):
+        use_alias(alias, prepared_statements)
+        print(f"-- ours with {label}")
         alternate("cycle", args.rounds, args.cycles, ours_cycle, seed_cycle)
         alternate("heartbeat", args.rounds, args.cycles * 3, ours_beat, seed_beat)
     print()
