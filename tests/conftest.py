@@ -1,8 +1,9 @@
 """Fixtures shared by the whole suite.
 
 Lease tests take the ``db_alias`` fixture and then run once per real database:
-SQLite, the embedded PostgreSQL started here, ``DATABASE_URL`` when set, and
-the MariaDB/MySQL of ``BGTASKS_MYSQL_URL`` (tests/settings.py). Nothing is
+SQLite, the embedded PostgreSQL started here, ``DATABASE_URL`` when set, the
+MariaDB/MySQL of ``BGTASKS_MYSQL_URL``, and the embedded PostgreSQL again
+through a transaction-pooling PgBouncer started here (tests/settings.py). Nothing is
 mocked: the lease logic is the database.
 """
 
@@ -18,14 +19,18 @@ from django.conf import settings
 from django.db import connections
 from hypothesis import settings as hypothesis_settings
 
-from tests import pgserver, procs
+from tests import pgbouncer, pgserver, procs
 
 DB_IDS = {
     "default": "sqlite",
     "postgres": "postgres-embedded",
     "env": "postgres-env",
     "mysql": "mariadb",
+    "pgbouncer": "pgbouncer",
+    "pgbouncer-session": "pgbouncer-session",
 }
+# Only the tests that name it: the parametrised ones go through "pgbouncer".
+NOT_PARAMETRISED = {"pgbouncer-session"}
 MYSQL_ALIAS = "mysql"
 
 # Hypothesis: a few seconds per fuzz test in CI; far more examples in the soak
@@ -47,6 +52,11 @@ def pytest_configure(config: pytest.Config) -> None:
             f"CI is set but MariaDB/MySQL is not tested: {why}. CI must test the "
             "machine's MariaDB; .ci/run starts it."
         )
+    if os.environ.get("CI") and "pgbouncer" not in settings.DATABASES:
+        why = getattr(settings, "PGBOUNCER_UNAVAILABLE", None) or "BGTASKS_PGBOUNCER is 0"
+        raise pytest.UsageError(
+            f"CI is set but PgBouncer is not tested: {why}. .ci/run installs it."
+        )
 
 
 # Fixture name -> which database aliases it runs a test on, and which other
@@ -54,14 +64,22 @@ def pytest_configure(config: pytest.Config) -> None:
 # keep users, sessions and LogEntry rows in "default" whichever alias holds
 # the leases.
 ALIAS_FIXTURES = {
-    "db_alias": (lambda engine: True, set()),
-    "pg_alias": (lambda engine: engine.endswith("postgresql"), set()),
-    "sqlite_alias": (lambda engine: engine.endswith("sqlite3"), set()),
-    "mysql_alias": (lambda engine: engine.endswith("mysql"), set()),
-    "site_alias": (lambda engine: True, {"default"}),
+    "db_alias": (lambda db: True, set()),
+    "pg_alias": (lambda db: db["ENGINE"].endswith("postgresql"), set()),
+    # PostgreSQL where the lease statements run prepared (not behind the
+    # transaction-pooling PgBouncer).
+    "prepared_alias": (
+        lambda db: (
+            db["ENGINE"].endswith("postgresql") and not db.get("DISABLE_SERVER_SIDE_CURSORS")
+        ),
+        set(),
+    ),
+    "sqlite_alias": (lambda db: db["ENGINE"].endswith("sqlite3"), set()),
+    "mysql_alias": (lambda db: db["ENGINE"].endswith("mysql"), set()),
+    "site_alias": (lambda db: True, {"default"}),
     # The Django Tasks backend: PostgreSQL and SQLite (MySQL is bgtasks.E015).
-    "tasks_alias": (lambda engine: not engine.endswith("mysql"), set()),
-    "tasks_site_alias": (lambda engine: not engine.endswith("mysql"), {"default"}),
+    "tasks_alias": (lambda db: not db["ENGINE"].endswith("mysql"), set()),
+    "tasks_site_alias": (lambda db: not db["ENGINE"].endswith("mysql"), {"default"}),
 }
 
 
@@ -73,22 +91,40 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     alias,
                     id=DB_IDS[alias],
                     marks=pytest.mark.django_db(
-                        transaction=True, databases=sorted({alias} | also)
+                        transaction=True, databases=sorted({alias} | also | _mirrored(db))
                     ),
                 )
                 for alias, db in settings.DATABASES.items()
-                if wanted(db["ENGINE"])
+                if wanted(db) and alias not in NOT_PARAMETRISED
             ]
             # No server on this machine: the MariaDB case shows as a skip that
             # names the variable, not as a test that silently isn't there.
             unavailable = getattr(settings, "MYSQL_UNAVAILABLE", None)
-            if unavailable and wanted("django.db.backends.mysql"):
+            if unavailable and wanted({"ENGINE": "django.db.backends.mysql"}):
                 params.append(
                     pytest.param(
                         MYSQL_ALIAS, id=DB_IDS[MYSQL_ALIAS], marks=pytest.mark.skip(unavailable)
                     )
                 )
+            bouncer_unavailable = getattr(settings, "PGBOUNCER_UNAVAILABLE", None)
+            bouncer = {
+                "ENGINE": "django.db.backends.postgresql",
+                "DISABLE_SERVER_SIDE_CURSORS": True,
+            }
+            if bouncer_unavailable and wanted(bouncer):
+                params.append(
+                    pytest.param(
+                        "pgbouncer", id="pgbouncer", marks=pytest.mark.skip(bouncer_unavailable)
+                    )
+                )
             metafunc.parametrize(fixture, params, indirect=True)
+
+
+def _mirrored(db: dict[str, Any]) -> set[str]:
+    """A mirror alias's database too: Django flushes only the aliases that
+    own a test database, and a mirror's rows are its."""
+    mirror = db.get("TEST", {}).get("MIRROR")
+    return {mirror} if mirror else set()
 
 
 def _use_alias(request: pytest.FixtureRequest, settings: Any) -> str:
@@ -106,6 +142,12 @@ def db_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def pg_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """Each PostgreSQL database in turn (embedded, and DATABASE_URL's)."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def prepared_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Each PostgreSQL database where the lease statements run prepared."""
     return _use_alias(request, settings)
 
 
@@ -148,6 +190,34 @@ def embedded_postgres() -> Iterator[Any]:
         yield server
 
 
+def _pgbouncer(request: pytest.FixtureRequest, mode: str) -> Iterator[pgbouncer.Bouncer]:
+    info = request.getfixturevalue("embedded_postgres").get_postmaster_info()
+    with pgbouncer.bouncer(str(info.socket_dir), int(info.port), mode) as bouncer:
+        yield bouncer
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_transaction(request: pytest.FixtureRequest) -> Iterator[pgbouncer.Bouncer]:
+    """PgBouncer in transaction pooling mode before the embedded server."""
+    yield from _pgbouncer(request, "transaction")
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_session(request: pytest.FixtureRequest) -> Iterator[pgbouncer.Bouncer]:
+    """PgBouncer in session pooling mode before the embedded server."""
+    yield from _pgbouncer(request, "session")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, request: pytest.FixtureRequest) -> Iterator[None]:
+    """pytest-django's, and at the end PgBouncer lets go of the test database
+    before it is dropped (PostgreSQL refuses to drop one that has sessions)."""
+    yield
+    for mode in set(settings.PGBOUNCER_ALIASES.values()):
+        if any(alias in settings.DATABASES for alias in settings.PGBOUNCER_ALIASES):
+            pgbouncer.stop(request.getfixturevalue(f"pgbouncer_{mode}").process)
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(
     django_db_modify_db_settings_parallel_suffix: None,
@@ -164,8 +234,12 @@ def django_db_modify_db_settings(
     # reaches connections that already exist.
     postgres["HOST"] = str(info.socket_dir)
     postgres["PORT"] = str(info.port)
+    for alias, mode in settings.PGBOUNCER_ALIASES.items():
+        if alias in settings.DATABASES:
+            bouncer = request.getfixturevalue(f"pgbouncer_{mode}")
+            settings.DATABASES[alias]["PORT"] = str(bouncer.port)
     with django_db_blocker.unblock():
-        for alias in ("postgres", "env", MYSQL_ALIAS):
+        for alias in ("postgres", "env", MYSQL_ALIAS, *settings.PGBOUNCER_ALIASES):
             if alias in settings.DATABASES:
                 procs.require_server(connections[alias], alias)
 

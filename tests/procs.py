@@ -48,7 +48,16 @@ def worker_env(alias: str, **bgtasks_settings: Any) -> dict[str, str]:
     from django.db import connections
 
     db = connections[alias].settings_dict
-    keys = ("ENGINE", "NAME", "USER", "PASSWORD", "HOST", "PORT", "OPTIONS")
+    keys = (
+        "ENGINE",
+        "NAME",
+        "USER",
+        "PASSWORD",
+        "HOST",
+        "PORT",
+        "OPTIONS",
+        "DISABLE_SERVER_SIDE_CURSORS",
+    )
     env = dict(os.environ)
     env[ENV_DB] = json.dumps({key: db[key] for key in keys if key in db}, default=str)
     env[ENV_SETTINGS] = json.dumps(bgtasks_settings)

@@ -11,6 +11,13 @@ and a MariaDB (or MySQL).
   to leave it out, as ``make test-fast`` does). When it can't be reached,
   ``MYSQL_UNAVAILABLE`` says why and its cases skip, naming the variable.
   Under ``CI`` either is a failure.
+* ``pgbouncer``: the embedded server again, through a PgBouncer in
+  transaction pooling mode that conftest.py starts (tests/pgbouncer.py), with
+  ``DISABLE_SERVER_SIDE_CURSORS`` as Django's docs ask of such sites; and
+  ``pgbouncer-session``, through one in session mode (only the tests that
+  name it). Both mirror ``postgres``'s test database. Without Debian's
+  ``pgbouncer`` (``BGTASKS_PGBOUNCER=0`` leaves them out too) their cases
+  skip, saying so; under ``CI`` that is a failure.
 
 Lease tests run once per alias, with ``BGTASKS_DATABASE`` pointed at it.
 """
@@ -143,6 +150,26 @@ def _mysql() -> tuple[dict[str, Any] | None, str | None]:
 _mysql_db, MYSQL_UNAVAILABLE = _mysql()
 if _mysql_db is not None:
     DATABASES["mysql"] = _mysql_db
+
+PGBOUNCER_ALIASES = {"pgbouncer": "transaction", "pgbouncer-session": "session"}
+PGBOUNCER_UNAVAILABLE = None
+if os.environ.get("BGTASKS_PGBOUNCER", "1") == "0":
+    pass  # left out on purpose: no cases, no skips
+elif not os.access("/usr/sbin/pgbouncer", os.X_OK):
+    PGBOUNCER_UNAVAILABLE = "no /usr/sbin/pgbouncer: apt-get install pgbouncer"
+else:
+    for _alias in PGBOUNCER_ALIASES:
+        DATABASES[_alias] = {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": "postgres",
+            "USER": "postgres",
+            "HOST": "127.0.0.1",
+            "PORT": "",  # the PgBouncer's, set by conftest.py
+            # Django's advice for transaction pooling; it also turns the
+            # lease statements' prepared statements off (cursors.py).
+            "DISABLE_SERVER_SIDE_CURSORS": _alias == "pgbouncer",
+            "TEST": {"MIRROR": "postgres", "DEPENDENCIES": []},
+        }
 
 
 # Django Tasks (issue 13): the app's backend, one that retries, and Django's
