@@ -1,17 +1,21 @@
 """The test matrix, the combined coverage report and the installed-wheel check.
 
-Two legs, each against all three databases (SQLite, the embedded PostgreSQL 18
-the suite starts, and the server in ``DATABASE_URL``: PostgreSQL 15 in CI):
+Two legs. Both test SQLite, the embedded PostgreSQL 18 the suite starts and
+the machine's MariaDB; the first also the server in ``DATABASE_URL``
+(PostgreSQL 15 in CI), the same embedded server through the PgBouncers the
+suite starts, and the torture profile:
 
-=====================  ===========  ==================  ===========================
+=====================  ===========  ==================  =====================================
 leg                    Python       Django              what runs
-=====================  ===========  ==================  ===========================
-``tests-3.11``         3.11         5.2 LTS             the whole suite, torture too
-``tests-3.13``         3.13         newest 6.x          the whole suite but torture
-=====================  ===========  ==================  ===========================
+=====================  ===========  ==================  =====================================
+``tests-3.11``         3.11         5.2 LTS             the whole suite, on every server
+``tests-3.13``         3.13         newest 6.x          the whole suite but torture, on three
+=====================  ===========  ==================  =====================================
 
-The torture profile (``tests/faults/torture/``) runs once: it tests the databases
-under faults, which no Django version changes, and it is the slowest part.
+What only the first leg runs tests servers and faults, which no Django
+version changes, and is the slowest part; the second leg leaves it out on
+purpose (``DATABASE_URL=""``, ``BGTASKS_PGBOUNCER=0``), which under ``CI``
+the suite accepts only when said so explicitly.
 
 .ci/run runs the 3.11 leg as the README's ``make test`` (the project's
 ``.venv`` is Python 3.11 with Django 5.2 there, which .ci/run checks), so the
@@ -60,12 +64,16 @@ nox.options.sessions = ["tests", "coverage", "wheel"]
 class Leg:
     python: str
     django: str  # a pip requirement
-    torture: bool
+    # The torture profile, the machine's PostgreSQL (DATABASE_URL) and the
+    # suite's PgBouncer test servers and topologies, which no Django version
+    # changes: one leg runs them. Both run SQLite, the embedded PostgreSQL and
+    # MariaDB (Django 6 checks the models against each database).
+    servers: bool
 
 
 MATRIX = [
-    Leg("3.11", "Django>=5.2,<5.3", torture=True),
-    Leg("3.13", "Django>=6,<7", torture=False),
+    Leg("3.11", "Django>=5.2,<5.3", servers=True),
+    Leg("3.13", "Django>=6,<7", servers=False),
 ]
 LEGS = {leg.python: leg for leg in MATRIX}
 
@@ -97,16 +105,18 @@ def coverage_env() -> dict[str, str]:
 
 @nox.session(python=[leg.python for leg in MATRIX])
 def tests(session: nox.Session) -> None:
-    """One leg of the matrix: the suite on all databases, under coverage."""
+    """One leg of the matrix: the suite on its databases, under coverage."""
     leg = LEGS[str(session.python)]
     session.install("-e", ".[dev]", leg.django)
     session.run(
         "python", "-c", "import django, sys; print(sys.version, 'Django', django.__version__)"
     )
     args = list(session.posargs)
-    if not leg.torture:
+    env = coverage_env()
+    if not leg.servers:
         args.append("--ignore=tests/faults/torture")
-    session.run("python", "-m", "pytest", *args, env=coverage_env())
+        env |= {"DATABASE_URL": "", "BGTASKS_PGBOUNCER": "0"}
+    session.run("python", "-m", "pytest", *args, env=env)
 
 
 @nox.session
