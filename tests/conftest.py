@@ -46,7 +46,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # and BGTASKS_PGBOUNCER=0): the second leg of the matrix does, as they
     # test servers, not Django versions (noxfile.py). MariaDB may not: it is
     # where Django's own MySQL checks of the models run.
-    if os.environ.get("CI") and "env" not in settings.DATABASES and "DATABASE_URL" not in os.environ:
+    if (
+        os.environ.get("CI")
+        and "env" not in settings.DATABASES
+        and "DATABASE_URL" not in os.environ
+    ):
         raise pytest.UsageError(
             "CI is set but DATABASE_URL is not: CI must test the machine's PostgreSQL. "
             "Run the suite through .ci/run, or set DATABASE_URL."
