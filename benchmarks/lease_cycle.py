@@ -15,6 +15,8 @@ planned on each call, as before); and ``OPTIONS = {"server_side_binding":
 True, "prepare_threshold": 5}``. The seed runs on bare psycopg, which
 prepares a statement from its fifth execution. Also:
 
+* the compass: one cycle of ours, of django-db-mutex and of an advisory lock,
+  each as a ratio to the seed's;
 * the share of heartbeat updates PostgreSQL did as HOT updates;
 * what an idle lease costs: statements per minute at the default ttl;
 * where the time goes: one heartbeat timed layer by layer (the seed's UPDATE
@@ -113,7 +115,12 @@ def setup_django(dsn: str) -> None:
     # Merge, don't replace: the URL's query (e.g. ?host=<socket dir>) lands in OPTIONS.
     prepared = {**default, "OPTIONS": {**default.get("OPTIONS", {}), **PREPARED_OPTIONS}}
     settings.configure(
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_bgtasks"],
+        INSTALLED_APPS=[
+            "django.contrib.contenttypes",
+            "django.contrib.auth",
+            "django_bgtasks",
+            "db_mutex",  # django-db-mutex, for the compass
+        ],
         DATABASES={"default": default, "prepared": prepared},
         USE_TZ=True,
     )
@@ -142,7 +149,13 @@ def rate(count: int, work: Callable[[], None]) -> float:
 
 
 def alternate(
-    label: str, rounds: int, count: int, ours: Callable[[], None], seed: Callable[[], None]
+    label: str,
+    rounds: int,
+    count: int,
+    ours: Callable[[], None],
+    seed: Callable[[], None],
+    *,
+    quiet: bool = False,
 ) -> tuple[float, float, float]:
     """Run both sides in alternating rounds (so drift hits both); medians."""
     ours_rates, seed_rates = [], []
@@ -155,6 +168,8 @@ def alternate(
     ratios = [o / s for o, s in zip(ours_rates, seed_rates, strict=True)]
     ours_median, seed_median = statistics.median(ours_rates), statistics.median(seed_rates)
     ratio = statistics.median(ratios)
+    if quiet:
+        return ours_median, seed_median, ratio
     print(
         f"{label:<11} ours {ours_median:8.0f}/s   seed {seed_median:8.0f}/s   "
         f"median ratio {ratio:.3f}  (per round: {min(ratios):.3f}..{max(ratios):.3f})"
@@ -298,6 +313,7 @@ def main() -> None:
         f"idle lease: {renewals} renewals in {window:g} s at ttl {ttl:g} s -> "
         f"{per_minute:.2f} statements/min per lease at the default ttl ({conf.TTL:g} s)"
     )
+    compass(seed, args.rounds, args.cycles, ours_cycle, seed_cycle)
     breakdown(seed, beat_tokens["prepared"])
     seed.close()
     connection.close()
@@ -378,6 +394,45 @@ def mysql_main(args: argparse.Namespace) -> None:
     alternate("heartbeat", args.rounds, args.cycles * 3, ours_beat, seed_beat)
     seed.close()
     connection.close()
+
+
+def compass(
+    seed: psycopg.Connection,
+    rounds: int,
+    count: int,
+    ours_cycle: Callable[[], None],
+    seed_cycle: Callable[[], None],
+) -> None:
+    """Where we stand: one cycle (take it, report once where there is state
+    to report, give it back) of each way to own a job, next to the seed's,
+    all with Django's default settings on one server. django-db-mutex keeps
+    no state (a row per held lock, deleted on release); an advisory lock
+    keeps nothing at all, writes nothing, and so commits nothing durable."""
+    from db_mutex.db_mutex import db_mutex
+
+    use_alias("default")
+
+    def mutex_cycle() -> None:
+        with db_mutex("bench-mutex"):
+            pass
+
+    advisory = psycopg.connect(seed.info.dsn, autocommit=True)
+    key = [4242]  # any bigint names an advisory lock
+
+    def advisory_cycle() -> None:
+        assert advisory.execute("SELECT pg_try_advisory_lock(%s)", key).fetchone()[0]
+        advisory.execute("SELECT pg_advisory_unlock(%s)", key)
+
+    print("\ncompass: one cycle of each, next to the seed's (Django's default settings)")
+    print(f"{'the seed (3 statements, bare psycopg)':<40} 1.00")
+    for label, cycle in (
+        ("django-bgtasks (claim, update, release)", ours_cycle),
+        ("django-db-mutex (acquire, release)", mutex_cycle),
+        ("advisory lock (no state, bare psycopg)", advisory_cycle),
+    ):
+        *_, ratio = alternate("", rounds, count, cycle, seed_cycle, quiet=True)
+        print(f"{label:<40} {ratio:.2f}")
+    advisory.close()
 
 
 def interleaved_us(layers: list[tuple[str, Callable[[], object]]], rounds: int = 8) -> list[float]:
