@@ -15,7 +15,7 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db import connections
+from django.db import connections, router
 from django.utils.module_loading import import_string
 
 from .conf import EXECUTORS, conf
@@ -62,6 +62,52 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     return []
+
+
+@register()
+def check_separate_database(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E030 (the routers keep the tables off ``BGTASKS_DATABASE``),
+    W010 (the lease table is not on ``default``: what ``fence()`` guards)."""
+    alias = conf.DATABASE
+    if alias not in settings.DATABASES:
+        return []  # bgtasks.E003
+    messages: list[CheckMessage] = []
+    refused = [
+        model._meta.label
+        for model in apps.get_app_config("django_bgtasks").get_models()
+        if not router.allow_migrate_model(alias, model)
+    ]
+    if refused:
+        messages.append(
+            Error(
+                f"BGTASKS_DATABASE is {alias!r}, but DATABASE_ROUTERS do not allow "
+                f"migrating {', '.join(refused)} there, so `migrate` would never create "
+                "the lease tables where the lease operations read and write them.",
+                hint=(
+                    f"Make your router's allow_migrate() return True for app_label "
+                    f"'django_bgtasks' on {alias!r}, then run "
+                    f"`manage.py migrate --database {alias}`."
+                ),
+                id="bgtasks.E030",
+            )
+        )
+    if alias != "default":
+        messages.append(
+            Warning(
+                f"The lease table is on {alias!r} (BGTASKS_DATABASE), so lease.fence() "
+                f"guards only writes to {alias!r}: it raises FenceOnOtherDatabase when a "
+                "transaction is open on another alias, and writes made there without a "
+                "fence are not protected against a takeover.",
+                hint=(
+                    f"Keep the data a task fences on {alias!r}, or make the other "
+                    "database's writes check lease.token (docs/reliability.md, 'A separate "
+                    "lease database'). Silence this with SILENCED_SYSTEM_CHECKS = "
+                    '["bgtasks.W010"] once that is so.'
+                ),
+                id="bgtasks.W010",
+            )
+        )
+    return messages
 
 
 @register()

@@ -228,3 +228,29 @@ def test_sysdate_is_now_and_statement_based_binary_logging_are_warned_about(
         ),
     )
     assert mysql_checks(mysql_alias) == ["bgtasks.W003", "bgtasks.W004"]
+
+
+class KeepsTheLeaseTablesOff:
+    """A router that migrates django_bgtasks nowhere (a site's mistake)."""
+
+    def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool | None:
+        return False if app_label == "django_bgtasks" else None
+
+
+def test_routers_that_keep_the_lease_tables_off_the_lease_database(settings: Any) -> None:
+    settings.DATABASE_ROUTERS = ["tests.test_checks.KeepsTheLeaseTablesOff"]
+    [error] = checks.check_separate_database()
+    assert error.id == "bgtasks.E030"
+    assert "'default'" in error.msg and "django_bgtasks.BackgroundTask" in error.msg
+    assert "migrate --database default" in error.hint
+
+
+def test_a_lease_database_other_than_default_says_what_fence_guards(settings: Any) -> None:
+    settings.BGTASKS_DATABASE = "postgres"
+    [warning] = checks.check_separate_database()
+    assert warning.id == "bgtasks.W010"
+    assert "'postgres'" in warning.msg and "FenceOnOtherDatabase" in warning.msg
+
+
+def test_the_lease_table_on_default_needs_no_word() -> None:
+    assert checks.check_separate_database() == []
