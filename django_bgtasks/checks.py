@@ -25,6 +25,7 @@ from .sql import (
     MIN_SQLITE_VERSION,
     SUPPORTED_VENDORS,
     mysql_server,
+    postgresql_replication,
     vendor_list,
 )
 from .validation import MAX_TTL, MIN_TTL, is_finite_number
@@ -406,6 +407,120 @@ def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessag
                 "statements use SYSDATE(), which replicas would evaluate again, differently.",
                 hint="Set binlog_format=ROW (MySQL's default) or MIXED.",
                 id="bgtasks.W004",
+            )
+        )
+    return messages
+
+
+# synchronous_commit levels at which a commit returns before a synchronous
+# standby has flushed it: a failover to that standby can lose it.
+UNSAFE_SYNCHRONOUS_COMMIT = ("off", "local", "remote_write")
+SYNC_REPLICATION_DOCS = "docs/operations.md, 'A PostgreSQL failover'"
+
+
+@register()
+def check_sync_replication_setting(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E035 (``BGTASKS_REQUIRE_SYNC_REPLICATION`` not a bool), E034
+    (asked for on a database that is not PostgreSQL)."""
+    required: object = conf.REQUIRE_SYNC_REPLICATION
+    if not isinstance(required, bool):
+        return [
+            Error(
+                f"BGTASKS_REQUIRE_SYNC_REPLICATION is {required!r}; it must be True or False.",
+                hint="The default is False.",
+                id="bgtasks.E035",
+            )
+        ]
+    alias = conf.DATABASE
+    if not required or alias not in settings.DATABASES:
+        return []
+    vendor = connections[alias].vendor
+    if vendor != "postgresql":
+        return [
+            Error(
+                f"BGTASKS_REQUIRE_SYNC_REPLICATION is True, but the database {alias!r} is "
+                f"{vendor}: django-bgtasks checks synchronous replication on PostgreSQL only.",
+                hint=(
+                    "Set it to False, or put the lease table on PostgreSQL "
+                    f"({SYNC_REPLICATION_DOCS})."
+                ),
+                id="bgtasks.E034",
+            )
+        ]
+    return []
+
+
+@register(Tags.database)
+def check_sync_replication(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E031 (no synchronous standby), E032 (``synchronous_commit``
+    returns before the standby has the commit), E033 (connected to a
+    standby); on the ``BGTASKS_DATABASE`` alias, when it is PostgreSQL and
+    ``BGTASKS_REQUIRE_SYNC_REPLICATION`` is True."""
+    alias = conf.DATABASE
+    if conf.REQUIRE_SYNC_REPLICATION is not True:
+        return []
+    if not databases or alias not in databases or alias not in settings.DATABASES:
+        return []
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return []  # bgtasks.E034
+    found = postgresql_replication(connection)
+    if found.in_recovery:
+        return [
+            Error(
+                f"The database {alias!r} is a standby (in recovery): the lease operations "
+                "need the primary.",
+                hint=(
+                    "List every server in HOST (and PORT) and add "
+                    '"target_session_attrs": "read-write" to OPTIONS, so that libpq '
+                    f"connects to whichever is the primary ({SYNC_REPLICATION_DOCS})."
+                ),
+                id="bgtasks.E033",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    names = found.synchronous_standby_names.strip()
+    if not names or not found.sync_standbys:
+        if not names:
+            problem = "its synchronous_standby_names is empty, so replication is asynchronous"
+        elif found.hidden_standbys:
+            problem = (
+                f"synchronous_standby_names is {names!r}, but this user can't see which "
+                "standbys are synchronous (pg_stat_replication.sync_state is hidden)"
+            )
+        else:
+            problem = (
+                f"synchronous_standby_names is {names!r}, but no standby it names is "
+                "connected as synchronous (pg_stat_replication.sync_state)"
+            )
+        messages.append(
+            Error(
+                f"BGTASKS_REQUIRE_SYNC_REPLICATION is True, but the primary of {alias!r} has "
+                f"no synchronous standby: {problem}. A failover to a standby can then lose "
+                "acknowledged claims, renewals and fenced writes, and hand a token out twice.",
+                hint=(
+                    "On the primary: ALTER SYSTEM SET synchronous_standby_names = "
+                    "'FIRST 1 (<standby application_name>)'; SELECT pg_reload_conf(); and check "
+                    "that SELECT application_name, sync_state FROM pg_stat_replication shows "
+                    "it 'sync'. Grant pg_monitor to the app's user if sync_state reads NULL "
+                    f"({SYNC_REPLICATION_DOCS})."
+                ),
+                id="bgtasks.E031",
+            )
+        )
+    if found.synchronous_commit in UNSAFE_SYNCHRONOUS_COMMIT:
+        messages.append(
+            Error(
+                f"BGTASKS_REQUIRE_SYNC_REPLICATION is True, but the database {alias!r} "
+                f"runs with synchronous_commit = {found.synchronous_commit!r}: a commit "
+                "returns before the synchronous standby has flushed it, so a failover can "
+                "lose it.",
+                hint=(
+                    "Use synchronous_commit = 'on' (the default) or 'remote_apply', on the "
+                    "server and in the alias's OPTIONS "
+                    f'("options": "-c synchronous_commit=on") ({SYNC_REPLICATION_DOCS}).'
+                ),
+                id="bgtasks.E032",
             )
         )
     return messages
