@@ -257,7 +257,7 @@ def test_the_lease_table_on_default_needs_no_word() -> None:
 
 
 # --- BGTASKS_REQUIRE_SYNC_REPLICATION (a primary with a synchronous standby:
-# tests/topology/test_failover.py runs these against a real one) ---------------
+# tests/faults/test_failover.py runs these against a real one) ---------------
 
 
 def test_sync_replication_not_required_reads_nothing(pg_alias: str) -> None:
