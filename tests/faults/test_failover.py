@@ -214,7 +214,6 @@ def _synchronous_failover(pair: Pair, directory: Path, promote_after: float) -> 
         ],
     )
     verdict = check(evidence)
-    print(f"\nfailover, promoted after {promote_after:g} s:\n{verdict.table()}")
     assert verdict.violations == []
     assert verdict.inconclusive == []
 
@@ -240,6 +239,7 @@ def _synchronous_failover(pair: Pair, directory: Path, promote_after: float) -> 
         if ended and ended[0]["t"] < killed_mono:
             continue
         open_at_kill.append((owner, token))
+        fate = "continued"
         lost = [e for e in journal if e["e"] == "lost" and e["token"] == token]
         continued = any(
             (e["e"] == "ok" and e["token"] == token and e["t"] > up_mono)
@@ -250,6 +250,7 @@ def _synchronous_failover(pair: Pair, directory: Path, promote_after: float) -> 
             assert lost and not continued, (owner, token, journal)
         assert lost or continued, (owner, token, journal)
         if lost:
+            fate = f"declared lost {lost[0]['t'] - killed_mono:.2f} s after the kill"
             assert lost[0]["t"] <= killed_mono + TTL + 0.25, (owner, token, lost)
             later_claims = [
                 e["t"]
@@ -259,6 +260,13 @@ def _synchronous_failover(pair: Pair, directory: Path, promote_after: float) -> 
             ]
             assert all(t >= lost[0]["t"] for t in later_claims), (owner, token, lost)
     assert len(open_at_kill) == 1, open_at_kill  # one lease: one holder at the kill
+    # For docs/reliability.md (shown with -s).
+    print(
+        f"\nsynchronous failover, promoted {promote_after:g} s after the kill: "
+        f"outage {up_mono - killed_mono:.2f} s (ttl {TTL:g} s); the holder {fate}; "
+        f"tokens {evidence.last_token}; fenced writes {before} before the kill, "
+        f"{len(ledger)} in all; violations {len(verdict.violations)}\n{verdict.table()}"
+    )
 
     # The run did what it claims: fenced work on both sides of the failover.
     assert before >= 3
