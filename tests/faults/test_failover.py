@@ -19,6 +19,8 @@ the standby is promoted (``pg_ctl promote``).
   The test expects the acknowledged claim and write to be gone and the same
   token to be handed out again to someone else: what
   ``BGTASKS_REQUIRE_SYNC_REPLICATION`` and its check (bgtasks.E031) are for.
+  The same sequence with the standby synchronous: the claim made while the
+  standby is away is never answered, so the token C gets was nobody's.
 
 Each test starts its own two servers and stops them (watchdogs included),
 whatever happens.
@@ -333,6 +335,57 @@ def _asynchronous_failover(pair: Pair) -> None:
     ledger = new_primary.query("SELECT token, owner, value FROM testapp_ledgerentry ORDER BY id")
     assert ledger == [(1, a["owner"], 1), (2, c["owner"], 2)]
     assert (2, b["owner"], 2) not in ledger
+    history = new_primary.query(
+        "SELECT token, owner, outcome FROM django_bgtasks_taskrun ORDER BY token"
+    )
+    assert history == [(1, a["owner"], "succeeded"), (2, c["owner"], "succeeded")]
+
+
+def test_a_synchronous_standby_that_falls_behind_holds_commits_back_instead_of_losing_them(
+    tmp_path: Path,
+) -> None:
+    """The asynchronous test's sequence, with the standby synchronous: B's
+    claim is not acknowledged while the standby is away (its commit waits),
+    so when C is handed token 2 after the failover, nobody else was."""
+    with replicated_pair() as pair:
+        try:
+            _synchronous_standby_falls_behind(pair)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{logs(pair)}") from exc
+
+
+def _synchronous_standby_falls_behind(pair: Pair) -> None:
+    pair.make_synchronous("on")
+    env = db_env(pair.database())
+    setup_database(env, pair.primary)
+
+    first, a = _claim(env, "release")
+    first.kill()
+    assert a["claimed"] and a["released"] and (a["token"], a["value"]) == (1, 1)
+
+    pair.detach_standby()
+    holder = Scenario(env, "claim_and_write", NAME, TTL, "hold")
+    try:
+        holder.wait_for("ready", timeout=60)
+        holder.go()
+        # The claim's commit waits for the standby: no answer, for two ttls.
+        with pytest.raises(AssertionError, match="did not say 'result'"):
+            holder.wait_for("result", timeout=2 * TTL)
+        pair.primary.kill()
+        pair.promote()
+        third, c = _claim(env, "release")
+        third.kill()
+        # B's connection died with the primary: its claim failed, unanswered.
+        with pytest.raises(AssertionError, match="exited"):
+            holder.wait_for("result", timeout=30)
+    finally:
+        holder.kill()
+    assert not any(line.startswith("result") for line in holder.lines), holder.lines
+    assert c["claimed"] and (c["token"], c["value"]) == (2, 2)
+
+    new_primary = pair.standby
+    ledger = new_primary.query("SELECT token, owner, value FROM testapp_ledgerentry ORDER BY id")
+    assert ledger == [(1, a["owner"], 1), (2, c["owner"], 2)]
     history = new_primary.query(
         "SELECT token, owner, outcome FROM django_bgtasks_taskrun ORDER BY token"
     )
