@@ -78,7 +78,7 @@ class Settings:
     @property
     def REQUIRE_SYNC_REPLICATION(self) -> bool:
         """Whether the lease database's primary must have a synchronous standby
-        (checked by ``manage.py check --database``, bgtasks.E031-E034)."""
+        (checked by ``manage.py check --database``, bgtasks.E031-E035)."""
         value: bool = _setting("BGTASKS_REQUIRE_SYNC_REPLICATION", False)
         return value
 
