@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .exceptions import (
     BgTasksError,
+    FenceOnOtherDatabase,
     InAtomicBlock,
     LeaseHeld,
     LeaseLost,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BackgroundTaskFunction",
     "BgTasksError",
+    "FenceOnOtherDatabase",
     "InAtomicBlock",
     "Lease",
     "LeaseHeld",

@@ -15,7 +15,7 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db import connections
+from django.db import connections, router
 from django.utils.module_loading import import_string
 
 from .conf import EXECUTORS, conf
@@ -25,6 +25,7 @@ from .sql import (
     MIN_SQLITE_VERSION,
     SUPPORTED_VENDORS,
     mysql_server,
+    postgresql_replication,
     vendor_list,
 )
 from .validation import MAX_TTL, MIN_TTL, is_finite_number
@@ -62,6 +63,52 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     return []
+
+
+@register()
+def check_separate_database(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E030 (the routers keep the tables off ``BGTASKS_DATABASE``),
+    W010 (the lease table is not on ``default``: what ``fence()`` guards)."""
+    alias = conf.DATABASE
+    if alias not in settings.DATABASES:
+        return []  # bgtasks.E003
+    messages: list[CheckMessage] = []
+    refused = [
+        model._meta.label
+        for model in apps.get_app_config("django_bgtasks").get_models()
+        if not router.allow_migrate_model(alias, model)
+    ]
+    if refused:
+        messages.append(
+            Error(
+                f"BGTASKS_DATABASE is {alias!r}, but DATABASE_ROUTERS do not allow "
+                f"migrating {', '.join(refused)} there, so `migrate` would never create "
+                "the lease tables where the lease operations read and write them.",
+                hint=(
+                    f"Make your router's allow_migrate() return True for app_label "
+                    f"'django_bgtasks' on {alias!r}, then run "
+                    f"`manage.py migrate --database {alias}`."
+                ),
+                id="bgtasks.E030",
+            )
+        )
+    if alias != "default":
+        messages.append(
+            Warning(
+                f"The lease table is on {alias!r} (BGTASKS_DATABASE), so lease.fence() "
+                f"guards only writes to {alias!r}: it raises FenceOnOtherDatabase when a "
+                "transaction is open on another alias, and writes made there without a "
+                "fence are not protected against a takeover.",
+                hint=(
+                    f"Keep the data a task fences on {alias!r}, or make the other "
+                    "database's writes check lease.token (docs/reliability.md, 'A separate "
+                    "lease database'). Silence this with SILENCED_SYSTEM_CHECKS = "
+                    '["bgtasks.W010"] once that is so.'
+                ),
+                id="bgtasks.W010",
+            )
+        )
+    return messages
 
 
 @register()
@@ -360,6 +407,120 @@ def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessag
                 "statements use SYSDATE(), which replicas would evaluate again, differently.",
                 hint="Set binlog_format=ROW (MySQL's default) or MIXED.",
                 id="bgtasks.W004",
+            )
+        )
+    return messages
+
+
+# synchronous_commit levels at which a commit returns before a synchronous
+# standby has flushed it: a failover to that standby can lose it.
+UNSAFE_SYNCHRONOUS_COMMIT = ("off", "local", "remote_write")
+SYNC_REPLICATION_DOCS = "docs/operations.md, 'A PostgreSQL failover'"
+
+
+@register()
+def check_sync_replication_setting(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E035 (``BGTASKS_REQUIRE_SYNC_REPLICATION`` not a bool), E034
+    (asked for on a database that is not PostgreSQL)."""
+    required: object = conf.REQUIRE_SYNC_REPLICATION
+    if not isinstance(required, bool):
+        return [
+            Error(
+                f"BGTASKS_REQUIRE_SYNC_REPLICATION is {required!r}; it must be True or False.",
+                hint="The default is False.",
+                id="bgtasks.E035",
+            )
+        ]
+    alias = conf.DATABASE
+    if not required or alias not in settings.DATABASES:
+        return []
+    vendor = connections[alias].vendor
+    if vendor != "postgresql":
+        return [
+            Error(
+                f"BGTASKS_REQUIRE_SYNC_REPLICATION is True, but the database {alias!r} is "
+                f"{vendor}: django-bgtasks checks synchronous replication on PostgreSQL only.",
+                hint=(
+                    "Set it to False, or put the lease table on PostgreSQL "
+                    f"({SYNC_REPLICATION_DOCS})."
+                ),
+                id="bgtasks.E034",
+            )
+        ]
+    return []
+
+
+@register(Tags.database)
+def check_sync_replication(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E031 (no synchronous standby), E032 (``synchronous_commit``
+    returns before the standby has the commit), E033 (connected to a
+    standby); on the ``BGTASKS_DATABASE`` alias, when it is PostgreSQL and
+    ``BGTASKS_REQUIRE_SYNC_REPLICATION`` is True."""
+    alias = conf.DATABASE
+    if conf.REQUIRE_SYNC_REPLICATION is not True:
+        return []
+    if not databases or alias not in databases or alias not in settings.DATABASES:
+        return []
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return []  # bgtasks.E034
+    found = postgresql_replication(connection)
+    if found.in_recovery:
+        return [
+            Error(
+                f"The database {alias!r} is a standby (in recovery): the lease operations "
+                "need the primary.",
+                hint=(
+                    "List every server in HOST (and PORT) and add "
+                    '"target_session_attrs": "read-write" to OPTIONS, so that libpq '
+                    f"connects to whichever is the primary ({SYNC_REPLICATION_DOCS})."
+                ),
+                id="bgtasks.E033",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    names = found.synchronous_standby_names.strip()
+    if not names or not found.sync_standbys:
+        if not names:
+            problem = "its synchronous_standby_names is empty, so replication is asynchronous"
+        elif found.hidden_standbys:
+            problem = (
+                f"synchronous_standby_names is {names!r}, but this user can't see which "
+                "standbys are synchronous (pg_stat_replication.sync_state is hidden)"
+            )
+        else:
+            problem = (
+                f"synchronous_standby_names is {names!r}, but no standby it names is "
+                "connected as synchronous (pg_stat_replication.sync_state)"
+            )
+        messages.append(
+            Error(
+                f"BGTASKS_REQUIRE_SYNC_REPLICATION is True, but the primary of {alias!r} has "
+                f"no synchronous standby: {problem}. A failover to a standby can then lose "
+                "acknowledged claims, renewals and fenced writes, and hand a token out twice.",
+                hint=(
+                    "On the primary: ALTER SYSTEM SET synchronous_standby_names = "
+                    "'FIRST 1 (<standby application_name>)'; SELECT pg_reload_conf(); and check "
+                    "that SELECT application_name, sync_state FROM pg_stat_replication shows "
+                    "it 'sync'. Grant pg_monitor to the app's user if sync_state reads NULL "
+                    f"({SYNC_REPLICATION_DOCS})."
+                ),
+                id="bgtasks.E031",
+            )
+        )
+    if found.synchronous_commit in UNSAFE_SYNCHRONOUS_COMMIT:
+        messages.append(
+            Error(
+                f"BGTASKS_REQUIRE_SYNC_REPLICATION is True, but the database {alias!r} "
+                f"runs with synchronous_commit = {found.synchronous_commit!r}: a commit "
+                "returns before the synchronous standby has flushed it, so a failover can "
+                "lose it.",
+                hint=(
+                    "Use synchronous_commit = 'on' (the default) or 'remote_apply', on the "
+                    "server and in the alias's OPTIONS "
+                    f'("options": "-c synchronous_commit=on") ({SYNC_REPLICATION_DOCS}).'
+                ),
+                id="bgtasks.E032",
             )
         )
     return messages

@@ -76,6 +76,13 @@ class Settings:
         return value
 
     @property
+    def REQUIRE_SYNC_REPLICATION(self) -> bool:
+        """Whether the lease database's primary must have a synchronous standby
+        (checked by ``manage.py check --database``, bgtasks.E031-E035)."""
+        value: bool = _setting("BGTASKS_REQUIRE_SYNC_REPLICATION", False)
+        return value
+
+    @property
     def HISTORY_DAYS(self) -> int:
         """How many days of run history ``bgtasks prune`` keeps."""
         value: int = _setting("BGTASKS_HISTORY_DAYS", 30)

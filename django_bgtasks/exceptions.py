@@ -85,3 +85,29 @@ class NotInAtomicBlock(BgTasksError, transaction.TransactionManagementError):
             f"{operation}() locks the lease for the caller's transaction, so it must be "
             "called inside transaction.atomic() on the BGTASKS_DATABASE alias"
         )
+
+
+class FenceOnOtherDatabase(BgTasksError, transaction.TransactionManagementError):
+    """``fence()`` was asked to guard writes to a database other than the one
+    holding the lease table (``BGTASKS_DATABASE``).
+
+    The fence is a row lock held by the caller's transaction on the lease
+    database. Writes to another database commit in another transaction, which
+    that lock does not hold back: if the lease database's session ends (a
+    restart, a cut link, a takeover after ``idle_in_transaction_session_timeout``),
+    a new holder can take over while those writes are still uncommitted.
+    """
+
+    def __init__(self, lease_alias: str, other_aliases: list[str]) -> None:
+        self.lease_alias = lease_alias
+        self.other_aliases = other_aliases
+        others = ", ".join(repr(alias) for alias in other_aliases)
+        super().__init__(
+            f"fence() guards only writes to the lease database {lease_alias!r} "
+            f"(BGTASKS_DATABASE), not to {others}: the lease row's lock is held by a "
+            f"transaction on {lease_alias!r}, and writes to {others} commit in another "
+            "transaction that no takeover waits for. Write the fenced data on "
+            f"{lease_alias!r} inside transaction.atomic(using={lease_alias!r}), or pass "
+            "lease.token to the other database and make its writes check it "
+            "(docs/reliability.md, 'A separate lease database')."
+        )

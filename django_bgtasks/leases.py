@@ -26,7 +26,7 @@ from django.utils import timezone
 from . import sql
 from .choices import Outcome, Trigger
 from .conf import conf
-from .exceptions import InAtomicBlock, NotInAtomicBlock
+from .exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock
 from .states import Lease, Renewal, TaskState
 from .validation import (
     MAX_OWNER_LENGTH,
@@ -186,15 +186,35 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         params["result"], params["result_note"] = encode_result(result)
         return bool(self._write("release", "release", params))
 
-    def fence(self, name: str, owner: str, token: int) -> bool:
+    def fence(self, name: str, owner: str, token: int, *, using: str | None = None) -> bool:
         """Inside the caller's ``transaction.atomic()``: lock the lease row until
         that transaction ends, if ``owner`` still holds a live lease with
         ``token``. While it is locked, no takeover can happen, so the caller's
-        writes commit only while the lease is theirs. ``False`` if not held."""
+        writes commit only while the lease is theirs. ``False`` if not held.
+
+        Only writes to the lease database (``BGTASKS_DATABASE``) are guarded,
+        because only they share the lock's transaction. ``using`` names the
+        alias the caller writes to. When it is another alias, or (without
+        ``using``) a transaction is open on another alias,
+        :class:`~django_bgtasks.exceptions.FenceOnOtherDatabase` is raised
+        before any SQL. Pass ``using=BGTASKS_DATABASE`` to say that, although
+        other transactions are open, the fenced writes are on the lease database.
+        """
         params = self._holder_params(name, owner, token)
         if params["token"] is None:
             raise TypeError("fence() needs the lease's token")
+        alias = conf.DATABASE
+        if using is not None and using != alias:
+            raise FenceOnOtherDatabase(alias, [using])
         connection = self._connection()
+        if using is None:
+            others = sorted(
+                other.alias
+                for other in connections.all(initialized_only=True)
+                if other.alias != alias and other.in_atomic_block
+            )
+            if others:
+                raise FenceOnOtherDatabase(alias, others)
         if not connection.in_atomic_block:
             raise NotInAtomicBlock("fence")
         return bool(self._run(connection, "fence", params))

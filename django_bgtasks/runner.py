@@ -181,7 +181,7 @@ class RunningLease:
         """``update()`` for async code."""
         await sync_to_async(self.update)(value, flush=flush)
 
-    def fence(self) -> None:
+    def fence(self, *, using: str | None = None) -> None:
         """Lock the lease row for the caller's current transaction.
 
         Call it first inside ``transaction.atomic(using=<BGTASKS_DATABASE>)``:
@@ -189,9 +189,14 @@ class RunningLease:
         transaction's writes commit only while this token holds the lease.
         Raises :class:`LeaseLost`, so the transaction rolls back, if it does not.
         Keep fenced transactions shorter than the ttl: renewals wait for them.
+
+        It guards writes to the lease database only: ``using`` (another
+        alias), or a transaction open on another alias, raises
+        :class:`~django_bgtasks.exceptions.FenceOnOtherDatabase` (see
+        :meth:`LeaseManager.fence <django_bgtasks.leases.LeaseManager.fence>`).
         """
         self._raise_if_lost()
-        if not BackgroundTask.objects.fence(self.name, self.owner, self.token):
+        if not BackgroundTask.objects.fence(self.name, self.owner, self.token, using=using):
             self._declare_lost("the lease was taken over or released by an operator")
             self._raise_if_lost()
 

@@ -228,3 +228,74 @@ def test_sysdate_is_now_and_statement_based_binary_logging_are_warned_about(
         ),
     )
     assert mysql_checks(mysql_alias) == ["bgtasks.W003", "bgtasks.W004"]
+
+
+class KeepsTheLeaseTablesOff:
+    """A router that migrates django_bgtasks nowhere (a site's mistake)."""
+
+    def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool | None:
+        return False if app_label == "django_bgtasks" else None
+
+
+def test_routers_that_keep_the_lease_tables_off_the_lease_database(settings: Any) -> None:
+    settings.DATABASE_ROUTERS = ["tests.test_checks.KeepsTheLeaseTablesOff"]
+    [error] = checks.check_separate_database()
+    assert error.id == "bgtasks.E030"
+    assert "'default'" in error.msg and "django_bgtasks.BackgroundTask" in error.msg
+    assert "migrate --database default" in error.hint
+
+
+def test_a_lease_database_other_than_default_says_what_fence_guards(settings: Any) -> None:
+    settings.BGTASKS_DATABASE = "postgres"
+    [warning] = checks.check_separate_database()
+    assert warning.id == "bgtasks.W010"
+    assert "'postgres'" in warning.msg and "FenceOnOtherDatabase" in warning.msg
+
+
+def test_the_lease_table_on_default_needs_no_word() -> None:
+    assert checks.check_separate_database() == []
+
+
+# --- BGTASKS_REQUIRE_SYNC_REPLICATION (a primary with a synchronous standby:
+# tests/faults/test_failover.py runs these against a real one) ---------------
+
+
+def test_sync_replication_not_required_reads_nothing(pg_alias: str) -> None:
+    assert checks.check_sync_replication(databases=[pg_alias]) == []
+    assert checks.check_sync_replication_setting() == []
+
+
+def test_a_primary_without_a_synchronous_standby(pg_alias: str, settings: Any) -> None:
+    # The suite's servers replicate to nobody.
+    settings.BGTASKS_REQUIRE_SYNC_REPLICATION = True
+    assert checks.check_sync_replication_setting() == []
+    [error] = checks.check_sync_replication(databases=[pg_alias])
+    assert error.id == "bgtasks.E031" and "synchronous_standby_names is empty" in error.msg
+    assert "ALTER SYSTEM SET synchronous_standby_names" in error.hint
+
+
+def test_a_session_whose_commits_do_not_wait_for_the_standby(pg_alias: str, settings: Any) -> None:
+    settings.BGTASKS_REQUIRE_SYNC_REPLICATION = True
+    connection = connections[pg_alias]
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit = local")
+    try:
+        found = ids(checks.check_sync_replication(databases=[pg_alias]))
+    finally:
+        connection.close()  # the next test gets a session of the server's settings
+    assert found == ["bgtasks.E031", "bgtasks.E032"]
+
+
+def test_sync_replication_required_of_a_database_that_is_not_postgresql(
+    sqlite_alias: str, settings: Any
+) -> None:
+    settings.BGTASKS_REQUIRE_SYNC_REPLICATION = True
+    [error] = checks.check_sync_replication_setting()
+    assert error.id == "bgtasks.E034" and "sqlite" in error.msg
+    assert checks.check_sync_replication(databases=[sqlite_alias]) == []
+
+
+def test_a_require_sync_replication_that_is_not_a_bool(settings: Any) -> None:
+    settings.BGTASKS_REQUIRE_SYNC_REPLICATION = "yes"
+    [error] = checks.check_sync_replication_setting()
+    assert error.id == "bgtasks.E035" and "'yes'" in error.msg

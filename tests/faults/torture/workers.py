@@ -355,6 +355,35 @@ def replica(name: str, ttl_text: str, cut: str) -> None:
     _result(report)
 
 
+# --- the failover tests' claimants (tests/faults/test_failover.py) -----------------
+
+
+def claim_and_write(name: str, ttl_text: str, then: str) -> None:
+    """On ``go``: claim ``name`` under the runner and make one fenced
+    increment of its counter; report the token and the value as soon as that
+    commit returned (acknowledged); then ``release`` the lease, or ``hold``
+    it (renewed by the runner) until killed."""
+    from django.db import transaction
+
+    from django_bgtasks.runner import RunningLease
+
+    _ready()
+    running = RunningLease.claim(name, ttl=float(ttl_text), value={"by": "claimant"})
+    if running is None:
+        _result({"claimed": False})
+        return
+    with transaction.atomic():
+        running.fence()
+        value = _ledger_increment(name, running.owner, running.token)
+    report = {"claimed": True, "token": running.token, "owner": running.owner, "value": value}
+    if then == "release":
+        running.finish(None)
+        _result({**report, "released": True})
+        return
+    _result(report)
+    sys.stdin.readline()  # hold, renewed by the heartbeat thread, until killed
+
+
 # --- one-shot helpers ------------------------------------------------------------------
 
 
@@ -377,6 +406,7 @@ def manage(*args: str) -> None:
 SCENARIOS = {
     "torture": torture,
     "replica": replica,
+    "claim_and_write": claim_and_write,
     "standby": standby,
     "migrate": migrate,
     "manage": manage,
