@@ -47,6 +47,20 @@ def prepares(connection: BaseDatabaseWrapper) -> bool:
     return not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False)
 
 
+def fetch_all(connection: BaseDatabaseWrapper, query: str, params: dict[str, Any]) -> list[Any]:
+    """Execute one of the app's statements on ``connection`` and return its
+    rows: prepared where :func:`prepares`, else on Django's plain cursor."""
+    if prepares(connection):
+        # Not closed: the connection's prepared-statement cursor, kept for
+        # the next statement.
+        cursor = prepared_cursor(connection)
+        cursor.execute(query, params)
+        return list(cursor.fetchall())
+    with connection.cursor() as plain:
+        plain.execute(query, params)
+        return list(plain.fetchall())
+
+
 def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     """The cursor for a lease statement on ``connection``, where
     :func:`prepares`; the same one each time, so don't close it."""

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from . import queue_sql
 from .conf import conf
+from .cursors import fetch_all
 from .exceptions import InAtomicBlock
 from .states import as_datetime
 from .validation import encode_value, validate_owner
@@ -216,9 +217,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         if connection.in_atomic_block:
             raise InAtomicBlock(f"QueuedTask.objects.{statement}")
         rendered = queue_sql.statements(connection, table=self.model._meta.db_table)
-        with connection.cursor() as cursor:
-            cursor.execute(getattr(rendered, statement), params)
-            return list(cursor.fetchall())
+        return fetch_all(connection, getattr(rendered, statement), params)
 
 
 def _json(value: Any) -> Any:

@@ -37,7 +37,7 @@ from typing import Any
 from django.db import IntegrityError, NotSupportedError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .cursors import prepared_cursor, prepares
+from .cursors import fetch_all
 
 SUPPORTED_VENDORS = ("postgresql", "sqlite", "mysql")
 MIN_SQLITE_VERSION = (3, 35, 0)  # for RETURNING
@@ -834,16 +834,8 @@ def run(
     ``claim`` is a worker's claim and the read of what it claimed, two
     statements in one transaction on this connection.
     """
-    if prepares(connection):
-        # Not closed: the connection's prepared-statement cursor, kept for
-        # the next statement (cursors.py).
-        cursor = prepared_cursor(connection)
-        cursor.execute(query, params)
-        return list(cursor.fetchall())
     if connection.vendor != "mysql":
-        with connection.cursor() as cursor:
-            cursor.execute(query, params)
-            return list(cursor.fetchall())
+        return fetch_all(connection, query, params)
     steps = query.split(MYSQL_STEP)
     how = MYSQL_RESULTS[statement]
     with connection.cursor() as cursor:

@@ -93,18 +93,21 @@ def _execute_calls() -> list[str]:
 def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # sql.run runs the statements of sql.py (leases._run hands them to it;
     # on MySQL, run and _last_insert_id read the results), sql.mysql_server
-    # reads a MySQL server's settings for the checks, queue._write runs those
-    # of queue_sql.py (Django Tasks); migrations run their own constant DDL
-    # (and no f-string or % formatting near it); cursors.py's cursor passes
-    # what it is given on to psycopg, asking to prepare it. Nothing else in
-    # the package talks SQL.
+    # and sql.postgresql_replication read a server's settings for the
+    # checks, queue._write runs those of queue_sql.py (Django Tasks);
+    # migrations run their own constant DDL
+    # (and no f-string or % formatting near it); cursors.fetch_all executes
+    # what sql.run and queue._write hand it, and cursors.py's cursor passes
+    # that on to psycopg, asking to prepare it. Nothing else in the package
+    # talks SQL.
     calls = _execute_calls()
-    assert "sql.py:run" in calls and "queue.py:_write" in calls
+    assert "sql.py:run" in calls and "cursors.py:fetch_all" in calls
     in_sql = {
         "sql.py:run",
         "sql.py:_last_insert_id",
         "sql.py:mysql_server",
-        "queue.py:_write",
+        "sql.py:postgresql_replication",
+        "cursors.py:fetch_all",
         "cursors.py:execute",
     }
     others = [call for call in calls if call not in in_sql]
