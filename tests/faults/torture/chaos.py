@@ -379,6 +379,11 @@ class Chaos:
                 # SYSDATE() is this machine's wall clock.
                 up_at = stopped_at + dt.timedelta(seconds=time.monotonic() - stopped_mono)
                 time.sleep(outage)
+                if mariadb.ping():
+                    raise RuntimeError(
+                        "MariaDB answered again before it was started: something else "
+                        "restarted it, so the outage was not the one recorded"
+                    )
             finally:
                 mariadb.start()
         else:

@@ -111,8 +111,10 @@ def test_torture(
     assert returncode == 0, (directory / "chaos.log").read_text()[-5000:]
     elapsed = time.monotonic() - began
 
-    # The database was restarted under this process's connection too.
-    connections[alias].close()
+    # The database was restarted under this process's connection too; on
+    # MariaDB, the machine's server is shared, and may be restarting (another
+    # test's restart): wait until it answers.
+    _wait_for_database(alias)
     # Every worker has stopped or died; a ttl later no lease may read as running.
     time.sleep(TTL + 0.2)
     objects = BackgroundTask.objects
@@ -155,3 +157,20 @@ def test_torture(
     assert len(evidence.ledger) >= 100
     assert len({e["owner"] for e in evidence.ledger}) >= 4
     shutil.rmtree(directory)  # kept when the run fails, for its journals
+
+
+def _wait_for_database(alias: str, timeout: float = 60) -> None:
+    from django.db import InterfaceError, OperationalError
+
+    connection = connections[alias]
+    deadline = time.monotonic() + timeout
+    while True:
+        connection.close()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return
+        except (OperationalError, InterfaceError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
