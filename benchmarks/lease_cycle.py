@@ -322,7 +322,8 @@ def main() -> None:
 
 
 def mysql_main(args: argparse.Namespace) -> None:
-    """The cycle and the heartbeat on MySQL/MariaDB, next to the seed's port."""
+    """The cycle and the heartbeat on MySQL/MariaDB, next to the seed's port;
+    the claim in one round trip and in two; and where the time goes."""
     import dj_database_url
     import django
     import MySQLdb
@@ -339,15 +340,19 @@ def mysql_main(args: argparse.Namespace) -> None:
     with MySQLdb.connect(**bare_args) as admin:
         admin.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{db['NAME']}`")
     db["OPTIONS"] = {"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"}
+    # The same server with mysqlclient's multi-statement queries off: a
+    # claim's SELECT LAST_INSERT_ID() is then a second round trip.
+    two_trips = {**db, "OPTIONS": {**db["OPTIONS"], "multi_statements": False}}
     settings.configure(
         INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_bgtasks"],
-        DATABASES={"default": db},
+        DATABASES={"default": db, "two_trips": two_trips},
         USE_TZ=True,
     )
     django.setup()
     from django.core.management import call_command
-    from django.db import connection
+    from django.db import connection, connections
 
+    from django_bgtasks import sql
     from django_bgtasks.models import BackgroundTask
 
     call_command("migrate", verbosity=0)
@@ -365,19 +370,48 @@ def mysql_main(args: argparse.Namespace) -> None:
     progress = '{"done": 1, "total": 2}'
     final = '{"done": 2, "total": 2}'
 
-    def seed_cycle() -> None:
+    def seed_claim() -> None:
         cursor.execute(MYSQL_SEED_CLAIM, ["bench", '{"phase": "start"}', "bench-owner"])
         assert cursor.rowcount > 0  # inserted (1) or taken (2): the claim won
+
+    def seed_update() -> None:
         cursor.execute(MYSQL_SEED_UPDATE, [progress, "bench", "bench-owner"])
+
+    def seed_release() -> None:
         cursor.execute(MYSQL_SEED_RELEASE, [final, "bench", "bench-owner"])
 
-    def ours_cycle() -> None:
-        lease = objects.try_claim("bench", "bench-owner", {"phase": "start"}, ttl=120)
-        assert lease is not None
+    def seed_cycle() -> None:
+        seed_claim()
+        seed_update()
+        seed_release()
+
+    held: list[Any] = [None]
+
+    def ours_claim() -> None:
+        held[0] = objects.try_claim("bench", "bench-owner", {"phase": "start"}, ttl=120)
+        assert held[0] is not None
+
+    def ours_update() -> None:
         assert objects.update_state(
-            "bench", "bench-owner", {"done": 1, "total": 2}, token=lease.token
+            "bench", "bench-owner", {"done": 1, "total": 2}, token=held[0].token
         )
-        assert objects.release("bench", "bench-owner", {"done": 2, "total": 2}, token=lease.token)
+
+    def ours_release() -> None:
+        assert objects.release(
+            "bench", "bench-owner", {"done": 2, "total": 2}, token=held[0].token
+        )
+
+    def ours_cycle() -> None:
+        ours_claim()
+        ours_update()
+        ours_release()
+
+    def on(alias: str, work: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            use_alias(alias)
+            work()
+
+        return run
 
     cursor.execute(MYSQL_SEED_CLAIM, ["beat", "null", "bench-owner"])
     beat = objects.try_claim("beat", "bench-owner", ttl=120)
@@ -389,10 +423,52 @@ def mysql_main(args: argparse.Namespace) -> None:
     def ours_beat() -> None:
         assert objects.heartbeat("beat", "bench-owner", token=beat.token)
 
+    for alias in ("default", "two_trips"):
+        connections[alias].ensure_connection()
+    assert sql.multi_statements(connections["default"])
+    assert not sql.multi_statements(connections["two_trips"])
     print("-- ours through Django's MySQL backend; the seed on bare mysqlclient")
+    print("   (claim: its UPDATE and SELECT LAST_INSERT_ID() in one query, the default)")
+    use_alias("default")
     alternate("cycle", args.rounds, args.cycles, ours_cycle, seed_cycle)
     alternate("heartbeat", args.rounds, args.cycles * 3, ours_beat, seed_beat)
+    print("-- the claim in one round trip, next to it in two (multi_statements off);")
+    print("   each cycle points the manager at its connection first, both sides alike")
+    alternate(
+        "cycle",
+        args.rounds,
+        args.cycles,
+        on("default", ours_cycle),
+        on("two_trips", ours_cycle),
+    )
+    # The same, claim by claim: single calls, interleaved, so that the load
+    # of the moment hits both ways alike (medians).
+    claims: dict[str, list[float]] = {"default": [], "two_trips": []}
+    for _ in range(2000):
+        for alias, samples in claims.items():
+            use_alias(alias)  # not timed
+            start = time.perf_counter()
+            ours_claim()
+            samples.append(time.perf_counter() - start)
+            ours_release()
+    one, two = (statistics.median(claims[alias]) * 1e6 for alias in ("default", "two_trips"))
+    print(
+        f"claim       one query {one:5.0f} us   two round trips {two:5.0f} us   "
+        f"({one - two:+.0f} us; medians of 2000 interleaved claims)"
+    )
+    use_alias("default")
+    mysql_breakdown(
+        [
+            ("claim", ours_claim, seed_claim),
+            ("update", ours_update, seed_update),
+            ("release", ours_release, seed_release),
+            ("heartbeat", ours_beat, seed_beat),
+        ],
+        beat.token,
+    )
     seed.close()
+    for alias in ("default", "two_trips"):
+        connections[alias].close()
     connection.close()
 
 
@@ -433,6 +509,76 @@ def compass(
         *_, ratio = alternate("", rounds, count, cycle, seed_cycle, quiet=True)
         print(f"{label:<40} {ratio:.2f}")
     advisory.close()
+
+
+def mysql_breakdown(
+    operations: list[tuple[str, Callable[[], None], Callable[[], None]]], token: int
+) -> None:
+    """Each operation, ours next to the seed's; and one heartbeat layer by
+    layer: our SQL on the bare driver (the connection Django uses), through
+    Django's cursor, through sql.run(), through the manager."""
+    from django.db import connection
+
+    from django_bgtasks import sql
+    from django_bgtasks.models import BackgroundTask
+
+    layers: list[tuple[str, Callable[[], object]]] = []
+    for label, ours, seed in operations:
+        layers += [(f"seed {label}", seed), (f"ours {label}", ours)]
+    # Each cycle's steps stay in order, round by round (a claim needs the row
+    # released): time them in one round-robin of single calls.
+    per_call: dict[str, list[float]] = {label: [] for label, _ in layers}
+    for _ in range(2000):
+        for label, work in layers:
+            start = time.perf_counter()
+            work()
+            per_call[label].append(time.perf_counter() - start)
+    print("\neach operation, ours next to the seed's (medians of 2000, interleaved):")
+    for label, _, _ in operations:
+        seed_us = statistics.median(per_call[f"seed {label}"]) * 1e6
+        ours_us = statistics.median(per_call[f"ours {label}"]) * 1e6
+        print(
+            f"  {label:<10} seed {seed_us:5.0f} us   ours {ours_us:5.0f} us"
+            f"  ({ours_us - seed_us:+.0f})"
+        )
+
+    statements = BackgroundTask.objects._statements(connection)
+    params = {"name": "beat", "owner": "bench-owner", "token": token}
+    renew = statements.renew.split(sql.MYSQL_STEP)[0]
+    connection.ensure_connection()
+    raw = connection.connection.cursor()
+
+    def django_cursor() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(renew, params)
+
+    # What the history trigger (0006) costs an UPDATE that fires it but
+    # records nothing: the same SQL on a copy of the table without it.
+    table = BackgroundTask._meta.db_table
+    raw.execute("DROP TABLE IF EXISTS bench_no_trigger")
+    raw.execute(f"CREATE TABLE bench_no_trigger LIKE {table}")
+    raw.execute(f"INSERT INTO bench_no_trigger SELECT * FROM {table} WHERE name = 'beat'")
+    no_trigger = renew.replace(connection.ops.quote_name(table), "bench_no_trigger")
+    assert no_trigger != renew
+
+    heartbeat = [
+        ("seed UPDATE, bare mysqlclient", operations[-1][2]),
+        ("our renew SQL, no trigger, bare", lambda: raw.execute(no_trigger, params)),
+        ("our renew SQL, bare mysqlclient", lambda: raw.execute(renew, params)),
+        ("our renew SQL, Django cursor", django_cursor),
+        ("sql.run()", lambda: sql.run(connection, "renew", statements.renew, params)),
+        (
+            "BackgroundTask.objects.heartbeat()",
+            lambda: BackgroundTask.objects.heartbeat("beat", "bench-owner", token=token),
+        ),
+    ]
+    print("where a heartbeat's time goes (interleaved medians):")
+    previous = None
+    for (label, _), took in zip(heartbeat, interleaved_us(heartbeat), strict=True):
+        extra = "" if previous is None else f"  ({took - previous:+.0f})"
+        print(f"  {label:<36} {took:6.0f} us{extra}")
+        previous = took
+    raw.execute("DROP TABLE bench_no_trigger")
 
 
 def interleaved_us(layers: list[tuple[str, Callable[[], object]]], rounds: int = 8) -> list[float]:

@@ -546,10 +546,12 @@ SQLITE = Statements(
 # token by the LAST_INSERT_ID(expr) idiom. The server sends
 # that value in the statement's own OK packet (cursor.lastrowid), except that
 # MariaDB sends 0 when the statement fired a trigger, as every UPDATE of the
-# lease table does (migration 0006); then ``SELECT LAST_INSERT_ID()``, on the
-# same connection, reads it (a second round trip, nothing can come between).
-# The values set are never 0, so 0 means "not sent". MYSQL_RESULTS says how
-# each statement is read.
+# lease table does (migration 0006). So a claim's UPDATE is sent followed by
+# ``SELECT LAST_INSERT_ID()`` in the same query (one round trip; mysqlclient
+# allows several statements per query by default), or, where a site turned
+# that off, the SELECT right after it on the same connection (nothing can
+# come between). The values set are never 0, so 0 means "not sent" (an
+# INSERT's reply). MYSQL_RESULTS says how each statement is read.
 #
 # The clock is SYSDATE(6): the time at execution, with microseconds.
 # NOW()/UTC_TIMESTAMP() are fixed at statement start, before any lock wait, so
@@ -830,7 +832,7 @@ def run(
     matched, if one did. ``upsert`` runs the UPDATE, and only if it matched nothing
     the INSERT, and if that hits a row inserted meanwhile the UPDATE again
     (each step a compare-and-set in autocommit; a claim hands back its token,
-    its LAST_INSERT_ID(expr)).
+    its LAST_INSERT_ID(expr), read in the UPDATE's own query: _claim_update).
     ``claim`` is a worker's claim and the read of what it claimed, two
     statements in one transaction on this connection.
     """
@@ -853,17 +855,26 @@ def run(
             return []
         if how == "upsert":
             update, insert = steps
-            cursor.execute(update, params)
-            if not cursor.rowcount:
+            if statement != "claim":
+                cursor.execute(update, params)
+                matched = bool(cursor.rowcount)
+            else:
+                token = _claim_update(connection, cursor, update, params)
+                matched = token is not None
+            if not matched:
                 try:
                     cursor.execute(insert, params)
                 except IntegrityError as exc:
                     if getattr(exc.__cause__, "args", (None,))[0] != _ER_DUP_ENTRY:
                         raise
-                    cursor.execute(update, params)
-                    if not cursor.rowcount:
-                        return []
-            return [(_last_insert_id(cursor),)] if statement == "claim" else [(1,)]
+                    if statement != "claim":
+                        cursor.execute(update, params)
+                        return [(1,)] if cursor.rowcount else []
+                    token = _claim_update(connection, cursor, update, params)
+                    return [] if token is None else [(token,)]
+                # An INSERT fires no trigger: its reply carries the token.
+                token = _last_insert_id(cursor)
+            return [(token,)] if statement == "claim" else [(1,)]
     update, select = steps
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(update, params)
@@ -922,6 +933,40 @@ def mysql_server(
         engines=engines,
         sysdate_moves=sysdate_moves,
     )
+
+
+# A claim's UPDATE and the read of its token, sent as one query (one round
+# trip) when the connection allows several statements in one (mysqlclient's
+# default, CLIENT.MULTI_STATEMENTS; ``OPTIONS = {"multi_statements": False}``
+# turns it off, and then the SELECT is a second round trip).
+_CLAIMED_TOKEN = f"{MYSQL_STEP}SELECT LAST_INSERT_ID()"
+_CLIENT_MULTI_STATEMENTS = 1 << 16  # MySQLdb.constants.CLIENT.MULTI_STATEMENTS
+
+
+def multi_statements(connection: BaseDatabaseWrapper) -> bool:
+    """Whether this open MySQL connection may send several statements in one query."""
+    return bool(getattr(connection.connection, "client_flag", 0) & _CLIENT_MULTI_STATEMENTS)
+
+
+def _claim_update(
+    connection: BaseDatabaseWrapper, cursor: Any, update: str, params: dict[str, Any]
+) -> int | None:
+    """Run a claim's UPDATE on ``cursor``: the token it set if it matched the
+    row, else ``None``. The token is its LAST_INSERT_ID(expr), read with
+    ``SELECT LAST_INSERT_ID()`` right after it on the same session (nothing
+    can come between), in the same round trip where the connection allows.
+    When the UPDATE matched nothing, LAST_INSERT_ID() is whatever an earlier
+    statement left, and is not read."""
+    if not multi_statements(connection):
+        cursor.execute(update, params)
+        return _last_insert_id(cursor) if cursor.rowcount else None
+    # An error in the UPDATE (a lock wait timeout, a deadlock) raises here,
+    # and the server runs nothing after it.
+    cursor.execute(update + _CLAIMED_TOKEN, params)
+    matched = cursor.rowcount
+    cursor.nextset()
+    [(token,)] = cursor.fetchall()
+    return int(token) if matched else None
 
 
 def _last_insert_id(cursor: Any) -> int:

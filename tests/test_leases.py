@@ -627,3 +627,41 @@ def test_on_mysql_a_first_claim_that_meets_a_row_inserted_meanwhile(
     else:
         assert other[0] is not None and other[0].token == 1
         assert lease is None and (state.owner, state.token) == ("other", 1)
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["one-round-trip", "multi-statements-off"])
+def test_on_mysql_a_claim_reads_its_own_token_with_or_without_multi_statements(
+    mysql_alias: str, batched: bool
+) -> None:
+    """A claim's UPDATE and its ``SELECT LAST_INSERT_ID()`` go in one query
+    where mysqlclient allows several statements (its default), else in two.
+    Either way the claim gets the token it set, and a claim that matched
+    nothing is refused although LAST_INSERT_ID() still holds an earlier
+    claim's token."""
+    from django_bgtasks import sql
+
+    connection = connections[mysql_alias]
+    options = connection.settings_dict["OPTIONS"]
+    connection.close()
+    if not batched:
+        options["multi_statements"] = False
+    try:
+        first = objects.try_claim("job", "a", ttl=0.5)  # the INSERT
+        assert sql.multi_statements(connection) is batched
+        assert first is not None and first.token == 1
+        assert objects.try_claim("job", "b", ttl=30) is None  # held: matched nothing
+        assert objects.release("job", "a", token=first.token)
+        second = objects.try_claim("job", "b", ttl=0.5)  # the UPDATE
+        assert second is not None and second.token == 2
+        assert objects.try_claim("job", "c", ttl=30) is None
+        time.sleep(0.6)
+        third = objects.try_claim("job", "c", ttl=30)  # a takeover: the trigger fires
+        assert third is not None and third.token == 3
+        assert objects.get_state("job").owner == "c"
+        assert [(r["token"], r["outcome"]) for r in runs(mysql_alias, "job")] == [
+            (1, "succeeded"),
+            (2, "lost"),
+        ]
+    finally:
+        options.pop("multi_statements", None)
+        connection.close()

@@ -1,5 +1,6 @@
 """A network partition: one replica in its own network namespace loses its
-link to PostgreSQL while it holds the lease.
+link to the database while it holds the lease. Once on PostgreSQL, once on
+MariaDB.
 
 * Another replica takes over after the ttl.
 * The cut-off replica declares the lease lost by its renew deadline, without
@@ -28,8 +29,22 @@ What the cut-off replica sets on its connection, and why (docs/reliability.md):
   the server would otherwise keep it until its own keepalive notices (two
   hours by default); the takeover waits for that lock.
 
-Needs root (CAP_NET_ADMIN) and ``ip``: it is skipped, saying why, where
-namespaces can't be created, except under CI, which must run it.
+On MariaDB the same, with a throwaway ``mariadbd`` of its own
+(``mariadb-install-db`` into a temporary directory, started with
+``--no-defaults`` on the host end and a socket), so the machine's server is
+not reconfigured. The replica's mysqlclient connection sets:
+
+* ``read_timeout``, ``write_timeout`` (1 s): a call blocked on the dead link
+  fails instead of waiting for TCP;
+* ``connect_timeout`` (2 s), as above;
+* ``idle_write_transaction_timeout`` (MariaDB's, 1 s, set in ``init_command``):
+  the server ends a session idle inside a transaction that has written, which
+  frees the fenced row; otherwise the takeover waits for it up to
+  ``innodb_lock_wait_timeout`` (50 s) and the test fails (tried).
+
+Needs root (CAP_NET_ADMIN) and ``ip``, and for MariaDB its server binaries:
+it is skipped, saying why, where they are missing, except under CI, which
+must run it.
 """
 
 from __future__ import annotations
@@ -62,6 +77,21 @@ REPLICA_OPTIONS = {
     "keepalives_interval": 1,
     "keepalives_count": 2,
     "options": f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}",
+}
+# MariaDB (mysqlclient): the same, in seconds. Client side, connect_timeout
+# and read_timeout/write_timeout bound a call on the dead link; server side,
+# idle_write_transaction_timeout (MariaDB 10.3+) ends a session idle inside a
+# transaction that has written, releasing the fenced row's lock.
+MYSQL_UTC = "SET time_zone = '+00:00'"
+MYSQL_IDLE_WRITE_TRANSACTION_TIMEOUT = 1
+MYSQL_REPLICA_OPTIONS = {
+    "charset": "utf8mb4",
+    "init_command": (
+        f"{MYSQL_UTC}, idle_write_transaction_timeout = {MYSQL_IDLE_WRITE_TRANSACTION_TIMEOUT}"
+    ),
+    "connect_timeout": 2,
+    "read_timeout": 1,
+    "write_timeout": 1,
 }
 
 
@@ -172,8 +202,140 @@ def tcp_postgres(network: Network) -> Iterator[dict[str, Any]]:
         shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _mariadb_binaries() -> tuple[str, str] | str:
+    """mariadb-install-db and mariadbd, or why they can't be used."""
+    install = shutil.which("mariadb-install-db")
+    server = shutil.which("mariadbd") or (
+        "/usr/sbin/mariadbd" if os.path.exists("/usr/sbin/mariadbd") else None
+    )
+    if install is None or server is None:
+        return "mariadb-install-db and mariadbd are not installed (Debian: mariadb-server)"
+    if os.geteuid() != 0:
+        return "the throwaway mariadbd is started as root (--user=root)"
+    return install, server
+
+
+@pytest.fixture
+def tcp_mariadb(network: Network) -> Iterator[dict[str, Any]]:
+    """A throwaway MariaDB server of its own (the machine's is left as it is)
+    listening on the host end of the veth pair (for the replica in the
+    namespace) and on a Unix socket (for the other). Yields the DATABASES
+    entry for the socket."""
+    import MySQLdb
+
+    found = _mariadb_binaries()
+    if isinstance(found, str):
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the partition test on MariaDB, but {found}", pytrace=False)
+        pytest.skip(found)
+    install, server = found
+    base = Path(tempfile.mkdtemp(prefix="bgtasks-partition-mariadb-"))
+    data, sock = base / "data", str(base / "sock")
+    port = _free_port(network.host_addr)
+    subprocess.run(
+        [
+            install,
+            "--no-defaults",
+            f"--datadir={data}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--user=root",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    log = (base / "server.log").open("w")
+    process = subprocess.Popen(
+        [
+            server,
+            "--no-defaults",  # none of the machine's server's settings
+            f"--datadir={data}",
+            f"--bind-address={network.host_addr}",
+            f"--port={port}",
+            f"--socket={sock}",
+            f"--pid-file={base / 'pid'}",
+            "--user=root",
+            "--skip-log-bin",
+            "--innodb-buffer-pool-size=32M",
+            f"--log-error={base / 'error.log'}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                admin = MySQLdb.connect(unix_socket=sock, user="root", autocommit=True)
+                break
+            except MySQLdb.OperationalError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"the throwaway mariadbd did not start: {(base / 'error.log').read_text()}"
+                    ) from None
+                time.sleep(0.1)
+        with admin:
+            cursor = admin.cursor()
+            cursor.execute("CREATE DATABASE bgtasks CHARACTER SET utf8mb4")
+            # The replica connects over TCP from the namespace's address.
+            cursor.execute(f"CREATE USER 'root'@'{network.replica_addr}'")
+            cursor.execute(f"GRANT ALL ON *.* TO 'root'@'{network.replica_addr}'")
+        yield {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": "bgtasks",
+            "USER": "root",
+            "HOST": sock,
+            "PORT": str(port),
+            "OPTIONS": {"charset": "utf8mb4", "init_command": MYSQL_UTC},
+        }
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["postgresql", "mysql"], ids=["postgres", "mariadb"])
+def tcp_server(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The server the partition is tested on: each vendor in turn."""
+    fixture = "tcp_postgres" if request.param == "postgresql" else "tcp_mariadb"
+    db: dict[str, Any] = request.getfixturevalue(fixture)
+    return db
+
+
+def replica_settings(db: dict[str, Any], network: Network, tuned: bool) -> dict[str, Any]:
+    """The cut-off replica's DATABASES entry: over TCP to the host end, with
+    the client- and server-side timeouts of docs/reliability.md if ``tuned``."""
+    replica = {**db, "HOST": network.host_addr}
+    if "postgresql" in db["ENGINE"]:
+        replica["OPTIONS"] = REPLICA_OPTIONS if tuned else {}
+    else:
+        replica["OPTIONS"] = MYSQL_REPLICA_OPTIONS if tuned else db["OPTIONS"]
+    return replica
+
+
 def query(db: dict[str, Any], sql: str, *params: Any) -> list[tuple[Any, ...]]:
     """Read (or arrange) rows directly, bypassing the code under test."""
+    if "mysql" in db["ENGINE"]:
+        import MySQLdb
+
+        with MySQLdb.connect(
+            unix_socket=db["HOST"], user=db["USER"], database=db["NAME"], autocommit=True
+        ) as conn:
+            cursor = conn.cursor()
+            cursor.execute(sql, params or None)
+            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
     import psycopg
 
     with psycopg.connect(
@@ -197,21 +359,17 @@ def query(db: dict[str, Any], sql: str, *params: Any) -> list[tuple[Any, ...]]:
     ],
 )
 def test_a_partitioned_holder_gives_up_by_its_deadline_and_its_late_writes_are_refused(
-    network: Network, tcp_postgres: dict[str, Any], cut: str, tuned: bool
+    network: Network, tcp_server: dict[str, Any], cut: str, tuned: bool
 ) -> None:
-    host_env = db_env(tcp_postgres)
-    replica_db = {
-        **tcp_postgres,
-        "HOST": network.host_addr,
-        "OPTIONS": REPLICA_OPTIONS if tuned else {},
-    }
-    replica_env = db_env(replica_db)
+    mysql = "mysql" in tcp_server["ENGINE"]
+    host_env = db_env(tcp_server)
+    replica_env = db_env(replica_settings(tcp_server, network, tuned))
     setup = Scenario(host_env, "migrate")
     try:
         setup.result(timeout=60)
     finally:
         setup.kill()
-    query(tcp_postgres, "INSERT INTO testapp_counter (name, value) VALUES ('job', 0)")
+    query(tcp_server, "INSERT INTO testapp_counter (name, value) VALUES ('job', 0)")
 
     in_namespace = ["ip", "netns", "exec", network.namespace]
     replica = Scenario(replica_env, "replica", "job", TTL, cut, prefix=in_namespace)
@@ -268,7 +426,10 @@ def test_a_partitioned_holder_gives_up_by_its_deadline_and_its_late_writes_are_r
     # The other replica took over about a ttl after the cut: the lease's last
     # heartbeat was before it; inside a fence, the server first had to end the
     # cut-off session (idle_in_transaction_session_timeout) to free the row.
-    slack = IDLE_IN_TRANSACTION_TIMEOUT_MS / 1000 if cut == "inside-fence" else 0
+    idle_timeout = (
+        MYSQL_IDLE_WRITE_TRANSACTION_TIMEOUT if mysql else IDLE_IN_TRANSACTION_TIMEOUT_MS / 1000
+    )
+    slack = idle_timeout if cut == "inside-fence" else 0
     assert TTL - INTERVAL - 1.0 <= taken["claimed_at"] - cut_at <= TTL + slack + 1.5, (
         cut_at,
         taken,
@@ -284,12 +445,12 @@ def test_a_partitioned_holder_gives_up_by_its_deadline_and_its_late_writes_are_r
     # The database agrees: the replica's committed increments are exactly the
     # ones it was told committed, all before the cut; the write left open by
     # the cut never committed; the runs are in history as what they were.
-    ledger = query(tcp_postgres, "SELECT token, value FROM testapp_ledgerentry ORDER BY value")
+    ledger = query(tcp_server, "SELECT token, value FROM testapp_ledgerentry ORDER BY value")
     assert ledger == [(token, value) for value in range(1, report["committed"] + 1)]
-    [(counter,)] = query(tcp_postgres, "SELECT value FROM testapp_counter WHERE name = 'job'")
+    [(counter,)] = query(tcp_server, "SELECT value FROM testapp_counter WHERE name = 'job'")
     assert counter == report["committed"] == 3
     history = query(
-        tcp_postgres,
+        tcp_server,
         "SELECT token, owner, outcome FROM django_bgtasks_taskrun ORDER BY token",
     )
     assert history == [

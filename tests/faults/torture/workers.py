@@ -78,6 +78,17 @@ def torture(journal_path: str, name: str, ttl_text: str, seed: str) -> None:
 
     lease_lost.connect(on_lost, weak=False)
     lease_released.connect(on_released, weak=False)
+    if connection.vendor == "mysql":
+        # The chaos process finds this worker's sessions (in any thread: the
+        # heartbeat has its own) in information_schema.PROCESSLIST by id.
+        from django.db.backends.signals import connection_created
+
+        def on_connected(*, connection: Any, **kwargs: Any) -> None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT CONNECTION_ID()")
+                journal("session", id=int(cursor.fetchone()[0]))
+
+        connection_created.connect(on_connected, weak=False)
 
     stop = threading.Event()
 
