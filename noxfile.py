@@ -3,14 +3,14 @@
 Two legs. Both test SQLite, the embedded PostgreSQL 18 the suite starts and
 the machine's MariaDB; the first also the server in ``DATABASE_URL``
 (PostgreSQL 15 in CI), the same embedded server through the PgBouncers the
-suite starts, the torture profile and the PostgreSQL failover
-(tests/faults/test_failover.py):
+suite starts, the torture profile, the PostgreSQL failover and the network
+partition (tests/faults/test_failover.py, test_partition.py):
 
 =====================  ===========  ==================  =====================================
 leg                    Python       Django              what runs
 =====================  ===========  ==================  =====================================
 ``tests-3.11``         3.11         5.2 LTS             the whole suite, on every server
-``tests-3.13``         3.13         newest 6.x          all but torture and failover, on three
+``tests-3.13``         3.13         newest 6.x          all but those server tests, on three
 =====================  ===========  ==================  =====================================
 
 What only the first leg runs tests servers and faults, which no Django
@@ -115,7 +115,11 @@ def tests(session: nox.Session) -> None:
     args = list(session.posargs)
     env = coverage_env()
     if not leg.servers:
-        args += ["--ignore=tests/faults/torture", "--ignore=tests/faults/test_failover.py"]
+        args += [
+            "--ignore=tests/faults/torture",
+            "--ignore=tests/faults/test_failover.py",
+            "--ignore=tests/faults/test_partition.py",
+        ]
         env |= {"DATABASE_URL": "", "BGTASKS_PGBOUNCER": "0"}
     session.run("python", "-m", "pytest", *args, env=env)
 
