@@ -39,6 +39,13 @@ class Settings:
         return value
 
     @property
+    def CHANGES_POLL_INTERVAL(self) -> float:
+        """Seconds between the change feed's reads on SQLite and MySQL, which
+        have no notifications (django_bgtasks.changes); one read per process."""
+        value: float = getattr(settings, "BGTASKS_CHANGES_POLL_INTERVAL", 0.5)
+        return value
+
+    @property
     def DATABASE(self) -> str:
         """The database alias that holds the lease table."""
         value: str = getattr(settings, "BGTASKS_DATABASE", "default")
