@@ -46,6 +46,13 @@ class Settings:
         return value
 
     @property
+    def EVENTS_KEEPALIVE(self) -> float:
+        """Seconds between the event stream's keepalive comments, at each of
+        which it checks again that its client may still see tasks."""
+        value: float = getattr(settings, "BGTASKS_EVENTS_KEEPALIVE", 15.0)
+        return value
+
+    @property
     def DATABASE(self) -> str:
         """The database alias that holds the lease table."""
         value: str = getattr(settings, "BGTASKS_DATABASE", "default")

@@ -59,6 +59,8 @@ ALIAS_FIXTURES = {
     "sqlite_alias": (lambda engine: engine.endswith("sqlite3"), set()),
     "mysql_alias": (lambda engine: engine.endswith("mysql"), set()),
     "site_alias": (lambda engine: True, {"default"}),
+    # The event stream's PostgreSQL-only tests (users in "default").
+    "pg_site_alias": (lambda engine: engine.endswith("postgresql"), {"default"}),
     # The Django Tasks backend: PostgreSQL and SQLite (MySQL is bgtasks.E015).
     "tasks_alias": (lambda engine: not engine.endswith("mysql"), set()),
     "tasks_site_alias": (lambda engine: not engine.endswith("mysql"), {"default"}),
@@ -124,6 +126,12 @@ def mysql_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """``db_alias`` for the admin, API and command tests (users in "default")."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def pg_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """``pg_alias`` for the surfaces' tests (users in "default")."""
     return _use_alias(request, settings)
 
 
