@@ -47,6 +47,10 @@ MAX_BACKOFF = 5.0
 # The longest the PostgreSQL listener waits without checking for a stop or a
 # lease running out.
 LISTEN_SLICE = 1.0
+# How often the PostgreSQL listener reads every state all the same: heartbeats
+# notify nobody, so this keeps heartbeat_ages() current (one statement per
+# process), and it would heal a change lost without the connection dropping.
+RESYNC_INTERVAL = 5.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,8 @@ class Feed:
         self._watchers: set[Watcher] = set()
         self._keys: dict[str, str | None] = {}
         self._stale_at: dict[str, float] = {}  # monotonic time a running lease runs out
+        self._ages: dict[str, tuple[float | None, float]] = {}  # heartbeat age, read at
+        self._resynced_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -151,6 +157,20 @@ class Feed:
                 )
                 self._thread.start()
         return watcher
+
+    def heartbeat_ages(self, names: Iterable[str] | None = None) -> dict[str, float | None]:
+        """Each task's heartbeat age now, from the feed's latest read (at most
+        ``RESYNC_INTERVAL`` old on PostgreSQL, a poll's interval elsewhere):
+        heartbeats are no change, and reach watchers only this way."""
+        now = time.monotonic()
+        with self._lock:
+            ages = dict(self._ages)
+        wanted = ages.keys() if names is None else set(names) & ages.keys()
+        found: dict[str, float | None] = {}
+        for name in sorted(wanted):
+            age, read_at = ages[name]
+            found[name] = None if age is None else age + now - read_at
+        return found
 
     def forget(self, watcher: Watcher) -> None:
         with self._lock:
@@ -208,6 +228,8 @@ class Feed:
                         if name is not None:
                             self._guarded(functools.partial(self._refresh, name))
                     self._refresh_ran_out()
+                    if time.monotonic() - self._resynced_at >= RESYNC_INTERVAL:
+                        self._guarded(self._resync)
             except psycopg.Error as exc:
                 logger.warning("bgtasks: change listener lost its connection (%s)", exc)
                 self._stop.wait(backoff)
@@ -256,6 +278,7 @@ class Feed:
             self._seen(name, None)
         for name, state in states.items():
             self._seen(name, state)
+        self._resynced_at = time.monotonic()
         self.synced.set()
 
     def _refresh(self, name: str) -> None:
@@ -272,6 +295,10 @@ class Feed:
     def _seen(self, name: str, state: TaskState | None) -> None:
         key = _key(state)
         with self._lock:
+            if state is None:
+                self._ages.pop(name, None)
+            else:
+                self._ages[name] = (state.heartbeat_age, time.monotonic())
             if state is not None and state.running:
                 left = state.ttl - (state.heartbeat_age or 0.0)
                 self._stale_at[name] = time.monotonic() + max(left, 0.0) + 0.01

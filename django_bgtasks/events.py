@@ -8,11 +8,13 @@
 
 Each event is ``event: state`` with the task's whole ``TaskState`` JSON (as
 ``GET <prefix>/<name>/`` has it), or ``event: removed`` with ``{"name": ...}``
-when a row is deleted. A stream opens with every watched task's state, then
-sends each change as :mod:`django_bgtasks.changes` reports it, a run's
-progress at most once per ``BGTASKS_PROGRESS_INTERVAL`` (its start, end,
-cancel request or loss at once), and a comment every
-``BGTASKS_EVENTS_KEEPALIVE`` seconds (15) so that proxies keep it open.
+when a row is deleted, and with each keepalive ``event: heartbeats``, each
+watched task's heartbeat age (heartbeats are no change). A stream opens
+with every watched task's state, then sends each change as
+:mod:`django_bgtasks.changes` reports it, a run's progress at most once
+per ``BGTASKS_PROGRESS_INTERVAL`` (its start, end, cancel request or loss at
+once), and a comment every ``BGTASKS_EVENTS_KEEPALIVE`` seconds (15) so that
+proxies keep it open.
 
 An event's ``id`` is a digest of every watched task's state as the client
 then has it, the same on every replica. A browser that reconnects sends it
@@ -185,6 +187,12 @@ async def _stream(
                     yield 'event: end\ndata: {"error": "The stream\'s access ended."}\n\n'
                     return
                 yield ": keepalive\n\n"
+                # Heartbeats are no change: their ages come with the keepalive,
+                # from the feed's latest read, for a page that shows them.
+                ages = watcher.feed.heartbeat_ages(sent.keys())
+                if ages:
+                    body = json.dumps(ages, separators=(",", ":"))
+                    yield f"event: heartbeats\ndata: {body}\n\n"
                 next_keepalive = now + keepalive
     finally:
         watcher.close()

@@ -19,6 +19,8 @@ overrides["DATABASES"] = json.loads(os.environ["BGTASKS_TEST_DATABASES"])
 overrides.update(json.loads(os.environ.get("BGTASKS_TEST_SETTINGS", "{}")))
 settings.configure(**overrides)
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402  (after the settings)
 
-application = get_asgi_application()
+# Static files too, as runserver serves them: the admin's pages need its JS.
+application = ASGIStaticFilesHandler(get_asgi_application())
