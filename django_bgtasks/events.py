@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import time
 from collections.abc import AsyncIterator, Callable
 from importlib import import_module
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -49,6 +50,7 @@ from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.core import signing
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -59,6 +61,7 @@ from .permissions import allowed, user_may
 from .validation import progress_interval, validate_name
 from .views import access_refusal, conditional_json, error, etag, outside_request_transactions
 
+_T = TypeVar("_T")
 WATCH_SALT = "django_bgtasks.events.watch"
 MAX_WATCH_SECONDS = 3650 * 86400  # ten years
 
@@ -125,6 +128,28 @@ def _progress_only(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bo
     return bool(new["running"]) and all(old.get(key) == new.get(key) for key in same)
 
 
+def _closing(work: Callable[..., _T]) -> Callable[..., _T]:
+    """``work``, then close the calling thread's database connections.
+
+    Under ASGI each request's sync code runs in a thread of its own, with a
+    connection of its own, kept until the request ends: for a stream, for
+    hours. A stream reads only now and then (at open, at each keepalive), so
+    it gives its connection back after each read instead, and a thousand
+    open streams hold no connection between reads.
+    """
+
+    @functools.wraps(work)
+    def closing(*args: Any) -> _T:
+        try:
+            return work(*args)
+        finally:
+            for connection in connections.all(initialized_only=True):
+                if not connection.in_atomic_block:
+                    connection.close()
+
+    return closing
+
+
 def _snapshot(names: frozenset[str] | None) -> dict[str, dict[str, Any]]:
     if names is None:
         states = operations.task_states()
@@ -148,7 +173,7 @@ async def _stream(
     try:
         interval = progress_interval()
         keepalive = float(conf.EVENTS_KEEPALIVE)
-        current = await sync_to_async(_snapshot)(names)
+        current = await sync_to_async(_closing(_snapshot))(names)
         yield "retry: 2000\n\n"
         sent: dict[str, dict[str, Any]] = {}
         if last_id is not None and last_id == _digest(current):
@@ -183,7 +208,7 @@ async def _stream(
                     sent[name] = item
                     yield _event("state", item, _digest(sent))
             if now >= next_keepalive:
-                if not await sync_to_async(still_allowed)():
+                if not await sync_to_async(_closing(still_allowed))():
                     yield 'event: end\ndata: {"error": "The stream\'s access ended."}\n\n'
                     return
                 yield ": keepalive\n\n"
@@ -242,7 +267,7 @@ def _session_still_allowed(request: HttpRequest) -> Callable[[], bool]:
 
 
 async def _open(request: HttpRequest, names: frozenset[str] | None) -> HttpResponseBase:
-    refused = await sync_to_async(access_refusal)(request, "view")
+    refused = await sync_to_async(_closing(access_refusal))(request, "view")
     if refused is not None:
         return refused
     return _response(names, _session_still_allowed(request), request)
@@ -269,10 +294,10 @@ async def task_events(request: HttpRequest, name: str) -> HttpResponseBase:
     refused = _needs_asgi(request, reverse("bgtasks:task", args=[name]))
     if refused is not None:
         return refused
-    refused = await sync_to_async(access_refusal)(request, "view")
+    refused = await sync_to_async(_closing(access_refusal))(request, "view")
     if refused is not None:
         return refused
-    if await sync_to_async(operations.task_state)(name) is None:
+    if await sync_to_async(_closing(operations.task_state))(name) is None:
         return error(404, f"No task named {name!r} has run.")
     return _response(frozenset([name]), _session_still_allowed(request), request)
 
@@ -302,6 +327,6 @@ async def watch_events(request: HttpRequest, signed: str) -> HttpResponseBase:
     refused = _needs_asgi(request, reverse("bgtasks:watch", args=[signed]))
     if refused is not None:
         return refused
-    if await sync_to_async(operations.task_state)(name) is None:
+    if await sync_to_async(_closing(operations.task_state))(name) is None:
         return error(404, f"No task named {name!r} has run.")
     return _response(frozenset([name]), lambda: time.time() < until, request)

@@ -91,7 +91,7 @@ class Stream:
         self.connection.sock.settimeout(timeout)
         fields: dict[str, str] = {}
         while True:
-            line = self.response.fp.readline().decode()
+            line = self.response.readline().decode()  # de-chunked
             if not line:
                 raise EOFError("the stream ended")
             line = line.rstrip("\n")
