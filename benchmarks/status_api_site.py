@@ -10,7 +10,8 @@ the JSON API at /bgtasks/ it has two reference views:
   that the cost of authentication (session and user queries) can be told
   apart from the cost of reading the task.
 
-The database comes from ``BENCH_DATABASE_URL``.
+The database comes from ``BENCH_DATABASE_URL``. ``application`` is the WSGI
+application; ``asgi`` the ASGI one (benchmarks/watchers.py, with uvicorn).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"] = {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 30}
 LOGGING_CONFIG = None  # no request logging in the measured path
+# benchmarks/watchers.py: a task that reports 10 times a second is streamed at that pace.
+BGTASKS_PROGRESS_INTERVAL = float(os.environ.get("BENCH_PROGRESS_INTERVAL", "0.5"))
 
 
 def _urlpatterns() -> list[Any]:
@@ -80,4 +83,8 @@ def __getattr__(name: str) -> Any:
         from django.core.wsgi import get_wsgi_application
 
         return get_wsgi_application()
+    if name == "asgi":  # benchmarks/watchers.py serves it with uvicorn
+        from django.core.asgi import get_asgi_application
+
+        return get_asgi_application()
     raise AttributeError(name)

@@ -190,6 +190,40 @@ def check_prepared_statements(**kwargs: Any) -> list[CheckMessage]:
 
 
 @register()
+def check_push(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E020 (bad ``BGTASKS_CHANGES_POLL_INTERVAL``) and bgtasks.E021
+    (bad ``BGTASKS_EVENTS_KEEPALIVE``)."""
+    errors: list[CheckMessage] = []
+    poll = conf.CHANGES_POLL_INTERVAL
+    if not is_finite_number(poll) or not 0 < poll <= 60:
+        errors.append(
+            Error(
+                f"BGTASKS_CHANGES_POLL_INTERVAL is {poll!r}; it must be a number of seconds "
+                "above 0, at most 60.",
+                hint=(
+                    "The default is 0.5: on SQLite and MySQL the change feed reads the "
+                    "leases that often, once per process."
+                ),
+                id="bgtasks.E020",
+            )
+        )
+    keepalive = conf.EVENTS_KEEPALIVE
+    if not is_finite_number(keepalive) or not 0 < keepalive <= 300:
+        errors.append(
+            Error(
+                f"BGTASKS_EVENTS_KEEPALIVE is {keepalive!r}; it must be a number of seconds "
+                "above 0, at most 300.",
+                hint=(
+                    "The default is 15: proxies close a silent connection after 30 to 60 s, "
+                    "and a stream checks its access again at each keepalive."
+                ),
+                id="bgtasks.E021",
+            )
+        )
+    return errors
+
+
+@register()
 def check_history(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E006 (bad ``BGTASKS_HISTORY_DAYS``)."""
     days = conf.HISTORY_DAYS

@@ -62,6 +62,20 @@ class Settings:
         return value
 
     @property
+    def CHANGES_POLL_INTERVAL(self) -> float:
+        """Seconds between the change feed's reads on SQLite and MySQL, which
+        have no notifications (django_bgtasks.changes); one read per process."""
+        value: float = getattr(settings, "BGTASKS_CHANGES_POLL_INTERVAL", 0.5)
+        return value
+
+    @property
+    def EVENTS_KEEPALIVE(self) -> float:
+        """Seconds between the event stream's keepalive comments, at each of
+        which it checks again that its client may still see tasks."""
+        value: float = getattr(settings, "BGTASKS_EVENTS_KEEPALIVE", 15.0)
+        return value
+
+    @property
     def DATABASE(self) -> str:
         """The database alias that holds the lease table."""
         value: str = _setting("BGTASKS_DATABASE", "default")

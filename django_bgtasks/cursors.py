@@ -44,7 +44,15 @@ def prepares(connection: BaseDatabaseWrapper) -> bool:
     setting = conf.PREPARED_STATEMENTS
     if setting is not None:
         return bool(setting)
-    return not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False)
+    return not behind_transaction_pooling(connection)
+
+
+def behind_transaction_pooling(connection: BaseDatabaseWrapper) -> bool:
+    """Whether ``connection``'s settings say a transaction-pooling PgBouncer is
+    in front (``DISABLE_SERVER_SIDE_CURSORS``, as Django's docs ask of such
+    sites): each transaction may then run on another server connection, so
+    nothing that lives in a session (a prepared statement, a ``LISTEN``) lasts."""
+    return bool(connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False))
 
 
 def fetch_all(connection: BaseDatabaseWrapper, query: str, params: dict[str, Any]) -> list[Any]:

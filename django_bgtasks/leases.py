@@ -15,6 +15,8 @@ import functools
 import os
 import secrets
 import socket
+import threading
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -38,6 +40,7 @@ from .validation import (
     validate_owner,
     validate_token,
     validate_ttl,
+    validate_wait,
 )
 from .work import WorkQueue
 
@@ -79,6 +82,14 @@ def async_twin(
 
 
 _owner_for_pid: tuple[int, str] | None = None
+_sent = threading.local()
+
+
+def last_claim_sent() -> float:
+    """When this thread last sent a claim (``time.monotonic()``): where a
+    holder's own count of its ttl starts, even after a claim that waited."""
+    at: float = _sent.at
+    return at
 
 
 def default_owner() -> str:
@@ -113,6 +124,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         *,
         ttl: float | None = None,
         run_args: dict[str, Any] | None = None,
+        wait: float | None = None,
     ) -> Lease | None:
         """Claim ``name`` if nobody holds it or its holder's heartbeat is older
         than the holder's ttl. Returns the :class:`Lease`, or ``None``.
@@ -120,10 +132,17 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         ``owner`` defaults to :func:`default_owner`. ``run_args``
         (``{"args": [...], "kwargs": {...}}``) is kept with the run, so that a
         worker that resumes it after a loss calls the task with the same ones.
+
+        With ``wait`` (seconds), a held lease is waited for: the claim is tried
+        again when the change feed (:mod:`django_bgtasks.changes`) reports the
+        task changed (a release, an expiry), when the holder's ttl runs out,
+        and in any case once per ttl, until it succeeds or ``wait`` seconds
+        have passed. Each try is the one claim statement.
         """
         name = validate_name(name)
         owner = default_owner() if owner is None else validate_owner(owner)
         ttl = validate_ttl(ttl)
+        wait = validate_wait(wait)
         params = {
             "name": name,
             "owner": owner,
@@ -132,8 +151,39 @@ class LeaseManager(models.Manager["BackgroundTask"]):
             "trigger": Trigger.MANUAL.value,
             "args": encode_value(run_args),
         }
-        rows = self._write("try_claim", "claim", params)
-        return Lease(name, owner, int(rows[0][0]), ttl) if rows else None
+        if not wait:
+            _sent.at = time.monotonic()
+            rows = self._write("try_claim", "claim", params)
+            return Lease(name, owner, int(rows[0][0]), ttl) if rows else None
+        if self._connection().in_atomic_block:
+            raise InAtomicBlock("try_claim")
+        return self._claim_waiting(params, wait)
+
+    def _claim_waiting(self, params: dict[str, Any], wait: float) -> Lease | None:
+        from . import changes  # the feed's thread starts only for a waiting claim
+
+        name, owner, ttl = params["name"], params["owner"], params["ttl"]
+        deadline = time.monotonic() + wait
+        # Watching before the first try: a release between a failed try and
+        # the wait is a change already queued, so the wait returns at once.
+        with changes.watch([name], using=conf.DATABASE) as watcher:
+            while True:
+                watcher.take()
+                _sent.at = time.monotonic()
+                rows = self._write("try_claim", "claim", params)
+                if rows:
+                    return Lease(name, owner, int(rows[0][0]), ttl)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                # A lost notification costs at most a poll at the ttl's pace;
+                # a silent holder's lease is tried again when it runs out.
+                pause = min(left, ttl)
+                state = self.get_state(name)
+                if state is not None and state.running:
+                    pause = min(pause, max(state.ttl - (state.heartbeat_age or 0.0), 0.0) + 0.01)
+                    pause = min(pause, state.ttl)
+                watcher.wait(pause)
 
     def renew(
         self, name: str, owner: str, *, token: int | None = None, value: Any = KEEP_VALUE
@@ -358,9 +408,13 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         """Run one write ``statement`` in autocommit (refused inside ``atomic()``)."""
         return self._write(operation, statement, params)
 
-    def read(self, statement: str, params: dict[str, Any]) -> list[Any]:
-        """Run one read ``statement``."""
-        return self._run(self._connection(), statement, params)
+    def read(
+        self, statement: str, params: dict[str, Any], *, using: str | None = None
+    ) -> list[Any]:
+        """Run one read ``statement`` (on the alias ``using``, by default
+        ``BGTASKS_DATABASE``)."""
+        connection = self._connection() if using is None else connections[using]
+        return self._run(connection, statement, params)
 
     def time_param(self, value: dt.datetime) -> Any:
         """``value`` as the lease database's statements take a time."""

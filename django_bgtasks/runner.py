@@ -39,7 +39,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from .choices import Outcome, Trigger
 from .conf import conf
 from .exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
-from .leases import KEEP_VALUE
+from .leases import KEEP_VALUE, last_claim_sent
 from .models import BackgroundTask
 from .progress import NOTHING, Progress
 from .signals import lease_claimed, lease_lost, lease_released
@@ -215,16 +215,20 @@ class RunningLease:
         value: Any = None,
         owner: str | None = None,
         run_args: dict[str, Any] | None = None,
+        wait: float | None = None,
     ) -> RunningLease | None:
-        """Claim ``name`` and start renewing it, or return ``None`` if it is held."""
+        """Claim ``name`` and start renewing it, or return ``None`` if it is
+        held (after waiting up to ``wait`` seconds for it, if given)."""
         ttl = validate_ttl(ttl)
         interval = heartbeat_interval(ttl)
         progress_interval()  # a bad setting is refused before the claim
-        claimed_at = time.monotonic()
-        lease = BackgroundTask.objects.try_claim(name, owner, value, ttl=ttl, run_args=run_args)
+        lease = BackgroundTask.objects.try_claim(
+            name, owner, value, ttl=ttl, run_args=run_args, wait=wait
+        )
         if lease is None:
             return None
-        return cls(lease, interval=interval, claimed_at=claimed_at)._started()
+        # The ttl counts from when the successful try was sent, not from the wait.
+        return cls(lease, interval=interval, claimed_at=last_claim_sent())._started()
 
     @classmethod
     def from_work(
@@ -456,8 +460,11 @@ def _claim_or_raise(
     value: Any,
     owner: str | None,
     run_args: dict[str, Any] | None = None,
+    wait: float | None = None,
 ) -> RunningLease:
-    running = RunningLease.claim(name, ttl=ttl, value=value, owner=owner, run_args=run_args)
+    running = RunningLease.claim(
+        name, ttl=ttl, value=value, owner=owner, run_args=run_args, wait=wait
+    )
     if running is None:
         state = BackgroundTask.objects.get_state(name)
         raise LeaseHeld(name, state.owner if state is not None else None)
@@ -472,16 +479,19 @@ def lease(
     value: Any = None,
     owner: str | None = None,
     run_args: dict[str, Any] | None = None,
+    wait: float | None = None,
 ) -> Iterator[RunningLease]:
     """Run the ``with`` body while holding the lease on ``name``.
 
     Raises :class:`LeaseHeld`, without running the body, when another holder has
-    it. On exit, releases with outcome ``succeeded``, or ``failed`` with the
-    traceback (logged, and re-raised), or ``cancelled`` after
+    it (still, after waiting up to ``wait`` seconds for a release or an
+    expiry, if given: ``try_claim(..., wait=)``). On exit, releases with
+    outcome ``succeeded``, or ``failed`` with the traceback (logged, and
+    re-raised), or ``cancelled`` after
     :class:`TaskCancelled`. A body that sets ``running.result`` has it stored
     as the run's result.
     """
-    running = _claim_or_raise(name, ttl, value, owner, run_args)
+    running = _claim_or_raise(name, ttl, value, owner, run_args, wait)
     try:
         yield running
     except BaseException as exc:
@@ -492,10 +502,15 @@ def lease(
 
 @contextlib.asynccontextmanager
 async def alease(
-    name: str, *, ttl: float | None = None, value: Any = None, owner: str | None = None
+    name: str,
+    *,
+    ttl: float | None = None,
+    value: Any = None,
+    owner: str | None = None,
+    wait: float | None = None,
 ) -> AsyncIterator[RunningLease]:
     """``lease()`` for async code: ``async with alease("name") as lease:``."""
-    running = await sync_to_async(_claim_or_raise)(name, ttl, value, owner)
+    running = await sync_to_async(_claim_or_raise)(name, ttl, value, owner, None, wait)
     try:
         yield running
     except BaseException as exc:

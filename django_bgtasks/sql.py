@@ -796,6 +796,17 @@ MYSQL = Statements(
     clock="SELECT {now}",
 )
 
+# --- Change notifications (django_bgtasks.changes) ------------------------------
+# PostgreSQL: migration 0008's trigger notifies this channel, with JSON
+# {"name": ..., "token": ...}, for every change of a lease row but a bare
+# heartbeat; each process's one listening connection runs LISTEN_CHANGES, and
+# names itself CHANGES_APPLICATION (so an operator can find it in
+# pg_stat_activity). SQLite and MySQL have no notifications: the feed there
+# polls with list_states, one statement per process per interval.
+CHANGES_CHANNEL = "bgtasks_changes"
+LISTEN_CHANGES = f"LISTEN {CHANGES_CHANNEL}"
+CHANGES_APPLICATION = "bgtasks-changes"
+
 _BY_VENDOR = {
     "postgresql": (POSTGRESQL, POSTGRESQL_FRAGMENTS),
     "sqlite": (SQLITE, SQLITE_FRAGMENTS),

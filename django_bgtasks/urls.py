@@ -10,18 +10,24 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import views
+from . import events, views
 
 app_name = "bgtasks"
 
 urlpatterns = [
     path("", views.task_list, name="list"),
+    # The event streams (ASGI) and signed watch URLs; before "<name>/", so
+    # tasks named "events" or "watch" are not reachable by GET here.
+    path("events/", events.events, name="events"),
+    path("watch/<str:signed>/", events.watch, name="watch"),
+    path("watch/<str:signed>/events/", events.watch_events, name="watch-events"),
     # Django Tasks (LeaseBackend), by result id; before "<name>/", so a
     # background task named "django-tasks" is not reachable by GET here.
     path("django-tasks/", views.queued_list, name="django-tasks"),
     path("django-tasks/<uuid:result_id>/", views.queued_detail, name="django-task"),
     path("django-tasks/<uuid:result_id>/cancel/", views.queued_cancel, name="django-task-cancel"),
     path("<str:name>/", views.task_detail, name="task"),
+    path("<str:name>/events/", events.task_events, name="task-events"),
     path("<str:name>/run/", views.task_run, name="run"),
     path("<str:name>/cancel/", views.task_cancel, name="cancel"),
 ]

@@ -107,6 +107,23 @@ def validate_ttl(ttl: object) -> float:
     return ttl
 
 
+def validate_wait(wait: object) -> float | None:
+    """How long a claim may wait for a held lease, in seconds; ``None`` or 0: not at all."""
+    if wait is None:
+        return None
+    if isinstance(wait, bool) or not isinstance(wait, int | float):
+        raise TypeError(f"wait must be a number of seconds, not {type(wait).__name__}")
+    try:
+        wait = float(wait)
+    except OverflowError:
+        raise ValueError(f"wait must be at most {MAX_TTL:g} seconds") from None
+    if not math.isfinite(wait) or wait < 0:
+        raise ValueError(f"wait must be a non-negative, finite number of seconds, not {wait!r}")
+    if wait > MAX_TTL:
+        raise ValueError(f"wait must be at most {MAX_TTL:g} seconds, not {wait:g}")
+    return wait
+
+
 def validate_token(token: object) -> int | None:
     """A fencing token as ``try_claim`` returned it, or ``None``."""
     if token is None:

@@ -61,9 +61,10 @@ from .permissions import Action, user_may
 from .validation import validate_name, validate_token, validate_ttl
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
+AnyView = TypeVar("AnyView", bound=Callable[..., Any])  # a sync or an async view
 
 
-def outside_request_transactions(view: View) -> View:
+def outside_request_transactions(view: AnyView) -> AnyView:
     """Exempt a view that writes leases from ``ATOMIC_REQUESTS``.
 
     A lease write must be durable when it returns, so it refuses to run
@@ -90,26 +91,50 @@ def _authenticated(view: View) -> View:
 
     @wraps(view)
     def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        if authentication.authenticate(request):
-            request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
-        elif "Authorization" in request.headers:
-            user = getattr(request, "user", None)
-            if user is None or not user.is_authenticated:
-                return error(403, "The Authorization header was not accepted.")
+        refused = hook_refusal(request)
+        if refused is not None:
+            return refused
         return view(request, *args, **kwargs)
 
     return checked  # type: ignore[return-value]
+
+
+def hook_refusal(request: HttpRequest) -> JsonResponse | None:
+    """Authenticate by the ``BGTASKS_API_AUTHENTICATION`` hooks (see
+    ``_authenticated``); the 403 for an ``Authorization`` header none accepted."""
+    if authentication.authenticate(request):
+        request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+        # The event stream asks the hook again at each keepalive (events.py).
+        request._bgtasks_by_hook = True  # type: ignore[attr-defined]
+    elif "Authorization" in request.headers:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return error(403, "The Authorization header was not accepted.")
+    return None
+
+
+def permission_refusal(request: HttpRequest, action: Action) -> JsonResponse | None:
+    """The 403, with no data, for a user who may not ``action`` tasks."""
+    if user_may(request, action):
+        return None
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return error(403, "Log in as a staff member to see background tasks.")
+    return error(403, f"You do not have permission to {action} background tasks.")
+
+
+def access_refusal(request: HttpRequest, action: Action) -> JsonResponse | None:
+    """Both checks a read of the API makes, in its order: the event stream's too."""
+    return hook_refusal(request) or permission_refusal(request, action)
 
 
 def _requires(action: Action) -> Callable[[View], View]:
     def decorator(view: View) -> View:
         @wraps(view)
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            if not user_may(request, action):
-                user = getattr(request, "user", None)
-                if user is None or not user.is_authenticated:
-                    return error(403, "Log in as a staff member to see background tasks.")
-                return error(403, f"You do not have permission to {action} background tasks.")
+            refused = permission_refusal(request, action)
+            if refused is not None:
+                return refused
             return view(request, *args, **kwargs)
 
         return checked  # type: ignore[return-value]

@@ -87,6 +87,14 @@ ALIAS_FIXTURES = {
     "sqlite_alias": (lambda db: db["ENGINE"].endswith("sqlite3"), set()),
     "mysql_alias": (lambda db: db["ENGINE"].endswith("mysql"), set()),
     "site_alias": (lambda db: True, {"default"}),
+    # The event stream's PostgreSQL-only tests (users in "default"): where
+    # the change feed listens (not behind the transaction-pooling PgBouncer).
+    "pg_site_alias": (
+        lambda db: (
+            db["ENGINE"].endswith("postgresql") and not db.get("DISABLE_SERVER_SIDE_CURSORS")
+        ),
+        {"default"},
+    ),
     # The Django Tasks backend: PostgreSQL and SQLite (MySQL is bgtasks.E015).
     "tasks_alias": (lambda db: not db["ENGINE"].endswith("mysql"), set()),
     "tasks_site_alias": (lambda db: not db["ENGINE"].endswith("mysql"), {"default"}),
@@ -176,6 +184,12 @@ def mysql_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """``db_alias`` for the admin, API and command tests (users in "default")."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def pg_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """``pg_alias`` for the surfaces' tests (users in "default")."""
     return _use_alias(request, settings)
 
 

@@ -106,6 +106,25 @@ def test_good_progress_interval(settings: Any, interval: Any) -> None:
     assert checks.check_progress_interval() == []
 
 
+@pytest.mark.parametrize("interval", [0, -1, "0.5", None, float("nan"), 61, True])
+def test_bad_changes_poll_interval(settings: Any, interval: Any) -> None:
+    settings.BGTASKS_CHANGES_POLL_INTERVAL = interval
+    assert ids(checks.check_push()) == ["bgtasks.E020"]
+
+
+@pytest.mark.parametrize("keepalive", [0, -15, "15", None, float("inf"), 301])
+def test_bad_events_keepalive(settings: Any, keepalive: Any) -> None:
+    settings.BGTASKS_EVENTS_KEEPALIVE = keepalive
+    assert ids(checks.check_push()) == ["bgtasks.E021"]
+
+
+def test_push_defaults_and_good_values_are_fine(settings: Any) -> None:
+    assert checks.check_push() == []
+    settings.BGTASKS_CHANGES_POLL_INTERVAL = 0.05
+    settings.BGTASKS_EVENTS_KEEPALIVE = 300
+    assert checks.check_push() == []
+
+
 def test_use_tz_off_is_a_warning(settings: Any) -> None:
     settings.USE_TZ = False
     assert ids(checks.check_time_zone()) == ["bgtasks.W001"]

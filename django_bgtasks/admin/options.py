@@ -28,6 +28,7 @@ from django.urls import URLPattern, path
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from .. import events
 from ..models import BackgroundTask
 from ..tasks import registered_tasks
 from ..views import outside_request_transactions
@@ -191,6 +192,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     def _live_context(self, request: HttpRequest) -> dict[str, Any]:
         return {
             "bgtasks_status_url": admin_url(self, "status"),
+            "bgtasks_events_url": admin_url(self, "events"),
             "bgtasks_can_operate": self.has_change_permission(request),
             "bgtasks_next": request.get_full_path(),
             "bgtasks_states": state_names(),
@@ -255,6 +257,9 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
         return [
             path("status/", wrap(self.status_view), name=f"{prefix}_status"),
+            # The event stream checks access itself (the API's rule, the
+            # admin's too), and is async: not wrapped in the sync admin_view.
+            path("events/", events.events, name=f"{prefix}_events"),
             path("<str:name>/run/", wrap(self.run_view), name=f"{prefix}_run"),
             path("<str:name>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
             path("<str:name>/release/", wrap(self.release_view), name=f"{prefix}_release"),

@@ -259,3 +259,63 @@ def test_the_changelist_fits_common_widths_with_the_sidebar_open(
     assert visible_buttons(page, "surface-slow") == ["Request cancel", "Force release…"]
     assert page.locator("[data-bgtasks-notice]").is_hidden()  # its row is on the page
     assert page.evaluate("window.bgtasksSameDocument") is True
+
+
+def test_under_an_asgi_server_the_changelist_follows_the_event_stream(
+    site_alias: str, make_staff: Any, page: Any
+) -> None:
+    """uvicorn serves the admin; this process is the replica that runs the
+    task. Its progress reaches the page pushed, with no poll of the status URL."""
+    from tests.asgiserver import uvicorn
+
+    make_staff("root", superuser=True)
+    lease = objects.try_claim("pushed", "web-2:77:cd", {"done": 0, "total": 10}, ttl=60)
+    assert lease is not None
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    with uvicorn(sorted({"default", site_alias}), BGTASKS_DATABASE=site_alias) as host:
+        page.goto(f"http://{host}/admin/login/?next={CHANGELIST}")
+        page.fill("#id_username", "root")
+        page.fill("#id_password", "pw")
+        page.click("input[type=submit]")
+        page.wait_for_url("**" + CHANGELIST)
+        page.wait_for_function(
+            "document.getElementById('bgtasks-live').dataset.bgtasksMode === 'events'"
+        )
+        page.evaluate("window.bgtasksSameDocument = true")
+        label = page.locator(
+            '[data-bgtasks-task="pushed"][data-bgtasks-field="progress"] .bgtasks-label'
+        )
+        for done in (3, 7):
+            objects.update_state("pushed", "web-2:77:cd", {"done": done, "total": 10})
+            label.filter(has_text=f"({done}/10)").wait_for(timeout=5000)
+        objects.release("pushed", "web-2:77:cd", token=lease.token)
+        outcome = page.locator('[data-bgtasks-task="pushed"][data-bgtasks-field="outcome"]')
+        outcome.filter(has_text="succeeded").wait_for(timeout=5000)
+        assert page.evaluate("window.bgtasksSameDocument") is True
+        assert page.evaluate("document.getElementById('bgtasks-live').dataset.bgtasksMode") == (
+            "events"
+        )
+        assert not [url for url in requests if "/status/" in url]  # pushed, never polled
+        page.close()  # before uvicorn stops: no stream left open
+
+
+def test_under_wsgi_the_changelist_falls_back_to_polling(
+    site_alias: str, live_server: Any, make_staff: Any, page: Any
+) -> None:
+    make_staff("root", superuser=True)
+    lease = objects.try_claim("polled", "web-2:77:cd", {"done": 0, "total": 10}, ttl=60)
+    assert lease is not None
+    page.goto(live_server.url + "/admin/login/?next=" + CHANGELIST)
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_url("**" + CHANGELIST)
+    # The stream answers 501 under WSGI: the page polls instead.
+    page.wait_for_function(
+        "document.getElementById('bgtasks-live').dataset.bgtasksMode === 'polling'"
+    )
+    objects.update_state("polled", "web-2:77:cd", {"done": 4, "total": 10})
+    page.locator(
+        '[data-bgtasks-task="polled"][data-bgtasks-field="progress"] .bgtasks-label'
+    ).filter(has_text="(4/10)").wait_for(timeout=5000)

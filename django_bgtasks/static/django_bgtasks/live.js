@@ -1,11 +1,17 @@
 /*
  * django-bgtasks: keeps the admin's task cells current without a reload.
  *
- * Every second it asks the admin's status URL (the JSON API's task list)
- * with If-None-Match, so a poll that finds nothing changed costs a 304 and no
- * body, and it rewrites the cells marked data-bgtasks-task + data-bgtasks-field.
+ * It listens to the admin's event stream (data-bgtasks-events, Server-Sent
+ * Events under an ASGI server): every task's state, then each change, pushed.
+ * When the stream is not available (a WSGI server answers 501, a proxy
+ * refuses it) it falls back to asking the admin's status URL (the JSON API's
+ * task list) every second, with If-None-Match, so a poll that finds nothing
+ * changed costs a 304 and no body. Either way it rewrites the cells marked
+ * data-bgtasks-task + data-bgtasks-field, and #bgtasks-live's
+ * data-bgtasks-mode says which it uses ("events" or "polling").
  * Between changes it ages the heartbeats itself: the server leaves
- * heartbeat_age out of the ETag, because it grows with the clock. The cells
+ * heartbeat_age out of the ETag, because it grows with the clock, and the
+ * stream sends the ages only with its keepalive. The cells
  * of a task that never ran (no state yet) stay as the page has them until
  * it runs.
  *
@@ -168,7 +174,7 @@
     }
     let etag = null;
     let states = new Map();
-    let receivedAt = 0;
+    const receivedAt = new Map(); // performance.now() when each state arrived
     let timer = null;
     let stopped = false;
 
@@ -188,10 +194,10 @@
     }
 
     function render() {
-      const elapsed = (performance.now() - receivedAt) / 1000;
       for (const [name, elements] of cells) {
         const state = states.get(name);
         if (!state) continue;
+        const elapsed = (performance.now() - (receivedAt.get(name) || 0)) / 1000;
         const age = state.heartbeat_age === null ? null : state.heartbeat_age + elapsed;
         const held = state.running || state.stale;
         for (const element of elements) {
@@ -226,13 +232,13 @@
           const data = await response.json();
           etag = response.headers.get("ETag");
           states = new Map(data.tasks.map((state) => [state.name, state]));
-          receivedAt = performance.now();
+          const now = performance.now();
+          for (const name of states.keys()) receivedAt.set(name, now);
           say("");
           announceNew();
         } else if (response.status === 403 || response.redirected || response.ok) {
           // Logged out (the admin redirects to its login page) or no longer allowed.
-          stopped = true;
-          say("Live updates stopped: your session has ended or lost its permission. Reload the page.");
+          ended();
           return;
         } else {
           say("Live updates paused: the server answered " + response.status + ". Retrying.");
@@ -244,14 +250,74 @@
       timer = setTimeout(poll, interval);
     }
 
+    function ended() {
+      stopped = true;
+      say("Live updates stopped: your session has ended or lost its permission. Reload the page.");
+    }
+
+    // The stream: the browser reconnects by itself (sending Last-Event-ID);
+    // a refusal at open (501 under WSGI, 403) closes it, and polling takes over.
+    function listen(eventsUrl) {
+      const source = new EventSource(eventsUrl, { withCredentials: true });
+      let opened = false;
+      root.dataset.bgtasksMode = "events";
+      source.addEventListener("open", () => {
+        opened = true;
+        say("");
+      });
+      source.addEventListener("state", (event) => {
+        const state = JSON.parse(event.data);
+        states.set(state.name, state);
+        receivedAt.set(state.name, performance.now());
+        announceNew();
+        render();
+      });
+      source.addEventListener("removed", (event) => {
+        states.delete(JSON.parse(event.data).name);
+        announceNew();
+      });
+      source.addEventListener("heartbeats", (event) => {
+        const now = performance.now();
+        for (const [name, age] of Object.entries(JSON.parse(event.data))) {
+          const state = states.get(name);
+          if (!state) continue;
+          state.heartbeat_age = age;
+          receivedAt.set(name, now);
+        }
+        render();
+      });
+      source.addEventListener("end", () => {
+        source.close();
+        ended();
+      });
+      source.addEventListener("error", () => {
+        if (source.readyState === EventSource.CLOSED) {
+          source.close();
+          if (!stopped) {
+            root.dataset.bgtasksMode = "polling";
+            poll(); // a 403 there says why, and stops
+          }
+        } else if (opened) {
+          say("Live updates paused: the server can't be reached. Reconnecting.");
+        }
+      });
+      setInterval(render, 1000); // ages the heartbeats between events
+    }
+
     document.addEventListener("visibilitychange", () => {
-      if (!document.hidden && timer === null && !stopped) poll();
+      if (root.dataset.bgtasksMode === "polling" && !document.hidden && timer === null && !stopped) poll();
     });
     // Times are written by the server in its time zone; show the browser's.
     for (const time of document.querySelectorAll("[data-bgtasks-task] time")) {
       time.textContent = formatTime(time.dateTime);
     }
-    poll();
+    const eventsUrl = root.dataset.bgtasksEvents;
+    if (eventsUrl && window.EventSource) {
+      listen(eventsUrl);
+    } else {
+      root.dataset.bgtasksMode = "polling";
+      poll();
+    }
   }
 
   function init() {

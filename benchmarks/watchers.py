@@ -1,0 +1,318 @@
+"""1,000 watchers of one task: pushed over the event stream, or polling the JSON API.
+
+One uvicorn process serves benchmarks/status_api_site.py (sessions, CSRF,
+auth; persistent connections) on a PostgreSQL. One task is updated 10 times a
+second by a writer in this process (another replica, as far as the server
+knows), each value carrying the time it was written. Then, in the same run,
+against the same server:
+
+* **events**: ``--watchers`` (1,000) concurrent ``GET /bgtasks/<task>/events/``
+  streams, each a staff session;
+* **polling**: as many clients, each ``GET /bgtasks/<task>/`` once a second
+  with ``If-None-Match`` (what the admin's page did before).
+
+For each: database transactions per second (``pg_stat_database``; every
+autocommit statement is one, the writer's 10 included), the p50/p99 delivery
+latency (from the write's return to a client holding the value: for a
+poll, the first poll that sees it), how many updates reached the clients, and
+the server process's CPU (user + system, from /proc, as % of one core).
+Targets: the events' database load independent of the number of watchers,
+p99 delivery <= 50 ms. Times are the machine's monotonic clock, which every
+process on one Linux machine shares; the clients run in this process, on the
+same cores as the server.
+
+Usage (an embedded PostgreSQL is started unless a DSN is given):
+
+    .venv/bin/python benchmarks/watchers.py [--dsn URL] [--watchers 1000] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.site import server_for  # noqa: E402
+from benchmarks.status_api import TASK, free_port, prepare  # noqa: E402
+
+OWNER = "web-1:4242:bench"  # status_api.prepare's holder of TASK
+RATE = 10  # updates a second
+# The stream forwards a run's progress at most once per BGTASKS_PROGRESS_INTERVAL;
+# below the update period, every update is forwarded and the figures are the
+# push's own latency (BENCH_PROGRESS_INTERVAL overrides it).
+INTERVAL = 0.05
+
+
+def server_cpu(pid: int) -> float:
+    """The process's user + system CPU seconds so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def transactions() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+            "WHERE datname = current_database()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+class Writer(threading.Thread):
+    """Updates TASK RATE times a second with {"done": n, "sent": monotonic}."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.stopping = threading.Event()
+        self.sent: dict[int, float] = {}
+
+    def run(self) -> None:
+        from django.db import connection
+
+        from django_bgtasks.models import BackgroundTask
+
+        token = BackgroundTask.objects.get_state(TASK).token  # type: ignore[union-attr]
+        n = 0
+        next_at = time.monotonic()
+        while not self.stopping.is_set():
+            n += 1
+            value = {"done": n, "total": 10**9, "phase": "bench"}
+            assert BackgroundTask.objects.update_state(TASK, OWNER, value, token=token)
+            self.sent[n] = time.monotonic()  # committed, visible to every replica
+            next_at += 1 / RATE
+            self.stopping.wait(max(0.0, next_at - time.monotonic()))
+        connection.close()
+
+
+class Seen:
+    """What the clients received: per update, the first time each client had it."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.updates: set[int] = set()
+        self.requests = 0
+        self.refused = 0
+
+    def saw(self, done: int, at: float, writer: Writer) -> None:
+        sent = writer.sent.get(done)
+        if sent is not None:  # an update from before the window has no time
+            self.latencies.append(at - sent)
+            self.updates.add(done)
+
+
+async def request(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, headers: dict[str, str]
+) -> tuple[int, dict[str, str], bytes]:
+    lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1"]
+    lines += [f"{key}: {value}" for key, value in headers.items()]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+    status = int((await reader.readline()).split()[1])
+    response_headers = {}
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        key, _, value = line.decode().partition(":")
+        response_headers[key.strip().lower()] = value.strip()
+    length = int(response_headers.get("content-length", "0"))
+    body = await reader.readexactly(length) if length else b""
+    return status, response_headers, body
+
+
+async def watcher(
+    port: int, cookie: str, ready: asyncio.Event, count: list[int], seen: Seen, w: Writer
+) -> None:
+    headers = f"Cookie: sessionid={cookie}\r\nAccept: text/event-stream"
+    opening = f"GET /bgtasks/{TASK}/events/ HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}\r\n\r\n"
+    while True:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+        writer.write(opening.encode())
+        status = (await reader.readline()).split()[1]
+        if status == b"200":
+            break
+        # Refused at open (PostgreSQL's connection backlog overflowed while
+        # hundreds of streams opened at once): counted, and tried again.
+        seen.refused += 1
+        writer.close()
+        await asyncio.sleep(1)
+    while (await reader.readline()) not in (b"\r\n", b""):
+        pass
+    first = True
+    try:
+        kind = b""
+        while line := await reader.readline():
+            # Chunked transfer: the event lines come between chunk sizes.
+            if line.startswith(b"event: "):
+                kind = line[7:].strip()
+            elif kind == b"state" and line.startswith(b"data: {"):
+                state = json.loads(line[6:])
+                if first:
+                    first = False
+                    count[0] += 1
+                    if count[0] == count[1]:
+                        ready.set()
+                seen.saw(state["value"]["done"], time.monotonic(), w)
+    finally:
+        writer.close()
+
+
+async def poller(port: int, cookie: str, until: float, seen: Seen, w: Writer) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+    etag = ""
+    last = -1
+    await asyncio.sleep(hash(os.urandom(4)) % 1000 / 1000)  # spread over the second
+    try:
+        while (now := time.monotonic()) < until:
+            headers = {"Cookie": f"sessionid={cookie}", "Accept": "application/json"}
+            if etag:
+                headers["If-None-Match"] = etag
+            status, response_headers, body = await request(
+                reader, writer, f"/bgtasks/{TASK}/", headers
+            )
+            seen.requests += 1
+            if status == 200:
+                etag = response_headers.get("etag", "")
+                done = json.loads(body)["value"]["done"]
+                if done != last:
+                    seen.saw(done, time.monotonic(), w)
+                    last = done
+            await asyncio.sleep(max(0.0, now + 1.0 - time.monotonic()))
+    finally:
+        writer.close()
+
+
+def report(label: str, seen: Seen, seconds: float, xacts: int, cpu: float, writes: int) -> None:
+    latencies = sorted(seen.latencies)
+    if latencies:
+        p50 = statistics.median(latencies) * 1000
+        p99 = latencies[min(len(latencies) - 1, round(len(latencies) * 0.99))] * 1000
+        delivery = f"delivery p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"
+    else:
+        delivery = "delivery: nothing arrived"
+    extra = f", {seen.requests / seconds:,.0f} requests/s" if seen.requests else ""
+    if seen.refused:
+        extra += f", {seen.refused} opens refused (500) and retried"
+    share = cpu / seconds * 100
+    print(
+        f"{label:<8} db {xacts / seconds:8,.1f} transactions/s   {delivery}   "
+        f"updates seen {len(seen.updates)}/{writes}{extra}   server CPU {share:5.1f}%"
+    )
+
+
+async def phase_events(port: int, cookie: str, watchers: int, seconds: float, pid: int) -> None:
+    ready = asyncio.Event()
+    count = [0, watchers]
+    seen = Seen()
+    w = Writer()
+    tasks = []
+    # Connect in batches: each stream's opening reads take a database
+    # connection for a moment, and the server allows 100.
+    for start in range(0, watchers, 10):
+        tasks += [
+            asyncio.create_task(watcher(port, cookie, ready, count, seen, w))
+            for _ in range(start, min(start + 10, watchers))
+        ]
+        await asyncio.sleep(0.1)
+    await asyncio.wait_for(ready.wait(), 120)
+    await asyncio.sleep(1)
+    before, cpu = await asyncio.to_thread(transactions), server_cpu(pid)
+    w.start()
+    await asyncio.sleep(seconds)
+    w.stopping.set()
+    await asyncio.to_thread(w.join)
+    await asyncio.sleep(0.5)  # the last update's delivery
+    xacts, cpu = await asyncio.to_thread(transactions) - before, server_cpu(pid) - cpu
+    for task in tasks:
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.gather(*tasks, return_exceptions=True)
+    report("events", seen, seconds, xacts, cpu, len(w.sent))
+
+
+async def phase_polling(port: int, cookie: str, clients: int, seconds: float, pid: int) -> None:
+    seen = Seen()
+    w = Writer()
+    before, cpu = await asyncio.to_thread(transactions), server_cpu(pid)
+    w.start()
+    until = time.monotonic() + seconds
+    await asyncio.gather(*(poller(port, cookie, until, seen, w) for _ in range(clients)))
+    w.stopping.set()
+    await asyncio.to_thread(w.join)
+    xacts, cpu = await asyncio.to_thread(transactions) - before, server_cpu(pid) - cpu
+    report("polling", seen, seconds, xacts, cpu, len(w.sent))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--watchers", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+
+    dsn, server = server_for(args.dsn)
+    cookie, _ = prepare(dsn)
+    port = free_port()
+    interval = os.environ.get("BENCH_PROGRESS_INTERVAL", str(INTERVAL))
+    env = dict(os.environ, BENCH_DATABASE_URL=dsn, BENCH_PROGRESS_INTERVAL=interval)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["DJANGO_SETTINGS_MODULE"] = "benchmarks.status_api_site"
+    uvicorn = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "benchmarks.status_api_site:asgi",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            "--backlog",
+            "4096",
+        ],
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            if uvicorn.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("uvicorn did not start")
+            time.sleep(0.1)
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT version()")
+            version = cursor.fetchone()[0].split(" on ")[0]
+        print(
+            f"{version}; one uvicorn process; {args.watchers} clients per phase; one task "
+            f"updated {RATE}/s for {args.seconds:g} s; BGTASKS_PROGRESS_INTERVAL {interval} s"
+        )
+        asyncio.run(phase_events(port, cookie, args.watchers, args.seconds, uvicorn.pid))
+        asyncio.run(phase_polling(port, cookie, args.watchers, args.seconds, uvicorn.pid))
+        connection.close()
+    finally:
+        uvicorn.terminate()
+        uvicorn.wait(30)
+        if server is not None:
+            server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
