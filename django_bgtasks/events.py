@@ -270,6 +270,10 @@ async def _open(request: HttpRequest, names: frozenset[str] | None) -> HttpRespo
     refused = await sync_to_async(_closing(access_refusal))(request, "view")
     if refused is not None:
         return refused
+    # Only those who may watch learn what this server can serve.
+    refused = _needs_asgi(request, reverse("bgtasks:list"))
+    if refused is not None:
+        return refused
     return _response(names, _session_still_allowed(request), request)
 
 
@@ -280,7 +284,7 @@ async def _open(request: HttpRequest, names: frozenset[str] | None) -> HttpRespo
 @require_safe
 async def events(request: HttpRequest) -> HttpResponseBase:
     """``GET <prefix>/events/``: every task's state, then each change."""
-    return _needs_asgi(request, reverse("bgtasks:list")) or await _open(request, None)
+    return await _open(request, None)
 
 
 @outside_request_transactions
@@ -291,10 +295,10 @@ async def task_events(request: HttpRequest, name: str) -> HttpResponseBase:
         name = validate_name(name)
     except ValueError as exc:
         return error(400, str(exc))
-    refused = _needs_asgi(request, reverse("bgtasks:task", args=[name]))
+    refused = await sync_to_async(_closing(access_refusal))(request, "view")
     if refused is not None:
         return refused
-    refused = await sync_to_async(_closing(access_refusal))(request, "view")
+    refused = _needs_asgi(request, reverse("bgtasks:task", args=[name]))
     if refused is not None:
         return refused
     if await sync_to_async(_closing(operations.task_state))(name) is None:

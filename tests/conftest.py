@@ -76,9 +76,10 @@ def pytest_configure(config: pytest.Config) -> None:
 ALIAS_FIXTURES = {
     "db_alias": (lambda db: True, set()),
     "pg_alias": (lambda db: db["ENGINE"].endswith("postgresql"), set()),
-    # PostgreSQL where the lease statements run prepared (not behind the
-    # transaction-pooling PgBouncer).
-    "prepared_alias": (
+    # PostgreSQL where a session lasts from one statement to the next (not
+    # behind the transaction-pooling PgBouncer): where the lease statements
+    # run prepared and the change feed listens.
+    "pg_direct_alias": (
         lambda db: (
             db["ENGINE"].endswith("postgresql") and not db.get("DISABLE_SERVER_SIDE_CURSORS")
         ),
@@ -164,8 +165,8 @@ def pg_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 
 
 @pytest.fixture
-def prepared_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """Each PostgreSQL database where the lease statements run prepared."""
+def pg_direct_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Each PostgreSQL database where a session lasts (prepared statements, LISTEN)."""
     return _use_alias(request, settings)
 
 

@@ -111,13 +111,13 @@ def test_one_feed_serves_every_watcher_of_the_process(db_alias: str) -> None:
 
 
 def test_a_killed_listening_connection_reconnects_and_heals_what_it_missed(
-    pg_alias: str,
+    pg_direct_alias: str,
 ) -> None:
     with synced(changes.watch(["job"])) as watcher:
         feed = watcher.feed
         pid = feed.listener_pid
         assert pid is not None and feed.connects == 1
-        with connections[pg_alias].cursor() as cursor:
+        with connections[pg_direct_alias].cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
             # Changed while the listener is gone: its notification goes nowhere.
             assert BackgroundTask.objects.try_claim("job", "a") is not None
@@ -130,11 +130,11 @@ def test_a_killed_listening_connection_reconnects_and_heals_what_it_missed(
         assert state is not None and state.outcome == "released-by-operator"
 
 
-def test_the_listener_is_one_connection_named_for_operators(pg_alias: str) -> None:
+def test_the_listener_is_one_connection_named_for_operators(pg_direct_alias: str) -> None:
     with (
         synced(changes.watch(["a"])),
         synced(changes.watch(["b"])),
-        connections[pg_alias].cursor() as cursor,
+        connections[pg_direct_alias].cursor() as cursor,
     ):
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",

@@ -29,18 +29,18 @@ def cycle(name: str) -> None:
     assert objects.release(name, "a", {"n": 2}, token=lease.token)
 
 
-def test_the_lease_statements_are_prepared_by_default(prepared_alias: str) -> None:
-    connections[prepared_alias].close()  # a session of this test's own
+def test_the_lease_statements_are_prepared_by_default(pg_direct_alias: str) -> None:
+    connections[pg_direct_alias].close()  # a session of this test's own
     cycle("prepared")
-    statements = prepared_statements(prepared_alias)
+    statements = prepared_statements(pg_direct_alias)
     table = BackgroundTask._meta.db_table
     assert any(f'INSERT INTO "{table}"' in text for text in statements)  # the claim
     assert any("SET updated_at = clock_timestamp(), value" in text for text in statements)
     assert any("WITH ended AS" in text for text in statements)  # the release
     # Nothing else: Django's own queries (the read above included) are not.
     assert all(table in text for text in statements)
-    list(BackgroundTask.objects.using(prepared_alias).filter(name="prepared"))
-    assert len(prepared_statements(prepared_alias)) == len(statements)
+    list(BackgroundTask.objects.using(pg_direct_alias).filter(name="prepared"))
+    assert len(prepared_statements(pg_direct_alias)) == len(statements)
 
 
 @pytest.mark.parametrize(
@@ -49,9 +49,9 @@ def test_the_lease_statements_are_prepared_by_default(prepared_alias: str) -> No
     ids=["setting-false", "transaction-pooling"],
 )
 def test_not_prepared_when_turned_off(
-    prepared_alias: str, settings: Any, setting: Any, database: dict[str, Any]
+    pg_direct_alias: str, settings: Any, setting: Any, database: dict[str, Any]
 ) -> None:
-    connection = connections[prepared_alias]
+    connection = connections[pg_direct_alias]
     connection.close()
     settings.BGTASKS_PREPARED_STATEMENTS = setting
     saved = dict(connection.settings_dict)
@@ -59,15 +59,15 @@ def test_not_prepared_when_turned_off(
     try:
         assert not cursors.prepares(connection)
         cycle("unprepared")
-        assert prepared_statements(prepared_alias) == []
+        assert prepared_statements(pg_direct_alias) == []
     finally:
         connection.settings_dict.clear()
         connection.settings_dict.update(saved)
         connection.close()
 
 
-def test_forced_on_even_with_transaction_pooling(prepared_alias: str, settings: Any) -> None:
-    connection = connections[prepared_alias]
+def test_forced_on_even_with_transaction_pooling(pg_direct_alias: str, settings: Any) -> None:
+    connection = connections[pg_direct_alias]
     settings.BGTASKS_PREPARED_STATEMENTS = True
     saved = dict(connection.settings_dict)
     connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = True
@@ -78,8 +78,8 @@ def test_forced_on_even_with_transaction_pooling(prepared_alias: str, settings: 
         connection.settings_dict.update(saved)
 
 
-def test_django_sees_them_query_log_and_execute_wrapper(prepared_alias: str) -> None:
-    connection = connections[prepared_alias]
+def test_django_sees_them_query_log_and_execute_wrapper(pg_direct_alias: str) -> None:
+    connection = connections[pg_direct_alias]
     seen: list[str] = []
 
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
@@ -94,8 +94,8 @@ def test_django_sees_them_query_log_and_execute_wrapper(prepared_alias: str) -> 
     assert "'watched'" in logged.captured_queries[0]["sql"]
 
 
-def test_driver_errors_are_django_errors(prepared_alias: str) -> None:
-    connection = connections[prepared_alias]
+def test_driver_errors_are_django_errors(pg_direct_alias: str) -> None:
+    connection = connections[pg_direct_alias]
     cycle("errors")
     # A statement the server refuses: Django's DatabaseError, from the same cursor.
     cursor = cursors.prepared_cursor(connection)
@@ -104,26 +104,26 @@ def test_driver_errors_are_django_errors(prepared_alias: str) -> None:
     cycle("errors")  # and the cursor, and the connection, go on working
 
 
-def test_a_reconnect_gets_a_new_cursor(prepared_alias: str) -> None:
-    connection = connections[prepared_alias]
+def test_a_reconnect_gets_a_new_cursor(pg_direct_alias: str) -> None:
+    connection = connections[pg_direct_alias]
     cycle("reconnect")
     before = cursors.prepared_cursor(connection).cursor
     connection.close()
     cycle("reconnect")
     after = cursors.prepared_cursor(connection).cursor
     assert after is not before and after.connection is connection.connection
-    assert prepared_statements(prepared_alias)  # prepared again on the new session
+    assert prepared_statements(pg_direct_alias)  # prepared again on the new session
 
 
-def test_the_site_keeps_its_own_prepare_threshold(prepared_alias: str) -> None:
-    connection = connections[prepared_alias]
+def test_the_site_keeps_its_own_prepare_threshold(pg_direct_alias: str) -> None:
+    connection = connections[pg_direct_alias]
     connection.close()
     saved = dict(connection.settings_dict)
     connection.settings_dict["OPTIONS"] = {**saved["OPTIONS"], "prepare_threshold": 7}
     try:
         cycle("threshold")
         assert connection.connection.prepare_threshold == 7
-        assert prepared_statements(prepared_alias)
+        assert prepared_statements(pg_direct_alias)
     finally:
         connection.settings_dict.clear()
         connection.settings_dict.update(saved)

@@ -36,6 +36,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from django_bgtasks import queue_sql, sql
+from django_bgtasks.events import watch_url
 from django_bgtasks.models import BackgroundTask, TaskRun, Worker
 from tests.dbtools import rows, runs
 
@@ -109,6 +110,8 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "sql.py:postgresql_replication",
         "cursors.py:fetch_all",
         "cursors.py:execute",
+        # The change feed's LISTEN (sql.LISTEN_CHANGES), on its own connection.
+        "changes.py:_connect",
     }
     others = [call for call in calls if call not in in_sql]
     assert all(call.startswith("migrations/") for call in others), others
@@ -246,7 +249,9 @@ def task_urls(name: str) -> list[str]:
         # A Django Task's result id: one that exists (the fixture's) is not
         # needed, since every refusal comes before the lookup.
         url = url.replace("<uuid:result_id>", "00000000-0000-4000-8000-000000000000")
-        unknown = re.sub(r"<str:name>|<path:object_id>|<uuid:result_id>", "", route)
+        # A watch URL: validly signed for this task (read only by design).
+        url = url.replace("<str:signed>", watch_url(name).rstrip("/").rsplit("/", 1)[-1])
+        unknown = re.sub(r"<str:name>|<path:object_id>|<uuid:result_id>|<str:signed>", "", route)
         assert "<" not in unknown and "(" not in unknown, f"unknown parameter in {route!r}"
         urls.append(url)
     return urls
@@ -323,7 +328,10 @@ def test_no_url_lets_an_unprivileged_user_change_anything(
                     if "/queuedtask/" in url:
                         back = (*back, "/admin/")
                     assert response["Location"].startswith(back), response
-            assert client.get(url).status_code in (200, 302, 403, 404, 405), (kind, url)
+            # The event streams need ASGI; the test client is WSGI, so those
+            # who may watch get 501 (tests/test_events.py streams them).
+            readable = (200, 302, 403, 404, 405, *((501,) if url.endswith("events/") else ()))
+            assert client.get(url).status_code in readable, (kind, url)
     assert snapshot(site_alias) == before
 
 
@@ -357,6 +365,10 @@ def test_nothing_leaks_to_users_without_the_view_permission(
         if kind == "staff with view permission":
             continue
         for url in task_urls("cleanup"):
+            if "/watch/" in url:
+                # A signed watch URL is a capability: whoever holds it sees
+                # that one task (tests/test_events.py: its scope and expiry).
+                continue
             for response in (client.get(url), client.post(url)):
                 assert OWNER_MARK.encode() not in response.content, (kind, url)
                 assert VALUE_MARK.encode() not in response.content, (kind, url)
