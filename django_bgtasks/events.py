@@ -271,9 +271,9 @@ async def _open(request: HttpRequest, names: frozenset[str] | None) -> HttpRespo
     if refused is not None:
         return refused
     # Only those who may watch learn what this server can serve.
-    refused = _needs_asgi(request, reverse("bgtasks:list"))
-    if refused is not None:
-        return refused
+    needs_asgi = _needs_asgi(request, reverse("bgtasks:list"))
+    if needs_asgi is not None:
+        return needs_asgi
     return _response(names, _session_still_allowed(request), request)
 
 
@@ -298,9 +298,9 @@ async def task_events(request: HttpRequest, name: str) -> HttpResponseBase:
     refused = await sync_to_async(_closing(access_refusal))(request, "view")
     if refused is not None:
         return refused
-    refused = _needs_asgi(request, reverse("bgtasks:task", args=[name]))
-    if refused is not None:
-        return refused
+    needs_asgi = _needs_asgi(request, reverse("bgtasks:task", args=[name]))
+    if needs_asgi is not None:
+        return needs_asgi
     if await sync_to_async(_closing(operations.task_state))(name) is None:
         return error(404, f"No task named {name!r} has run.")
     return _response(frozenset([name]), _session_still_allowed(request), request)

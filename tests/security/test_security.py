@@ -106,6 +106,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     in_sql = {
         "sql.py:run",
         "sql.py:_last_insert_id",
+        "sql.py:_claim_update",  # MySQL: a claim and its token read in one query
         "sql.py:mysql_server",
         "sql.py:postgresql_replication",
         "cursors.py:fetch_all",
