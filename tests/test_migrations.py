@@ -288,3 +288,39 @@ def test_unapplying_0006_on_mysql_removes_its_trigger_and_reapplying_restores_it
     lease = objects.try_claim("job", "a", ttl=30)
     assert objects.release("job", "a", token=lease.token)
     assert [run["outcome"] for run in history("job")] == ["succeeded"]
+
+
+def test_the_change_trigger_watches_every_column_but_the_heartbeats(pg_alias: str) -> None:
+    """0008's update trigger names its columns (UPDATE OF ...), so that a
+    heartbeat never fires it: a column added to the table must be added
+    there too, or its changes would go unannounced."""
+    table = BackgroundTask._meta.db_table
+    with connections[pg_alias].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT attribute.attname FROM pg_trigger t
+            JOIN pg_attribute attribute
+                ON attribute.attrelid = t.tgrelid AND attribute.attnum = ANY(t.tgattr)
+            WHERE t.tgname = 'bgtasks_notify_update'
+            """
+        )
+        watched = {row[0] for row in cursor.fetchall()}
+    columns = {field.column for field in BackgroundTask._meta.concrete_fields}
+    assert watched == columns - {"updated_at"}, table
+
+
+def test_a_heartbeat_notifies_nobody_and_an_update_does(pg_direct_alias: str) -> None:
+    import psycopg
+
+    objects = BackgroundTask.objects
+    lease = objects.try_claim("announced", "a", ttl=30)
+    assert lease is not None
+    params = connections[pg_direct_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute("LISTEN bgtasks_changes")
+        assert objects.heartbeat("announced", "a", token=lease.token)
+        assert list(listener.notifies(timeout=0.5)) == []
+        assert objects.update_state("announced", "a", {"n": 1}, token=lease.token)
+        [notification] = list(listener.notifies(timeout=2, stop_after=1))
+    assert '"announced"' in notification.payload

@@ -39,13 +39,19 @@ POSTGRESQL_FORWARDS = [
     AFTER INSERT OR DELETE ON django_bgtasks_backgroundtask
     FOR EACH ROW EXECUTE FUNCTION bgtasks_notify_change()
     """,
-    # Everything but updated_at compared: a heartbeat alone is no change.
+    # UPDATE OF every column but updated_at: PostgreSQL decides from the
+    # statement's SET list, once, whether the trigger applies, so a heartbeat
+    # (SET updated_at) and a fence (SET updated_at = updated_at) don't even
+    # consider it, whatever the size of the row's value. (Comparing OLD and
+    # NEW per row would cost every heartbeat two conversions of the whole
+    # row.) A migration that adds a column to the table must add it here.
     """
     CREATE TRIGGER bgtasks_notify_update
-    AFTER UPDATE ON django_bgtasks_backgroundtask
-    FOR EACH ROW
-    WHEN ((to_jsonb(OLD) - 'updated_at') IS DISTINCT FROM (to_jsonb(NEW) - 'updated_at'))
-    EXECUTE FUNCTION bgtasks_notify_change()
+    AFTER UPDATE OF name, value, running, owner, token, ttl, started_at, finished_at,
+        cancel_requested, outcome, error, attempt, next_run_at, request, requested_at,
+        requested_by, run_args, schedule, scheduled_for, skipped, trigger, result, result_note
+    ON django_bgtasks_backgroundtask
+    FOR EACH ROW EXECUTE FUNCTION bgtasks_notify_change()
     """,
 ]
 POSTGRESQL_BACKWARDS = [
