@@ -83,7 +83,8 @@ def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
             cached = _preparing_cursor(connection)
         setattr(connection, _ATTRIBUTE, cached)
     if connection.queries_logged:
-        return connection.make_debug_cursor(cached)
+        debug_wrapper: type[CursorWrapper] = _debug_wrapper_class()
+        return debug_wrapper(cached, connection)
     return connection.make_cursor(cached)
 
 
@@ -105,6 +106,27 @@ def _preparing_cursor_class() -> type[Any] | None:
             return super().execute(query, params, **kwargs)
 
     return PreparingCursor
+
+
+@functools.cache
+def _debug_wrapper_class() -> type[Any]:
+    """Django's PostgreSQL debug wrapper, logging each statement with its
+    values. Django reads that text back from a client-binding cursor, unless
+    the alias binds on the server; a prepared execution leaves none to read
+    (``connection.queries`` would show ``None``), so it is composed here as
+    Django composes it for server-side binding."""
+    from django.db.backends.postgresql.base import CursorDebugWrapper
+
+    class ComposingDebugWrapper(CursorDebugWrapper):
+        def execute(self, sql: Any, params: Any = None) -> Any:
+            try:
+                logged = self.db.ops.compose_sql(sql, params)
+            except Exception:  # only the log's text is at stake: log the template
+                logged = sql
+            with self.debug_sql(logged):
+                return CursorWrapper.execute(self, sql, params)
+
+    return ComposingDebugWrapper
 
 
 def _preparing_cursor(connection: BaseDatabaseWrapper) -> Any:
