@@ -65,14 +65,14 @@ class Settings:
     def CHANGES_POLL_INTERVAL(self) -> float:
         """Seconds between the change feed's reads on SQLite and MySQL, which
         have no notifications (django_bgtasks.changes); one read per process."""
-        value: float = getattr(settings, "BGTASKS_CHANGES_POLL_INTERVAL", 0.5)
+        value: float = _setting("BGTASKS_CHANGES_POLL_INTERVAL", 0.5)
         return value
 
     @property
     def EVENTS_KEEPALIVE(self) -> float:
         """Seconds between the event stream's keepalive comments, at each of
         which it checks again that its client may still see tasks."""
-        value: float = getattr(settings, "BGTASKS_EVENTS_KEEPALIVE", 15.0)
+        value: float = _setting("BGTASKS_EVENTS_KEEPALIVE", 15.0)
         return value
 
     @property

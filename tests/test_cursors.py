@@ -3,6 +3,8 @@ the connection Django opened, still seen by Django's cursor machinery."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,6 +22,22 @@ def prepared_statements(alias: str) -> list[str]:
     with connections[alias].cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         return [row[0] for row in cursor.fetchall()]
+
+
+@contextlib.contextmanager
+def connection_settings(alias: str, **changes: Any) -> Iterator[Any]:
+    """``alias``'s connection with ``changes`` to its settings for the block,
+    on a session of its own (closed before and after)."""
+    connection = connections[alias]
+    connection.close()
+    saved = dict(connection.settings_dict)
+    connection.settings_dict.update(changes)
+    try:
+        yield connection
+    finally:
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        connection.close()
 
 
 def cycle(name: str) -> None:
@@ -51,31 +69,17 @@ def test_the_lease_statements_are_prepared_by_default(pg_direct_alias: str) -> N
 def test_not_prepared_when_turned_off(
     pg_direct_alias: str, settings: Any, setting: Any, database: dict[str, Any]
 ) -> None:
-    connection = connections[pg_direct_alias]
-    connection.close()
     settings.BGTASKS_PREPARED_STATEMENTS = setting
-    saved = dict(connection.settings_dict)
-    connection.settings_dict.update(database)
-    try:
+    with connection_settings(pg_direct_alias, **database) as connection:
         assert not cursors.prepares(connection)
         cycle("unprepared")
         assert prepared_statements(pg_direct_alias) == []
-    finally:
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
-        connection.close()
 
 
 def test_forced_on_even_with_transaction_pooling(pg_direct_alias: str, settings: Any) -> None:
-    connection = connections[pg_direct_alias]
     settings.BGTASKS_PREPARED_STATEMENTS = True
-    saved = dict(connection.settings_dict)
-    connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = True
-    try:
+    with connection_settings(pg_direct_alias, DISABLE_SERVER_SIDE_CURSORS=True) as connection:
         assert cursors.prepares(connection)
-    finally:
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
 
 
 def test_django_sees_them_query_log_and_execute_wrapper(pg_direct_alias: str) -> None:
@@ -116,18 +120,11 @@ def test_a_reconnect_gets_a_new_cursor(pg_direct_alias: str) -> None:
 
 
 def test_the_site_keeps_its_own_prepare_threshold(pg_direct_alias: str) -> None:
-    connection = connections[pg_direct_alias]
-    connection.close()
-    saved = dict(connection.settings_dict)
-    connection.settings_dict["OPTIONS"] = {**saved["OPTIONS"], "prepare_threshold": 7}
-    try:
+    options = {**connections[pg_direct_alias].settings_dict["OPTIONS"], "prepare_threshold": 7}
+    with connection_settings(pg_direct_alias, OPTIONS=options) as connection:
         cycle("threshold")
         assert connection.connection.prepare_threshold == 7
         assert prepared_statements(pg_direct_alias)
-    finally:
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
-        connection.close()
 
 
 def test_prepared_on_postgresql_only_and_not_behind_transaction_pooling(db_alias: str) -> None:
