@@ -2,7 +2,8 @@
 URLs and the WSGI application in one module.
 
 A production-like stack: the usual middleware (sessions, CSRF, auth),
-database sessions, persistent connections (CONN_MAX_AGE), DEBUG off. Besides
+database sessions, persistent connections (CONN_MAX_AGE; a pool instead with
+``BENCH_POOL``), DEBUG off. Besides
 the JSON API at /bgtasks/ it has two reference views:
 
 * /bench/empty/: ``JsonResponse({})``, the cheapest Django JSON view;
@@ -45,6 +46,12 @@ DATABASES = {
         os.environ.get("BENCH_DATABASE_URL", "sqlite:///bench.sqlite3"), conn_max_age=600
     )
 }
+if os.environ.get("BENCH_POOL") and "postgresql" in DATABASES["default"]["ENGINE"]:
+    # benchmarks/watchers.py, under ASGI: where each request's sync code has a
+    # thread of its own, persistent connections would be one per thread;
+    # Django advises a pool there instead (it needs CONN_MAX_AGE 0).
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 4, "max_size": 40}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"] = {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 30}
 LOGGING_CONFIG = None  # no request logging in the measured path

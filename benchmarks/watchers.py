@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -53,6 +54,7 @@ RATE = 10  # updates a second
 # below the update period, every update is forwarded and the figures are the
 # push's own latency (BENCH_PROGRESS_INTERVAL overrides it).
 INTERVAL = 0.05
+DONE = re.compile(rb'"done":(\d+)')
 
 
 def server_cpu(pid: int) -> float:
@@ -87,7 +89,7 @@ class Writer(threading.Thread):
         from django_bgtasks.models import BackgroundTask
 
         token = BackgroundTask.objects.get_state(TASK).token  # type: ignore[union-attr]
-        n = 0
+        n = 10**6  # above any value from before the window: the clients count rises
         next_at = time.monotonic()
         while not self.stopping.is_set():
             n += 1
@@ -149,21 +151,27 @@ async def watcher(
         await asyncio.sleep(1)
     while (await reader.readline()) not in (b"\r\n", b""):
         pass
-    first = True
+    opened, last, tail = False, -1, b""
     try:
-        kind = b""
-        while line := await reader.readline():
-            # Chunked transfer: the event lines come between chunk sizes.
-            if line.startswith(b"event: "):
-                kind = line[7:].strip()
-            elif kind == b"state" and line.startswith(b"data: {"):
-                state = json.loads(line[6:])
-                if first:
-                    first = False
+        # Read as it comes, not line by line: only each state's update number
+        # is needed, found with one regex over what arrived (an event is one
+        # data line, and only states carry "done"), so that these clients, on
+        # the server's two cores, cost as little as they can.
+        while data := await reader.read(1 << 16):
+            at = time.monotonic()
+            data = tail + data  # a number split between two reads
+            tail = data[-24:]
+            for found in DONE.finditer(data):
+                done = int(found[1])
+                if done <= last:
+                    continue  # found again in the tail
+                last = done
+                if not opened:
+                    opened = True
                     count[0] += 1
                     if count[0] == count[1]:
                         ready.set()
-                seen.saw(state["value"]["done"], time.monotonic(), w)
+                seen.saw(done, at, w)
     finally:
         writer.close()
 
@@ -193,6 +201,23 @@ async def poller(port: int, cookie: str, until: float, seen: Seen, w: Writer) ->
         writer.close()
 
 
+def more_sessions(count: int) -> list[str]:
+    """``count`` more staff members, each with a session of their own."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    permission = Permission.objects.get(codename="view_backgroundtask")
+    cookies = []
+    for number in range(count):
+        user = get_user_model().objects.create_user(f"bench-{number}", is_staff=True)
+        user.user_permissions.add(permission)
+        client = Client()
+        client.force_login(user)
+        cookies.append(client.cookies["sessionid"].value)
+    return cookies
+
+
 def report(label: str, seen: Seen, seconds: float, xacts: int, cpu: float, writes: int) -> None:
     latencies = sorted(seen.latencies)
     if latencies:
@@ -211,7 +236,9 @@ def report(label: str, seen: Seen, seconds: float, xacts: int, cpu: float, write
     )
 
 
-async def phase_events(port: int, cookie: str, watchers: int, seconds: float, pid: int) -> None:
+async def phase_events(
+    port: int, cookies: list[str], watchers: int, seconds: float, pid: int
+) -> None:
     ready = asyncio.Event()
     count = [0, watchers]
     seen = Seen()
@@ -221,8 +248,8 @@ async def phase_events(port: int, cookie: str, watchers: int, seconds: float, pi
     # connection for a moment, and the server allows 100.
     for start in range(0, watchers, 10):
         tasks += [
-            asyncio.create_task(watcher(port, cookie, ready, count, seen, w))
-            for _ in range(start, min(start + 10, watchers))
+            asyncio.create_task(watcher(port, cookies[n % len(cookies)], ready, count, seen, w))
+            for n in range(start, min(start + 10, watchers))
         ]
         await asyncio.sleep(0.1)
     await asyncio.wait_for(ready.wait(), 120)
@@ -241,13 +268,17 @@ async def phase_events(port: int, cookie: str, watchers: int, seconds: float, pi
     report("events", seen, seconds, xacts, cpu, len(w.sent))
 
 
-async def phase_polling(port: int, cookie: str, clients: int, seconds: float, pid: int) -> None:
+async def phase_polling(
+    port: int, cookies: list[str], clients: int, seconds: float, pid: int
+) -> None:
     seen = Seen()
     w = Writer()
     before, cpu = await asyncio.to_thread(transactions), server_cpu(pid)
     w.start()
     until = time.monotonic() + seconds
-    await asyncio.gather(*(poller(port, cookie, until, seen, w) for _ in range(clients)))
+    await asyncio.gather(
+        *(poller(port, cookies[n % len(cookies)], until, seen, w) for n in range(clients))
+    )
     w.stopping.set()
     await asyncio.to_thread(w.join)
     xacts, cpu = await asyncio.to_thread(transactions) - before, server_cpu(pid) - cpu
@@ -261,13 +292,22 @@ def main() -> None:
     parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--watchers", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=1,
+        help="distinct staff sessions the clients use, round robin (default: one "
+        "operator's many tabs; --sessions 1000: a thousand operators)",
+    )
     args = parser.parse_args()
 
     dsn, server = server_for(args.dsn)
     cookie, _ = prepare(dsn)
+    cookies = [cookie, *more_sessions(args.sessions - 1)]
     port = free_port()
     interval = os.environ.get("BENCH_PROGRESS_INTERVAL", str(INTERVAL))
     env = dict(os.environ, BENCH_DATABASE_URL=dsn, BENCH_PROGRESS_INTERVAL=interval)
+    env["BENCH_POOL"] = "1"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["DJANGO_SETTINGS_MODULE"] = "benchmarks.status_api_site"
     uvicorn = subprocess.Popen(
@@ -283,6 +323,8 @@ def main() -> None:
             "--no-access-log",
             "--backlog",
             "4096",
+            "--timeout-graceful-shutdown",
+            "5",
         ],
         env=env,
         cwd=ROOT,
@@ -302,14 +344,19 @@ def main() -> None:
             version = cursor.fetchone()[0].split(" on ")[0]
         print(
             f"{version}; one uvicorn process; {args.watchers} clients per phase; one task "
-            f"updated {RATE}/s for {args.seconds:g} s; BGTASKS_PROGRESS_INTERVAL {interval} s"
+            f"updated {RATE}/s for {args.seconds:g} s; BGTASKS_PROGRESS_INTERVAL {interval} s; "
+            f"{len(cookies)} staff session(s); a pool of up to 40 connections"
         )
-        asyncio.run(phase_events(port, cookie, args.watchers, args.seconds, uvicorn.pid))
-        asyncio.run(phase_polling(port, cookie, args.watchers, args.seconds, uvicorn.pid))
+        asyncio.run(phase_events(port, cookies, args.watchers, args.seconds, uvicorn.pid))
+        asyncio.run(phase_polling(port, cookies, args.watchers, args.seconds, uvicorn.pid))
         connection.close()
     finally:
         uvicorn.terminate()
-        uvicorn.wait(30)
+        try:
+            uvicorn.wait(30)
+        except subprocess.TimeoutExpired:
+            uvicorn.kill()
+            uvicorn.wait()
         if server is not None:
             server.cleanup()
 

@@ -26,7 +26,20 @@ Access is the JSON API's rule (:func:`views.access_refusal`), checked when a
 stream opens: a 403 JSON error and no data for anyone else. It is checked
 again at each keepalive: a session that ended (logout, a new password), a
 user who lost the permission, or an expired watch URL ends the stream with
-``event: end``. The stream is read only and a GET, so it needs no CSRF token.
+``event: end``. That check is shared: a process checks each session (or
+``Authorization`` header) at most once per keepalive interval, whatever the
+number of its streams, so an operator's ten tabs cost one check, and a
+stream learns of a logout within two keepalives. The stream is read only
+and a GET, so it needs no CSRF token.
+
+What scales with the number of streams is kept off the database and out of
+the per-stream path: a process's streams on one event loop share one
+:class:`~django_bgtasks.changes.Watcher` (woken once per change, not once per
+stream); each change is rendered once (its JSON, its event text, its digest)
+for every stream that sends it; and the reads a stream makes (its access
+check, its opening states) run at most ``READ_SLOTS`` at a time per process,
+so a thousand streams opening at once queue for a moment instead of opening
+a thousand database connections.
 
 Under WSGI a stream would hold a worker for as long as it is open: the
 endpoints answer 501 there, pointing at the polling API.
@@ -37,10 +50,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import math
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, TypeVar
 
@@ -58,12 +75,17 @@ from django.views.decorators.http import require_safe
 from . import authentication, changes, operations
 from .conf import conf
 from .permissions import allowed, user_may
+from .states import TaskState
 from .validation import progress_interval, validate_name
-from .views import access_refusal, conditional_json, error, etag, outside_request_transactions
+from .views import access_refusal, conditional_json, error, outside_request_transactions
 
 _T = TypeVar("_T")
 WATCH_SALT = "django_bgtasks.events.watch"
 MAX_WATCH_SECONDS = 3650 * 86400  # ten years
+# How many of a process's streams may read the database at once (an access
+# check, an opening read): each read holds a connection for a moment.
+READ_SLOTS = 8
+_read_slots = threading.BoundedSemaphore(READ_SLOTS)
 
 
 # --- signed watch URLs --------------------------------------------------------------------
@@ -99,135 +121,240 @@ def _watched(signed: str) -> tuple[str, float] | HttpResponse:
 
 # --- the stream ----------------------------------------------------------------------------
 
+# What a state may differ by and still be the same to a watcher: heartbeats
+# are no change (as the change feed judges them).
+_HEARTBEAT_FIELDS = ("heartbeat_age", "updated_at")
 
-def _digest(sent: dict[str, dict[str, Any]]) -> str:
-    return etag(sent[name] for name in sorted(sent))[3:-1]
+
+@dataclass(frozen=True)
+class _Item:
+    """One task's state as the streams send it, rendered once for all of them."""
+
+    name: str
+    data: dict[str, Any]  # operations.task_json(); shared, never changed
+    body: str  # the data as compact JSON, which never holds a raw newline
+    tag: bytes  # a digest of the data, heartbeat times aside
+
+    @classmethod
+    def of(cls, state: TaskState) -> _Item:
+        data = operations.task_json(state)
+        body = json.dumps(data, separators=(",", ":"))
+        kept = {key: value for key, value in data.items() if key not in _HEARTBEAT_FIELDS}
+        tagged = json.dumps(kept, sort_keys=True, separators=(",", ":"))
+        return cls(
+            state.name, data, body, hashlib.blake2b(tagged.encode(), digest_size=16).digest()
+        )
 
 
-def _event(kind: str, data: dict[str, Any], event_id: str) -> str:
-    # Compact JSON has no raw newline, so one data line carries it.
-    body = json.dumps(data, separators=(",", ":"))
+def _digest(sent: dict[str, _Item]) -> str:
+    """The stream's event id: a digest of what the client has, the same on
+    every replica for the same states."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(sent):
+        digest.update(sent[name].tag)
+    return digest.hexdigest()
+
+
+def _event(kind: str, body: str, event_id: str) -> str:
     return f"id: {event_id}\nevent: {kind}\ndata: {body}\n\n"
 
 
-def _same(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
-    """Whether ``new`` shows nothing ``old`` did not (heartbeat times aside,
-    as the change feed judges; a feed's first read repeats what a stream's
-    opening read sent)."""
-    if old is None:
-        return False
-    skip = ("heartbeat_age", "updated_at")
-    return all(new.get(key) == old.get(key) for key in new.keys() | old.keys() if key not in skip)
+def _same(new: _Item, old: _Item | None) -> bool:
+    """Whether ``new`` shows nothing ``old`` did not (a feed's first read
+    repeats what a stream's opening read sent)."""
+    return old is not None and new.tag == old.tag
 
 
-def _progress_only(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+def _progress_only(old: _Item | None, new: _Item | None) -> bool:
     """Whether ``new`` is the same run as ``old``, still running, with new progress."""
     if old is None or new is None:
         return False
     same = ("token", "status", "cancel_requested", "running")
-    return bool(new["running"]) and all(old.get(key) == new.get(key) for key in same)
+    return bool(new.data["running"]) and all(old.data.get(k) == new.data.get(k) for k in same)
 
 
 def _closing(work: Callable[..., _T]) -> Callable[..., _T]:
-    """``work``, then close the calling thread's database connections.
+    """``work``, in one of the process's ``READ_SLOTS``, then close the
+    calling thread's database connections.
 
     Under ASGI each request's sync code runs in a thread of its own, with a
     connection of its own, kept until the request ends: for a stream, for
     hours. A stream reads only now and then (at open, at each keepalive), so
     it gives its connection back after each read instead, and a thousand
-    open streams hold no connection between reads.
+    open streams hold no connection between reads; the slots keep a
+    thousand streams opening at once from asking for a thousand at once.
     """
 
     @functools.wraps(work)
     def closing(*args: Any) -> _T:
-        try:
-            return work(*args)
-        finally:
-            for connection in connections.all(initialized_only=True):
-                if not connection.in_atomic_block:
-                    connection.close()
+        with _read_slots:
+            try:
+                return work(*args)
+            finally:
+                for connection in connections.all(initialized_only=True):
+                    if not connection.in_atomic_block:
+                        connection.close()
 
     return closing
 
 
-def _snapshot(names: frozenset[str] | None) -> dict[str, dict[str, Any]]:
+def _snapshot(names: frozenset[str] | None) -> dict[str, _Item]:
     if names is None:
         states = operations.task_states()
     else:
         states = [s for s in map(operations.task_state, sorted(names)) if s is not None]
-    return {state.name: operations.task_json(state) for state in states}
+    return {state.name: _Item.of(state) for state in states}
+
+
+@dataclass(eq=False)
+class _Subscriber:
+    """One stream's share of its event loop's :class:`_Hub`."""
+
+    names: frozenset[str] | None
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
+    changes: list[tuple[str, _Item | None]] = field(default_factory=list)
+
+    def wants(self, name: str) -> bool:
+        return self.names is None or name in self.names
+
+
+class _Hub:
+    """The streams of one event loop, fed by one watcher of the change feed.
+
+    The feed's thread wakes the loop once per batch of changes (not once
+    per stream); on the loop, each change is rendered once and handed to
+    every stream that watches its task.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.subscribers: set[_Subscriber] = set()
+        self.watcher: changes.Watcher | None = None
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def subscribe(self, names: frozenset[str] | None) -> _Subscriber:
+        subscriber = _Subscriber(names)
+        self.subscribers.add(subscriber)
+        if self.watcher is None:
+            self.watcher = changes.watch(None, wake=self._wake)
+        return subscriber
+
+    def unsubscribe(self, subscriber: _Subscriber) -> None:
+        self.subscribers.discard(subscriber)
+        if not self.subscribers and self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+
+    def heartbeat_ages(self, names: Iterable[str]) -> dict[str, float | None]:
+        return {} if self.watcher is None else self.watcher.feed.heartbeat_ages(names)
+
+    def _wake(self) -> None:  # the feed's thread
+        with self._lock:
+            if self._scheduled:
+                return
+            self._scheduled = True
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            self.loop.call_soon_threadsafe(self._dispatch)
+
+    def _dispatch(self) -> None:  # the loop
+        with self._lock:
+            self._scheduled = False
+        watcher = self.watcher
+        if watcher is None:
+            return
+        for change in watcher.take():
+            item = None if change.state is None else _Item.of(change.state)
+            for subscriber in self.subscribers:
+                if subscriber.wants(change.name):
+                    subscriber.changes.append((change.name, item))
+                    subscriber.woken.set()
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Hub]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _hub() -> _Hub:
+    loop = asyncio.get_running_loop()
+    by_alias = _hubs.setdefault(loop, {})
+    alias = conf.DATABASE
+    if alias not in by_alias:
+        by_alias[alias] = _Hub(loop)
+    return by_alias[alias]
 
 
 async def _stream(
-    names: frozenset[str] | None, still_allowed: Callable[[], bool], last_id: str | None
+    names: frozenset[str] | None, access: _Access, last_id: str | None
 ) -> AsyncIterator[str]:
-    loop = asyncio.get_running_loop()
-    woken = asyncio.Event()
-
+    hub = _hub()
     # Watching before the first read: a change in between is not lost.
-    def wake() -> None:
-        loop.call_soon_threadsafe(woken.set)
-
-    # Watching before the first read: a change in between is not lost.
-    watcher = changes.watch(names, wake=wake)
+    subscriber = hub.subscribe(names)
     try:
         interval = progress_interval()
         keepalive = float(conf.EVENTS_KEEPALIVE)
         current = await sync_to_async(_closing(_snapshot))(names)
         yield "retry: 2000\n\n"
-        sent: dict[str, dict[str, Any]] = {}
+        sent: dict[str, _Item] = {}
         if last_id is not None and last_id == _digest(current):
             sent = dict(current)  # the client has all of it
         else:
             for name, each in current.items():
                 sent[name] = each
-                yield _event("state", each, _digest(sent))
-        pending: dict[str, dict[str, Any] | None] = {}
+                yield _event("state", each.body, _digest(sent))
+        pending: dict[str, _Item | None] = {}
         last_at: dict[str, float] = {}
         next_keepalive = time.monotonic() + keepalive
         while True:
             now = time.monotonic()
             due = [last_at.get(name, 0.0) + interval for name in pending]
             timeout = max(0.0, min([next_keepalive, *due]) - now)
+            # asyncio.timeout(), not wait_for(): no task of its own per wait.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woken.wait(), timeout)
-            woken.clear()
-            for change in watcher.take():
-                state = change.state
-                pending[change.name] = None if state is None else operations.task_json(state)
+                async with asyncio.timeout(timeout):
+                    await subscriber.woken.wait()
+            subscriber.woken.clear()
+            for name, item in subscriber.changes:
+                pending[name] = item
+            subscriber.changes.clear()
             now = time.monotonic()
-            for name, item in list(pending.items()):
-                if _progress_only(sent.get(name), item) and now - last_at.get(name, 0) < interval:
+            for name, pending_item in list(pending.items()):
+                if (
+                    _progress_only(sent.get(name), pending_item)
+                    and now - last_at.get(name, 0) < interval
+                ):
                     continue  # progress, again too soon: the newest goes out when it's due
                 del pending[name]
                 last_at[name] = now
-                if item is None:
+                if pending_item is None:
                     if sent.pop(name, None) is not None:
-                        yield _event("removed", {"name": name}, _digest(sent))
-                elif not _same(item, sent.get(name)):
-                    sent[name] = item
-                    yield _event("state", item, _digest(sent))
+                        body = json.dumps({"name": name}, separators=(",", ":"))
+                        yield _event("removed", body, _digest(sent))
+                elif not _same(pending_item, sent.get(name)):
+                    sent[name] = pending_item
+                    yield _event("state", pending_item.body, _digest(sent))
             if now >= next_keepalive:
-                if not await sync_to_async(_closing(still_allowed))():
+                if not await access.allowed():
                     yield 'event: end\ndata: {"error": "The stream\'s access ended."}\n\n'
                     return
                 yield ": keepalive\n\n"
                 # Heartbeats are no change: their ages come with the keepalive,
                 # from the feed's latest read, for a page that shows them.
-                ages = watcher.feed.heartbeat_ages(sent.keys())
+                ages = hub.heartbeat_ages(sent.keys())
                 if ages:
                     body = json.dumps(ages, separators=(",", ":"))
                     yield f"event: heartbeats\ndata: {body}\n\n"
                 next_keepalive = now + keepalive
     finally:
-        watcher.close()
+        hub.unsubscribe(subscriber)
 
 
 def _response(
-    names: frozenset[str] | None, still_allowed: Callable[[], bool], request: HttpRequest
+    names: frozenset[str] | None, access: _Access, request: HttpRequest
 ) -> StreamingHttpResponse:
     response = StreamingHttpResponse(
-        _stream(names, still_allowed, request.headers.get("Last-Event-ID")),
+        _stream(names, access, request.headers.get("Last-Event-ID")),
         content_type="text/event-stream",
     )
     response.headers["Cache-Control"] = "private, no-cache"
@@ -246,24 +373,99 @@ def _needs_asgi(request: HttpRequest, poll: str) -> HttpResponse | None:
     )
 
 
-def _session_still_allowed(request: HttpRequest) -> Callable[[], bool]:
-    """Whether the stream's user may still see tasks, read afresh: their
-    session (or ``Authorization`` hook) and their permissions."""
+class _SharedChecks:
+    """Access checks shared by a process's streams: each session (or
+    ``Authorization`` header) is checked at most once per keepalive
+    interval, whichever of its streams asks first; the others take that
+    answer. The per-key lock makes a crowd of streams wait for one check
+    instead of each making its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._answers: dict[str, tuple[float, bool]] = {}
+
+    def fresh(self, key: str) -> bool | None:
+        """The answer for ``key`` if one is fresh, else ``None``: no database,
+        no thread, so a stream's event loop can ask first."""
+        found = self._answers.get(key)
+        if found is not None and time.monotonic() - found[0] < float(conf.EVENTS_KEEPALIVE):
+            return found[1]
+        return None
+
+    def check(self, key: str, work: Callable[[], bool]) -> bool:
+        fresh_for = float(conf.EVENTS_KEEPALIVE)
+        with self._lock:
+            self._forget_older_than(2 * fresh_for)
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            found = self._answers.get(key)
+            if found is not None and time.monotonic() - found[0] < fresh_for:
+                return found[1]
+            answer = work()
+            self._answers[key] = (time.monotonic(), answer)
+            return answer
+
+    def _forget_older_than(self, seconds: float) -> None:
+        now = time.monotonic()
+        for key in [key for key, (at, _) in self._answers.items() if now - at > seconds]:
+            self._answers.pop(key, None)
+            lock = self._key_locks.get(key)
+            if lock is not None and not lock.locked():
+                del self._key_locks[key]
+
+
+_shared_checks = _SharedChecks()
+
+
+@dataclass(frozen=True)
+class _Access:
+    """How a stream's access is checked again at each keepalive: ``check``
+    reads it afresh; with a ``key``, the answer is shared by the process's
+    streams of that key (:class:`_SharedChecks`); with ``local``, it needs no
+    database (a watch URL's expiry) and runs on the event loop."""
+
+    check: Callable[[], bool]
+    key: str | None = None
+    local: bool = False
+
+    async def allowed(self) -> bool:
+        if self.local:
+            return self.check()
+        if self.key is not None:
+            fresh = _shared_checks.fresh(self.key)
+            if fresh is not None:
+                return fresh
+            shared = functools.partial(_shared_checks.check, self.key, self.check)
+            return await sync_to_async(_closing(shared))()
+        return await sync_to_async(_closing(self.check))()
+
+
+def _session_access(request: HttpRequest) -> _Access:
+    """Whether the stream's user may still see tasks, read afresh (at most
+    once per keepalive per process and session): their session (or
+    ``Authorization`` hook) and their permissions."""
     by_hook = getattr(request, "_bgtasks_by_hook", False)
     session_key = getattr(getattr(request, "session", None), "session_key", None)
 
-    def check() -> bool:
-        if by_hook:
-            request.user = AnonymousUser()
-            authentication.authenticate(request)
-            return user_may(request, "view")
-        if session_key is None:
-            return False
+    def by_session() -> bool:
         probe = HttpRequest()
         probe.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
         return allowed(get_user(probe), "view")
 
-    return check
+    def by_authorization() -> bool:
+        request.user = AnonymousUser()
+        authentication.authenticate(request)
+        return user_may(request, "view")
+
+    if by_hook:
+        header = request.headers.get("Authorization")
+        if header is None:  # a hook that reads something else: this stream's own check
+            return _Access(by_authorization)
+        return _Access(by_authorization, "hook:" + hashlib.sha256(header.encode()).hexdigest())
+    if session_key is None:
+        return _Access(lambda: False, local=True)
+    return _Access(by_session, f"session:{session_key}")
 
 
 async def _open(request: HttpRequest, names: frozenset[str] | None) -> HttpResponseBase:
@@ -274,7 +476,7 @@ async def _open(request: HttpRequest, names: frozenset[str] | None) -> HttpRespo
     needs_asgi = _needs_asgi(request, reverse("bgtasks:list"))
     if needs_asgi is not None:
         return needs_asgi
-    return _response(names, _session_still_allowed(request), request)
+    return _response(names, _session_access(request), request)
 
 
 # --- the views -----------------------------------------------------------------------------
@@ -303,7 +505,7 @@ async def task_events(request: HttpRequest, name: str) -> HttpResponseBase:
         return needs_asgi
     if await sync_to_async(_closing(operations.task_state))(name) is None:
         return error(404, f"No task named {name!r} has run.")
-    return _response(frozenset([name]), _session_still_allowed(request), request)
+    return _response(frozenset([name]), _session_access(request), request)
 
 
 @outside_request_transactions
@@ -333,4 +535,4 @@ async def watch_events(request: HttpRequest, signed: str) -> HttpResponseBase:
         return refused
     if await sync_to_async(_closing(operations.task_state))(name) is None:
         return error(404, f"No task named {name!r} has run.")
-    return _response(frozenset([name]), lambda: time.time() < until, request)
+    return _response(frozenset([name]), _Access(lambda: time.time() < until, local=True), request)

@@ -295,3 +295,86 @@ def test_under_wsgi_the_streams_answer_501_and_point_at_the_polling_api(
         assert "ASGI" in response.json()["error"]
     response = client.get(watch_url("job") + "events/")
     assert response.status_code == 501
+
+
+# --- many streams ------------------------------------------------------------------------
+
+
+def test_every_stream_of_a_session_ends_when_the_session_does(
+    server: str, make_staff: Callable[..., Any]
+) -> None:
+    # The process checks the session once per keepalive for all its streams:
+    # the answer it shares must end every one of them.
+    client = Client()
+    client.force_login(make_staff("tabs", "view_backgroundtask"))
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    streams = [open_stream(server, "/bgtasks/events/", cookie) for _ in range(3)]
+    try:
+        for stream in streams:
+            while stream.next(5).kind != "comment":  # allowed at a keepalive
+                pass
+        client.logout()
+        for stream in streams:
+            deadline = time.monotonic() + 10
+            while stream.next(5).kind != "end":
+                assert time.monotonic() < deadline, "a stream went on after the logout"
+    finally:
+        for stream in streams:
+            stream.close()
+
+
+def test_streams_opened_all_at_once_each_get_their_state_and_every_change(
+    server: str, staff_cookie: str
+) -> None:
+    # More streams than the process's READ_SLOTS open at the same moment:
+    # their reads queue for a slot, and every one opens.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django_bgtasks.events import READ_SLOTS
+
+    BackgroundTask.objects.try_claim("job", "elsewhere", {"done": 0})
+    count = READ_SLOTS * 4
+    with ThreadPoolExecutor(count) as pool:
+        streams = list(
+            pool.map(
+                lambda _: open_stream(server, "/bgtasks/job/events/", staff_cookie), range(count)
+            )
+        )
+    try:
+        for stream in streams:
+            assert next_state(stream, "job")["value"] == {"done": 0}
+        BackgroundTask.objects.update_state("job", "elsewhere", {"done": 1})
+        for stream in streams:
+            assert next_state(stream, "job")["value"] == {"done": 1}
+    finally:
+        for stream in streams:
+            stream.close()
+
+
+def test_a_process_checks_a_session_once_a_keepalive_however_many_streams_ask(
+    settings: Any,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django_bgtasks.events import _SharedChecks
+
+    settings.BGTASKS_EVENTS_KEEPALIVE = 0.5
+    checks = _SharedChecks()
+    made: list[str] = []
+
+    def work(key: str) -> bool:
+        made.append(key)
+        time.sleep(0.05)  # while the others ask: they wait for this answer
+        return key == "session:a"
+
+    def ask(key: str) -> bool:
+        return checks.check(key, lambda: work(key))
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(ask, ["session:a"] * 10 + ["session:b"] * 10))
+    assert answers == [True] * 10 + [False] * 10
+    assert sorted(made) == ["session:a", "session:b"]
+    assert checks.fresh("session:a") is True and checks.fresh("session:c") is None
+    time.sleep(0.6)  # the answer is no longer fresh: the next asker checks again
+    assert checks.fresh("session:a") is None
+    assert ask("session:a") is True and made.count("session:a") == 2
