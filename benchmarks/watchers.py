@@ -15,7 +15,8 @@ For each: database transactions per second (``pg_stat_database``; every
 autocommit statement is one, the writer's 10 included), the p50/p99 delivery
 latency (from the write's return to a client holding the value: for a
 poll, the first poll that sees it), how many updates reached the clients, and
-the server process's CPU (user + system, from /proc, as % of one core).
+the server process's CPU (user + system, from /proc, as % of one core), and
+the clients' (this process's, the writer's included).
 Targets: the events' database load independent of the number of watchers,
 p99 delivery <= 50 ms. Times are the machine's monotonic clock, which every
 process on one Linux machine shares; the clients run in this process, on the
@@ -218,7 +219,9 @@ def more_sessions(count: int) -> list[str]:
     return cookies
 
 
-def report(label: str, seen: Seen, seconds: float, xacts: int, cpu: float, writes: int) -> None:
+def report(
+    label: str, seen: Seen, seconds: float, xacts: int, cpu: float, clients: float, writes: int
+) -> None:
     latencies = sorted(seen.latencies)
     if latencies:
         p50 = statistics.median(latencies) * 1000
@@ -232,7 +235,8 @@ def report(label: str, seen: Seen, seconds: float, xacts: int, cpu: float, write
     share = cpu / seconds * 100
     print(
         f"{label:<8} db {xacts / seconds:8,.1f} transactions/s   {delivery}   "
-        f"updates seen {len(seen.updates)}/{writes}{extra}   server CPU {share:5.1f}%"
+        f"updates seen {len(seen.updates)}/{writes}{extra}   server CPU {share:5.1f}%   "
+        f"clients' CPU {clients / seconds * 100:5.1f}%"
     )
 
 
@@ -255,17 +259,19 @@ async def phase_events(
     await asyncio.wait_for(ready.wait(), 120)
     await asyncio.sleep(1)
     before, cpu = await asyncio.to_thread(transactions), server_cpu(pid)
+    clients = time.process_time()
     w.start()
     await asyncio.sleep(seconds)
     w.stopping.set()
     await asyncio.to_thread(w.join)
     await asyncio.sleep(0.5)  # the last update's delivery
     xacts, cpu = await asyncio.to_thread(transactions) - before, server_cpu(pid) - cpu
+    clients = time.process_time() - clients
     for task in tasks:
         task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.gather(*tasks, return_exceptions=True)
-    report("events", seen, seconds, xacts, cpu, len(w.sent))
+    report("events", seen, seconds, xacts, cpu, clients, len(w.sent))
 
 
 async def phase_polling(
@@ -274,6 +280,7 @@ async def phase_polling(
     seen = Seen()
     w = Writer()
     before, cpu = await asyncio.to_thread(transactions), server_cpu(pid)
+    clients = time.process_time()
     w.start()
     until = time.monotonic() + seconds
     await asyncio.gather(
@@ -282,7 +289,8 @@ async def phase_polling(
     w.stopping.set()
     await asyncio.to_thread(w.join)
     xacts, cpu = await asyncio.to_thread(transactions) - before, server_cpu(pid) - cpu
-    report("polling", seen, seconds, xacts, cpu, len(w.sent))
+    clients = time.process_time() - clients
+    report("polling", seen, seconds, xacts, cpu, clients, len(w.sent))
 
 
 def main() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import sys
+import unicodedata
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
@@ -15,7 +17,14 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.validation import MIN_TTL, encode_result, encode_value, validate_ttl
+from django_bgtasks.validation import (
+    MIN_TTL,
+    encode_result,
+    encode_value,
+    validate_name,
+    validate_owner,
+    validate_ttl,
+)
 from tests.dbtools import rows, runs
 
 objects = BackgroundTask.objects
@@ -144,6 +153,25 @@ def test_bad_owners(db_alias: str, held: int, owner: Any, error: type, match: st
         lambda: objects.release("held", owner),
     ]:
         assert_refused(db_alias, call, error, match)
+
+
+def test_names_and_owners_refuse_exactly_unicodes_control_and_surrogate_characters() -> None:
+    # Every code point, inside an otherwise good name: refused exactly when
+    # Unicode calls it Cc (control) or Cs (surrogate).
+    refused = {"/"}  # a name is one URL path segment; an owner may have it
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        unwritable = unicodedata.category(char) in ("Cc", "Cs")
+        for validate in (validate_name, validate_owner):
+            try:
+                validate(f"a{char}b")
+                ok = True
+            except ValueError:
+                ok = False
+            assert ok is not (unwritable or (validate is validate_name and char in refused)), (
+                validate.__name__,
+                hex(code),
+            )
 
 
 @pytest.mark.parametrize(("ttl", "error", "match"), BAD_TTLS)
