@@ -110,6 +110,7 @@ class Seen:
         self.updates: set[int] = set()
         self.requests = 0
         self.refused = 0
+        self.ended = 0  # streams the server ended before the phase did
 
     def saw(self, done: int, at: float, writer: Writer) -> None:
         sent = writer.sent.get(done)
@@ -173,6 +174,7 @@ async def watcher(
                     if count[0] == count[1]:
                         ready.set()
                 seen.saw(done, at, w)
+        seen.ended += 1
     finally:
         writer.close()
 
@@ -230,6 +232,8 @@ def report(
     else:
         delivery = "delivery: nothing arrived"
     extra = f", {seen.requests / seconds:,.0f} requests/s" if seen.requests else ""
+    if seen.ended:
+        extra += f", {seen.ended} streams ended early"
     if seen.refused:
         extra += f", {seen.refused} opens refused (500) and retried"
     share = cpu / seconds * 100
@@ -259,19 +263,19 @@ async def phase_events(
     await asyncio.wait_for(ready.wait(), 120)
     await asyncio.sleep(1)
     before, cpu = await asyncio.to_thread(transactions), server_cpu(pid)
-    clients = time.process_time()
+    own_cpu = time.process_time()
     w.start()
     await asyncio.sleep(seconds)
     w.stopping.set()
     await asyncio.to_thread(w.join)
     await asyncio.sleep(0.5)  # the last update's delivery
     xacts, cpu = await asyncio.to_thread(transactions) - before, server_cpu(pid) - cpu
-    clients = time.process_time() - clients
+    own_cpu = time.process_time() - own_cpu
     for task in tasks:
         task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.gather(*tasks, return_exceptions=True)
-    report("events", seen, seconds, xacts, cpu, clients, len(w.sent))
+    report("events", seen, seconds, xacts, cpu, own_cpu, len(w.sent))
 
 
 async def phase_polling(
@@ -280,7 +284,7 @@ async def phase_polling(
     seen = Seen()
     w = Writer()
     before, cpu = await asyncio.to_thread(transactions), server_cpu(pid)
-    clients = time.process_time()
+    own_cpu = time.process_time()
     w.start()
     until = time.monotonic() + seconds
     await asyncio.gather(
@@ -289,8 +293,8 @@ async def phase_polling(
     w.stopping.set()
     await asyncio.to_thread(w.join)
     xacts, cpu = await asyncio.to_thread(transactions) - before, server_cpu(pid) - cpu
-    clients = time.process_time() - clients
-    report("polling", seen, seconds, xacts, cpu, clients, len(w.sent))
+    own_cpu = time.process_time() - own_cpu
+    report("polling", seen, seconds, xacts, cpu, own_cpu, len(w.sent))
 
 
 def main() -> None:
