@@ -126,7 +126,7 @@ def _watched(signed: str) -> tuple[str, float] | HttpResponse:
 _HEARTBEAT_FIELDS = ("heartbeat_age", "updated_at")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # cached_property writes past frozen's __setattr__
 class _Item:
     """One task's state as the streams send it, rendered once for all of them."""
 
@@ -134,6 +134,7 @@ class _Item:
     data: dict[str, Any]  # operations.task_json(); shared, never changed
     body: str  # the data as compact JSON, which never holds a raw newline
     tag: bytes  # a digest of the data, heartbeat times aside
+    run: tuple[Any, ...]  # what tells one run's progress from another run
 
     @classmethod
     def of(cls, state: TaskState) -> _Item:
@@ -141,9 +142,15 @@ class _Item:
         body = json.dumps(data, separators=(",", ":"))
         kept = {key: value for key, value in data.items() if key not in _HEARTBEAT_FIELDS}
         tagged = json.dumps(kept, sort_keys=True, separators=(",", ":"))
-        return cls(
-            state.name, data, body, hashlib.blake2b(tagged.encode(), digest_size=16).digest()
-        )
+        tag = hashlib.blake2b(tagged.encode(), digest_size=16).digest()
+        run = tuple(data.get(key) for key in ("token", "status", "cancel_requested", "running"))
+        return cls(state.name, data, body, tag, run)
+
+    @functools.cached_property
+    def alone(self) -> str:
+        """The event of a stream that watches this task alone (the same for
+        every such stream, so rendered once)."""
+        return _event("state", self.body, _digest({self.name: self}))
 
 
 def _digest(sent: dict[str, _Item]) -> str:
@@ -159,6 +166,12 @@ def _event(kind: str, body: str, event_id: str) -> str:
     return f"id: {event_id}\nevent: {kind}\ndata: {body}\n\n"
 
 
+def _state_event(sent: dict[str, _Item], item: _Item) -> str:
+    if len(sent) == 1:
+        return item.alone
+    return _event("state", item.body, _digest(sent))
+
+
 def _same(new: _Item, old: _Item | None) -> bool:
     """Whether ``new`` shows nothing ``old`` did not (a feed's first read
     repeats what a stream's opening read sent)."""
@@ -167,10 +180,7 @@ def _same(new: _Item, old: _Item | None) -> bool:
 
 def _progress_only(old: _Item | None, new: _Item | None) -> bool:
     """Whether ``new`` is the same run as ``old``, still running, with new progress."""
-    if old is None or new is None:
-        return False
-    same = ("token", "status", "cancel_requested", "running")
-    return bool(new.data["running"]) and all(old.data.get(k) == new.data.get(k) for k in same)
+    return old is not None and new is not None and bool(new.data["running"]) and old.run == new.run
 
 
 def _closing(work: Callable[..., _T]) -> Callable[..., _T]:
@@ -213,6 +223,8 @@ class _Subscriber:
     names: frozenset[str] | None
     woken: asyncio.Event = field(default_factory=asyncio.Event)
     changes: list[tuple[str, _Item | None]] = field(default_factory=list)
+    # When the hub's ticker wakes it for its keepalive (time.monotonic()).
+    keepalive_at: float = math.inf
 
     def wants(self, name: str) -> bool:
         return self.names is None or name in self.names
@@ -223,7 +235,10 @@ class _Hub:
 
     The feed's thread wakes the loop once per batch of changes (not once
     per stream); on the loop, each change is rendered once and handed to
-    every stream that watches its task.
+    every stream that watches its task. One ticker wakes the streams whose
+    keepalive is due, so that a stream waiting for a change arms no timer
+    of its own each time it is woken (a thousand of those, per change, cost
+    more than the change).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -232,13 +247,27 @@ class _Hub:
         self.watcher: changes.Watcher | None = None
         self._lock = threading.Lock()
         self._scheduled = False
+        self._ticker: asyncio.Task[None] | None = None
 
     def subscribe(self, names: frozenset[str] | None) -> _Subscriber:
         subscriber = _Subscriber(names)
         self.subscribers.add(subscriber)
         if self.watcher is None:
             self.watcher = changes.watch(None, wake=self._wake)
+        if self._ticker is None or self._ticker.done():
+            self._ticker = self.loop.create_task(self._tick())
         return subscriber
+
+    async def _tick(self) -> None:
+        # Keepalives a fraction of their interval late at most; the ticker
+        # ends with the last stream.
+        pace = min(1.0, float(conf.EVENTS_KEEPALIVE) / 4)
+        while self.subscribers:
+            now = time.monotonic()
+            for subscriber in self.subscribers:
+                if subscriber.keepalive_at <= now:
+                    subscriber.woken.set()
+            await asyncio.sleep(pace)
 
     def unsubscribe(self, subscriber: _Subscriber) -> None:
         self.subscribers.discard(subscriber)
@@ -302,18 +331,19 @@ async def _stream(
         else:
             for name, each in current.items():
                 sent[name] = each
-                yield _event("state", each.body, _digest(sent))
+                yield _state_event(sent, each)
         pending: dict[str, _Item | None] = {}
         last_at: dict[str, float] = {}
         next_keepalive = time.monotonic() + keepalive
         while True:
-            now = time.monotonic()
-            due = [last_at.get(name, 0.0) + interval for name in pending]
-            timeout = max(0.0, min([next_keepalive, *due]) - now)
-            # asyncio.timeout(), not wait_for(): no task of its own per wait.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await subscriber.woken.wait()
+            if pending:  # progress held back: woken when the first is due
+                due = min(last_at.get(name, 0.0) + interval for name in pending)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, due - time.monotonic())):
+                        await subscriber.woken.wait()
+            else:  # by a change, or by the hub's ticker for the keepalive
+                subscriber.keepalive_at = next_keepalive
+                await subscriber.woken.wait()
             subscriber.woken.clear()
             for name, item in subscriber.changes:
                 pending[name] = item
@@ -333,7 +363,7 @@ async def _stream(
                         yield _event("removed", body, _digest(sent))
                 elif not _same(pending_item, sent.get(name)):
                     sent[name] = pending_item
-                    yield _event("state", pending_item.body, _digest(sent))
+                    yield _state_event(sent, pending_item)
             if now >= next_keepalive:
                 if not await access.allowed():
                     yield 'event: end\ndata: {"error": "The stream\'s access ended."}\n\n'
