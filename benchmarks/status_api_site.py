@@ -93,5 +93,10 @@ def __getattr__(name: str) -> Any:
     if name == "asgi":  # benchmarks/watchers.py serves it with uvicorn
         from django.core.asgi import get_asgi_application
 
-        return get_asgi_application()
+        application = get_asgi_application()
+        if os.environ.get("BENCH_GC_THRESHOLD"):  # benchmarks/watchers.py --server-gc-threshold
+            import gc
+
+            gc.set_threshold(*map(int, os.environ["BENCH_GC_THRESHOLD"].split(",")))
+        return application
     raise AttributeError(name)

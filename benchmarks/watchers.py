@@ -110,12 +110,17 @@ class Seen:
         self.updates: set[int] = set()
         self.requests = 0
         self.refused = 0
+        self.first: dict[int, float] = {}
         self.ended = 0  # streams the server ended before the phase did
 
     def saw(self, done: int, at: float, writer: Writer) -> None:
         sent = writer.sent.get(done)
         if sent is not None:  # an update from before the window has no time
             self.latencies.append(at - sent)
+            # The earliest any client had each update: a pause of the whole
+            # server (a full garbage collection) shows as one late for all.
+            first = self.first.get(done)
+            self.first[done] = at - sent if first is None else min(first, at - sent)
             self.updates.add(done)
 
 
@@ -234,6 +239,8 @@ def report(
     extra = f", {seen.requests / seconds:,.0f} requests/s" if seen.requests else ""
     if seen.ended:
         extra += f", {seen.ended} streams ended early"
+    if seen.first and not seen.requests:
+        extra += f", slowest update first seen after {max(seen.first.values()) * 1000:.0f} ms"
     if seen.refused:
         extra += f", {seen.refused} opens refused (500) and retried"
     share = cpu / seconds * 100
@@ -305,6 +312,12 @@ def main() -> None:
     parser.add_argument("--watchers", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument(
+        "--server-gc-threshold",
+        metavar="G0,G1,G2",
+        help="gc.set_threshold() in the server process after start-up (e.g. "
+        "100000,50,1000); default: Python's",
+    )
+    parser.add_argument(
         "--sessions",
         type=int,
         default=1,
@@ -320,6 +333,8 @@ def main() -> None:
     interval = os.environ.get("BENCH_PROGRESS_INTERVAL", str(INTERVAL))
     env = dict(os.environ, BENCH_DATABASE_URL=dsn, BENCH_PROGRESS_INTERVAL=interval)
     env["BENCH_POOL"] = "1"
+    if args.server_gc_threshold:
+        env["BENCH_GC_THRESHOLD"] = args.server_gc_threshold
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["DJANGO_SETTINGS_MODULE"] = "benchmarks.status_api_site"
     uvicorn = subprocess.Popen(
@@ -357,7 +372,8 @@ def main() -> None:
         print(
             f"{version}; one uvicorn process; {args.watchers} clients per phase; one task "
             f"updated {RATE}/s for {args.seconds:g} s; BGTASKS_PROGRESS_INTERVAL {interval} s; "
-            f"{len(cookies)} staff session(s); a pool of up to 40 connections"
+            f"{len(cookies)} staff session(s); a pool of up to 40 connections; server GC "
+            f"thresholds {args.server_gc_threshold or 'Python defaults'}"
         )
         asyncio.run(phase_events(port, cookies, args.watchers, args.seconds, uvicorn.pid))
         asyncio.run(phase_polling(port, cookies, args.watchers, args.seconds, uvicorn.pid))
