@@ -26,6 +26,14 @@ command calls it on SIGTERM/SIGINT) claims nothing more and sets
 to ``grace`` seconds for them. The database going away is survived: the poll
 is retried with backoff, and each run's lease follows the runner's renew
 deadline.
+
+Between polls the worker waits ``poll`` seconds, or less: it watches its
+tasks' names on the process's change feed (:mod:`django_bgtasks.changes`),
+and a change that leaves one of them not running (a release, a cancelled or
+failed run ending, a force release, a lease running out, a ``request_run()``
+of an idle task) wakes it to poll at once. The poll stays the fallback: slots
+are due by time, and a notification lost while the feed reconnects is healed
+by the next poll. The Django Tasks queue's threads still poll (``poll``).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
+from . import changes
 from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
 from .conf import conf
 from .leases import default_owner
@@ -86,6 +95,8 @@ class Worker:
         self.concurrency, self.poll, self.grace = concurrency, poll, grace
         self.id = default_owner()
         self.stopping = threading.Event()
+        # Set by stop() and by the change feed's thread: ends the idle wait.
+        self._wakeup = threading.Event()
         self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
         self._beat_at = 0.0
         self._beat_running: list[str] | None = None
@@ -112,8 +123,12 @@ class Worker:
         self._once = once
         if self.run_queued:
             self._start_queue_threads()
+        watcher = self._watch()
         try:
             while not self.stopping.is_set():
+                self._wakeup.clear()
+                if watcher is not None:
+                    watcher.take()  # this tick reads them all afresh
                 close_old_connections()
                 try:
                     started = self.tick()
@@ -127,8 +142,10 @@ class Worker:
                 queue_busy = any(thread.is_alive() for thread in self._queue_threads)
                 if once and not started and not self._runs and not queue_busy:
                     break
-                self.stopping.wait(self.poll)
+                self._idle(watcher)
         finally:
+            if watcher is not None:
+                watcher.close()
             self._shut_down()
 
     def stop(self) -> None:
@@ -136,6 +153,31 @@ class Worker:
         if not self.stopping.is_set():
             logger.info("worker %s: stopping (grace %g s)", self.id, self.grace)
         self.stopping.set()
+        self._wakeup.set()
+
+    def _watch(self) -> changes.Watcher | None:
+        """A watcher of this worker's task names on the process's change feed
+        (none for a worker of the queue alone). Watching starts the feed's
+        thread and runs no SQL here, so it cannot fail on a missing database:
+        the feed connects, and reconnects, by itself."""
+        if not self.tasks:
+            return None
+        return changes.watch(list(self.tasks), wake=self._wakeup.set, using=conf.DATABASE)
+
+    def _idle(self, watcher: changes.Watcher | None) -> None:
+        """Wait ``poll`` seconds, or until :meth:`stop`, or until the feed
+        reports a change that may have made work due (:func:`wakes_a_worker`).
+        Other changes (the progress of a run, ours or another's) only make it
+        look again and wait out the rest of the poll."""
+        deadline = time.monotonic() + self.poll
+        while not self.stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._wakeup.wait(left):
+                return
+            # Cleared before taking: a change pushed after the take sets it again.
+            self._wakeup.clear()
+            if watcher is not None and any(map(wakes_a_worker, watcher.take())):
+                return
 
     def tick(self) -> int:
         """One poll: claim and start what is due. Returns how many runs started."""
@@ -427,6 +469,14 @@ def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
     if row.outcome == Outcome.INTERRUPTED:
         return task.resume
     return row.outcome in RESUMABLE_OUTCOMES and row.attempt < task.max_attempts
+
+
+def wakes_a_worker(change: changes.Change) -> bool:
+    """Whether a change may have made work due for the task: it is not
+    running any more (released, ended, force-released, stale: a resume, retry
+    or pending request can start), it is idle with a new request, or its row
+    went away. A running task's progress or cancel request starts nothing."""
+    return change.state is None or not change.state.running
 
 
 def retry_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
