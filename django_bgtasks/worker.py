@@ -94,9 +94,9 @@ class Worker:
         self.tasks = {task.name: task for task in tasks}
         self.concurrency, self.poll, self.grace = concurrency, poll, grace
         self.id = default_owner()
-        self.stopping = threading.Event()
-        # Set by stop() and by the change feed's thread: ends the idle wait.
+        # Set by the change feed's thread, and with ``stopping``: ends the idle wait.
         self._wakeup = threading.Event()
+        self.stopping: threading.Event = _Stopping(self._wakeup)
         self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
         self._beat_at = 0.0
         self._beat_running: list[str] | None = None
@@ -153,7 +153,6 @@ class Worker:
         if not self.stopping.is_set():
             logger.info("worker %s: stopping (grace %g s)", self.id, self.grace)
         self.stopping.set()
-        self._wakeup.set()
 
     def _watch(self) -> changes.Watcher | None:
         """A watcher of this worker's task names on the process's change feed
@@ -458,6 +457,19 @@ class Worker:
             BackgroundTask.objects.work.gone(self.id)
         _close_connection()
         logger.info("worker %s: stopped", self.id)
+
+
+class _Stopping(threading.Event):
+    """The worker's stop flag, which also ends its idle wait: whoever sets it
+    (``stop()``, the command's signal handler, a test) wakes the loop at once."""
+
+    def __init__(self, wakeup: threading.Event) -> None:
+        super().__init__()
+        self._wakeup = wakeup
+
+    def set(self) -> None:
+        super().set()
+        self._wakeup.set()
 
 
 def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:

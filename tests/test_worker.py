@@ -594,7 +594,11 @@ def test_a_release_elsewhere_wakes_the_worker_for_the_request_that_waited(
     )
 
 
-def test_stop_ends_the_wait_at_once_and_closes_the_workers_watcher(db_alias: str) -> None:
+@pytest.mark.parametrize("how", ["stop()", "stopping.set()"])
+def test_stop_ends_the_wait_at_once_and_closes_the_workers_watcher(
+    db_alias: str, how: str
+) -> None:
+    """Both ways: the command's signal handler sets ``stopping`` itself."""
     feed = changes.feed()
     before = len(feed._watchers)
     worker = Worker([make_task("w-echo", echo)], poll=LONG_POLL)
@@ -606,7 +610,10 @@ def test_stop_ends_the_wait_at_once_and_closes_the_workers_watcher(db_alias: str
         time.sleep(0.3)  # into its 30 s wait
     finally:
         started = time.monotonic()
-        worker.stop()
+        if how == "stop()":
+            worker.stop()
+        else:
+            worker.stopping.set()
         thread.join(WITHIN)
     assert not thread.is_alive() and time.monotonic() - started < WITHIN
     assert len(feed._watchers) == before
