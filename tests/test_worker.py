@@ -594,6 +594,26 @@ def test_a_release_elsewhere_wakes_the_worker_for_the_request_that_waited(
     )
 
 
+def test_a_holder_going_silent_wakes_the_worker_to_resume_when_its_ttl_runs_out(
+    db_alias: str,
+) -> None:
+    seen: list[Any] = []
+    task = make_task("w-resume", lambda lease: seen.append(lease.resume_from), resume=True)
+    with idle_worker(task):
+        # Nobody writes when a holder dies: the feed re-reads the task as its
+        # ttl runs out, and that change wakes the worker.
+        lease = objects.try_claim("w-resume", "dead", ttl=1.0, run_args={"args": [], "kwargs": {}})
+        assert lease is not None
+        assert objects.update_state("w-resume", "dead", {"done": 3}, token=lease.token)
+        lost, resumed = ran("w-resume", 2)
+    assert (lost.outcome, resumed.trigger, resumed.outcome) == (
+        Outcome.LOST,
+        Trigger.RESUME,
+        Outcome.SUCCEEDED,
+    )
+    assert seen == [{"done": 3}]
+
+
 @pytest.mark.parametrize("how", ["stop()", "stopping.set()"])
 def test_stop_ends_the_wait_at_once_and_closes_the_workers_watcher(
     db_alias: str, how: str
