@@ -33,7 +33,10 @@ and a change that leaves one of them not running (a release, a cancelled or
 failed run ending, a force release, a lease running out, a ``request_run()``
 of an idle task) wakes it to poll at once. The poll stays the fallback: slots
 are due by time, and a notification lost while the feed reconnects is healed
-by the next poll. The Django Tasks queue's threads still poll (``poll``).
+by the next poll. The Django Tasks queue's threads wait ``poll`` seconds
+when nothing is ready, or less on PostgreSQL, where migration 0010's trigger
+announces a task becoming ready (an ``enqueue()`` committed, a retry, a
+recovery) and the feed wakes every idle queue thread of the worker.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
@@ -96,7 +99,9 @@ class Worker:
         self.id = default_owner()
         # Set by the change feed's thread, and with ``stopping``: ends the idle wait.
         self._wakeup = threading.Event()
-        self.stopping: threading.Event = _Stopping(self._wakeup)
+        # One per queue thread: set when a queued task may be ready, and on stopping.
+        self._queue_wakeups: list[threading.Event] = []
+        self.stopping: threading.Event = _Stopping(self._wake_all)
         self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
         self._beat_at = 0.0
         self._beat_running: list[str] | None = None
@@ -124,6 +129,11 @@ class Worker:
         if self.run_queued:
             self._start_queue_threads()
         watcher = self._watch()
+        queue_watcher = (
+            changes.watch_queue(self.queues, wake=self._wake_queue, using=conf.DATABASE)
+            if self.run_queued and not once
+            else None
+        )
         try:
             while not self.stopping.is_set():
                 self._wakeup.clear()
@@ -146,6 +156,8 @@ class Worker:
         finally:
             if watcher is not None:
                 watcher.close()
+            if queue_watcher is not None:
+                queue_watcher.close()
             self._shut_down()
 
     def stop(self) -> None:
@@ -306,16 +318,31 @@ class Worker:
     # --- Django Tasks -----------------------------------------------------------
 
     def _start_queue_threads(self) -> None:
-        for number in range(self.concurrency):
+        self._queue_wakeups = [threading.Event() for _ in range(self.concurrency)]
+        if self.stopping.is_set():
+            self._wake_all()
+        for number, wakeup in enumerate(self._queue_wakeups):
             thread = threading.Thread(
-                target=self._queue_loop, name=f"bgtasks-queue-{number}", daemon=True
+                target=self._queue_loop,
+                args=(wakeup,),
+                name=f"bgtasks-queue-{number}",
+                daemon=True,
             )
             thread.start()
             self._queue_threads.append(thread)
 
-    def _queue_loop(self) -> None:
-        """Claim a ready task, run it, repeat; wait ``poll`` when there is none
-        (with ``once``, stop then)."""
+    def _wake_all(self) -> None:
+        self._wakeup.set()
+        self._wake_queue()
+
+    def _wake_queue(self) -> None:
+        for wakeup in self._queue_wakeups:
+            wakeup.set()
+
+    def _queue_loop(self, wakeup: threading.Event) -> None:
+        """Claim a ready task, run it, repeat; when there is none, wait ``poll``
+        seconds or until ``wakeup`` (a task became ready, on PostgreSQL; a
+        stop). With ``once``, stop then."""
         # Imported here: it needs Django's Tasks framework (django.tasks or the
         # backport), which a worker of background tasks alone may not have.
         from .queued import execute
@@ -323,6 +350,8 @@ class Worker:
         backoff = self.poll
         try:
             while not self.stopping.is_set():
+                # Cleared before the claim: a task ready after it sets it again.
+                wakeup.clear()
                 try:
                     claim = QueuedTask.objects.claim(self.id, queues=self.queues)
                 except TRANSIENT_ERRORS as exc:
@@ -337,7 +366,9 @@ class Worker:
                 if claim is None:
                     if self._once:
                         return
-                    self.stopping.wait(self.poll)
+                    # (A stop that came before the clear above: seen here.)
+                    if not self.stopping.is_set():
+                        wakeup.wait(self.poll)
                     continue
                 try:
                     status = execute(claim, stopping=self.stopping)
@@ -460,16 +491,17 @@ class Worker:
 
 
 class _Stopping(threading.Event):
-    """The worker's stop flag, which also ends its idle wait: whoever sets it
-    (``stop()``, the command's signal handler, a test) wakes the loop at once."""
+    """The worker's stop flag, which also ends its idle waits: whoever sets it
+    (``stop()``, the command's signal handler, a test) wakes the loop and the
+    queue threads at once."""
 
-    def __init__(self, wakeup: threading.Event) -> None:
+    def __init__(self, wake: Callable[[], None]) -> None:
         super().__init__()
-        self._wakeup = wakeup
+        self._wake = wake
 
     def set(self) -> None:
         super().set()
-        self._wakeup.set()
+        self._wake()
 
 
 def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:

@@ -657,3 +657,34 @@ def test_a_worker_whose_feed_connection_is_killed_still_starts_requested_work(
         assert objects.request_run("w-echo", kwargs={"n": 6})
         done = ran("w-echo", 2)
     assert [r.value for r in done] == [{"n": 5}, {"n": 6}]
+
+
+def test_an_idle_queue_thread_claims_an_enqueued_task_at_once_on_postgresql(
+    pg_direct_alias: str,
+) -> None:
+    """Migration 0010's notification, through the feed: a queue thread with a
+    30 s poll runs a Django Task enqueued elsewhere within seconds."""
+    from django_bgtasks.compat import TaskResultStatus
+    from tests import djtasks
+
+    worker = Worker([], poll=LONG_POLL, concurrency=2, run_queued=True)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for("listening", lambda: changes.feed().listener_pid is not None)
+        time.sleep(0.5)  # not a check: the queue threads' first look, for nothing
+        for n in (1, 2):  # the second surely enqueued while they wait
+            result = djtasks.add.enqueue(n, n)
+
+            def done(result: Any = result) -> bool:
+                result.refresh()
+                return bool(result.status == TaskResultStatus.SUCCESSFUL)
+
+            wait_for(f"task {n} run", done)
+            assert result.return_value == 2 * n
+    finally:
+        started = time.monotonic()
+        worker.stop()
+        thread.join(WITHIN)
+        connections.close_all()
+    assert not thread.is_alive() and time.monotonic() - started < WITHIN
