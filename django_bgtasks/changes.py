@@ -21,6 +21,11 @@ Either way watchers never query, so the database's load is one feed per
 process, whatever the number of watchers. A change is delivered when a
 task's state differs from the last one the feed saw, heartbeat times aside;
 every :class:`Change` carries the whole new state.
+
+The PostgreSQL listener also hears migration 0010's ``bgtasks_queue``: a
+Django Task became ready. :func:`watch_queue` calls its ``wake`` for those of
+its queues (and once after each reconnect, for what the gap may have hidden),
+with no read; elsewhere nothing calls it, and the queue's own poll stands.
 """
 
 from __future__ import annotations
@@ -127,6 +132,22 @@ class Watcher:
         self.close()
 
 
+class QueueWatcher:
+    """Calls ``wake`` when a Django Task of one of ``queues`` (``None``: any)
+    becomes ready, from the feed's thread; ``close()`` stops it."""
+
+    def __init__(
+        self, feed: Feed, queues: frozenset[str] | None, wake: Callable[[], None]
+    ) -> None:
+        self.feed, self.queues, self.wake = feed, queues, wake
+
+    def wants(self, queue: str | None) -> bool:
+        return queue is None or self.queues is None or queue in self.queues
+
+    def close(self) -> None:
+        self.feed.forget_queue(self)
+
+
 class Feed:
     """The changes of the lease table on database ``alias``, for this process."""
 
@@ -137,6 +158,7 @@ class Feed:
         self.synced = threading.Event()  # set after the first full read
         self._lock = threading.Lock()
         self._watchers: set[Watcher] = set()
+        self._queue_watchers: set[QueueWatcher] = set()
         self._keys: dict[str, str | None] = {}
         self._stale_at: dict[str, float] = {}  # monotonic time a running lease runs out
         self._ages: dict[str, tuple[float | None, float]] = {}  # heartbeat age, read at
@@ -153,13 +175,28 @@ class Feed:
         watcher = Watcher(self, None if names is None else frozenset(names), wake)
         with self._lock:
             self._watchers.add(watcher)
-            if self._thread is None or not self._thread.is_alive():
-                self._stop.clear()
-                self._thread = threading.Thread(
-                    target=self._run, name=f"bgtasks-changes-{self.alias}", daemon=True
-                )
-                self._thread.start()
+            self._start()
         return watcher
+
+    def watch_queue(
+        self, queues: Iterable[str] | None = None, *, wake: Callable[[], None]
+    ) -> QueueWatcher:
+        """Call ``wake`` when a Django Task of ``queues`` (any if ``None``)
+        becomes ready: PostgreSQL only (migration 0010); elsewhere never."""
+        watcher = QueueWatcher(self, None if queues is None else frozenset(queues), wake)
+        with self._lock:
+            self._queue_watchers.add(watcher)
+            self._start()
+        return watcher
+
+    def _start(self) -> None:
+        # Under self._lock.
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name=f"bgtasks-changes-{self.alias}", daemon=True
+            )
+            self._thread.start()
 
     def heartbeat_ages(self, names: Iterable[str] | None = None) -> dict[str, float | None]:
         """Each task's heartbeat age now, from the feed's latest read (at most
@@ -178,6 +215,10 @@ class Feed:
     def forget(self, watcher: Watcher) -> None:
         with self._lock:
             self._watchers.discard(watcher)
+
+    def forget_queue(self, watcher: QueueWatcher) -> None:
+        with self._lock:
+            self._queue_watchers.discard(watcher)
 
     def stop(self, timeout: float = 5.0) -> None:
         """End the feed's thread and close its connections."""
@@ -224,12 +265,17 @@ class Feed:
                 continue
             try:
                 self.connects += 1
-                # Whatever changed while nobody listened: read it all.
+                # Whatever changed while nobody listened: read it all, and
+                # let the queue's threads look once.
                 if not self._guarded(self._resync):
                     continue
+                self._queue_ready(None)
                 backoff = 0.1
                 while not self._stop.is_set():
                     for notification in listener.notifies(timeout=self._slice()):
+                        if notification.channel == sql.QUEUE_CHANNEL:
+                            self._queue_ready(_notified_queue(notification.payload))
+                            continue
                         name = _notified_name(notification.payload)
                         if name is not None:
                             self._guarded(functools.partial(self._refresh, name))
@@ -249,8 +295,16 @@ class Feed:
         params.pop("autocommit", None)
         listener = psycopg.connect(**params, autocommit=True)
         listener.execute(sql.LISTEN_CHANGES)
+        listener.execute(sql.LISTEN_QUEUE)
         self.listener_pid = listener.info.backend_pid
         return listener
+
+    def _queue_ready(self, queue: str | None) -> None:
+        """A Django Task of ``queue`` (``None``: of any) may be ready: wake its watchers."""
+        with self._lock:
+            watchers = [watcher for watcher in self._queue_watchers if watcher.wants(queue)]
+        for watcher in watchers:
+            watcher.wake()
 
     def _slice(self) -> float:
         now = time.monotonic()
@@ -331,6 +385,16 @@ def _notified_name(payload: str) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _notified_queue(payload: str) -> str | None:
+    """The queue of a ``bgtasks_queue`` payload; ``None`` (wake every queue) if unreadable."""
+    try:
+        queue = json.loads(payload)["queue"]
+    except (ValueError, KeyError, TypeError):
+        logger.warning("bgtasks: unexpected queue notification %r", payload)
+        return None
+    return queue if isinstance(queue, str) else None
+
+
 _feeds: dict[tuple[int, str], Feed] = {}
 _feeds_lock = threading.Lock()
 
@@ -354,6 +418,17 @@ def watch(
 ) -> Watcher:
     """Watch the changes of ``names`` (every task if ``None``): ``feed(using).watch(...)``."""
     return feed(using).watch(names, wake=wake)
+
+
+def watch_queue(
+    queues: Iterable[str] | None = None,
+    *,
+    wake: Callable[[], None],
+    using: str | None = None,
+) -> QueueWatcher:
+    """``wake()`` when a Django Task of ``queues`` becomes ready (PostgreSQL):
+    ``feed(using).watch_queue(...)``."""
+    return feed(using).watch_queue(queues, wake=wake)
 
 
 def stop_feeds() -> None:

@@ -806,6 +806,11 @@ MYSQL = Statements(
 CHANGES_CHANNEL = "bgtasks_changes"
 LISTEN_CHANGES = f"LISTEN {CHANGES_CHANNEL}"
 CHANGES_APPLICATION = "bgtasks-changes"
+# Migration 0010's trigger notifies this one, with JSON {"queue": ...}, when a
+# Django Task becomes ready (enqueued, retried, recovered); the same
+# connection listens, for the workers' queue threads.
+QUEUE_CHANNEL = "bgtasks_queue"
+LISTEN_QUEUE = f"LISTEN {QUEUE_CHANNEL}"
 
 _BY_VENDOR = {
     "postgresql": (POSTGRESQL, POSTGRESQL_FRAGMENTS),

@@ -26,6 +26,17 @@ command calls it on SIGTERM/SIGINT) claims nothing more and sets
 to ``grace`` seconds for them. The database going away is survived: the poll
 is retried with backoff, and each run's lease follows the runner's renew
 deadline.
+
+Between polls the worker waits ``poll`` seconds, or less: it watches its
+tasks' names on the process's change feed (:mod:`django_bgtasks.changes`),
+and a change that leaves one of them not running (a release, a cancelled or
+failed run ending, a force release, a lease running out, a ``request_run()``
+of an idle task) wakes it to poll at once. The poll stays the fallback: slots
+are due by time, and a notification lost while the feed reconnects is healed
+by the next poll. The Django Tasks queue's threads wait ``poll`` seconds
+when nothing is ready, or less on PostgreSQL, where migration 0010's trigger
+announces a task becoming ready (an ``enqueue()`` committed, a retry, a
+recovery) and the feed wakes every idle queue thread of the worker.
 """
 
 from __future__ import annotations
@@ -37,11 +48,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
+from . import changes
 from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
 from .conf import conf
 from .leases import default_owner
@@ -85,7 +97,11 @@ class Worker:
         self.tasks = {task.name: task for task in tasks}
         self.concurrency, self.poll, self.grace = concurrency, poll, grace
         self.id = default_owner()
-        self.stopping = threading.Event()
+        # Set by the change feed's thread, and with ``stopping``: ends the idle wait.
+        self._wakeup = threading.Event()
+        # One per queue thread: set when a queued task may be ready, and on stopping.
+        self._queue_wakeups: list[threading.Event] = []
+        self.stopping: threading.Event = _Stopping(self._wake_all)
         self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
         self._beat_at = 0.0
         self._beat_running: list[str] | None = None
@@ -112,8 +128,17 @@ class Worker:
         self._once = once
         if self.run_queued:
             self._start_queue_threads()
+        watcher = self._watch()
+        queue_watcher = (
+            changes.watch_queue(self.queues, wake=self._wake_queue, using=conf.DATABASE)
+            if self.run_queued and not once
+            else None
+        )
         try:
             while not self.stopping.is_set():
+                self._wakeup.clear()
+                if watcher is not None:
+                    watcher.take()  # this tick reads them all afresh
                 close_old_connections()
                 try:
                     started = self.tick()
@@ -127,8 +152,12 @@ class Worker:
                 queue_busy = any(thread.is_alive() for thread in self._queue_threads)
                 if once and not started and not self._runs and not queue_busy:
                     break
-                self.stopping.wait(self.poll)
+                self._idle(watcher)
         finally:
+            if watcher is not None:
+                watcher.close()
+            if queue_watcher is not None:
+                queue_watcher.close()
             self._shut_down()
 
     def stop(self) -> None:
@@ -136,6 +165,30 @@ class Worker:
         if not self.stopping.is_set():
             logger.info("worker %s: stopping (grace %g s)", self.id, self.grace)
         self.stopping.set()
+
+    def _watch(self) -> changes.Watcher | None:
+        """A watcher of this worker's task names on the process's change feed
+        (none for a worker of the queue alone). Watching starts the feed's
+        thread and runs no SQL here, so it cannot fail on a missing database:
+        the feed connects, and reconnects, by itself."""
+        if not self.tasks:
+            return None
+        return changes.watch(list(self.tasks), wake=self._wakeup.set, using=conf.DATABASE)
+
+    def _idle(self, watcher: changes.Watcher | None) -> None:
+        """Wait ``poll`` seconds, or until :meth:`stop`, or until the feed
+        reports a change that may have made work due (:func:`wakes_a_worker`).
+        Other changes (the progress of a run, ours or another's) only make it
+        look again and wait out the rest of the poll."""
+        deadline = time.monotonic() + self.poll
+        while not self.stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._wakeup.wait(left):
+                return
+            # Cleared before taking: a change pushed after the take sets it again.
+            self._wakeup.clear()
+            if watcher is not None and any(map(wakes_a_worker, watcher.take())):
+                return
 
     def tick(self) -> int:
         """One poll: claim and start what is due. Returns how many runs started."""
@@ -265,16 +318,31 @@ class Worker:
     # --- Django Tasks -----------------------------------------------------------
 
     def _start_queue_threads(self) -> None:
-        for number in range(self.concurrency):
+        self._queue_wakeups = [threading.Event() for _ in range(self.concurrency)]
+        if self.stopping.is_set():
+            self._wake_all()
+        for number, wakeup in enumerate(self._queue_wakeups):
             thread = threading.Thread(
-                target=self._queue_loop, name=f"bgtasks-queue-{number}", daemon=True
+                target=self._queue_loop,
+                args=(wakeup,),
+                name=f"bgtasks-queue-{number}",
+                daemon=True,
             )
             thread.start()
             self._queue_threads.append(thread)
 
-    def _queue_loop(self) -> None:
-        """Claim a ready task, run it, repeat; wait ``poll`` when there is none
-        (with ``once``, stop then)."""
+    def _wake_all(self) -> None:
+        self._wakeup.set()
+        self._wake_queue()
+
+    def _wake_queue(self) -> None:
+        for wakeup in self._queue_wakeups:
+            wakeup.set()
+
+    def _queue_loop(self, wakeup: threading.Event) -> None:
+        """Claim a ready task, run it, repeat; when there is none, wait ``poll``
+        seconds or until ``wakeup`` (a task became ready, on PostgreSQL; a
+        stop). With ``once``, stop then."""
         # Imported here: it needs Django's Tasks framework (django.tasks or the
         # backport), which a worker of background tasks alone may not have.
         from .queued import execute
@@ -282,6 +350,8 @@ class Worker:
         backoff = self.poll
         try:
             while not self.stopping.is_set():
+                # Cleared before the claim: a task ready after it sets it again.
+                wakeup.clear()
                 try:
                     claim = QueuedTask.objects.claim(self.id, queues=self.queues)
                 except TRANSIENT_ERRORS as exc:
@@ -296,7 +366,9 @@ class Worker:
                 if claim is None:
                     if self._once:
                         return
-                    self.stopping.wait(self.poll)
+                    # (A stop that came before the clear above: seen here.)
+                    if not self.stopping.is_set():
+                        wakeup.wait(self.poll)
                     continue
                 try:
                     status = execute(claim, stopping=self.stopping)
@@ -418,6 +490,20 @@ class Worker:
         logger.info("worker %s: stopped", self.id)
 
 
+class _Stopping(threading.Event):
+    """The worker's stop flag, which also ends its idle waits: whoever sets it
+    (``stop()``, the command's signal handler, a test) wakes the loop and the
+    queue threads at once."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        super().__init__()
+        self._wake = wake
+
+    def set(self) -> None:
+        super().set()
+        self._wake()
+
+
 def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
     """A lost run is owed another attempt while attempts remain (resumed from
     its checkpoint for a resumable task, else retried afresh); an interrupted
@@ -427,6 +513,14 @@ def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
     if row.outcome == Outcome.INTERRUPTED:
         return task.resume
     return row.outcome in RESUMABLE_OUTCOMES and row.attempt < task.max_attempts
+
+
+def wakes_a_worker(change: changes.Change) -> bool:
+    """Whether a change may have made work due for the task: it is not
+    running any more (released, ended, force-released, stale: a resume, retry
+    or pending request can start), it is idle with a new request, or its row
+    went away. A running task's progress or cancel request starts nothing."""
+    return change.state is None or not change.state.running
 
 
 def retry_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:

@@ -7,13 +7,17 @@ start a task on one and watch it on the other: each replica reads the same
 lease rows. Ctrl-C stops both.
 
 Options: ``--sqlite`` (or ``BGTASKS_DEMO_DB=sqlite``) for SQLite instead of
-the embedded PostgreSQL (``DATABASE_URL``, when set, names another server), and
-``--ports`` to choose the two ports.
+the embedded PostgreSQL (``DATABASE_URL``, when set, names another server),
+``--ports`` to choose the two ports, and ``--asgi`` to serve each replica with
+uvicorn (``demo_site.asgi``) instead of runserver: then the task page follows
+the API's event stream, pushed, where under runserver (WSGI, which answers
+the stream with 501) it polls the JSON API every second.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import subprocess
@@ -40,7 +44,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PORT",
         help="(default: 8001 8002)",
     )
+    parser.add_argument(
+        "--asgi",
+        action="store_true",
+        help="serve with uvicorn (ASGI): the task page follows the event stream",
+    )
     args = parser.parse_args(argv)
+    if args.asgi and importlib.util.find_spec("uvicorn") is None:
+        parser.error(
+            "--asgi serves the site with uvicorn: pip install uvicorn (the dev extra has it)"
+        )
     if args.sqlite:
         os.environ["BGTASKS_DEMO_DB"] = "sqlite"
 
@@ -75,19 +88,26 @@ def main(argv: list[str] | None = None) -> int:
     connection.close()
 
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    replicas = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(HERE / "manage.py"),
-                "runserver",
-                f"127.0.0.1:{port}",
-                "--noreload",
-            ],
-            env=env,
-        )
-        for port in args.ports
-    ]
+    if args.asgi:
+        # demo_site (in example_project/) and this checkout's django_bgtasks.
+        path = [str(HERE), str(HERE.parent), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
+
+    def command(port: int) -> list[str]:
+        if args.asgi:
+            return [
+                *(sys.executable, "-m", "uvicorn", "demo_site.asgi:application"),
+                *("--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"),
+            ]
+        return [
+            sys.executable,
+            str(HERE / "manage.py"),
+            "runserver",
+            f"127.0.0.1:{port}",
+            "--noreload",
+        ]
+
+    replicas = [subprocess.Popen(command(port), env=env) for port in args.ports]
 
     def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
@@ -97,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     say()
-    say("Two replicas of the example site, one database:")
+    server = "uvicorn (ASGI): the task page is pushed" if args.asgi else "runserver"
+    say(f"Two replicas of the example site, one database, served by {server}:")
     for port in args.ports:
         say(f"  http://127.0.0.1:{port}/        the task page (admin: /admin/, API: /bgtasks/)")
     say(f"Log in as {DEMO_USERNAME} / {DEMO_PASSWORD} (a local demo account). Ctrl-C stops both.")

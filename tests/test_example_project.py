@@ -5,6 +5,10 @@ A staff user logs in on one replica and gets 200 from every page on both; an
 anonymous visitor is sent to the login page. Then the "front end on another
 replica" story: a task started through the API on one replica is seen running,
 owned by that replica's process, from the other, and cancelled from there.
+
+And served as ``serve.py --asgi`` serves it, two uvicorn replicas, on SQLite
+and on a database of the suite's embedded PostgreSQL: in Chromium, the task
+page follows a run on the other replica through the event stream alone.
 """
 
 from __future__ import annotations
@@ -113,21 +117,33 @@ class Site:
     output: Path
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    """``serve.py --sqlite`` on two free ports, with its data in a temporary folder."""
-    data = tmp_path_factory.mktemp("example-site")
-    ports = [free_port(), free_port()]
+def serve_env(data: Path) -> dict[str, str]:
+    """This run's environment without its demo and Django settings; the site's data in ``data``."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith("BGTASKS_DEMO") and key != "DJANGO_SETTINGS_MODULE"
     }
     env["BGTASKS_DEMO_DATA"] = str(data)
+    return env
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """``serve.py --sqlite`` on two free ports, with its data in a temporary folder."""
+    data = tmp_path_factory.mktemp("example-site")
+    with serving(data, serve_env(data), "--sqlite") as site:
+        yield site
+
+
+@contextlib.contextmanager
+def serving(data: Path, env: dict[str, str], *options: str) -> Iterator[Site]:
+    """``serve.py OPTIONS`` on two free ports, until both answer; stopped after."""
+    ports = [free_port(), free_port()]
     output = data / "serve.log"
     with output.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, str(SERVE), "--sqlite", "--ports", *map(str, ports)],
+            [sys.executable, str(SERVE), *options, "--ports", *map(str, ports)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -306,3 +322,117 @@ def test_the_task_page_in_a_real_browser_run_on_one_replica_cancelled_from_the_o
             assert card_a.locator('[data-field="token"]').inner_text() == token
         finally:
             browser.close()
+
+
+# --- under an ASGI server: the event stream --------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def asgi_site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Site]:
+    """``serve.py --asgi``: two uvicorn replicas, on SQLite or on a database of
+    its own on the suite's embedded PostgreSQL (where the feed listens)."""
+    env = serve_env(tmp_path)
+    if request.param == "sqlite":
+        env.pop("DATABASE_URL", None)
+        with serving(tmp_path, env, "--asgi", "--sqlite") as site:
+            yield site
+        return
+    import psycopg
+
+    info = request.getfixturevalue("embedded_postgres").get_postmaster_info()
+    server = {"host": str(info.socket_dir), "port": info.port, "user": "postgres"}
+    name = f"example_{os.getpid()}"
+    with psycopg.connect(dbname="postgres", autocommit=True, **server) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    socket_dir = urllib.parse.quote(str(info.socket_dir), safe="")
+    env["DATABASE_URL"] = f"postgres://postgres@{socket_dir}:{info.port}/{name}"
+    try:
+        with serving(tmp_path, env, "--asgi") as site:
+            yield site
+    finally:
+        with psycopg.connect(dbname="postgres", autocommit=True, **server) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+SCANNED = re.compile(r"(\d+) files scanned")
+
+
+def test_under_uvicorn_the_task_page_follows_a_run_on_the_other_replica_by_its_event_stream(
+    asgi_site: Site,
+) -> None:
+    """Replica A runs storage-scan (started from A's page); B's page, served by
+    another uvicorn process, shows it running in another process, its progress
+    moving, and then cancelled, all through the stream: the page says it is
+    in "events" mode, opened the stream, and never polled the JSON API."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    site = asgi_site
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context()
+            context.set_default_timeout(30_000)
+            page_b = context.new_page()
+            requests: list[tuple[str, str]] = []
+            page_b.on(
+                "request",
+                lambda request: requests.append(
+                    (request.method, urllib.parse.urlsplit(request.url).path)
+                ),
+            )
+            page_b.goto(f"{site.b}/admin/login/?next=/")
+            page_b.fill("#id_username", "demo")
+            page_b.fill("#id_password", "demo")
+            page_b.click("input[type=submit]")
+            page_b.wait_for_url(f"{site.b}/")
+            card_b = page_b.locator('.task[data-name="storage-scan"]')
+            # The stream opened and its first event, every task's state, came.
+            page_b.wait_for_function("document.body.dataset.live === 'events'")
+            card_b.locator('[data-field="status"]', has_text="never run").wait_for()
+
+            page_a = context.new_page()  # the same session: cookies are the host's
+            page_a.goto(f"{site.a}/")
+            card_a = page_a.locator('.task[data-name="storage-scan"]')
+            card_a.locator('[data-action="run"]').click()
+            card_a.locator('[data-field="message"]', has_text="Started on this replica").wait_for()
+
+            card_b.locator('[data-field="owner"]', has_text="another process").wait_for()
+            progress = card_b.locator('[data-field="progress"]')
+            progress.filter(has_text=SCANNED).wait_for()
+            first = int(SCANNED.findall(progress.inner_text())[0])
+            # It moves: a later count than the first one shown.
+            page_b.wait_for_function(
+                """(first) => {
+                    const text = document.querySelector(
+                        '.task[data-name="storage-scan"] [data-field="progress"]').textContent;
+                    const found = text.match(/(\\d+) files scanned/);
+                    return found !== null && Number(found[1]) > first;
+                }""",
+                arg=first,
+            )
+            token = card_b.locator('[data-field="token"]').inner_text()
+            assert token == card_a.locator('[data-field="token"]').inner_text()
+
+            card_b.locator('[data-action="cancel"]').click()
+            card_b.locator('[data-field="message"]', has_text="Cancel requested").wait_for()
+            card_b.locator('[data-field="outcome"]', has_text="cancelled").wait_for()
+            card_b.locator('[data-field="status"]', has_text="idle").wait_for()
+            assert card_b.locator('[data-field="token"]').inner_text() == token
+            assert card_b.locator('[data-action="run"]').is_enabled()
+
+            assert page_b.evaluate("document.body.dataset.live") == "events"
+            assert ("GET", "/bgtasks/events/") in requests
+            polls = [
+                path
+                for method, path in requests
+                if method == "GET"
+                and re.fullmatch(r"/bgtasks/[^/]+/", path)
+                and path != "/bgtasks/events/"
+            ]
+            assert polls == [], "the page polled the JSON API"
+            assert ("POST", "/bgtasks/storage-scan/cancel/") in requests
+        finally:
+            browser.close()  # before the servers stop: no stream left open

@@ -1,6 +1,7 @@
 """What the migrations set up per vendor, tested by what it does: the history
 triggers (0002 on SQLite, 0003 on PostgreSQL, 0006 on MySQL/MariaDB), the
-fillfactor, the cost of a heartbeat, and MySQL's binary name collation."""
+fillfactor, the cost of a heartbeat, MySQL's binary name collation, and
+PostgreSQL's notifications (0008 for leases, 0010 for the Django Tasks queue)."""
 
 from __future__ import annotations
 
@@ -324,3 +325,30 @@ def test_a_heartbeat_notifies_nobody_and_an_update_does(pg_direct_alias: str) ->
         assert objects.update_state("announced", "a", {"n": 1}, token=lease.token)
         [notification] = list(listener.notifies(timeout=2, stop_after=1))
     assert '"announced"' in notification.payload
+
+
+def test_a_django_task_becoming_ready_notifies_its_queue_and_a_claim_does_not(
+    pg_direct_alias: str,
+) -> None:
+    """0010's trigger: an enqueue (on commit) announces the queue; the claim,
+    which makes it RUNNING, and the finish announce nothing."""
+    import json
+
+    import psycopg
+
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queued import execute
+    from tests import djtasks
+
+    params = connections[pg_direct_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute(sql.LISTEN_QUEUE)
+        djtasks.add.enqueue(1, 2)
+        [notification] = list(listener.notifies(timeout=2, stop_after=1))
+        assert notification.channel == sql.QUEUE_CHANNEL
+        assert json.loads(notification.payload) == {"queue": "default"}
+        claim = QueuedTask.objects.claim("test", queues=None)
+        assert claim is not None
+        execute(claim)
+        assert list(listener.notifies(timeout=0.5)) == []

@@ -1,18 +1,23 @@
 """The worker's decisions, in this process, on every database: requests,
-schedule slots, retries, resume of a lost run, and a stale lease recorded as
-lost. (tests/faults/test_workers.py has real worker processes, races and
-signals.) Tasks are built here and handed to the Worker, not registered, so
-the registry the surfaces' tests see is unchanged."""
+schedule slots, retries, resume of a lost run, a stale lease recorded as
+lost, and the idle wait that the change feed ends.
+(tests/faults/test_workers.py has real worker processes, races and signals.)
+Tasks are built here and handed to the Worker, not registered, so the
+registry the surfaces' tests see is unchanged."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.db import connections
 
-from django_bgtasks import RunningLease, WorkerStopping, background_task
+from django_bgtasks import RunningLease, WorkerStopping, background_task, changes
 from django_bgtasks.choices import Outcome, Status, Trigger
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.schedules import Cron, Every, parse_schedule
@@ -20,6 +25,14 @@ from django_bgtasks.tasks import BackgroundTaskFunction
 from django_bgtasks.worker import Worker
 
 objects = BackgroundTask.objects
+
+
+@pytest.fixture(autouse=True)
+def fresh_feeds() -> Iterator[None]:
+    """A worker that runs its loop watches the process's change feed: each
+    test starts its own, and ends it (and its connections) afterwards."""
+    yield
+    changes.stop_feeds()
 
 
 def make_task(name: str, func: Any, **options: Any) -> BackgroundTaskFunction[..., Any]:
@@ -501,3 +514,177 @@ def test_bgtasks_workers_lists_each_worker_by_the_database_clock(db_alias: str) 
     assert "h:1:x" in out.getvalue() and "a, b" in out.getvalue()
     objects.work.gone("h:1:x")
     assert objects.work.workers() == []
+
+
+# --- the idle wait: woken by the change feed ------------------------------------
+
+# The poll of the workers below: a test that waits for less than this for
+# work to start shows the change feed woke the worker.
+LONG_POLL = 30.0
+WITHIN = 10.0
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = WITHIN) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"not {what} within {timeout} s (the worker's poll is {LONG_POLL} s)")
+
+
+@contextlib.contextmanager
+def idle_worker(*tasks: BackgroundTaskFunction[..., Any]) -> Iterator[Worker]:
+    """A worker with a 30 s poll running in a thread, past its first poll;
+    stopped (and checked to have stopped) at the end."""
+    worker = Worker(tasks, poll=LONG_POLL, grace=5)
+    thread = threading.Thread(target=worker.run, name="test-worker")
+    thread.start()
+    try:
+        wait_for("reported", lambda: [w for w in objects.work.workers() if w.id == worker.id])
+        assert changes.feed().synced.wait(WITHIN)
+        # Its first poll ends a moment after it reports itself: what the test
+        # does next then comes while it waits (the tests below make two
+        # changes, so that the second one surely does).
+        time.sleep(0.5)
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(WITHIN)
+        connections.close_all()
+    assert not thread.is_alive(), "stop() did not end the worker's wait"
+
+
+def ran(name: str, count: int) -> list[TaskRun]:
+    return wait_for(
+        f"{count} run(s) of {name!r} ended",
+        lambda: len(done := [r for r in runs(name) if r.outcome]) >= count and done,
+    )
+
+
+def test_an_idle_worker_starts_a_request_at_once_not_at_its_next_poll(db_alias: str) -> None:
+    with idle_worker(make_task("w-echo", echo)):
+        assert objects.request_run("w-echo", kwargs={"n": 1}, requested_by="elsewhere")
+        ran("w-echo", 1)
+        assert objects.request_run("w-echo", kwargs={"n": 2}, requested_by="elsewhere")
+        done = ran("w-echo", 2)
+    assert [(r.trigger, r.outcome, r.value) for r in done] == [
+        (Trigger.REQUEST, Outcome.SUCCEEDED, {"n": 1}),
+        (Trigger.REQUEST, Outcome.SUCCEEDED, {"n": 2}),
+    ]
+
+
+def test_a_release_elsewhere_wakes_the_worker_for_the_request_that_waited(
+    db_alias: str,
+) -> None:
+    held = objects.try_claim("w-echo", "elsewhere", ttl=LONG_POLL * 2)
+    assert held is not None
+    assert objects.request_run("w-echo", kwargs={"n": 4})
+    with idle_worker(make_task("w-echo", echo)):
+        # Held: the request waits; its holder's progress starts nothing.
+        assert objects.update_state("w-echo", "elsewhere", {"done": 1}, token=held.token)
+        assert objects.release("w-echo", "elsewhere", token=held.token)
+        held_run, requested = ran("w-echo", 2)
+    assert held_run.owner == "elsewhere"
+    assert (requested.trigger, requested.value, requested.token) == (
+        Trigger.REQUEST,
+        {"n": 4},
+        held.token + 1,
+    )
+
+
+def test_a_holder_going_silent_wakes_the_worker_to_resume_when_its_ttl_runs_out(
+    db_alias: str,
+) -> None:
+    seen: list[Any] = []
+    task = make_task("w-resume", lambda lease: seen.append(lease.resume_from), resume=True)
+    with idle_worker(task):
+        # Nobody writes when a holder dies: the feed re-reads the task as its
+        # ttl runs out, and that change wakes the worker.
+        lease = objects.try_claim("w-resume", "dead", ttl=1.0, run_args={"args": [], "kwargs": {}})
+        assert lease is not None
+        assert objects.update_state("w-resume", "dead", {"done": 3}, token=lease.token)
+        lost, resumed = ran("w-resume", 2)
+    assert (lost.outcome, resumed.trigger, resumed.outcome) == (
+        Outcome.LOST,
+        Trigger.RESUME,
+        Outcome.SUCCEEDED,
+    )
+    assert seen == [{"done": 3}]
+
+
+@pytest.mark.parametrize("how", ["stop()", "stopping.set()"])
+def test_stop_ends_the_wait_at_once_and_closes_the_workers_watcher(
+    db_alias: str, how: str
+) -> None:
+    """Both ways: the command's signal handler sets ``stopping`` itself."""
+    feed = changes.feed()
+    before = len(feed._watchers)
+    worker = Worker([make_task("w-echo", echo)], poll=LONG_POLL)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for("watching", lambda: len(feed._watchers) == before + 1)
+        assert changes.feed().synced.wait(WITHIN)
+        time.sleep(0.3)  # into its 30 s wait
+    finally:
+        started = time.monotonic()
+        if how == "stop()":
+            worker.stop()
+        else:
+            worker.stopping.set()
+        thread.join(WITHIN)
+    assert not thread.is_alive() and time.monotonic() - started < WITHIN
+    assert len(feed._watchers) == before
+
+
+def test_a_worker_whose_feed_connection_is_killed_still_starts_requested_work(
+    pg_direct_alias: str,
+) -> None:
+    with idle_worker(make_task("w-echo", echo)):
+        feed = changes.feed()
+        pid = feed.listener_pid
+        assert pid is not None
+        with connections[pg_direct_alias].cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        # Made while the listener may be gone: the feed's resync after it
+        # reconnects (or, failing all, the poll) brings it to the worker.
+        assert objects.request_run("w-echo", kwargs={"n": 5})
+        ran("w-echo", 1)
+        wait_for("listening again", lambda: feed.listener_pid not in (None, pid))
+        # And the new connection wakes it too.
+        assert objects.request_run("w-echo", kwargs={"n": 6})
+        done = ran("w-echo", 2)
+    assert [r.value for r in done] == [{"n": 5}, {"n": 6}]
+
+
+def test_an_idle_queue_thread_claims_an_enqueued_task_at_once_on_postgresql(
+    pg_direct_alias: str,
+) -> None:
+    """Migration 0010's notification, through the feed: a queue thread with a
+    30 s poll runs a Django Task enqueued elsewhere within seconds."""
+    from django_bgtasks.compat import TaskResultStatus
+    from tests import djtasks
+
+    worker = Worker([], poll=LONG_POLL, concurrency=2, run_queued=True)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for("listening", lambda: changes.feed().listener_pid is not None)
+        time.sleep(0.5)  # not a check: the queue threads' first look, for nothing
+        for n in (1, 2):  # the second surely enqueued while they wait
+            result = djtasks.add.enqueue(n, n)
+
+            def done(result: Any = result) -> bool:
+                result.refresh()
+                return bool(result.status == TaskResultStatus.SUCCESSFUL)
+
+            wait_for(f"task {n} run", done)
+            assert result.return_value == 2 * n
+    finally:
+        started = time.monotonic()
+        worker.stop()
+        thread.join(WITHIN)
+        connections.close_all()
+    assert not thread.is_alive() and time.monotonic() - started < WITHIN

@@ -65,7 +65,8 @@ def add_arguments(add_parser: Callable[[str, str], CommandParser]) -> None:
         "--poll",
         type=_seconds(0.001, 3600),
         default=1.0,
-        help="Seconds between looks for due work (default: %(default)r).",
+        help="At most this many seconds between looks for due work; a change to one of "
+        "its tasks (a request, a release) wakes it sooner (default: %(default)r).",
     )
     worker.add_argument(
         "--grace",

@@ -1,7 +1,9 @@
 """The task page: the "front end on another replica".
 
-It is plain HTML and a little JavaScript that polls the JSON API
-(``django_bgtasks.urls``) every second. Whichever replica serves the page and
+It is plain HTML and a little JavaScript that follows the API's event stream
+(``<prefix>/events/``) under an ASGI server (``serve.py --asgi``), and polls
+the JSON API (``django_bgtasks.urls``) every second where the stream answers
+501 (runserver, WSGI). Whichever replica serves the page and
 whichever answers each poll, all of them read the same lease rows, so the page
 shows the same owner, token and progress everywhere.
 """

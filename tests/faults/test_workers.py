@@ -1,8 +1,9 @@
 """``manage.py bgtasks worker`` as real processes, on every database: one run
 per schedule slot across three workers, requests from four processes run
 exactly once, SIGKILL and SIGSTOP of the holder (resumed from its checkpoint,
-the old holder fenced), SIGTERM (interrupted, resumed at once), retries, and
-attempts that run out. Every test ends with its invariant read from the
+the old holder fenced), SIGTERM (interrupted, resumed at once), retries,
+attempts that run out, and idle workers woken by the change feed (its
+listening connection killed, on PostgreSQL). Every test ends with its invariant read from the
 database. The tasks are those of tests/workerapp/tasks.py."""
 
 from __future__ import annotations
@@ -298,6 +299,86 @@ def test_worker_configuration_errors_exit_non_zero(db_alias: str) -> None:
     with pytest.raises(CommandError, match="must be from"):
         call_command("bgtasks", "worker", "--poll", "0", "--once")
     assert not BackgroundTask.objects.exists()
+
+
+# The poll of the idle workers below: work that starts sooner than this was
+# started by the change feed waking the worker.
+LONG_POLL = "30"
+WOKEN_WITHIN = 10.0
+
+
+def reported(process: Any) -> Any:
+    """Wait until worker ``process`` has reported itself (its first poll),
+    then a moment more, so that what comes next comes while it waits."""
+    wait_until(
+        "the worker to report itself",
+        lambda: [w for w in objects.work.workers() if w.pid == process.pid],
+        timeout=60,
+    )
+    time.sleep(1.0)  # not a check: the rest of its first poll, and its feed's start
+    return process
+
+
+def requested_runs_end(name: str, count: int) -> list[TaskRun]:
+    return wait_until(
+        f"{count} requested run(s) to end within {WOKEN_WITHIN} s (the poll is {LONG_POLL} s)",
+        lambda: len(done := [r for r in runs(name) if r.outcome]) >= count and done,
+        timeout=WOKEN_WITHIN,
+    )
+
+
+def test_an_idle_worker_process_starts_a_request_from_another_process_at_once(
+    workers: Workers,
+) -> None:
+    worker = reported(workers.start("--task", "echo", "--poll", LONG_POLL))
+    for n in (1, 2):  # the second surely made while the worker waits
+        assert objects.request_run("echo", kwargs={"n": n}, requested_by="test process")
+        requested_runs_end("echo", n)
+    started = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(WOKEN_WITHIN) == 0, workers.output()
+    assert time.monotonic() - started < WOKEN_WITHIN
+    assert [(r.trigger, r.outcome, r.value["n"]) for r in runs("echo")] == [
+        (Trigger.REQUEST, Outcome.SUCCEEDED, 1),
+        (Trigger.REQUEST, Outcome.SUCCEEDED, 2),
+    ]
+
+
+def test_a_worker_process_whose_feed_connection_is_killed_still_starts_requests(
+    tmp_path: Path, pg_direct_alias: str
+) -> None:
+    from django.db import connections
+
+    from django_bgtasks.sql import CHANGES_APPLICATION
+
+    def listeners() -> set[int]:
+        with connections[pg_direct_alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE application_name = %s AND datname = current_database()",
+                [CHANGES_APPLICATION],
+            )
+            return {pid for (pid,) in cursor.fetchall()}
+
+    others = listeners()
+    workers = Workers(pg_direct_alias, tmp_path)
+    try:
+        reported(workers.start("--task", "echo", "--poll", LONG_POLL))
+        (listener,) = wait_until("the worker's listener", lambda: listeners() - others)
+        with connections[pg_direct_alias].cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [listener])
+        assert objects.request_run("echo", kwargs={"n": 1})
+        requested_runs_end("echo", 1)
+        # It listens again, on a new connection, and that wakes it too.
+        wait_until("a new listener", lambda: listeners() - others - {listener})
+        assert objects.request_run("echo", kwargs={"n": 2})
+        requested_runs_end("echo", 2)
+        workers.stop_all()
+        assert all(process.returncode == 0 for process in workers.processes), workers.output()
+    finally:
+        workers.stop_all()
+    assert [r.value["n"] for r in runs("echo")] == [1, 2]
+    assert "change listener lost its connection" in workers.output()
 
 
 @pytest.mark.django_db(transaction=True, databases=["postgres"])
