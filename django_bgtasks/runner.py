@@ -166,7 +166,9 @@ class RunningLease:
         nothing written. Raises :class:`TaskCancelled` (after a write) if an
         operator asked to stop, as the last heartbeat or write learned it.
         """
-        self._raise_if_lost()
+        # _raise_if_lost()'s two looks, inline: a progress bar calls this per item.
+        if self._lost is not None or self._deadline <= time.monotonic():
+            self._raise_if_lost()
         # Refused here, not later in the heartbeat thread.
         encode_value(value, max_bytes=self._max_bytes)
         if self._progress.offer(value, flush=flush):
@@ -174,7 +176,7 @@ class RunningLease:
         # check() without its second look at the deadline: cheap in a tight loop.
         if self._cancel_requested:
             raise TaskCancelled(self.name)
-        if self.stopping:
+        if self._stopping is not None and self._stopping.is_set():
             raise WorkerStopping(self.name)
 
     async def aupdate(self, value: Any, *, flush: bool = False) -> None:

@@ -205,7 +205,9 @@ def encode_value(value: Any, *, kind: str = "value", max_bytes: int | None = Non
     # the walk's precise reasons are still what a refused value raises.
     try:
         text = _ENCODER.encode(value)
-        size = len(text.encode())  # a lone surrogate fails here
+        # ASCII text is its own size; other text is encoded to count its
+        # bytes, and a lone surrogate fails here.
+        size = len(text) if text.isascii() else len(text.encode())
     except (TypeError, ValueError, RecursionError) as exc:
         _check_json_strings(value, kind)
         if isinstance(exc, _RefusedText):
