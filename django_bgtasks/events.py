@@ -222,7 +222,9 @@ class _Subscriber:
 
     names: frozenset[str] | None
     woken: asyncio.Event = field(default_factory=asyncio.Event)
-    changes: list[tuple[str, _Item | None]] = field(default_factory=list)
+    # Each task's newest state not yet taken: a stream whose client reads
+    # slowly holds one per task, however many changes it missed.
+    changes: dict[str, _Item | None] = field(default_factory=dict)
     # When the hub's ticker wakes it for its keepalive (time.monotonic()).
     keepalive_at: float = math.inf
 
@@ -296,7 +298,7 @@ class _Hub:
             item = None if change.state is None else _Item.of(change.state)
             for subscriber in self.subscribers:
                 if subscriber.wants(change.name):
-                    subscriber.changes.append((change.name, item))
+                    subscriber.changes[change.name] = item
                     subscriber.woken.set()
 
 
@@ -345,8 +347,7 @@ async def _stream(
                 subscriber.keepalive_at = next_keepalive
                 await subscriber.woken.wait()
             subscriber.woken.clear()
-            for name, item in subscriber.changes:
-                pending[name] = item
+            pending.update(subscriber.changes)
             subscriber.changes.clear()
             now = time.monotonic()
             for name, pending_item in list(pending.items()):
