@@ -69,13 +69,16 @@ class Change:
     state: TaskState | None
 
 
+# What a state may differ by and still be no change: its heartbeat times.
+# (The event streams judge their events by the same rule.)
+HEARTBEAT_FIELDS = ("heartbeat_age", "updated_at")
+
+
 def _key(state: TaskState | None) -> str | None:
     """What a change is judged by: the state without its heartbeat times."""
     if state is None:
         return None
-    data = state.as_json()
-    data.pop("heartbeat_age", None)
-    data.pop("updated_at", None)
+    data = {key: value for key, value in state.as_json().items() if key not in HEARTBEAT_FIELDS}
     return json.dumps(data, sort_keys=True, default=str)
 
 

@@ -121,10 +121,6 @@ def _watched(signed: str) -> tuple[str, float] | HttpResponse:
 
 # --- the stream ----------------------------------------------------------------------------
 
-# What a state may differ by and still be the same to a watcher: heartbeats
-# are no change (as the change feed judges them).
-_HEARTBEAT_FIELDS = ("heartbeat_age", "updated_at")
-
 
 @dataclass(frozen=True)  # cached_property writes past frozen's __setattr__
 class _Item:
@@ -140,7 +136,7 @@ class _Item:
     def of(cls, state: TaskState) -> _Item:
         data = operations.task_json(state)
         body = json.dumps(data, separators=(",", ":"))
-        kept = {key: value for key, value in data.items() if key not in _HEARTBEAT_FIELDS}
+        kept = {key: value for key, value in data.items() if key not in changes.HEARTBEAT_FIELDS}
         tagged = json.dumps(kept, sort_keys=True, separators=(",", ":"))
         tag = hashlib.blake2b(tagged.encode(), digest_size=16).digest()
         run = tuple(data.get(key) for key in ("token", "status", "cancel_requested", "running"))
