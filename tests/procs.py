@@ -18,11 +18,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 ENV_DB = "BGTASKS_TEST_DB"
 ENV_SETTINGS = "BGTASKS_TEST_SETTINGS"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+T = TypeVar("T")
 
 
 # --- the test side -------------------------------------------------------------
@@ -122,6 +123,22 @@ class Worker:
             if pipe is not None:
                 with contextlib.suppress(BrokenPipeError):
                     pipe.close()
+
+
+def wait_until(
+    what: str, check: Callable[[], T | None], timeout: float = 30, *, why: str = ""
+) -> T:
+    """Poll ``check`` until it returns something truthy, and return that; fail
+    after ``timeout`` seconds, saying ``what`` was awaited (and ``why`` the
+    timeout is what it is, if that matters to the reader of the failure)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.02)
+    because = f" ({why})" if why else ""
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}{because}")
 
 
 def start_together(workers: Sequence[Worker]) -> None:

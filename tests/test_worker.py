@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.schedules import Cron, Every, parse_schedule
 from django_bgtasks.tasks import BackgroundTaskFunction
 from django_bgtasks.worker import Worker
+from tests.procs import wait_until
 
 objects = BackgroundTask.objects
 
@@ -522,16 +524,9 @@ def test_bgtasks_workers_lists_each_worker_by_the_database_clock(db_alias: str) 
 # work to start shows the change feed woke the worker.
 LONG_POLL = 30.0
 WITHIN = 10.0
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = WITHIN) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"not {what} within {timeout} s (the worker's poll is {LONG_POLL} s)")
+before_the_poll = functools.partial(
+    wait_until, timeout=WITHIN, why=f"the worker's poll is {LONG_POLL:g} s"
+)
 
 
 @contextlib.contextmanager
@@ -542,7 +537,9 @@ def idle_worker(*tasks: BackgroundTaskFunction[..., Any]) -> Iterator[Worker]:
     thread = threading.Thread(target=worker.run, name="test-worker")
     thread.start()
     try:
-        wait_for("reported", lambda: [w for w in objects.work.workers() if w.id == worker.id])
+        before_the_poll(
+            "reported", lambda: [w for w in objects.work.workers() if w.id == worker.id]
+        )
         assert changes.feed().synced.wait(WITHIN)
         # Its first poll ends a moment after it reports itself: what the test
         # does next then comes while it waits (the tests below make two
@@ -557,7 +554,7 @@ def idle_worker(*tasks: BackgroundTaskFunction[..., Any]) -> Iterator[Worker]:
 
 
 def ran(name: str, count: int) -> list[TaskRun]:
-    return wait_for(
+    return before_the_poll(
         f"{count} run(s) of {name!r} ended",
         lambda: len(done := [r for r in runs(name) if r.outcome]) >= count and done,
     )
@@ -625,7 +622,7 @@ def test_stop_ends_the_wait_at_once_and_closes_the_workers_watcher(
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
-        wait_for("watching", lambda: len(feed._watchers) == before + 1)
+        before_the_poll("watching", lambda: len(feed._watchers) == before + 1)
         assert changes.feed().synced.wait(WITHIN)
         time.sleep(0.3)  # into its 30 s wait
     finally:
@@ -652,7 +649,7 @@ def test_a_worker_whose_feed_connection_is_killed_still_starts_requested_work(
         # reconnects (or, failing all, the poll) brings it to the worker.
         assert objects.request_run("w-echo", kwargs={"n": 5})
         ran("w-echo", 1)
-        wait_for("listening again", lambda: feed.listener_pid not in (None, pid))
+        before_the_poll("listening again", lambda: feed.listener_pid not in (None, pid))
         # And the new connection wakes it too.
         assert objects.request_run("w-echo", kwargs={"n": 6})
         done = ran("w-echo", 2)
@@ -671,7 +668,7 @@ def test_an_idle_queue_thread_claims_an_enqueued_task_at_once_on_postgresql(
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
-        wait_for("listening", lambda: changes.feed().listener_pid is not None)
+        before_the_poll("listening", lambda: changes.feed().listener_pid is not None)
         time.sleep(0.5)  # not a check: the queue threads' first look, for nothing
         for n in (1, 2):  # the second surely enqueued while they wait
             result = djtasks.add.enqueue(n, n)
@@ -680,7 +677,7 @@ def test_an_idle_queue_thread_claims_an_enqueued_task_at_once_on_postgresql(
                 result.refresh()
                 return bool(result.status == TaskResultStatus.SUCCESSFUL)
 
-            wait_for(f"task {n} run", done)
+            before_the_poll(f"task {n} run", done)
             assert result.return_value == 2 * n
     finally:
         started = time.monotonic()

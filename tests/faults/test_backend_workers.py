@@ -13,10 +13,10 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -25,9 +25,8 @@ from django.db import transaction
 
 from tests import djtasks
 from tests.faults.harness import Workers
-from tests.procs import Worker, start_together
+from tests.procs import Worker, start_together, wait_until
 
-T = TypeVar("T")
 READY, RUNNING = "READY", "RUNNING"
 SUCCESSFUL, FAILED = "SUCCESSFUL", "FAILED"
 
@@ -37,16 +36,6 @@ def workers(tasks_alias: str, tmp_path: Path) -> Iterator[Workers]:
     group = Workers(tasks_alias, tmp_path, args=("--poll", "0.05"), TASKS=settings.TASKS)
     yield group
     group.stop_all()
-
-
-def wait_until(what: str, check: Callable[[], T | None], timeout: float = 60) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def lines(path: Path) -> list[str]:
@@ -99,7 +88,7 @@ def test_a_killed_workers_task_is_retried_by_another(
     started = tmp_path / "started"
     result = djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 60)
     first = workers.start("--queue", "default")
-    wait_until("the first attempt", lambda: lines(started))
+    wait_until("the first attempt", lambda: lines(started), timeout=60)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     killed_at = time.monotonic()
@@ -120,7 +109,7 @@ def test_a_killed_workers_task_fails_worker_lost_with_max_attempts_1(
     started = tmp_path / "started"
     result = djtasks.sleeps_first.using(backend="short").enqueue(str(started), 60)
     first = workers.start("--queue", "default")
-    wait_until("the first attempt", lambda: lines(started))
+    wait_until("the first attempt", lambda: lines(started), timeout=60)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     workers.start("--queue", "default")
@@ -138,13 +127,13 @@ def test_sigterm_puts_the_task_back_and_another_worker_runs_it(
     started = tmp_path / "started"
     result = djtasks.until_cancelled.enqueue(str(started), 60)
     first = workers.start("--queue", "default")
-    wait_until("the run", lambda: lines(started))
+    wait_until("the run", lambda: lines(started), timeout=60)
     first.send_signal(signal.SIGTERM)
     assert first.wait(30) == 0
     result.refresh()
     assert result.status == READY and result.errors == []
     workers.start("--queue", "default")
-    wait_until("the second run", lambda: len(lines(started)) == 2)
+    wait_until("the second run", lambda: len(lines(started)) == 2, timeout=60)
     assert result_of(result.id).status == RUNNING
 
 
@@ -170,7 +159,7 @@ def test_one_worker_runs_by_priority_then_enqueue_order_and_waits_for_run_after(
     for priority, key in [(0, "a"), (10, "b"), (-5, "c"), (10, "d"), (0, "e")]:
         djtasks.record.using(priority=priority).enqueue(str(record), key)
     workers.start("--queue", "default", "--concurrency", "1")
-    wait_until("five runs", lambda: len(lines(record)) >= 5)
+    wait_until("five runs", lambda: len(lines(record)) >= 5, timeout=60)
     assert [line.split()[0] for line in lines(record)] == ["b", "d", "a", "e", "c"]
     deferred = finished(deferred)
     assert deferred.started_at >= soon
@@ -183,7 +172,7 @@ def test_cancel_stops_a_running_task_and_a_ready_one_never_runs(
     started, record = tmp_path / "started", tmp_path / "record"
     running = djtasks.until_cancelled.using(backend="short").enqueue(str(started), 60)
     workers.start("--queue", "default", "--concurrency", "1")
-    wait_until("the run", lambda: lines(started))
+    wait_until("the run", lambda: lines(started), timeout=60)
     waiting = djtasks.record.enqueue(str(record), "never")
     call_command("bgtasks", "cancel", waiting.id, stdout=StringIO())
     call_command("bgtasks", "cancel", running.id, stdout=StringIO())

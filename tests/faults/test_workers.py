@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -28,11 +28,11 @@ from tests.procs import (
     start_mariadb,
     start_together,
     stop_mariadb,
+    wait_until,
 )
 from tests.testapp.models import Counter, LedgerEntry
 
 objects = BackgroundTask.objects
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -40,16 +40,6 @@ def workers(db_alias: str, tmp_path: Path) -> Iterator[Workers]:
     group = Workers(db_alias, tmp_path)
     yield group
     group.stop_all()
-
-
-def wait_until(what: str, check: Callable[[], T | None], timeout: float = 30) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def runs(name: str) -> list[TaskRun]:
