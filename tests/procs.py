@@ -126,17 +126,23 @@ class Worker:
 
 
 def wait_until(
-    what: str, check: Callable[[], T | None], timeout: float = 30, *, why: str = ""
+    what: str,
+    check: Callable[[], T | None],
+    timeout: float = 30,
+    *,
+    every: float = 0.05,
+    why: str = "",
 ) -> T:
-    """Poll ``check`` until it returns something truthy, and return that; fail
-    after ``timeout`` seconds, saying ``what`` was awaited (and ``why`` the
-    timeout is what it is, if that matters to the reader of the failure)."""
+    """Poll ``check`` every ``every`` seconds until it returns something
+    truthy, and return that; fail after ``timeout`` seconds, saying ``what``
+    was awaited (and ``why`` the timeout is what it is, if that matters to
+    the reader of the failure)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
-        time.sleep(0.02)
+        time.sleep(every)
     because = f" ({why})" if why else ""
     raise AssertionError(f"timed out after {timeout} s waiting for {what}{because}")
 
@@ -496,11 +502,7 @@ def start_mariadb(alias: str, timeout: float = 60) -> None:
         check=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + timeout
-    while not mariadb_up(alias):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"MariaDB did not come back within {timeout} s")
-        time.sleep(0.05)
+    wait_until("MariaDB to answer", lambda: mariadb_up(alias), timeout)
 
 
 def stop_mariadb(alias: str) -> None:
@@ -511,8 +513,4 @@ def stop_mariadb(alias: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SHUTDOWN")
     connection.close()
-    deadline = time.monotonic() + 30
-    while mariadb_up(alias):
-        if time.monotonic() > deadline:
-            raise AssertionError("MariaDB did not stop within 30 s")
-        time.sleep(0.05)
+    wait_until("MariaDB to stop", lambda: not mariadb_up(alias))

@@ -525,7 +525,7 @@ def test_bgtasks_workers_lists_each_worker_by_the_database_clock(db_alias: str) 
 LONG_POLL = 30.0
 WITHIN = 10.0
 before_the_poll = functools.partial(
-    wait_until, timeout=WITHIN, why=f"the worker's poll is {LONG_POLL:g} s"
+    wait_until, timeout=WITHIN, every=0.02, why=f"the worker's poll is {LONG_POLL:g} s"
 )
 
 
