@@ -45,6 +45,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -180,7 +181,7 @@ class Worker:
         reports a change that may have made work due (:func:`wakes_a_worker`).
         Other changes (the progress of a run, ours or another's) only make it
         look again and wait out the rest of the poll."""
-        deadline = time.monotonic() + self.poll
+        deadline = time.monotonic() + spread(self.poll)
         while not self.stopping.is_set():
             left = deadline - time.monotonic()
             if left <= 0 or not self._wakeup.wait(left):
@@ -368,7 +369,7 @@ class Worker:
                         return
                     # (A stop that came before the clear above: seen here.)
                     if not self.stopping.is_set():
-                        wakeup.wait(self.poll)
+                        wakeup.wait(spread(self.poll))
                     continue
                 try:
                     status = execute(claim, stopping=self.stopping)
@@ -502,6 +503,15 @@ class _Stopping(threading.Event):
     def set(self) -> None:
         super().set()
         self._wake()
+
+
+def spread(poll: float) -> float:
+    """The wait before the next poll: a random point in the second half of
+    ``poll``. Workers woken by the same change (a release announced to all)
+    would otherwise poll in step from then on, and the fastest of them would
+    claim every slot that comes due; spread out, each slot goes to whichever
+    worker happens to look first. ``poll`` stays the longest wait."""
+    return poll * random.uniform(0.5, 1.0)  # noqa: S311  (not for secrets)
 
 
 def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:

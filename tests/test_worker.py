@@ -23,7 +23,7 @@ from django_bgtasks.choices import Outcome, Status, Trigger
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.schedules import Cron, Every, parse_schedule
 from django_bgtasks.tasks import BackgroundTaskFunction
-from django_bgtasks.worker import Worker
+from django_bgtasks.worker import Worker, spread
 from tests.procs import wait_until
 
 objects = BackgroundTask.objects
@@ -284,6 +284,15 @@ def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
 def test_the_retry_delay_grows_per_attempt() -> None:
     task = make_task("w-delay", echo, retry_delay=2.0)
     assert [task.retry_delay_for(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
+
+
+def test_the_wait_between_polls_is_spread_over_the_second_half_of_poll() -> None:
+    # Workers woken together must not poll in step ever after: each wait is
+    # drawn afresh, never longer than --poll.
+    waits = [spread(2.0) for _ in range(1000)]
+    assert all(1.0 <= wait <= 2.0 for wait in waits)
+    assert max(waits) - min(waits) > 0.8, "the waits are not spread"
+    assert len(set(waits)) > 990
 
 
 def test_a_lost_run_of_a_resumable_task_is_resumed_from_its_last_value(db_alias: str) -> None:
