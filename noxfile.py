@@ -10,13 +10,14 @@ partition (tests/faults/test_failover.py, test_partition.py):
 leg                    Python       Django              what runs
 =====================  ===========  ==================  =====================================
 ``tests-3.11``         3.11         5.2 LTS             the whole suite, on every server
-``tests-3.13``         3.13         newest 6.x          all but those server tests, on three
+``tests-3.13``         3.13         newest 6.x          what Django's version changes, on three
 =====================  ===========  ==================  =====================================
 
 What only the first leg runs tests servers and faults, which no Django
-version changes, and is the slowest part; the second leg leaves it out on
-purpose (``DATABASE_URL=""``, ``BGTASKS_PGBOUNCER=0``), which under ``CI``
-the suite accepts only when said so explicitly.
+version changes (``VERSION_INDEPENDENT`` below says which and why), and is
+the slowest part; the second leg leaves it out on purpose
+(``DATABASE_URL=""``, ``BGTASKS_PGBOUNCER=0``), which under ``CI`` the suite
+accepts only when said so explicitly.
 
 .ci/run runs the 3.11 leg as the README's ``make test`` (the project's
 ``.venv`` is Python 3.11 with Django 5.2 there, which .ci/run checks), so the
@@ -104,25 +105,52 @@ def coverage_env() -> dict[str, str]:
     return {"COVERAGE_PROCESS_START": str(ROOT / "pyproject.toml")}
 
 
+# What the second leg leaves out: what no Django version changes. The servers
+# (DATABASE_URL's PostgreSQL 15, the PgBouncers) and the faults of leases and
+# workers as real processes (SIGKILL, SIGSTOP, restarts, races, partitions,
+# failover, torture) test the lease statements and the database, which the
+# first leg runs on every engine, and the Hypothesis fuzzing of the same
+# statements. What Django's version does change stays in: the Django Tasks
+# framework (django.tasks against the backport, its worker processes
+# included: tests/faults/test_backend_workers.py), the admin and its
+# templates, the views, the command's parser, the system checks and Django
+# 6's own checks of the models on each database, the migrations, the ASGI
+# event streams, the browser, the example project and the database backends
+# under the lease statements (psycopg's cursors, prepared statements).
+VERSION_INDEPENDENT = [
+    "tests/faults/torture",
+    "tests/faults/test_failover.py",
+    "tests/faults/test_partition.py",
+    "tests/faults/test_processes.py",
+    "tests/faults/test_races.py",
+    "tests/faults/test_workers.py",
+    "tests/fuzz",
+    "tests/test_pgbouncer.py",
+]
+# pytest-xdist processes, as the Makefile's JOBS.
+JOBS = os.environ.get("JOBS", "3")
+
+
 @nox.session(python=[leg.python for leg in MATRIX])
 def tests(session: nox.Session) -> None:
-    """One leg of the matrix: the suite on its databases, under coverage."""
+    """One leg of the matrix: the suite on its databases, under coverage, in
+    the Makefile's two stages (in parallel, then the ``serial`` tests alone)."""
     leg = LEGS[str(session.python)]
-    session.install("-e", ".[dev]", leg.django)
+    session.install("-e", ".[dev,mysql]", leg.django)
     session.run(
         "python", "-c", "import django, sys; print(sys.version, 'Django', django.__version__)"
     )
     args = list(session.posargs)
     env = coverage_env()
     if not leg.servers:
-        args += [
-            "--ignore=tests/faults/torture",
-            "--ignore=tests/faults/test_failover.py",
-            "--ignore=tests/faults/test_partition.py",
-            "--ignore=tests/test_pgbouncer.py",
-        ]
+        args += [f"--ignore={path}" for path in VERSION_INDEPENDENT]
         env |= {"DATABASE_URL": "", "BGTASKS_PGBOUNCER": "0"}
-    session.run("python", "-m", "pytest", *args, env=env)
+    # Exit status 5: no test of that stage was selected.
+    session.run(
+        "python", "-m", "pytest", "-n", JOBS, "-m", "not serial", *args,
+        env=env, success_codes=[0, 5],
+    )  # fmt: skip
+    session.run("python", "-m", "pytest", "-m", "serial", *args, env=env, success_codes=[0, 5])
 
 
 @nox.session

@@ -69,36 +69,57 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-# Fixture name -> which database aliases it runs a test on, and which other
-# aliases the test needs. The admin, API and command tests ("site_alias")
-# keep users, sessions and LogEntry rows in "default" whichever alias holds
-# the leases.
-ALIAS_FIXTURES = {
-    "db_alias": (lambda db: True, set()),
-    "pg_alias": (lambda db: db["ENGINE"].endswith("postgresql"), set()),
-    # PostgreSQL where a session lasts from one statement to the next (not
-    # behind the transaction-pooling PgBouncer): where the lease statements
-    # run prepared and the change feed listens.
-    "pg_direct_alias": (
-        lambda db: (
-            db["ENGINE"].endswith("postgresql") and not db.get("DISABLE_SERVER_SIDE_CURSORS")
-        ),
-        set(),
-    ),
-    "sqlite_alias": (lambda db: db["ENGINE"].endswith("sqlite3"), set()),
-    "mysql_alias": (lambda db: db["ENGINE"].endswith("mysql"), set()),
-    "site_alias": (lambda db: True, {"default"}),
-    # The event stream's PostgreSQL-only tests (users in "default"): where
-    # the change feed listens (not behind the transaction-pooling PgBouncer).
-    "pg_site_alias": (
-        lambda db: (
-            db["ENGINE"].endswith("postgresql") and not db.get("DISABLE_SERVER_SIDE_CURSORS")
-        ),
-        {"default"},
-    ),
+# Which engines a test runs on is chosen by the fixture it takes, one per kind
+# of test, never by a list of exceptions. The rule (CONTRIBUTING.md, "Which
+# engines each test runs on"): a test runs on every engine where its outcome
+# can differ.
+#
+# * rules (``db_alias``, ``tasks_alias``): a statement, a claim, a fence, a
+#   worker's or the queue's rule. Its outcome is the SQL's, so it runs on every
+#   engine: SQLite, the embedded PostgreSQL, DATABASE_URL's, MariaDB and the
+#   transaction-pooling PgBouncer.
+# * vendor-only (``pg_alias``, ``pg_direct_alias``, ``sqlite_alias``,
+#   ``mysql_alias``): one vendor's quirk, on each engine of that vendor.
+# * surfaces (``site_alias``, ``tasks_site_alias``, ``pg_site_alias``): the
+#   admin, the API, the event streams, the command, the browser. They translate
+#   the operations, which the rules test everywhere; what can differ is where
+#   the leases live. So they run on SQLite, where the leases share the site's
+#   database, and on the embedded PostgreSQL, a lease database of its own
+#   (``BGTASKS_DATABASE`` not "default", users and sessions in "default"),
+#   where the change feed also listens.
+# * refusals (``refusal_alias``): bad input refused before any SQL runs.
+#   Nothing reaches the database, so the engine can't change the outcome:
+#   SQLite only, where the test still reads that nothing was written.
+#
+# Fixture name -> (which aliases it runs a test on, which other aliases the
+# test needs).
+SURFACE_ALIASES = {"default", "postgres"}
+
+
+def _postgres(db: dict[str, Any]) -> bool:
+    return bool(db["ENGINE"].endswith("postgresql"))
+
+
+def _session_kept(db: dict[str, Any]) -> bool:
+    """PostgreSQL where a session lasts from one statement to the next (not
+    behind the transaction-pooling PgBouncer): where the lease statements run
+    prepared and the change feed listens."""
+    return _postgres(db) and not db.get("DISABLE_SERVER_SIDE_CURSORS")
+
+
+ALIAS_FIXTURES: dict[str, tuple[Callable[[str, dict[str, Any]], bool], set[str]]] = {
+    "db_alias": (lambda alias, db: True, set()),
+    "pg_alias": (lambda alias, db: _postgres(db), set()),
+    "pg_direct_alias": (lambda alias, db: _session_kept(db), set()),
+    "sqlite_alias": (lambda alias, db: db["ENGINE"].endswith("sqlite3"), set()),
+    "mysql_alias": (lambda alias, db: db["ENGINE"].endswith("mysql"), set()),
+    "refusal_alias": (lambda alias, db: alias == "default", set()),
+    "site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
+    # The event stream's PostgreSQL-only tests, where the change feed listens.
+    "pg_site_alias": (lambda alias, db: alias in SURFACE_ALIASES and _postgres(db), {"default"}),
     # The Django Tasks backend: PostgreSQL and SQLite (MySQL is bgtasks.E015).
-    "tasks_alias": (lambda db: not db["ENGINE"].endswith("mysql"), set()),
-    "tasks_site_alias": (lambda db: not db["ENGINE"].endswith("mysql"), {"default"}),
+    "tasks_alias": (lambda alias, db: not db["ENGINE"].endswith("mysql"), set()),
+    "tasks_site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
 }
 
 
@@ -114,12 +135,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     ),
                 )
                 for alias, db in settings.DATABASES.items()
-                if wanted(db) and alias not in NOT_PARAMETRISED
+                if wanted(alias, db) and alias not in NOT_PARAMETRISED
             ]
             # No server on this machine: the MariaDB case shows as a skip that
             # names the variable, not as a test that silently isn't there.
             unavailable = getattr(settings, "MYSQL_UNAVAILABLE", None)
-            if unavailable and wanted({"ENGINE": "django.db.backends.mysql"}):
+            if unavailable and wanted(MYSQL_ALIAS, {"ENGINE": "django.db.backends.mysql"}):
                 params.append(
                     pytest.param(
                         MYSQL_ALIAS, id=DB_IDS[MYSQL_ALIAS], marks=pytest.mark.skip(unavailable)
@@ -130,7 +151,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 "ENGINE": "django.db.backends.postgresql",
                 "DISABLE_SERVER_SIDE_CURSORS": True,
             }
-            if bouncer_unavailable and wanted(bouncer):
+            if bouncer_unavailable and wanted("pgbouncer", bouncer):
                 params.append(
                     pytest.param(
                         "pgbouncer", id="pgbouncer", marks=pytest.mark.skip(bouncer_unavailable)
@@ -183,14 +204,20 @@ def mysql_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 
 
 @pytest.fixture
+def refusal_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """SQLite alone, for bad input refused before any SQL runs."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
 def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """``db_alias`` for the admin, API and command tests (users in "default")."""
+    """The surfaces' engines, SQLite and the embedded PostgreSQL (users in "default")."""
     return _use_alias(request, settings)
 
 
 @pytest.fixture
 def pg_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """``pg_alias`` for the surfaces' tests (users in "default")."""
+    """The embedded PostgreSQL, for the surfaces' tests of the change feed."""
     return _use_alias(request, settings)
 
 
@@ -202,7 +229,7 @@ def tasks_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 
 @pytest.fixture
 def tasks_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """``tasks_alias`` for the surfaces' tests of Django Tasks (users in "default")."""
+    """The surfaces' engines, for their tests of Django Tasks (users in "default")."""
     return _use_alias(request, settings)
 
 

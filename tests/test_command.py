@@ -1,6 +1,7 @@
 """``manage.py bgtasks``: every subcommand, its ``--json`` output parsed, its
 errors, colour handling, and ``watch``/``run`` stopping cleanly on SIGINT and
-SIGTERM in a real process, on each database."""
+SIGTERM in a real process. A surface: on the surfaces' engines (SQLite and
+the embedded PostgreSQL, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -40,10 +41,10 @@ def without_age(data: dict[str, Any]) -> dict[str, Any]:
 # --- list and show ----------------------------------------------------------------------------
 
 
-def test_list_shows_every_task(db_alias: str) -> None:
+def test_list_shows_every_task(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", {"done": 9, "total": 20}, ttl=30)
     objects.try_claim("silent", "worker-2", ttl=30)
-    backdate(db_alias, "silent", 40)
+    backdate(site_alias, "silent", 40)
 
     out = bgtasks("list").splitlines()
 
@@ -60,7 +61,7 @@ def test_list_shows_every_task(db_alias: str) -> None:
     )
 
 
-def test_list_json_is_only_json_in_the_api_shape(db_alias: str) -> None:
+def test_list_json_is_only_json_in_the_api_shape(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", {"done": 1, "total": 4}, ttl=30)
     objects.try_claim("other", "worker-2", ttl=30)
 
@@ -75,19 +76,19 @@ def test_list_json_is_only_json_in_the_api_shape(db_alias: str) -> None:
     assert listed["surface-quick"]["status"] == "never run"
 
 
-def test_list_json_with_no_rows_lists_the_registered_tasks(db_alias: str) -> None:
+def test_list_json_with_no_rows_lists_the_registered_tasks(site_alias: str) -> None:
     data = json.loads(bgtasks("list", "--json"))
     assert [task["name"] for task in data["tasks"]] == list(registered_tasks())
     assert {task["status"] for task in data["tasks"]} == {"never run"}
 
 
-def test_list_shows_registered_tasks_that_never_ran_as_rows(db_alias: str) -> None:
+def test_list_shows_registered_tasks_that_never_ran_as_rows(site_alias: str) -> None:
     out = bgtasks("list").splitlines()
     quick = next(line for line in out if line.startswith("surface-quick"))
     assert quick.split()[:4] == ["surface-quick", "never", "run", "0"]
 
 
-def test_show_prints_a_registered_task_that_never_ran(db_alias: str) -> None:
+def test_show_prints_a_registered_task_that_never_ran(site_alias: str) -> None:
     out = bgtasks("show", "surface-quick")
     assert "status            never run" in out and "token             0" in out
     assert "recent runs" not in out
@@ -97,7 +98,7 @@ def test_show_prints_a_registered_task_that_never_ran(db_alias: str) -> None:
         0,
         "Counts to three, reporting each step.",
     )
-    assert rows(db_alias) == []  # reading wrote nothing
+    assert rows(site_alias) == []  # reading wrote nothing
     # Nothing to release or cancel, as for any task that is not running.
     with pytest.raises(CommandError, match="not held; there is nothing to release"):
         bgtasks("release", "surface-quick", "--force")
@@ -105,7 +106,7 @@ def test_show_prints_a_registered_task_that_never_ran(db_alias: str) -> None:
         bgtasks("cancel", "surface-quick")
 
 
-def test_show_prints_the_result_or_why_it_was_not_stored(db_alias: str) -> None:
+def test_show_prints_the_result_or_why_it_was_not_stored(site_alias: str) -> None:
     lease = objects.try_claim("cleanup", "worker-1", ttl=30)
     objects.release("cleanup", "worker-1", token=lease.token, result={"deleted": 12})
     out = bgtasks("show", "cleanup")
@@ -118,7 +119,7 @@ def test_show_prints_the_result_or_why_it_was_not_stored(db_alias: str) -> None:
     assert data["result"] is None and data["result_note"].startswith("not stored: TypeError")
 
 
-def test_show_prints_the_state_value_and_recent_runs(db_alias: str) -> None:
+def test_show_prints_the_state_value_and_recent_runs(site_alias: str) -> None:
     for _ in range(2):
         lease = objects.try_claim("cleanup", "worker-1", ttl=30)
         objects.release("cleanup", "worker-1", {"deleted": 5}, token=lease.token)
@@ -134,7 +135,7 @@ def test_show_prints_the_state_value_and_recent_runs(db_alias: str) -> None:
     assert tokens == ["2", "1"]
 
 
-def test_show_json_is_the_task_state(db_alias: str) -> None:
+def test_show_json_is_the_task_state(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", {"done": 1}, ttl=30)
     data = json.loads(bgtasks("show", "cleanup", "--json"))
     assert without_age(data) == without_age(objects.get_state("cleanup").as_json())
@@ -148,7 +149,7 @@ def test_show_json_is_the_task_state(db_alias: str) -> None:
         ("x" * 201, "at most 200"),
     ],
 )
-def test_show_refuses_unknown_or_bad_names(db_alias: str, name: str, message: str) -> None:
+def test_show_refuses_unknown_or_bad_names(site_alias: str, name: str, message: str) -> None:
     with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
         bgtasks("show", name)
 
@@ -156,7 +157,7 @@ def test_show_refuses_unknown_or_bad_names(db_alias: str, name: str, message: st
 # --- run --------------------------------------------------------------------------------------
 
 
-def test_run_runs_in_the_foreground_with_a_progress_bar(db_alias: str) -> None:
+def test_run_runs_in_the_foreground_with_a_progress_bar(site_alias: str) -> None:
     out = bgtasks("run", "surface-quick")
 
     assert "Running 'surface-quick' here as " in out
@@ -167,7 +168,7 @@ def test_run_runs_in_the_foreground_with_a_progress_bar(db_alias: str) -> None:
     assert (state.running, state.outcome, state.ttl) == (False, "succeeded", 30.0)
 
 
-def test_run_takes_a_ttl(db_alias: str) -> None:
+def test_run_takes_a_ttl(site_alias: str) -> None:
     bgtasks("run", "surface-quick", "--ttl", "7")
     assert objects.get_state("surface-quick").ttl == 7.0
 
@@ -181,22 +182,22 @@ def test_run_takes_a_ttl(db_alias: str) -> None:
     ],
 )
 def test_run_refuses_bad_input_and_writes_nothing(
-    db_alias: str, args: list[str], message: str
+    site_alias: str, args: list[str], message: str
 ) -> None:
     with pytest.raises(CommandError, match=message):
         bgtasks("run", *args)
-    assert rows(db_alias) == []
+    assert rows(site_alias) == []
 
 
-def test_run_refuses_a_held_task_and_names_the_holder(db_alias: str) -> None:
+def test_run_refuses_a_held_task_and_names_the_holder(site_alias: str) -> None:
     objects.try_claim("surface-quick", "worker-1", ttl=30)
-    before = rows(db_alias)
+    before = rows(site_alias)
     with pytest.raises(CommandError, match=r"already running on worker-1 \(token 1\)"):
         bgtasks("run", "surface-quick")
-    assert rows(db_alias) == before
+    assert rows(site_alias) == before
 
 
-def test_run_fails_when_the_task_fails(db_alias: str) -> None:
+def test_run_fails_when_the_task_fails(site_alias: str) -> None:
     with pytest.raises(CommandError, match=r"'surface-fails' failed \(token 1\): RuntimeError"):
         bgtasks("run", "surface-fails")
     state = objects.get_state("surface-fails")
@@ -236,9 +237,9 @@ def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
 # --- release and cancel ---------------------------------------------------------------------
 
 
-def test_release_refuses_without_force_and_names_the_holder(db_alias: str) -> None:
+def test_release_refuses_without_force_and_names_the_holder(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
-    before = rows(db_alias)
+    before = rows(site_alias)
 
     with pytest.raises(CommandError) as info:
         bgtasks("release", "cleanup")
@@ -246,12 +247,12 @@ def test_release_refuses_without_force_and_names_the_holder(db_alias: str) -> No
     message = str(info.value)
     assert "held by worker-1 (token 1, running)" in message and "--force" in message
     assert "bgtasks cancel cleanup" in message
-    assert rows(db_alias) == before
+    assert rows(site_alias) == before
 
 
-def test_release_force_ends_the_lease(db_alias: str) -> None:
+def test_release_force_ends_the_lease(site_alias: str) -> None:
     lease = objects.try_claim("cleanup", "worker-1", ttl=30)
-    backdate(db_alias, "cleanup", 40)  # a holder that died: the reason to force
+    backdate(site_alias, "cleanup", 40)  # a holder that died: the reason to force
 
     out = bgtasks("release", "cleanup", "--force")
 
@@ -261,7 +262,7 @@ def test_release_force_ends_the_lease(db_alias: str) -> None:
     assert not objects.heartbeat("cleanup", "worker-1", token=lease.token)
 
 
-def test_release_refuses_what_is_not_held_or_has_changed_hands(db_alias: str) -> None:
+def test_release_refuses_what_is_not_held_or_has_changed_hands(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
     objects.force_release("cleanup")
     with pytest.raises(CommandError, match="not held; there is nothing to release"):
@@ -275,7 +276,7 @@ def test_release_refuses_what_is_not_held_or_has_changed_hands(db_alias: str) ->
     assert objects.get_state("cleanup").running
 
 
-def test_cancel_asks_the_holder_to_stop(db_alias: str) -> None:
+def test_cancel_asks_the_holder_to_stop(site_alias: str) -> None:
     lease = objects.try_claim("cleanup", "worker-1", ttl=30)
 
     out = bgtasks("cancel", "cleanup")
@@ -286,7 +287,7 @@ def test_cancel_asks_the_holder_to_stop(db_alias: str) -> None:
     assert renewal is not None and renewal.cancel_requested
 
 
-def test_cancel_asks_only_the_run_it_names(db_alias: str) -> None:
+def test_cancel_asks_only_the_run_it_names(site_alias: str) -> None:
     first = objects.try_claim("cleanup", "worker-1", ttl=30)
     objects.force_release("cleanup")
     objects.try_claim("cleanup", "worker-2", ttl=30)
@@ -302,7 +303,7 @@ def test_cancel_asks_only_the_run_it_names(db_alias: str) -> None:
     assert objects.get_state("cleanup").cancel_requested
 
 
-def test_cancel_refuses_what_is_not_running(db_alias: str) -> None:
+def test_cancel_refuses_what_is_not_running(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
     objects.force_release("cleanup")
     with pytest.raises(CommandError, match="not running; there is nothing to cancel"):
@@ -315,56 +316,56 @@ def test_cancel_refuses_what_is_not_running(db_alias: str) -> None:
 
 
 @pytest.fixture
-def history(db_alias: str) -> None:
+def history(site_alias: str) -> None:
     """Task "old": three runs 40, 20 and 10 days old. Task "recent": one run
     today. Task "silent": a holder that stopped heartbeating."""
     for days in (40, 20, 10):
         lease = objects.try_claim("old", "worker-1", ttl=30)
         objects.release("old", "worker-1", token=lease.token)
         finished = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
-        TaskRun.objects.using(db_alias).filter(name="old", token=lease.token).update(
+        TaskRun.objects.using(site_alias).filter(name="old", token=lease.token).update(
             started_at=finished, finished_at=finished
         )
     lease = objects.try_claim("recent", "worker-1", ttl=30)
     objects.release("recent", "worker-1", token=lease.token)
     objects.try_claim("silent", "worker-2", ttl=30)
-    backdate(db_alias, "silent", 40)
+    backdate(site_alias, "silent", 40)
 
 
-def test_prune_dry_run_changes_nothing(db_alias: str, history: None) -> None:
-    before = (rows(db_alias), runs(db_alias))
+def test_prune_dry_run_changes_nothing(site_alias: str, history: None) -> None:
+    before = (rows(site_alias), runs(site_alias))
 
     out = bgtasks("prune", "--days", "15", "--dry-run")
 
     assert "Would record 1 silent holder(s) as lost: silent." in out
     assert "Would delete 2 run(s) that finished more than 15 day(s) ago." in out
-    assert (rows(db_alias), runs(db_alias)) == before
+    assert (rows(site_alias), runs(site_alias)) == before
 
 
-def test_prune_expires_silent_holders_and_deletes_old_runs(db_alias: str, history: None) -> None:
+def test_prune_expires_silent_holders_and_deletes_old_runs(site_alias: str, history: None) -> None:
     out = bgtasks("prune", "--days", "15")
 
     assert "Recorded 1 silent holder(s) as lost." in out
     assert "Deleted 2 run(s) that finished more than 15 day(s) ago." in out
-    assert [(run["name"], run["token"]) for run in runs(db_alias)] == [
+    assert [(run["name"], run["token"]) for run in runs(site_alias)] == [
         ("old", 3),  # 10 days old: kept
         ("recent", 1),
         ("silent", 1),  # recorded as lost just now
     ]
-    assert runs(db_alias, "silent")[0]["outcome"] == "lost"
+    assert runs(site_alias, "silent")[0]["outcome"] == "lost"
     assert objects.get_state("silent").outcome == "lost"
 
 
 def test_prune_keeps_each_tasks_newest_run_and_defaults_to_the_setting(
-    db_alias: str, history: None, settings: Any
+    site_alias: str, history: None, settings: Any
 ) -> None:
     settings.BGTASKS_HISTORY_DAYS = 5
     bgtasks("prune")
     # All of "old"'s runs are older than 5 days; its newest is kept anyway.
-    assert [run["token"] for run in runs(db_alias, "old")] == [3]
+    assert [run["token"] for run in runs(site_alias, "old")] == [3]
 
 
-def test_prune_refuses_negative_days(db_alias: str) -> None:
+def test_prune_refuses_negative_days(site_alias: str) -> None:
     with pytest.raises(CommandError, match="--days must be 0 or more"):
         bgtasks("prune", "--days", "-1")
 
@@ -372,7 +373,7 @@ def test_prune_refuses_negative_days(db_alias: str) -> None:
 # --- watch and colour ---------------------------------------------------------------------------
 
 
-def test_watch_prints_a_table_each_interval(db_alias: str) -> None:
+def test_watch_prints_a_table_each_interval(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", {"progress": 0.5}, ttl=30)
 
     out = bgtasks("watch", "--interval", "0.05", "--iterations", "3", "--no-color")
@@ -383,12 +384,12 @@ def test_watch_prints_a_table_each_interval(db_alias: str) -> None:
 
 
 @pytest.mark.parametrize("args", [["--interval", "0"], ["--iterations", "0"]])
-def test_watch_refuses_bad_options(db_alias: str, args: list[str]) -> None:
+def test_watch_refuses_bad_options(site_alias: str, args: list[str]) -> None:
     with pytest.raises(CommandError, match="must be"):
         bgtasks("watch", *args)
 
 
-def test_colour_can_be_forced_or_switched_off_after_the_subcommand(db_alias: str) -> None:
+def test_colour_can_be_forced_or_switched_off_after_the_subcommand(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
 
     assert "\x1b[" in bgtasks("list", "--force-color")
@@ -401,7 +402,7 @@ def test_colour_can_be_forced_or_switched_off_after_the_subcommand(db_alias: str
     assert "\x1b[" in watched and "\x1b[2J" not in watched
 
 
-def test_a_subcommand_is_required(db_alias: str) -> None:
+def test_a_subcommand_is_required(site_alias: str) -> None:
     with pytest.raises(CommandError, match="required"):
         bgtasks()
 
@@ -456,24 +457,24 @@ def communicate_or_kill(process: subprocess.Popen[str], timeout: float) -> tuple
         ) from None
 
 
-def test_errors_exit_with_status_1_and_a_message(db_alias: str) -> None:
+def test_errors_exit_with_status_1_and_a_message(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
-    process = manage(db_alias, "release", "cleanup")
+    process = manage(site_alias, "release", "cleanup")
     out, err = process.communicate(timeout=60)
     assert process.returncode == 1
     assert out == ""
     assert err.startswith("CommandError: Task 'cleanup' is held by worker-1")
 
-    process = manage(db_alias, "show", "cleanup", "--json")
+    process = manage(site_alias, "show", "cleanup", "--json")
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0 and err == ""
     assert json.loads(out)["owner"] == "worker-1"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_watch_stops_cleanly_on_a_signal(db_alias: str, sig: signal.Signals) -> None:
+def test_watch_stops_cleanly_on_a_signal(site_alias: str, sig: signal.Signals) -> None:
     objects.try_claim("cleanup", "worker-1", ttl=30)
-    process = manage(db_alias, "watch", "--interval", "0.1")
+    process = manage(site_alias, "watch", "--interval", "0.1")
     try:
         seen = read_until(process, "cleanup")
         seen += read_until(process, "cleanup")  # a second table: it is refreshing
@@ -487,8 +488,8 @@ def test_watch_stops_cleanly_on_a_signal(db_alias: str, sig: signal.Signals) -> 
     assert "".join(seen).count("Ctrl-C to stop.") == 2
 
 
-def test_ctrl_c_during_run_cancels_the_task(db_alias: str) -> None:
-    process = manage(db_alias, "run", "surface-slow")
+def test_ctrl_c_during_run_cancels_the_task(site_alias: str) -> None:
+    process = manage(site_alias, "run", "surface-slow")
     try:
         read_until(process, "Running 'surface-slow'")
         read_until(process, "(1/40)")
@@ -507,8 +508,8 @@ def test_ctrl_c_during_run_cancels_the_task(db_alias: str) -> None:
     assert state.value["done"] < 40
 
 
-def test_a_second_ctrl_c_abandons_the_run_and_releases_its_lease(db_alias: str) -> None:
-    process = manage(db_alias, "run", "surface-slow")
+def test_a_second_ctrl_c_abandons_the_run_and_releases_its_lease(site_alias: str) -> None:
+    process = manage(site_alias, "run", "surface-slow")
     try:
         read_until(process, "(1/40)")
         # Two interrupts that arrive together, before the task could react

@@ -74,11 +74,11 @@ def run_demo(
 @pytest.fixture
 def env_database() -> Iterator[str]:
     """A fresh database on ``DATABASE_URL``'s server, named after this
-    checkout; its URL. Dropped afterwards."""
+    checkout and pytest-xdist's process; its URL. Dropped afterwards."""
     import psycopg
 
     url = os.environ["DATABASE_URL"]
-    name = f"bgtasks_demo_{CHECKOUT_ID}"
+    name = f"bgtasks_demo_{CHECKOUT_ID}{os.environ.get('PYTEST_XDIST_WORKER', '')}"
 
     def admin(statement: str) -> None:
         with psycopg.connect(url, autocommit=True) as connection:

@@ -290,10 +290,12 @@ def test_the_task_page_in_a_real_browser_run_on_one_replica_cancelled_from_the_o
     page shows A's process holding it and its Cancel stops that run."""
     from playwright.sync_api import sync_playwright
 
-    from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.tools import CHROMIUM_ARGS, require_chromium
+
+    chromium = require_chromium()
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context()
             context.set_default_timeout(20_000)
@@ -367,11 +369,13 @@ def test_under_uvicorn_the_task_page_follows_a_run_on_the_other_replica_by_its_e
     in "events" mode, opened the stream, and never polled the JSON API."""
     from playwright.sync_api import sync_playwright
 
-    from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.tools import CHROMIUM_ARGS, require_chromium
+
+    chromium = require_chromium()
 
     site = asgi_site
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context()
             context.set_default_timeout(30_000)

@@ -1,5 +1,9 @@
 """Bad arguments get a clear ValueError/TypeError before any SQL runs, and
-nothing is written: not a row, not a history entry, not a changed value."""
+nothing is written: not a row, not a history entry, not a changed value.
+
+The refusals take ``refusal_alias`` (SQLite alone): no SQL runs, so no engine
+can change their outcome. What is stored (Django's encodings, error text,
+values that only look refusable) takes ``db_alias``: every engine."""
 
 from __future__ import annotations
 
@@ -131,28 +135,30 @@ def assert_refused(
 
 
 @pytest.fixture
-def held(db_alias: str) -> int:
-    """A lease on "held" with a value, so refused writes can be seen not to change it."""
+def held(request: pytest.FixtureRequest) -> int:
+    """A lease on "held" with a value, so refused writes can be seen not to change
+    it, on the alias of the test's own alias fixture."""
+    request.getfixturevalue("db_alias" if "db_alias" in request.fixturenames else "refusal_alias")
     lease = objects.try_claim("held", "a", {"done": 1}, ttl=30)
     assert lease is not None
     return lease.token
 
 
 @pytest.mark.parametrize(("name", "error", "match"), BAD_NAMES)
-def test_bad_names(db_alias: str, held: int, name: Any, error: type, match: str) -> None:
+def test_bad_names(refusal_alias: str, held: int, name: Any, error: type, match: str) -> None:
     for call in operations_taking_a_name(name):
-        assert_refused(db_alias, call, error, match)
+        assert_refused(refusal_alias, call, error, match)
 
 
 @pytest.mark.parametrize(("owner", "error", "match"), BAD_OWNERS)
-def test_bad_owners(db_alias: str, held: int, owner: Any, error: type, match: str) -> None:
+def test_bad_owners(refusal_alias: str, held: int, owner: Any, error: type, match: str) -> None:
     for call in [
         lambda: objects.try_claim("new", owner, ttl=30),
         lambda: objects.update_state("held", owner, {"x": 1}),
         lambda: objects.heartbeat("held", owner),
         lambda: objects.release("held", owner),
     ]:
-        assert_refused(db_alias, call, error, match)
+        assert_refused(refusal_alias, call, error, match)
 
 
 def test_names_and_owners_refuse_exactly_unicodes_control_and_surrogate_characters() -> None:
@@ -175,8 +181,8 @@ def test_names_and_owners_refuse_exactly_unicodes_control_and_surrogate_characte
 
 
 @pytest.mark.parametrize(("ttl", "error", "match"), BAD_TTLS)
-def test_bad_ttls(db_alias: str, held: int, ttl: Any, error: type, match: str) -> None:
-    assert_refused(db_alias, lambda: objects.try_claim("new", "a", ttl=ttl), error, match)
+def test_bad_ttls(refusal_alias: str, held: int, ttl: Any, error: type, match: str) -> None:
+    assert_refused(refusal_alias, lambda: objects.try_claim("new", "a", ttl=ttl), error, match)
 
 
 @pytest.mark.parametrize("ttl", [MIN_TTL, 0.2, 1, 86400])
@@ -184,29 +190,29 @@ def test_the_shortest_and_longest_ttls_are_legal(ttl: float) -> None:
     assert validate_ttl(ttl) == ttl
 
 
-def test_bad_ttls_are_refused_by_every_operation_that_takes_one(db_alias: str) -> None:
+def test_bad_ttls_are_refused_by_every_operation_that_takes_one(refusal_alias: str) -> None:
     for call in [
         lambda: objects.request_run("new", ttl=0.05),
         lambda: objects.work.claim_request("new", "a", 0.05),
         lambda: objects.work.ensure_schedule("new", schedule="", next_slot=None, ttl=0.05),
     ]:
-        assert_refused(db_alias, call, ValueError, "at least 0.1 seconds")
+        assert_refused(refusal_alias, call, ValueError, "at least 0.1 seconds")
 
 
-def test_a_bad_default_ttl_is_refused_too(db_alias: str, settings: Any) -> None:
+def test_a_bad_default_ttl_is_refused_too(refusal_alias: str, settings: Any) -> None:
     settings.BGTASKS_TTL = 0
-    assert_refused(db_alias, lambda: objects.try_claim("new", "a"), ValueError, "positive")
+    assert_refused(refusal_alias, lambda: objects.try_claim("new", "a"), ValueError, "positive")
 
 
 @pytest.mark.parametrize(("value", "error", "match"), BAD_VALUES)
-def test_bad_values(db_alias: str, held: int, value: Any, error: type, match: str) -> None:
+def test_bad_values(refusal_alias: str, held: int, value: Any, error: type, match: str) -> None:
     for call in [
         lambda: objects.try_claim("new", "a", value, ttl=30),
         lambda: objects.update_state("held", "a", value, token=held),
         lambda: objects.renew("held", "a", token=held, value=value),
         lambda: objects.release("held", "a", value, token=held),
     ]:
-        assert_refused(db_alias, call, error, match)
+        assert_refused(refusal_alias, call, error, match)
     assert objects.get_state("held").value == {"done": 1}
 
 
@@ -244,11 +250,11 @@ def test_values_django_developers_use_are_stored_as_django_encodes_them(
 
 @pytest.mark.parametrize(("value", "error", "match"), BAD_VALUES)
 def test_bad_request_arguments_are_refused(
-    db_alias: str, held: int, value: Any, error: type, match: str
+    refusal_alias: str, held: int, value: Any, error: type, match: str
 ) -> None:
-    assert_refused(db_alias, lambda: objects.request_run("held", args=[value]), error, match)
+    assert_refused(refusal_alias, lambda: objects.request_run("held", args=[value]), error, match)
     assert_refused(
-        db_alias, lambda: objects.request_run("held", kwargs={"k": value}), error, match
+        refusal_alias, lambda: objects.request_run("held", kwargs={"k": value}), error, match
     )
 
 
@@ -286,10 +292,10 @@ def test_a_result_note_is_short_and_storable() -> None:
     assert encode_result({"n": 1}) == ('{"n":1}', "")
 
 
-def test_the_value_limit_is_a_setting(db_alias: str, held: int, settings: Any) -> None:
+def test_the_value_limit_is_a_setting(refusal_alias: str, held: int, settings: Any) -> None:
     settings.BGTASKS_MAX_VALUE_BYTES = 10
     assert_refused(
-        db_alias,
+        refusal_alias,
         lambda: objects.update_state("held", "a", {"x": "0123456789"}, token=held),
         ValueError,
         "limit is 10",
@@ -297,7 +303,7 @@ def test_the_value_limit_is_a_setting(db_alias: str, held: int, settings: Any) -
 
 
 @pytest.mark.parametrize(("token", "error", "match"), BAD_TOKENS)
-def test_bad_tokens(db_alias: str, held: int, token: Any, error: type, match: str) -> None:
+def test_bad_tokens(refusal_alias: str, held: int, token: Any, error: type, match: str) -> None:
     for call in [
         lambda: objects.update_state("held", "a", {"x": 1}, token=token),
         lambda: objects.heartbeat("held", "a", token=token),
@@ -305,23 +311,23 @@ def test_bad_tokens(db_alias: str, held: int, token: Any, error: type, match: st
         lambda: objects.force_release("held", token=token),
         lambda: objects.request_cancel("held", token=token),
     ]:
-        assert_refused(db_alias, call, error, match)
+        assert_refused(refusal_alias, call, error, match)
 
 
 @pytest.mark.parametrize("outcome", ["lost", "released-by-operator", "", "done", None])
 def test_a_holder_can_only_release_as_succeeded_failed_or_cancelled(
-    db_alias: str, held: int, outcome: Any
+    refusal_alias: str, held: int, outcome: Any
 ) -> None:
     assert_refused(
-        db_alias,
+        refusal_alias,
         lambda: objects.release("held", "a", token=held, outcome=outcome),
         ValueError,
         "outcome must be one of",
     )
 
 
-def test_fence_needs_a_token(db_alias: str, held: int) -> None:
-    assert_refused(db_alias, lambda: objects.fence("held", "a", None), TypeError, "token")  # type: ignore[arg-type]
+def test_fence_needs_a_token(refusal_alias: str, held: int) -> None:
+    assert_refused(refusal_alias, lambda: objects.fence("held", "a", None), TypeError, "token")  # type: ignore[arg-type]
 
 
 def test_error_text_is_stored_safely_whatever_it_holds(db_alias: str, held: int) -> None:
@@ -348,9 +354,9 @@ def test_values_whose_json_only_looks_refusable_are_stored_intact(
     assert state is not None and state.value == value
 
 
-def test_a_value_with_two_faults_is_refused_for_the_string_first(db_alias: str) -> None:
+def test_a_value_with_two_faults_is_refused_for_the_string_first(refusal_alias: str) -> None:
     assert_refused(
-        db_alias,
+        refusal_alias,
         lambda: objects.try_claim("new", "a", {"x": "nul\x00", "y": object()}, ttl=30),
         ValueError,
         "NUL",

@@ -28,19 +28,8 @@ from django.db import connections
 from django_bgtasks import get_task
 from django_bgtasks.models import BackgroundTask
 from tests.dbtools import backdate
+from tests.tools import CHROMIUM, CHROMIUM_ARGS, require_chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",  # the tests run as root
-    "--disable-gpu",
-    # This machine has no network: without these Chromium keeps trying to
-    # reach Google's services, and logs refused connections.
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 CHANGELIST = "/admin/django_bgtasks/backgroundtask/"
 objects = BackgroundTask.objects
 
@@ -50,11 +39,7 @@ def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A Chromium page, closed before the test database is flushed."""
     from playwright.sync_api import sync_playwright
 
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(
-            f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it).",
-            pytrace=False,
-        )
+    require_chromium()
     # Playwright's sync API runs an event loop under this thread, which makes
     # Django's async-safety check refuse the test's own (synchronous) ORM
     # calls. They are not async code, so the check is switched off while the

@@ -39,6 +39,10 @@ from tests.faults.replication import Pair, Server, logs, replicated_pair
 from tests.faults.torture.invariants import Evidence, check
 from tests.faults.torture.processes import Scenario, db_env
 
+# Two servers of its own and a SIGKILLed primary: CPU-bound timings, run
+# alone (the serial stage).
+pytestmark = pytest.mark.serial
+
 NAME = "job"
 WORKERS = 4
 TTL = 3.0

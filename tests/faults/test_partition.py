@@ -66,6 +66,10 @@ import pytest
 
 from tests.faults.torture.processes import Scenario, db_env
 
+# Network namespaces and links cut by name, and renew deadlines measured:
+# run alone (the serial stage).
+pytestmark = pytest.mark.serial
+
 TTL = 3.0
 INTERVAL = TTL / 3
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 1000

@@ -217,6 +217,8 @@ def test_a_database_restart_mid_run(
 MARIADB_TTL = 6.0
 
 
+# The machine's MariaDB is stopped: every other test using it would fail.
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("outage", "ended"),
     [(0.3, "finished"), (MARIADB_TTL + 1.0, "lost")],

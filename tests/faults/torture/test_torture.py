@@ -42,6 +42,10 @@ from tests.faults.torture.invariants import Evidence, check
 from tests.procs import ROOT, worker_env
 from tests.testapp.models import Counter, LedgerEntry
 
+# Two minutes of chaos on eight workers, and on MariaDB the machine's server
+# SIGKILLed and restarted: nothing else may run beside it (the serial stage).
+pytestmark = pytest.mark.serial
+
 NAME = "job"
 TTL = 1.0
 WORKERS = 8

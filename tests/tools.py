@@ -1,0 +1,40 @@
+"""The optional programs some tests drive (Debian's Chromium), and what a test
+does when one is missing: under ``CI`` it fails, since .ci/run installs them;
+elsewhere it skips, naming the package, so that ``make test`` passes on a
+machine with nothing but Python, and pytest's summary (``-ra``) says what was
+left out and how to add it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",  # the tests run as root
+    "--disable-gpu",
+    # This machine has no network: without these Chromium keeps trying to
+    # reach Google's services, and logs refused connections.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def require(path: str, package: str) -> None:
+    """Fail under CI, else skip, unless the program at ``path`` is there."""
+    if os.access(path, os.X_OK):
+        return
+    why = f"{path} is missing: apt-get install -y {package} (.ci/run does it)"
+    if os.environ.get("CI"):
+        pytest.fail(why, pytrace=False)
+    pytest.skip(why)
+
+
+def require_chromium() -> str:
+    """Chromium's path, once :func:`require` has let the test go on."""
+    require(CHROMIUM, "chromium")
+    return CHROMIUM
