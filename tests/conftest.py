@@ -160,6 +160,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize(fixture, params, indirect=True)
 
 
+# Tests of real processes, servers and browsers take seconds each; the rest
+# take milliseconds. They go first, so that pytest-xdist's scheduler (which
+# deals the first quarter of the tests round-robin, then hands out the rest as
+# processes finish) spreads them over its processes and the short tests fill
+# in around them; last, they would leave one process running alone at the end.
+LONG_TESTS = (
+    "tests/faults/",
+    "tests/browser/",
+    "tests/test_demo.py",
+    "tests/test_example_project.py",
+    "tests/topology/",
+)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own ordering
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_TESTS))
+
+
 def _mirrored(db: dict[str, Any]) -> set[str]:
     """A mirror alias's database too: Django flushes only the aliases that
     own a test database, and a mirror's rows are its."""
