@@ -17,6 +17,10 @@ FAST_IGNORE := --ignore=tests/faults --ignore=tests/browser --ignore=tests/fuzz
 # most tests wait on the databases and on the worker processes they start, so
 # a third process keeps both cores busy (CONTRIBUTING.md has the figures).
 JOBS ?= 3
+# The long tests come first (tests/conftest.py); xdist's scheduler would hand
+# each process a long run of them at once, and one process would end up with
+# most. One or two at a time, they spread.
+XDIST = -n $(JOBS) --maxschedchunk 1
 # pytest's exit status 5 is "no tests collected": a stage PYTEST_ARGS picked
 # nothing of, which is no failure.
 NONE_COLLECTED := [ $$? -eq 5 ]
@@ -60,11 +64,11 @@ serve: $(DEMO_STAMP)
 # test database each; then the `serial` ones alone (they stop the machine's
 # MariaDB, or time things that need both cores).
 test: $(DEV_STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) -m "not serial" $(PYTEST_ARGS) || $(NONE_COLLECTED)
+	$(BIN)/python -m pytest $(XDIST) -m "not serial" $(PYTEST_ARGS) || $(NONE_COLLECTED)
 	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) || $(NONE_COLLECTED)
 
 test-fast: $(DEV_STAMP)
-	DATABASE_URL= BGTASKS_MYSQL_URL= BGTASKS_PGBOUNCER=0 $(BIN)/python -m pytest -n $(JOBS) \
+	DATABASE_URL= BGTASKS_MYSQL_URL= BGTASKS_PGBOUNCER=0 $(BIN)/python -m pytest $(XDIST) \
 	    $(FAST_IGNORE) $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)

@@ -127,8 +127,9 @@ VERSION_INDEPENDENT = [
     "tests/fuzz",
     "tests/test_pgbouncer.py",
 ]
-# pytest-xdist processes, as the Makefile's JOBS.
-JOBS = os.environ.get("JOBS", "3")
+# pytest-xdist, as the Makefile's XDIST: JOBS processes, handed the tests one
+# or two at a time so that the long ones, ordered first, spread over them.
+XDIST = ["-n", os.environ.get("JOBS", "3"), "--maxschedchunk", "1"]
 
 
 @nox.session(python=[leg.python for leg in MATRIX])
@@ -147,7 +148,7 @@ def tests(session: nox.Session) -> None:
         env |= {"DATABASE_URL": "", "BGTASKS_PGBOUNCER": "0"}
     # Exit status 5: no test of that stage was selected.
     session.run(
-        "python", "-m", "pytest", "-n", JOBS, "-m", "not serial", *args,
+        "python", "-m", "pytest", *XDIST, "-m", "not serial", *args,
         env=env, success_codes=[0, 5],
     )  # fmt: skip
     session.run("python", "-m", "pytest", "-m", "serial", *args, env=env, success_codes=[0, 5])

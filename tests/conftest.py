@@ -161,10 +161,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 # Tests of real processes, servers and browsers take seconds each; the rest
-# take milliseconds. They go first, so that pytest-xdist's scheduler (which
-# deals the first quarter of the tests round-robin, then hands out the rest as
-# processes finish) spreads them over its processes and the short tests fill
-# in around them; last, they would leave one process running alone at the end.
+# take milliseconds. They go first, so that pytest-xdist (handing out one or
+# two tests at a time, --maxschedchunk 1 in the Makefile) spreads them over its
+# processes and the short tests fill in around them; last, they would leave
+# one process running alone at the end.
 LONG_TESTS = (
     "tests/faults/",
     "tests/browser/",

@@ -137,11 +137,15 @@ def test_test_first_then_demo_installs_nothing_more(tmp_path: Path) -> None:
     first = checkout.make("test")
     assert installs(first) == DEV
     # The two stages: in parallel, then the serial tests alone.
-    assert first[-2:] == ["-m pytest -n 3 -m not serial", "-m pytest -m serial"]
+    assert first[-2:] == [
+        "-m pytest -n 3 --maxschedchunk 1 -m not serial",
+        "-m pytest -m serial",
+    ]
     assert installs(checkout.make("demo")) == []
     assert installs(checkout.make("test")) == []
     assert checkout.make("test-fast")[-1] == (
-        "-m pytest -n 3 --ignore=tests/faults --ignore=tests/browser --ignore=tests/fuzz"
+        "-m pytest -n 3 --maxschedchunk 1 --ignore=tests/faults --ignore=tests/browser "
+        "--ignore=tests/fuzz"
     )
 
 
