@@ -25,7 +25,7 @@ XDIST = -n $(JOBS) --maxschedchunk 1
 # nothing of, which is no failure.
 NONE_COLLECTED := [ $$? -eq 5 ]
 
-.PHONY: venv demo serve test test-fast lint typecheck clean
+.PHONY: venv demo serve test test-fast torture lint typecheck clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,10 +62,16 @@ serve: $(DEMO_STAMP)
 
 # Two stages: every test that can share the machine, on $(JOBS) processes, a
 # test database each; then the `serial` ones alone (they stop the machine's
-# MariaDB, or time things that need both cores).
+# MariaDB, or time things that need both cores). All but the torture profile,
+# which `make torture` runs (and CI, after this).
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest $(XDIST) -m "not serial" $(PYTEST_ARGS) || $(NONE_COLLECTED)
-	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) || $(NONE_COLLECTED)
+	$(BIN)/python -m pytest -m "serial and not torture" $(PYTEST_ARGS) || $(NONE_COLLECTED)
+
+# The torture profile: minutes of chaos on eight workers, on PostgreSQL and on
+# the machine's MariaDB (docs/reliability.md).
+torture: $(DEV_STAMP)
+	$(BIN)/python -m pytest -m torture $(PYTEST_ARGS)
 
 test-fast: $(DEV_STAMP)
 	DATABASE_URL= BGTASKS_MYSQL_URL= BGTASKS_PGBOUNCER=0 $(BIN)/python -m pytest $(XDIST) \

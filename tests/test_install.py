@@ -139,7 +139,7 @@ def test_test_first_then_demo_installs_nothing_more(tmp_path: Path) -> None:
     # The two stages: in parallel, then the serial tests alone.
     assert first[-2:] == [
         "-m pytest -n 3 --maxschedchunk 1 -m not serial",
-        "-m pytest -m serial",
+        "-m pytest -m serial and not torture",
     ]
     assert installs(checkout.make("demo")) == []
     assert installs(checkout.make("test")) == []

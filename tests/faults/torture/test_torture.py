@@ -42,9 +42,10 @@ from tests.faults.torture.invariants import Evidence, check
 from tests.procs import ROOT, worker_env
 from tests.testapp.models import Counter, LedgerEntry
 
-# Two minutes of chaos on eight workers, and on MariaDB the machine's server
-# SIGKILLed and restarted: nothing else may run beside it (the serial stage).
-pytestmark = pytest.mark.serial
+# Minutes of chaos on eight workers, and on MariaDB the machine's server
+# SIGKILLed and restarted: nothing else may run beside it. `make torture`
+# runs it, alone; CI runs that after `make test`.
+pytestmark = [pytest.mark.serial, pytest.mark.torture]
 
 NAME = "job"
 TTL = 1.0
