@@ -46,7 +46,7 @@ from django.db import DatabaseError, connections
 
 from . import sql
 from .conf import conf
-from .cursors import behind_transaction_pooling
+from .cursors import behind_transaction_pooling, direct_session
 from .states import TaskState
 
 logger = logging.getLogger(__name__)
@@ -236,10 +236,12 @@ class Feed:
         try:
             connection = connections[self.alias]
             # Behind transaction pooling a LISTEN would stay on whichever
-            # server connection ran it, and hear nothing: poll there.
-            if connection.vendor == "postgresql" and not behind_transaction_pooling(connection):
-                self._listen()
-            else:
+            # server connection ran it, and hear nothing: poll there. Most
+            # such sites don't say so in their settings: _listen() finds out.
+            listens = connection.vendor == "postgresql" and not behind_transaction_pooling(
+                connection
+            )
+            if not (listens and self._listen()):
                 self._poll()
         finally:
             # This thread's own connections only.
@@ -254,7 +256,9 @@ class Feed:
                 self._guarded(self._resync)
             self._stop.wait(conf.CHANGES_POLL_INTERVAL)
 
-    def _listen(self) -> None:
+    def _listen(self) -> bool:
+        """Listen until stopped (``True``), or answer ``False`` at once when the
+        listener's connection goes through a proxy or pooler."""
         import psycopg
 
         backoff = 0.1
@@ -266,6 +270,16 @@ class Feed:
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
+            if listener is None:
+                logger.warning(
+                    "bgtasks: the change feed of the %r database polls every %g s "
+                    "(BGTASKS_CHANGES_POLL_INTERVAL) instead of listening: its connection "
+                    "goes through a proxy or pooler, where a LISTEN would hear nothing "
+                    "(docs/operations.md)",
+                    self.alias,
+                    conf.CHANGES_POLL_INTERVAL,
+                )
+                return False
             try:
                 self.connects += 1
                 # Whatever changed while nobody listened: read it all, and
@@ -291,12 +305,20 @@ class Feed:
             finally:
                 self.listener_pid = None
                 listener.close()
+        return True
 
     def _connect(self, psycopg: Any) -> Any:
+        """The listening connection, or ``None`` (closed) when it is not a
+        direct one (cursors.direct_session), where a LISTEN would not last."""
         params = dict(connections[self.alias].get_connection_params())
-        params["application_name"] = sql.CHANGES_APPLICATION
         params.pop("autocommit", None)
         listener = psycopg.connect(**params, autocommit=True)
+        if not direct_session(listener):
+            listener.close()
+            return None
+        # Named only once proved direct: a pooler would keep the name on its
+        # server connection, and operators would count a listener that isn't.
+        listener.execute(sql.NAME_APPLICATION, [sql.CHANGES_APPLICATION])
         listener.execute(sql.LISTEN_CHANGES)
         listener.execute(sql.LISTEN_QUEUE)
         self.listener_pid = listener.info.backend_pid

@@ -12,16 +12,27 @@ driver errors into ``django.db`` ones see these statements like any other.
 The site's own queries are untouched.
 
 ``BGTASKS_PREPARED_STATEMENTS`` decides (docs/settings.md): ``None`` (the
-default) prepares unless the database's settings say a transaction-pooling
-PgBouncer is in front (``DISABLE_SERVER_SIDE_CURSORS``, which Django's docs
-tell those sites to set): before 1.21 it can't hold prepared statements.
-``True`` and ``False`` force it. Elsewhere (SQLite, MySQL, psycopg 2) this is
-Django's plain cursor.
+default) prepares only on a connection that has proved it talks to its
+PostgreSQL backend directly (:func:`direct_session`), so that its session
+lasts from one transaction to the next. Behind a transaction-pooling
+PgBouncer, RDS Proxy or Supavisor it doesn't: a statement prepared in one
+transaction is gone (or, worse, another client's statement of the same name
+is there) in the next. Nothing is assumed from the settings: most such sites
+run Django's defaults. ``True`` and ``False`` force it. Elsewhere (SQLite,
+MySQL, psycopg 2) this is Django's plain cursor.
+
+The proof costs one query per connection, and only on its second lease
+statement: a connection that runs one (a web request under Django's default
+``CONN_MAX_AGE = 0``) would gain nothing from preparing it, and pays nothing.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import os
+import socket
+import struct
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -30,28 +41,125 @@ from django.db.backends.utils import CursorWrapper
 
 from .conf import conf
 
+logger = logging.getLogger("django_bgtasks.cursors")
+
 # The cursor is kept on the Django connection object (one per thread and
 # alias), under this name, with the driver connection it was made for: a
 # reconnect gets a new one.
 _ATTRIBUTE = "_bgtasks_prepared_cursor"
+# And what is known of that driver connection's session: [connection,
+# whether it is direct (None: not known yet)].
+_SESSION = "_bgtasks_session"
 _NEVER_BY_COUNT = 2**62
+# The proof's one statement (here, not in sql.py, which runs its statements
+# through this module): what the backend sees of its client and of itself.
+# Through a proxy, its client is the proxy's connection, not ours.
+SESSION_ENDPOINTS = (
+    "SELECT host(inet_client_addr()), inet_client_port(),"
+    " host(inet_server_addr()), inet_server_port(), pg_backend_pid()"
+)
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 def prepares(connection: BaseDatabaseWrapper) -> bool:
-    """Whether the lease statements run as prepared statements on ``connection``."""
+    """Whether the next lease statement on ``connection`` runs prepared."""
     if connection.vendor != "postgresql" or _preparing_cursor_class() is None:
         return False
     setting = conf.PREPARED_STATEMENTS
     if setting is not None:
         return bool(setting)
-    return not behind_transaction_pooling(connection)
+    if behind_transaction_pooling(connection):
+        return False
+    return _session_proved(connection)
+
+
+def _session_proved(connection: BaseDatabaseWrapper) -> bool:
+    """Whether ``connection``'s session has proved direct. The first lease
+    statement on a new driver connection runs unprepared and proves nothing;
+    the second proves it, once. Inside the caller's transaction nothing is
+    proved: the statement runs unprepared (and a failed proof would abort the
+    caller's transaction)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    known = getattr(connection, _SESSION, None)
+    if known is None or known[0] is not raw:
+        setattr(connection, _SESSION, [raw, None])
+        return False
+    if known[1] is None and not connection.in_atomic_block:
+        with connection.wrap_database_errors:
+            known[1] = direct_session(raw)
+        if not known[1]:
+            _say_once(
+                "bgtasks: the lease statements run unprepared on the %r database: its "
+                "connection goes through a proxy or pooler (PgBouncer, RDS Proxy, "
+                "Supavisor), where a prepared statement may not outlive its transaction. "
+                "BGTASKS_PREPARED_STATEMENTS = True prepares them all the same, for a "
+                "pooler that keeps sessions (docs/settings.md).",
+                connection.alias,
+            )
+    return bool(known[1])
+
+
+def direct_session(raw: Any) -> bool:
+    """Whether the psycopg connection ``raw`` talks straight to the backend
+    that serves it, with nothing in between that could run its next
+    transaction on another backend: only then does a session (a prepared
+    statement, a ``LISTEN``) last. Proved from the connection's own socket:
+
+    * TCP: the backend's client is our socket, address and port, and the
+      backend's own address and port are the ones we connected to. A
+      proxy's connection to the backend is another socket.
+    * A Unix socket (always on this machine): the process at the other end,
+      as the kernel says (``SO_PEERCRED``), is the postmaster, the parent of
+      the backend. A pooler's socket has the pooler at its end.
+
+    Whatever can't be proved (another kind of socket, an unreadable
+    ``/proc``, another pid namespace) is not direct."""
+    with raw.cursor() as cursor:
+        cursor.execute(SESSION_ENDPOINTS)
+        client_host, client_port, server_host, server_port, backend = cursor.fetchone()
+    with socket.socket(fileno=os.dup(raw.pgconn.socket)) as ours:
+        if ours.family in (socket.AF_INET, socket.AF_INET6):
+            return bool(
+                ours.getsockname()[:2] == (client_host, client_port)
+                and ours.getpeername()[:2] == (server_host, server_port)
+            )
+        if ours.family == socket.AF_UNIX:
+            peer: int = _PEERCRED.unpack(
+                ours.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+            )[0]
+            return peer > 0 and _parent_of(backend) == peer
+    return False
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent process of ``pid`` on this machine, or ``None``."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    return int(fields[fields.rindex(")") + 2 :].split()[1])
+
+
+_said: set[str] = set()
+
+
+def _say_once(message: str, alias: str) -> None:
+    """Log ``message`` once per process and alias: every new connection
+    would otherwise repeat it."""
+    if alias not in _said:
+        _said.add(alias)
+        logger.warning(message, alias)
 
 
 def behind_transaction_pooling(connection: BaseDatabaseWrapper) -> bool:
     """Whether ``connection``'s settings say a transaction-pooling PgBouncer is
     in front (``DISABLE_SERVER_SIDE_CURSORS``, as Django's docs ask of such
     sites): each transaction may then run on another server connection, so
-    nothing that lives in a session (a prepared statement, a ``LISTEN``) lasts."""
+    nothing that lives in a session (a prepared statement, a ``LISTEN``) lasts.
+    Most such sites don't say so: :func:`direct_session` finds them out."""
     return bool(connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False))
 
 

@@ -806,6 +806,9 @@ MYSQL = Statements(
 CHANGES_CHANNEL = "bgtasks_changes"
 LISTEN_CHANGES = f"LISTEN {CHANGES_CHANNEL}"
 CHANGES_APPLICATION = "bgtasks-changes"
+# Set once the connection proved direct (cursors.direct_session): through a
+# pooler the name would stay on a server connection the feed doesn't hold.
+NAME_APPLICATION = "SELECT set_config('application_name', %s, false)"
 # Migration 0010's trigger notifies this one, with JSON {"queue": ...}, when a
 # Django Task becomes ready (enqueued, retried, recovered); the same
 # connection listens, for the workers' queue threads.

@@ -100,17 +100,17 @@ def _postgres(db: dict[str, Any]) -> bool:
     return bool(db["ENGINE"].endswith("postgresql"))
 
 
-def _session_kept(db: dict[str, Any]) -> bool:
+def _session_kept(alias: str, db: dict[str, Any]) -> bool:
     """PostgreSQL where a session lasts from one statement to the next (not
     behind the transaction-pooling PgBouncer): where the lease statements run
     prepared and the change feed listens."""
-    return _postgres(db) and not db.get("DISABLE_SERVER_SIDE_CURSORS")
+    return _postgres(db) and settings.PGBOUNCER_ALIASES.get(alias) != "transaction"
 
 
 ALIAS_FIXTURES: dict[str, tuple[Callable[[str, dict[str, Any]], bool], set[str]]] = {
     "db_alias": (lambda alias, db: True, set()),
     "pg_alias": (lambda alias, db: _postgres(db), set()),
-    "pg_direct_alias": (lambda alias, db: _session_kept(db), set()),
+    "pg_direct_alias": (_session_kept, set()),
     "sqlite_alias": (lambda alias, db: db["ENGINE"].endswith("sqlite3"), set()),
     "mysql_alias": (lambda alias, db: db["ENGINE"].endswith("mysql"), set()),
     "refusal_alias": (lambda alias, db: alias == "default", set()),
@@ -147,10 +147,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     )
                 )
             bouncer_unavailable = getattr(settings, "PGBOUNCER_UNAVAILABLE", None)
-            bouncer = {
-                "ENGINE": "django.db.backends.postgresql",
-                "DISABLE_SERVER_SIDE_CURSORS": True,
-            }
+            bouncer = {"ENGINE": "django.db.backends.postgresql"}
             if bouncer_unavailable and wanted("pgbouncer", bouncer):
                 params.append(
                     pytest.param(

@@ -13,7 +13,7 @@ and a MariaDB (or MySQL).
   Under ``CI`` either is a failure.
 * ``pgbouncer``: the embedded server again, through a PgBouncer in
   transaction pooling mode that conftest.py starts (tests/pgbouncer.py), with
-  ``DISABLE_SERVER_SIDE_CURSORS`` as Django's docs ask of such sites; and
+  Django's default settings, as most such sites run; and
   ``pgbouncer-session``, through one in session mode (only the tests that
   name it). Both mirror ``postgres``'s test database. Without Debian's
   ``pgbouncer`` (``BGTASKS_PGBOUNCER=0`` leaves them out too) their cases
@@ -165,9 +165,10 @@ else:
             "USER": "postgres",
             "HOST": "127.0.0.1",
             "PORT": "",  # the PgBouncer's, set by conftest.py
-            # Django's advice for transaction pooling; it also turns the
-            # lease statements' prepared statements off (cursors.py).
-            "DISABLE_SERVER_SIDE_CURSORS": _alias == "pgbouncer",
+            # Django's defaults, as most sites behind a pooler run: not even
+            # DISABLE_SERVER_SIDE_CURSORS, which Django's docs ask for but
+            # which only matters to Django for .iterator(). The app must find
+            # out about the pooler by itself (cursors.direct_session).
             "TEST": {"MIRROR": "postgres", "DEPENDENCIES": []},
         }
 

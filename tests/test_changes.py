@@ -7,11 +7,14 @@ in one test; on SQLite and MariaDB the per-process poll.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connections
 
 from django_bgtasks import changes, lease
@@ -143,6 +146,31 @@ def test_the_listener_is_one_connection_named_for_operators(pg_direct_alias: str
             ["bgtasks-changes"],
         )
         assert cursor.fetchone()[0] == 1
+
+
+@pytest.mark.skipif(
+    "pgbouncer" not in django_settings.DATABASES,
+    reason=getattr(django_settings, "PGBOUNCER_UNAVAILABLE", None) or "BGTASKS_PGBOUNCER=0",
+)
+@pytest.mark.django_db(transaction=True, databases=["postgres", "pgbouncer"])
+def test_behind_a_pooler_the_feed_polls_and_says_so_once(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The transaction-pooling PgBouncer with Django's default settings: a
+    LISTEN there would hear nothing, and nothing in the settings says so. The
+    feed finds out from its connection, polls, and says so once."""
+    settings.BGTASKS_DATABASE = "pgbouncer"
+    with (
+        caplog.at_level(logging.WARNING, logger="django_bgtasks.changes"),
+        synced(changes.watch(["pooled"])) as watcher,
+    ):
+        claimed = BackgroundTask.objects.try_claim("pooled", "a", {"done": 0})
+        assert claimed is not None
+        state = next_change(watcher, "pooled").state
+        assert state is not None and state.token == claimed.token
+        assert watcher.feed.listener_pid is None and watcher.feed.connects == 0
+    [said] = [r.getMessage() for r in caplog.records if "instead of listening" in r.getMessage()]
+    assert "'pgbouncer'" in said and "polls every 0.05 s" in said
 
 
 # --- waiting for a lease ------------------------------------------------------------

@@ -1,13 +1,18 @@
 """The lease statements as prepared statements on PostgreSQL (cursors.py), on
-the connection Django opened, still seen by Django's cursor machinery."""
+the connection Django opened, still seen by Django's cursor machinery; and
+prepared only where the connection proved it talks to its backend directly,
+not through a pooler (the transaction-pooling PgBouncer with Django's default
+settings: tests/test_pgbouncer.py has its pool modes)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import DatabaseError, connections
 from django.test.utils import CaptureQueriesContext
 
@@ -47,9 +52,14 @@ def cycle(name: str) -> None:
     assert objects.release(name, "a", {"n": 2}, token=lease.token)
 
 
+def transaction_pooled(alias: str) -> bool:
+    return bool(django_settings.PGBOUNCER_ALIASES.get(alias) == "transaction")
+
+
 def test_the_lease_statements_are_prepared_by_default(pg_direct_alias: str) -> None:
     connections[pg_direct_alias].close()  # a session of this test's own
     cycle("prepared")
+    cycle("prepared")  # the first claim ran before the session was proved
     statements = prepared_statements(pg_direct_alias)
     table = BackgroundTask._meta.db_table
     assert any(f'INSERT INTO "{table}"' in text for text in statements)  # the claim
@@ -128,9 +138,69 @@ def test_the_site_keeps_its_own_prepare_threshold(pg_direct_alias: str) -> None:
 
 
 def test_prepared_on_postgresql_only_and_not_behind_transaction_pooling(db_alias: str) -> None:
+    """With Django's default settings everywhere (the PgBouncer's included):
+    the app finds the pooler out by itself."""
     connection = connections[db_alias]
-    pooled = connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False)
-    assert cursors.prepares(connection) == (connection.vendor == "postgresql" and not pooled)
+    connection.close()
+    assert not cursors.prepares(connection)  # a new connection's first statement
+    cycle("proof")  # its second proves the session, once
+    expected = connection.vendor == "postgresql" and not transaction_pooled(db_alias)
+    assert cursors.prepares(connection) == expected
+    cycle("proof")  # and on it goes, prepared or not
+    if connection.vendor == "postgresql":
+        assert bool(prepared_statements(db_alias)) == expected
+
+
+def test_a_session_is_direct_only_without_a_pooler_between(pg_alias: str) -> None:
+    """By the connection's own socket: TCP to DATABASE_URL's server and to
+    the PgBouncer, a Unix socket to the embedded one."""
+    connection = connections[pg_alias]
+    connection.ensure_connection()
+    assert cursors.direct_session(connection.connection) == (not transaction_pooled(pg_alias))
+
+
+def test_one_statement_alone_on_a_connection_is_not_prepared_and_proves_nothing(
+    pg_direct_alias: str,
+) -> None:
+    """What a web request under CONN_MAX_AGE = 0 does: one lease statement on
+    a new connection. Preparing it would gain nothing, nor would a proof."""
+    connection = connections[pg_direct_alias]
+    connection.close()
+    assert objects.try_claim("alone", "a", ttl=30) is not None
+    assert prepared_statements(pg_direct_alias) == []
+
+
+def test_inside_the_callers_transaction_nothing_is_proved(pg_direct_alias: str) -> None:
+    from django.db import transaction
+
+    connection = connections[pg_direct_alias]
+    connection.close()
+    lease = objects.try_claim("inside", "a", ttl=30)  # the connection's first
+    assert lease is not None
+    with transaction.atomic(using=pg_direct_alias):
+        assert objects.fence("inside", "a", lease.token)
+        assert objects.fence("inside", "a", lease.token)
+        assert prepared_statements(pg_direct_alias) == []
+
+
+@pytest.mark.skipif(
+    "pgbouncer" not in django_settings.DATABASES,
+    reason=getattr(django_settings, "PGBOUNCER_UNAVAILABLE", None) or "BGTASKS_PGBOUNCER=0",
+)
+@pytest.mark.django_db(transaction=True, databases=["postgres", "pgbouncer"])
+def test_a_pooled_connection_says_once_that_it_runs_unprepared(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(cursors, "_said", set())
+    connection = connections["pgbouncer"]
+    with caplog.at_level(logging.WARNING, logger="django_bgtasks.cursors"):
+        for _ in range(3):
+            connection.close()
+            assert not cursors.prepares(connection)
+            connection.ensure_connection()
+            assert not cursors.prepares(connection)
+    [record] = caplog.records
+    assert "'pgbouncer'" in record.getMessage() and "unprepared" in record.getMessage()
 
 
 @pytest.mark.parametrize("value", ["yes", 1, 0, []])

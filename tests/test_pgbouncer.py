@@ -75,12 +75,18 @@ def test_transaction_pooling_really_moves_a_client_between_server_connections() 
 
 @BOTH
 def test_defaults_behind_transaction_pooling_prepare_nothing_and_work(on: Any) -> None:
+    """Django's default settings, not even DISABLE_SERVER_SIDE_CURSORS: the
+    connection proves it is not direct, and nothing is prepared."""
     on(TRANSACTION)
+    connections[TRANSACTION].close()
     assert not cursors.prepares(connections[TRANSACTION])
     lease = objects.try_claim("pooled", "a", ttl=30)
     assert lease is not None
+    for n in range(1, 6):
+        with another_client_holds_a_server_connection(TRANSACTION):
+            assert objects.update_state("pooled", "a", {"n": n}, token=lease.token)
+            assert not cursors.prepares(connections[TRANSACTION])
     with another_client_holds_a_server_connection(TRANSACTION):
-        assert objects.update_state("pooled", "a", {"n": 1}, token=lease.token)
         assert objects.release("pooled", "a", {"n": 2}, token=lease.token)
     assert checks.check_prepared_statements() == []
     [run] = TaskRun.objects.for_task("pooled")
@@ -88,11 +94,15 @@ def test_defaults_behind_transaction_pooling_prepare_nothing_and_work(on: Any) -
 
 
 @BOTH
-def test_prepared_statements_forced_on_fail_behind_pgbouncer_before_1_21(on: Any) -> None:
-    """What bgtasks.W005 warns of: a statement prepared on one server
-    connection does not exist on the next."""
+def test_prepared_statements_forced_on_fail_behind_pgbouncer_before_1_21(
+    on: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What bgtasks.W005 warns of, where the site says it is behind a pooler:
+    a statement prepared on one server connection does not exist on the next."""
     on(TRANSACTION, prepared=True)
-    [warning] = checks.check_prepared_statements()
+    with monkeypatch.context() as patch:
+        patch.setitem(connections[TRANSACTION].settings_dict, "DISABLE_SERVER_SIDE_CURSORS", True)
+        [warning] = checks.check_prepared_statements()
     assert warning.id == "bgtasks.W005"
     try:
         assert objects.try_claim("forced-1", "a", ttl=30)  # the claim is prepared here
@@ -105,6 +115,20 @@ def test_prepared_statements_forced_on_fail_behind_pgbouncer_before_1_21(on: Any
         assert not BackgroundTask.objects.filter(name="forced-2").exists()
     finally:
         connections[TRANSACTION].close()  # its prepared-statement cache is wrong now
+
+
+@BOTH
+def test_session_pooling_proves_no_direct_session_so_prepares_only_when_told(on: Any) -> None:
+    """A session-pooling PgBouncer would keep prepared statements, but from
+    the client it can't be told from a transaction-pooling one: by default
+    nothing is prepared there either (True turns them on, as below)."""
+    on(SESSION)
+    connections[SESSION].close()
+    for name in ("one", "two"):
+        lease = objects.try_claim(name, "a", ttl=30)
+        assert lease is not None and objects.release(name, "a", token=lease.token)
+    assert not cursors.prepares(connections[SESSION])
+    assert not cursors.direct_session(connections[SESSION].connection)
 
 
 @BOTH
