@@ -15,8 +15,8 @@ DEMO_STAMP := $(VENV)/.installed-demo
 FAST_IGNORE := --ignore=tests/faults --ignore=tests/browser --ignore=tests/fuzz
 # pytest-xdist processes for the first stage. The machine has 2 cores, but
 # most tests wait on the databases and on the worker processes they start, so
-# a third process keeps both cores busy (CONTRIBUTING.md has the figures).
-JOBS ?= 3
+# two more processes keep both cores busy (CONTRIBUTING.md has the figures).
+JOBS ?= 4
 # The long tests come first (tests/conftest.py); xdist's scheduler would hand
 # each process a long run of them at once, and one process would end up with
 # most. One or two at a time, they spread.

@@ -129,7 +129,7 @@ VERSION_INDEPENDENT = [
 ]
 # pytest-xdist, as the Makefile's XDIST: JOBS processes, handed the tests one
 # or two at a time so that the long ones, ordered first, spread over them.
-XDIST = ["-n", os.environ.get("JOBS", "3"), "--maxschedchunk", "1"]
+XDIST = ["-n", os.environ.get("JOBS", "4"), "--maxschedchunk", "1"]
 
 
 @nox.session(python=[leg.python for leg in MATRIX])

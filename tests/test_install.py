@@ -138,13 +138,13 @@ def test_test_first_then_demo_installs_nothing_more(tmp_path: Path) -> None:
     assert installs(first) == DEV
     # The two stages: in parallel, then the serial tests alone.
     assert first[-2:] == [
-        "-m pytest -n 3 --maxschedchunk 1 -m not serial",
+        "-m pytest -n 4 --maxschedchunk 1 -m not serial",
         "-m pytest -m serial and not torture",
     ]
     assert installs(checkout.make("demo")) == []
     assert installs(checkout.make("test")) == []
     assert checkout.make("test-fast")[-1] == (
-        "-m pytest -n 3 --maxschedchunk 1 --ignore=tests/faults --ignore=tests/browser "
+        "-m pytest -n 4 --maxschedchunk 1 --ignore=tests/faults --ignore=tests/browser "
         "--ignore=tests/fuzz"
     )
 
