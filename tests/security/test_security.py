@@ -113,6 +113,9 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "cursors.py:execute",
         # The change feed's LISTEN (sql.LISTEN_CHANGES), on its own connection.
         "changes.py:_connect",
+        # The session proof's one constant statement (cursors.SESSION_ENDPOINTS):
+        # whether a connection reaches PostgreSQL directly, not through a pooler.
+        "cursors.py:direct_session",
     }
     others = [call for call in calls if call not in in_sql]
     assert all(call.startswith("migrations/") for call in others), others
