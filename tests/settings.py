@@ -121,7 +121,11 @@ def _mysql() -> tuple[dict[str, Any] | None, str | None]:
     if not url:  # left out on purpose (make test-fast): no cases, no skips
         return None, None
     if importlib.util.find_spec("MySQLdb") is None:
-        return None, "mysqlclient is not installed; pip install -e '.[mysql]'"
+        return None, (
+            "mysqlclient is not installed (it builds against MariaDB's headers: "
+            "apt-get install libmariadb-dev pkg-config, then rm .venv/.installed-dev "
+            "and make test again)"
+        )
     db = dict(dj_database_url.parse(url))
     host, port = str(db.get("HOST") or "127.0.0.1"), int(str(db.get("PORT") or 3306))
     try:
