@@ -20,6 +20,7 @@ from django.test import Client
 from django_bgtasks.events import watch_url
 from django_bgtasks.models import BackgroundTask
 from tests.asgiserver import Stream, get, uvicorn
+from tests.procs import wait_until
 
 FAST = {"BGTASKS_EVENTS_KEEPALIVE": 0.5, "BGTASKS_CHANGES_POLL_INTERVAL": 0.05}
 
@@ -179,12 +180,19 @@ def test_a_killed_listener_is_healed_and_the_stream_goes_on(
         stream = open_stream(server, "/bgtasks/job/events/", staff_cookie)
         try:
             next_state(stream, "job")
-            with connections[pg_alias].cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'bgtasks-changes'"
-                )
-                assert cursor.rowcount == 1
+
+            def kill_listener() -> bool:
+                # The stream's first state may come before the server's feed
+                # has connected (and named) its listener: kill it once it has.
+                with connections[pg_alias].cursor() as cursor:
+                    cursor.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE application_name = 'bgtasks-changes'"
+                    )
+                    assert cursor.rowcount <= 1
+                    return cursor.rowcount == 1
+
+            wait_until("the server's listener to be killed", kill_listener, timeout=10)
             BackgroundTask.objects.update_state("job", "elsewhere", {"done": 1})
             assert next_state(stream, "job")["value"] == {"done": 1}
             BackgroundTask.objects.update_state("job", "elsewhere", {"done": 2})
