@@ -37,14 +37,20 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, transaction
 
 from . import compat
 from .conf import conf
-from .models import QueuedTask
 from .queued import result_from_row, task_lease
 from .validation import validate_ttl
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from .models import QueuedTask
 
 __all__ = ["LeaseBackend", "LeaseTask", "task_lease"]
 
@@ -131,7 +137,7 @@ class LeaseBackend(compat.BaseTaskBackend):
             "unique_key": key or "",
             "active_key": key,
         }
-        rows = QueuedTask.objects.using(conf.DATABASE)
+        rows = self._rows()
         if key is None:
             return self._enqueued(result_from_row(rows.create(uuid=uuid.uuid4(), **fields)))
         # A unique task: the unique index on active_key (the key while ready
@@ -159,16 +165,48 @@ class LeaseBackend(compat.BaseTaskBackend):
             key = uuid.UUID(str(result_id))
         except ValueError:
             raise compat.TaskResultDoesNotExist(result_id) from None
+        rows = self._rows()
         try:
-            row = QueuedTask.objects.using(conf.DATABASE).get(uuid=key)
-        except QueuedTask.DoesNotExist:
+            row = rows.get(uuid=key)
+        except rows.model.DoesNotExist:
             raise compat.TaskResultDoesNotExist(result_id) from None
         return result_from_row(row)
 
+    def _rows(self) -> QuerySet[QueuedTask]:
+        """The queue's rows on ``BGTASKS_DATABASE``. The models are imported
+        here, not at the top: Django's Tasks framework imports the backend
+        even where this app is not installed, and importing them there raises
+        a RuntimeError that says nothing of the fix (bgtasks.E018)."""
+        if not apps.is_installed("django_bgtasks"):
+            raise ImproperlyConfigured(
+                f"{self._where()} is django_bgtasks.backend.LeaseBackend, but "
+                '"django_bgtasks" is not in INSTALLED_APPS (system check bgtasks.E018): '
+                "add it, then run `manage.py migrate`."
+            )
+        from .models import QueuedTask
+
+        return QueuedTask.objects.using(conf.DATABASE)
+
+    def _where(self) -> str:
+        return f"TASKS[{self.alias!r}]"
+
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        """bgtasks.E015 (the database is not PostgreSQL or SQLite), E016 (a bad option)."""
+        """bgtasks.E018 (this app is not installed), E015 (the database is not
+        PostgreSQL or SQLite), E016 (a bad option)."""
         messages: list[checks.CheckMessage] = list(super().check(**kwargs))
-        where = f"TASKS[{self.alias!r}]"
+        where = self._where()
+        if not apps.is_installed("django_bgtasks"):
+            # Alone: without the app none of its own checks run, and the
+            # others assume its models (and BGTASKS_DATABASE's alias).
+            messages.append(
+                checks.Error(
+                    f'{where} is LeaseBackend, but "django_bgtasks" is not in '
+                    "INSTALLED_APPS: the backend keeps its tasks in that app's table.",
+                    hint='Add "django_bgtasks" to INSTALLED_APPS, then run `manage.py migrate`.',
+                    id="bgtasks.E018",
+                )
+            )
+            return messages
         vendor = connections[conf.DATABASE].vendor
         if vendor not in ("postgresql", "sqlite"):
             messages.append(

@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connections
 from django.utils.module_loading import import_string
@@ -40,10 +40,12 @@ from django.utils.module_loading import import_string
 from . import compat
 from .conf import conf
 from .exceptions import LeaseLost, TaskCancelled, WorkerStopping
-from .models import QueuedTask
-from .queue import FAILED, READY, RUNNING, SUCCESSFUL, Claim
+from .queue import FAILED, READY, RUNNING, SUCCESSFUL, Claim, QueueManager
 from .states import as_datetime
 from .validation import clean_error, encode_value, heartbeat_interval
+
+if TYPE_CHECKING:
+    from .models import QueuedTask
 
 logger = logging.getLogger("django_bgtasks.queued")
 
@@ -142,7 +144,7 @@ class QueuedLease:
 
     def _renew(self, *, progress: Any = None, set_progress: bool = False) -> None:
         sent = time.monotonic()
-        answer = QueuedTask.objects.renew(self.claim, progress=progress, set_progress=set_progress)
+        answer = _queue().renew(self.claim, progress=progress, set_progress=set_progress)
         if answer is None:
             self._declare_lost("the task was recovered or its lease taken over")
             self._raise_if_lost()
@@ -166,6 +168,16 @@ class QueuedLease:
         self._check_deadline()
         if self._lost is not None:
             raise LeaseLost(self.name, self._lost)
+
+
+def _queue() -> QueueManager:
+    """``QueuedTask.objects``. The models are imported here, not at the top:
+    django_bgtasks.backend imports this module, and Django's Tasks framework
+    imports the backend even where this app is not installed, where importing
+    the models raises RuntimeError (the backend's check says bgtasks.E018)."""
+    from .models import QueuedTask
+
+    return QueuedTask.objects
 
 
 def task_lease(context: Any = None) -> QueuedLease:
@@ -330,7 +342,7 @@ def _finish(
 ) -> str:
     if lease.lost:
         return RUNNING
-    written = QueuedTask.objects.finish(
+    written = _queue().finish(
         lease.claim, status=status, return_value=return_value, error=error, refund=refund
     )
     if isinstance(written, dt.datetime):
