@@ -113,7 +113,10 @@ def check_separate_database(**kwargs: Any) -> list[CheckMessage]:
 
 @register()
 def check_timing(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E005 (bad ``BGTASKS_TTL``), E002 (heartbeat interval not below ttl/2)."""
+    """bgtasks.E005 (bad ``BGTASKS_TTL``), E002 (heartbeat interval not below
+    ttl/2, of ``BGTASKS_TTL`` or of a registered task's own ttl)."""
+    from .tasks import registered_tasks
+
     ttl, interval = conf.TTL, conf.HEARTBEAT_INTERVAL
     if not is_finite_number(ttl) or not MIN_TTL <= ttl <= MAX_TTL:
         return [
@@ -139,7 +142,24 @@ def check_timing(**kwargs: Any) -> list[CheckMessage]:
                 id="bgtasks.E002",
             )
         ]
-    return []
+    if interval is None:
+        return []
+    # Each task's own ttl too: registering one reads no setting (its module is
+    # imported at start-up), so this is where a ttl the interval does not fit
+    # is said, before its first run refuses to start.
+    return [
+        Error(
+            f"BGTASKS_HEARTBEAT_INTERVAL is {interval!r}; the task {name!r} has a ttl of "
+            f"{task.ttl:g} s, so it must be below {task.ttl / 2:g} s.",
+            hint=(
+                "Lower BGTASKS_HEARTBEAT_INTERVAL, leave it unset (None) to renew every "
+                "ttl/3, or give the task a longer ttl."
+            ),
+            id="bgtasks.E002",
+        )
+        for name, task in registered_tasks().items()
+        if task.ttl is not None and interval >= task.ttl / 2
+    ]
 
 
 @register()

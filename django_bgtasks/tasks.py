@@ -24,7 +24,6 @@ from .schedules import Cron, Every, parse_schedule
 from .validation import (
     MAX_TTL,
     encode_value,
-    heartbeat_interval,
     is_finite_number,
     validate_name,
     validate_ttl,
@@ -162,7 +161,11 @@ class BackgroundTaskFunction(Generic[P, R]):
 
 
 def _check_ttl(ttl: float) -> None:
-    heartbeat_interval(validate_ttl(ttl))
+    # The ttl alone, not BGTASKS_HEARTBEAT_INTERVAL against it: tasks modules
+    # are imported at start-up, before the system checks run, so a setting
+    # that does not fit must be bgtasks.E002's to report, not a traceback of
+    # every command. The run refuses it when it starts (heartbeat_interval()).
+    validate_ttl(ttl)
 
 
 def _check_attempts(max_attempts: object, resume: bool) -> int:

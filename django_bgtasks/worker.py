@@ -62,6 +62,7 @@ from .models import BackgroundTask, QueuedTask
 from .runner import TRANSIENT_ERRORS, RunningLease
 from .states import DueRow, WorkClaim
 from .tasks import BackgroundTaskFunction
+from .validation import heartbeat_interval
 
 logger = logging.getLogger("django_bgtasks.worker")
 
@@ -96,6 +97,10 @@ class Worker:
         if not 0 <= grace <= 86400:
             raise ValueError(f"grace must be from 0 to 86400 seconds, not {grace!r}")
         self.tasks = {task.name: task for task in tasks}
+        for task in self.tasks.values():
+            # Refused now rather than after a claim, which could then not be
+            # renewed in time (bgtasks.E002 says so at start-up, unless skipped).
+            heartbeat_interval(self._ttl(task))
         self.concurrency, self.poll, self.grace = concurrency, poll, grace
         self.id = default_owner()
         # Set by the change feed's thread, and with ``stopping``: ends the idle wait.

@@ -17,14 +17,24 @@ from django.core.management.base import SystemCheckError
 from django.db import connections
 from django.test import override_settings
 
-from django_bgtasks import checks
+from django_bgtasks import checks, tasks
 from django_bgtasks.backend import LeaseBackend
+from django_bgtasks.tasks import background_task
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def ids(messages: list[Any]) -> list[str]:
     return [message.id for message in messages]
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """An empty task registry for one test: the tasks other tests (and the test
+    project) registered are not checked, and what this test registers goes."""
+    empty: dict[str, Any] = {}
+    monkeypatch.setattr(tasks, "_registry", empty)
+    return empty
 
 
 # On Django 6 (seen with 6.1), `check` runs the model checks against every
@@ -69,16 +79,40 @@ def test_sqlite_older_than_3_35(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("interval", [60, 61, 0, -1, "10", float("nan"), 10**400])
-def test_a_heartbeat_interval_at_or_above_half_the_ttl(settings: Any, interval: Any) -> None:
+def test_a_heartbeat_interval_at_or_above_half_the_ttl(
+    settings: Any, registry: dict[str, Any], interval: Any
+) -> None:
     settings.BGTASKS_TTL = 120
     settings.BGTASKS_HEARTBEAT_INTERVAL = interval
     assert ids(checks.check_timing()) == ["bgtasks.E002"]
 
 
-def test_a_heartbeat_interval_below_half_the_ttl_is_fine(settings: Any) -> None:
+def test_a_heartbeat_interval_below_half_the_ttl_is_fine(
+    settings: Any, registry: dict[str, Any]
+) -> None:
     settings.BGTASKS_TTL = 120
     settings.BGTASKS_HEARTBEAT_INTERVAL = 59.9
     assert checks.check_timing() == []
+
+
+def test_a_heartbeat_interval_too_long_for_a_tasks_ttl_is_reported(
+    settings: Any, registry: dict[str, Any]
+) -> None:
+    """Registering a task (at import, before any check runs) reads no
+    setting: a ttl the interval does not fit is the check's to report."""
+    settings.BGTASKS_TTL = 600
+    settings.BGTASKS_HEARTBEAT_INTERVAL = 100  # below 300: fine for BGTASKS_TTL
+
+    @background_task(name="t-short", ttl=10)
+    def short(running: Any) -> None: ...
+
+    @background_task(name="t-long", ttl=300)
+    def long(running: Any) -> None: ...
+
+    [error] = checks.check_timing()
+    assert error.id == "bgtasks.E002"
+    assert "'t-short'" in error.msg and "ttl of 10 s" in error.msg and "below 5 s" in error.msg
+    assert "ttl" in error.hint
 
 
 @pytest.mark.parametrize("ttl", [0, -5, 0.05, 0.0999, "120", None, float("inf"), 86401, 10**400])
@@ -142,8 +176,12 @@ def test_use_tz_off_is_a_warning(settings: Any) -> None:
 
 
 @CHECKS_TOUCH_DATABASES
-def test_manage_py_check_reports_the_error(settings: Any) -> None:
+def test_manage_py_check_reports_the_error(settings: Any, registry: dict[str, Any]) -> None:
     settings.BGTASKS_HEARTBEAT_INTERVAL = 100
+
+    @background_task(name="t-short", ttl=10)  # as a tasks module would at start-up
+    def short(running: Any) -> None: ...
+
     with pytest.raises(SystemCheckError, match=r"bgtasks\.E002"):
         call_command("check")
 

@@ -399,6 +399,19 @@ def test_bad_worker_options_and_schedules_are_clear_errors() -> None:
         background_task(name="bad", retry_delay=float("nan"))
 
 
+def test_a_worker_refuses_a_task_whose_ttl_the_heartbeat_interval_does_not_fit(
+    settings: Any,
+) -> None:
+    # Before it claims anything: a run it claimed could not be renewed in time.
+    settings.BGTASKS_HEARTBEAT_INTERVAL = 5
+    short = BackgroundTaskFunction("w-short", lambda running: None, ttl=10)
+    with pytest.raises(ValueError, match="below half the ttl"):
+        Worker([short])
+    settings.BGTASKS_TTL = 8
+    with pytest.raises(ValueError, match="below half the ttl"):
+        Worker([BackgroundTaskFunction("w-default-ttl", lambda running: None)])
+
+
 def test_schedules_say_their_next_slot() -> None:
     every = parse_schedule(dt.timedelta(minutes=5))
     assert isinstance(every, Every) and every.text == "every 300s"
