@@ -28,7 +28,7 @@ from .sql import (
     postgresql_replication,
     vendor_list,
 )
-from .validation import MAX_TTL, MIN_TTL, is_finite_number
+from .validation import MAX_TTL, MIN_TTL, is_finite_number, max_value_bytes
 
 
 @register()
@@ -253,6 +253,27 @@ def check_history(**kwargs: Any) -> list[CheckMessage]:
                 f"BGTASKS_HISTORY_DAYS is {days!r}; it must be a number of days, 0 or more.",
                 hint="The default is 30.",
                 id="bgtasks.E006",
+            )
+        ]
+    return []
+
+
+@register()
+def check_max_value_bytes(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E019 (``BGTASKS_MAX_VALUE_BYTES`` not a whole number of bytes above 0)."""
+    try:
+        max_value_bytes()  # the rule the lease operations apply
+    except TypeError:
+        return [
+            Error(
+                f"BGTASKS_MAX_VALUE_BYTES is {conf.MAX_VALUE_BYTES!r}; it must be a whole "
+                "number of bytes above 0.",
+                hint=(
+                    "The default is 1048576 (1 MiB); write 1 << 20 or 1_048_576, not a "
+                    'string such as "1MB". Values larger than it are refused, and results '
+                    "larger than it are not stored."
+                ),
+                id="bgtasks.E019",
             )
         ]
     return []

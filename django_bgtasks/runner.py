@@ -44,7 +44,13 @@ from .models import BackgroundTask
 from .progress import NOTHING, Progress
 from .signals import lease_claimed, lease_lost, lease_released
 from .states import Lease, Renewal, WorkClaim
-from .validation import encode_value, heartbeat_interval, progress_interval, validate_ttl
+from .validation import (
+    encode_value,
+    heartbeat_interval,
+    max_value_bytes,
+    progress_interval,
+    validate_ttl,
+)
 
 logger = logging.getLogger("django_bgtasks")
 
@@ -84,7 +90,7 @@ class RunningLease:
         # at a time, so an older value never lands after a newer one.
         self._write_lock = threading.Lock()
         self._progress = Progress(progress_interval())
-        self._max_bytes = conf.MAX_VALUE_BYTES
+        self._max_bytes = max_value_bytes()
         self._deadline = claimed_at + lease.ttl
         self._lost: str | None = None
         self._cancel_requested = False
@@ -223,7 +229,8 @@ class RunningLease:
         held (after waiting up to ``wait`` seconds for it, if given)."""
         ttl = validate_ttl(ttl)
         interval = heartbeat_interval(ttl)
-        progress_interval()  # a bad setting is refused before the claim
+        progress_interval()  # bad settings are refused before the claim
+        max_value_bytes()
         lease = BackgroundTask.objects.try_claim(
             name, owner, value, ttl=ttl, run_args=run_args, wait=wait
         )

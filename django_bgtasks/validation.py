@@ -168,6 +168,18 @@ def progress_interval() -> float:
     return float(interval)
 
 
+def max_value_bytes() -> int:
+    """``BGTASKS_MAX_VALUE_BYTES``, checked: a whole number of bytes above 0
+    (not a bool, nor a string such as ``"1MB"``, which would fail every
+    comparison with a size)."""
+    limit = conf.MAX_VALUE_BYTES
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise TypeError(
+            f"BGTASKS_MAX_VALUE_BYTES must be a whole number of bytes above 0, not {limit!r}"
+        )
+    return limit
+
+
 class _RefusedText(ValueError):
     """A string the databases would refuse (NUL, a lone surrogate)."""
 
@@ -219,7 +231,7 @@ def encode_value(value: Any, *, kind: str = "value", max_bytes: int | None = Non
     # A NUL is written \u0000; brackets bound the depth from above.
     if "\\u0000" in text or text.count("[") + text.count("{") > MAX_VALUE_DEPTH:
         _check_json_strings(value, kind)
-    limit = conf.MAX_VALUE_BYTES if max_bytes is None else max_bytes
+    limit = max_value_bytes() if max_bytes is None else max_bytes
     if size > limit:
         raise ValueError(
             f"{kind} is {size} bytes of JSON; the limit is {limit} (BGTASKS_MAX_VALUE_BYTES)"

@@ -170,6 +170,20 @@ def test_push_defaults_and_good_values_are_fine(settings: Any) -> None:
     assert checks.check_push() == []
 
 
+@pytest.mark.parametrize("limit", ["1MB", 0, -1, 1.5, True, None, float("inf")])
+def test_a_max_value_bytes_that_is_not_a_whole_number_of_bytes(settings: Any, limit: Any) -> None:
+    settings.BGTASKS_MAX_VALUE_BYTES = limit
+    [error] = checks.check_max_value_bytes()
+    assert error.id == "bgtasks.E019" and repr(limit) in error.msg
+    assert "1 << 20" in error.hint
+
+
+@pytest.mark.parametrize("limit", [1, 1 << 20, 10**12])
+def test_a_max_value_bytes_above_zero_is_fine(settings: Any, limit: int) -> None:
+    settings.BGTASKS_MAX_VALUE_BYTES = limit
+    assert checks.check_max_value_bytes() == []
+
+
 def test_use_tz_off_is_a_warning(settings: Any) -> None:
     settings.USE_TZ = False
     assert ids(checks.check_time_zone()) == ["bgtasks.W001"]
