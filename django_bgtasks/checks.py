@@ -9,6 +9,7 @@ are: ``migrate`` runs it, and ``check --database ALIAS``.
 
 from __future__ import annotations
 
+import difflib
 import sqlite3
 from typing import Any
 
@@ -18,7 +19,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections, router
 from django.utils.module_loading import import_string
 
-from .conf import EXECUTORS, conf
+from .conf import EXECUTORS, PREFIX, SETTING_NAMES, conf
 from .sql import (
     MIN_MARIADB_VERSION,
     MIN_MYSQL_VERSION,
@@ -277,6 +278,29 @@ def check_max_value_bytes(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     return []
+
+
+@register()
+def check_setting_names(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.W006 (a ``BGTASKS_*`` setting the app does not read: a misspelling,
+    which would otherwise leave the default in force without a word)."""
+    known = [name.removeprefix(PREFIX) for name in SETTING_NAMES]
+    messages: list[CheckMessage] = []
+    for name in sorted(dir(settings)):
+        if not name.startswith(PREFIX) or name in SETTING_NAMES:
+            continue
+        # Compared without the prefix, which every name shares and which
+        # would make any two of them look alike.
+        close = difflib.get_close_matches(name.removeprefix(PREFIX), known, n=1)
+        hint = f"Did you mean {PREFIX}{close[0]}? " if close else ""
+        messages.append(
+            Warning(
+                f"{name} is not a django-bgtasks setting, so it changes nothing.",
+                hint=f"{hint}The settings are listed in docs/settings.md.",
+                id="bgtasks.W006",
+            )
+        )
+    return messages
 
 
 @register()

@@ -129,4 +129,13 @@ class Settings:
         return value
 
 
+PREFIX = "BGTASKS_"
+# Every setting the app reads, from Settings' properties (one for each), so
+# that bgtasks.W006 (a BGTASKS_* name it does not know) can't drift from them.
+SETTING_NAMES: tuple[str, ...] = tuple(
+    sorted(
+        PREFIX + name for name, member in vars(Settings).items() if isinstance(member, property)
+    )
+)
+
 conf = Settings()

@@ -17,7 +17,7 @@ from django.core.management.base import SystemCheckError
 from django.db import connections
 from django.test import override_settings
 
-from django_bgtasks import checks, tasks
+from django_bgtasks import checks, conf, tasks
 from django_bgtasks.backend import LeaseBackend
 from django_bgtasks.tasks import background_task
 
@@ -182,6 +182,38 @@ def test_a_max_value_bytes_that_is_not_a_whole_number_of_bytes(settings: Any, li
 def test_a_max_value_bytes_above_zero_is_fine(settings: Any, limit: int) -> None:
     settings.BGTASKS_MAX_VALUE_BYTES = limit
     assert checks.check_max_value_bytes() == []
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("BGTASKS_EXECUTER", "BGTASKS_EXECUTOR"),
+        ("BGTASKS_SCHEDULE", "BGTASKS_SCHEDULES"),
+        ("BGTASKS_HEARTBEAT", "BGTASKS_HEARTBEAT_INTERVAL"),
+        ("BGTASKS_MAX_VALUE_SIZE", "BGTASKS_MAX_VALUE_BYTES"),
+    ],
+)
+def test_a_misspelled_setting_is_a_warning_with_the_right_spelling(
+    settings: Any, typo: str, meant: str
+) -> None:
+    setattr(settings, typo, "anything")
+    [warning] = checks.check_setting_names()
+    assert warning.id == "bgtasks.W006" and typo in warning.msg
+    assert f"Did you mean {meant}?" in warning.hint
+
+
+def test_an_unknown_setting_like_no_other_lists_the_settings(settings: Any) -> None:
+    settings.BGTASKS_COLOUR = "blue"
+    [warning] = checks.check_setting_names()
+    assert warning.id == "bgtasks.W006" and "BGTASKS_COLOUR" in warning.msg
+    assert "Did you mean" not in warning.hint and "docs/settings.md" in warning.hint
+
+
+def test_every_setting_the_app_reads_is_known(settings: Any) -> None:
+    # The known names are conf.Settings' properties: set each of them.
+    for name in [name for name in dir(conf.Settings) if name.isupper()]:
+        setattr(settings, f"BGTASKS_{name}", getattr(conf.conf, name))
+    assert checks.check_setting_names() == []
 
 
 def test_use_tz_off_is_a_warning(settings: Any) -> None:
