@@ -298,6 +298,31 @@ def test_a_task_raising_any_base_exception_fails_and_its_queue_thread_goes_on(
     assert (second.status, second.return_value) == ("SUCCESSFUL", 5)
 
 
+def test_a_queue_thread_outlives_a_base_exception_from_outside_the_task(tasks_alias: str) -> None:
+    """The thread's last resort: a ``task_finished`` receiver's KeyboardInterrupt
+    (after the row ended) is logged, and the thread runs the next task."""
+    interrupted: list[str] = []
+
+    def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        if not interrupted:
+            interrupted.append(task_result.id)
+            raise KeyboardInterrupt("from a receiver")
+
+    first, second = djtasks.add.enqueue(1, 1), djtasks.add.enqueue(2, 2)
+    compat.task_finished.connect(receive)
+    try:
+        Worker([], concurrency=1, poll=0.05, run_queued=True).run(once=True)
+    finally:
+        compat.task_finished.disconnect(receive)
+    assert interrupted == [first.id]
+    rows = QueuedTask.objects.using(tasks_alias).order_by("seq")
+    assert [(row.status, row.return_value) for row in rows] == [
+        ("SUCCESSFUL", 2),
+        ("SUCCESSFUL", 4),
+    ]
+    assert str(rows[1].uuid) == second.id
+
+
 def test_a_lost_workers_task_fails_with_max_attempts_1(tasks_alias: str) -> None:
     result = djtasks.add.enqueue(1, 1)
     claim = QueuedTask.objects.claim("killed-worker", queues=None)
