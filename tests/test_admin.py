@@ -806,3 +806,27 @@ def test_nobody_can_save_a_django_task(tasks_site_alias: str, superuser: Client)
         if table_name in query["sql"] and not query["sql"].lstrip().upper().startswith("SELECT")
     ]
     assert writes == []
+
+
+def test_neither_admin_saves_a_row_by_any_way(tasks_site_alias: str, superuser: Client) -> None:
+    """Whatever calls the admins' save_model() (a ``list_editable`` added
+    later, a subclass's view), it refuses: only the fenced operations write."""
+    from django.contrib import admin
+    from django.core.exceptions import PermissionDenied
+    from django.test import RequestFactory
+
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    result = djtasks.add.enqueue(1, 2)
+    request = RequestFactory().post("/")
+    for model, row in (
+        (BackgroundTask, BackgroundTask.objects.using(tasks_site_alias).get(name="cleanup")),
+        (QueuedTask, QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id)),
+    ):
+        before = model._default_manager.using(tasks_site_alias).values().get(pk=row.pk)
+        row.owner = "me"
+        with pytest.raises(PermissionDenied):
+            admin.site._registry[model].save_model(request, row, None, True)
+        assert model._default_manager.using(tasks_site_alias).values().get(pk=row.pk) == before

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
@@ -100,6 +101,11 @@ class QueuedTaskAdmin(QueuedModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def save_model(self, request: HttpRequest, obj: QueuedTask, form: Any, change: bool) -> None:
+        """Never: the queue's fenced operations are the rows' only writers
+        (this guards any other way to a save, such as ``list_editable``)."""
+        raise PermissionDenied
 
     # --- columns ------------------------------------------------------------------
 
