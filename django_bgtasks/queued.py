@@ -9,7 +9,8 @@ the function with a heartbeat thread renewing the row's lease every
 run with one fenced statement:
 
 * returned: ``SUCCESSFUL``, with the JSON of the return value;
-* raised: ``READY`` again while attempts remain (the next claim raises the
+* raised (any ``BaseException``: ``SystemExit`` and ``KeyboardInterrupt``
+  too): ``READY`` again while attempts remain (the next claim raises the
   token), else ``FAILED``; each attempt's error is kept, with its traceback;
 * cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
 * the worker is stopping (``WorkerStopping``): ``READY`` again, the attempt
@@ -287,9 +288,12 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
     except TaskCancelled as exc:
         lease.stop()
         return _finished(lease, result, sender, FAILED, error=_error(exc))
-    except (KeyboardInterrupt, GeneratorExit):
-        raise  # the process is going: the row is recovered after its ttl
-    except BaseException as exc:  # SystemExit too, as Django's ImmediateBackend does
+    except BaseException as exc:
+        # Any BaseException too (SystemExit, KeyboardInterrupt, GeneratorExit,
+        # a task's own): in a worker's queue thread it can only come from the
+        # task, since signals reach the main thread only (and the command makes
+        # SIGINT a graceful stop). Re-raised, it would end the thread for good
+        # and leave the row RUNNING until its ttl.
         lease.stop()
         logger.exception("queued task %s failed on attempt %d", lease.name, claim.attempts)
         retry = claim.attempts < claim.max_attempts and not lease.cancel_requested

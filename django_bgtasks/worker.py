@@ -385,7 +385,13 @@ class Worker:
                     _close_connection()
                     self.stopping.wait(backoff)
                     continue
-                except Exception:
+                except BaseException:
+                    # execute() records whatever the task raised; anything
+                    # else (a signal receiver's KeyboardInterrupt, say) must
+                    # not end this thread either: with --concurrency 1 no
+                    # task would run again. Signals never arrive here (they
+                    # reach the main thread), so nothing is swallowed that
+                    # meant "stop": that is ``stopping``.
                     logger.exception("queued task %s: the worker failed to run it", claim.uuid)
                     continue
                 logger.debug(

@@ -136,3 +136,21 @@ def nightly_report() -> str:
 @task
 def exits() -> None:
     raise SystemExit(3)
+
+
+class Abandon(BaseException):
+    """A task's own BaseException subclass (neither an Exception nor one of Python's)."""
+
+
+BASE_EXCEPTIONS: dict[str, type[BaseException]] = {
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "SystemExit": SystemExit,
+    "GeneratorExit": GeneratorExit,
+    "Abandon": Abandon,
+}
+
+
+@task
+def raises_base_exception(kind: str) -> None:
+    """Raise the ``BaseException`` named ``kind`` (a key of ``BASE_EXCEPTIONS``)."""
+    raise BASE_EXCEPTIONS[kind](f"{kind} from the task")

@@ -764,3 +764,69 @@ def test_the_cancel_action_needs_the_change_permission(
     assert f"Cancelled {result.id}; it will not run." in messages_of(response)
     assert djtasks.add.get_result(result.id).status == "FAILED"
     assert Client().get(QUEUED).status_code == 302  # anonymous: to the login
+
+
+def test_nobody_can_save_a_django_task(tasks_site_alias: str, superuser: Client) -> None:
+    """A Save rewrites the whole row with the values it read, outside every
+    fence (raced against a finishing task, it set it back to RUNNING): the
+    change page of a Django task is a view, for superusers too."""
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queued import execute
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 2)
+    claim = QueuedTask.objects.claim("admin-test-worker", queues=None)
+    assert claim is not None and execute(claim) == "SUCCESSFUL"
+    table = QueuedTask.objects.using(tasks_site_alias)
+    before = table.filter(uuid=result.id).values().get()
+    page = f"{QUEUED}{before['seq']}/change/"
+
+    detail = superuser.get(page)
+    assert detail.status_code == 200
+    html = detail.content.decode()
+    assert 'name="_save"' not in html and 'name="_continue"' not in html
+    altered = {
+        **{name: str(value) for name, value in before.items() if value is not None},
+        "status": "RUNNING",
+        "return_value": "99",
+        "finished_at": "",
+        "_save": "Save",
+    }
+    with CaptureQueriesContext(connections[tasks_site_alias]) as queries:
+        response = superuser.post(page, altered)
+    assert response.status_code == 403
+    assert table.filter(uuid=result.id).values().get() == before
+    table_name = QueuedTask._meta.db_table
+    writes = [
+        query["sql"]
+        for query in queries.captured_queries
+        if table_name in query["sql"] and not query["sql"].lstrip().upper().startswith("SELECT")
+    ]
+    assert writes == []
+
+
+def test_neither_admin_saves_a_row_by_any_way(tasks_site_alias: str, superuser: Client) -> None:
+    """Whatever calls the admins' save_model() (a ``list_editable`` added
+    later, a subclass's view), it refuses: only the fenced operations write."""
+    from django.contrib import admin
+    from django.core.exceptions import PermissionDenied
+    from django.test import RequestFactory
+
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    result = djtasks.add.enqueue(1, 2)
+    request = RequestFactory().post("/")
+    for model, row in (
+        (BackgroundTask, BackgroundTask.objects.using(tasks_site_alias).get(name="cleanup")),
+        (QueuedTask, QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id)),
+    ):
+        before = model._default_manager.using(tasks_site_alias).values().get(pk=row.pk)
+        row.owner = "me"
+        with pytest.raises(PermissionDenied):
+            admin.site._registry[model].save_model(request, row, None, True)
+        assert model._default_manager.using(tasks_site_alias).values().get(pk=row.pk) == before

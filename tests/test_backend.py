@@ -27,6 +27,7 @@ from django_bgtasks import compat
 from django_bgtasks.backend import LeaseBackend, task_lease
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queued import execute
+from django_bgtasks.worker import Worker
 from tests import djtasks
 
 BACKENDS = ["default", "immediate"]
@@ -274,6 +275,52 @@ def test_an_unencodable_return_value_fails_the_task(tasks_alias: str) -> None:
     result = finished(djtasks.returns_unencodable.enqueue())
     assert result.status == compat.TaskResultStatus.FAILED
     assert "JSON" in result.errors[0].traceback
+
+
+@pytest.mark.parametrize("kind", sorted(djtasks.BASE_EXCEPTIONS))
+def test_a_task_raising_any_base_exception_fails_and_its_queue_thread_goes_on(
+    tasks_alias: str, kind: str
+) -> None:
+    """In a queue thread a KeyboardInterrupt, SystemExit, GeneratorExit or a
+    task's own BaseException can only come from the task (the command turns
+    SIGINT into a graceful stop): it fails that task, and the one thread of a
+    worker with concurrency 1 runs the next."""
+    raising = djtasks.raises_base_exception.enqueue(kind)
+    after = djtasks.add.enqueue(2, 3)
+    Worker([], concurrency=1, poll=0.05, run_queued=True).run(once=True)
+    first = QueuedTask.objects.using(tasks_alias).get(uuid=raising.id)
+    assert (first.status, first.attempts) == ("FAILED", 1)
+    [error] = first.errors
+    raised = djtasks.BASE_EXCEPTIONS[kind]
+    assert error["exception_class_path"] == f"{raised.__module__}.{raised.__qualname__}"
+    assert f"{kind} from the task" in error["traceback"] and "Traceback" in error["traceback"]
+    second = QueuedTask.objects.using(tasks_alias).get(uuid=after.id)
+    assert (second.status, second.return_value) == ("SUCCESSFUL", 5)
+
+
+def test_a_queue_thread_outlives_a_base_exception_from_outside_the_task(tasks_alias: str) -> None:
+    """The thread's last resort: a ``task_finished`` receiver's KeyboardInterrupt
+    (after the row ended) is logged, and the thread runs the next task."""
+    interrupted: list[str] = []
+
+    def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        if not interrupted:
+            interrupted.append(task_result.id)
+            raise KeyboardInterrupt("from a receiver")
+
+    first, second = djtasks.add.enqueue(1, 1), djtasks.add.enqueue(2, 2)
+    compat.task_finished.connect(receive)
+    try:
+        Worker([], concurrency=1, poll=0.05, run_queued=True).run(once=True)
+    finally:
+        compat.task_finished.disconnect(receive)
+    assert interrupted == [first.id]
+    rows = QueuedTask.objects.using(tasks_alias).order_by("seq")
+    assert [(row.status, row.return_value) for row in rows] == [
+        ("SUCCESSFUL", 2),
+        ("SUCCESSFUL", 4),
+    ]
+    assert str(rows[1].uuid) == second.id
 
 
 def test_a_lost_workers_task_fails_with_max_attempts_1(tasks_alias: str) -> None:

@@ -117,6 +117,13 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def save_model(
+        self, request: HttpRequest, obj: BackgroundTask, form: Any, change: bool
+    ) -> None:
+        """Never: the lease operations are the rows' only writers (this guards
+        any other way to a save than change_view(), such as ``list_editable``)."""
+        raise PermissionDenied
+
     # --- the changelist and the detail page ------------------------------------
 
     def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:

@@ -4,7 +4,9 @@ progress, worker, duration and errors; and the operator's cancel.
 
 Read-only, with the background tasks' permission rule
 (:mod:`django_bgtasks.permissions`): view to see, change to cancel. The
-cancel action calls ``operations.cancel_queued()``, as the command does.
+cancel action calls ``operations.cancel_queued()``, as the command does; a
+task's page is a view, for superusers too (no Save: the rows are written
+only by the queue's fenced operations).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
@@ -80,6 +83,14 @@ class QueuedTaskAdmin(QueuedModelAdmin):
         return user_may(request, "view")
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # "Change" is the cancel action's permission (asked without a row);
+        # a row itself is never changed here. Its Save would rewrite every
+        # column with the values it read, outside every fence: raced against
+        # the task's end, it set a finished task back to RUNNING. So a row's
+        # page is Django's view-only page for everyone: no Save, and a POST
+        # is refused (403) before any form is saved.
+        if obj is not None:
+            return False
         return user_may(request, "change")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -90,6 +101,11 @@ class QueuedTaskAdmin(QueuedModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def save_model(self, request: HttpRequest, obj: QueuedTask, form: Any, change: bool) -> None:
+        """Never: the queue's fenced operations are the rows' only writers
+        (this guards any other way to a save, such as ``list_editable``)."""
+        raise PermissionDenied
 
     # --- columns ------------------------------------------------------------------
 
