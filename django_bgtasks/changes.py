@@ -313,14 +313,19 @@ class Feed:
         params = dict(connections[self.alias].get_connection_params())
         params.pop("autocommit", None)
         listener = psycopg.connect(**params, autocommit=True)
-        if not direct_session(listener):
+        try:
+            if not direct_session(listener):
+                listener.close()
+                return None
+            # Named only once proved direct: a pooler would keep the name on its
+            # server connection, and operators would count a listener that isn't.
+            listener.execute(sql.NAME_APPLICATION, [sql.CHANGES_APPLICATION])
+            listener.execute(sql.LISTEN_CHANGES)
+            listener.execute(sql.LISTEN_QUEUE)
+        except BaseException:
+            # The caller retries on a new connection: this one must not stay open.
             listener.close()
-            return None
-        # Named only once proved direct: a pooler would keep the name on its
-        # server connection, and operators would count a listener that isn't.
-        listener.execute(sql.NAME_APPLICATION, [sql.CHANGES_APPLICATION])
-        listener.execute(sql.LISTEN_CHANGES)
-        listener.execute(sql.LISTEN_QUEUE)
+            raise
         self.listener_pid = listener.info.backend_pid
         return listener
 
