@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.conf import settings as django_settings
 from django.db import connections
 
 from django_bgtasks import changes, lease
 from django_bgtasks.exceptions import LeaseHeld
 from django_bgtasks.models import BackgroundTask
+from tests.tools import needs_pgbouncer
 
 WITHIN = 5.0  # seconds a change may take to arrive (the poll's interval is 0.05 s here)
 
@@ -148,10 +148,7 @@ def test_the_listener_is_one_connection_named_for_operators(pg_direct_alias: str
         assert cursor.fetchone()[0] == 1
 
 
-@pytest.mark.skipif(
-    "pgbouncer" not in django_settings.DATABASES,
-    reason=getattr(django_settings, "PGBOUNCER_UNAVAILABLE", None) or "BGTASKS_PGBOUNCER=0",
-)
+@needs_pgbouncer
 @pytest.mark.django_db(transaction=True, databases=["postgres", "pgbouncer"])
 def test_behind_a_pooler_the_feed_polls_and_says_so_once(
     settings: Any, caplog: pytest.LogCaptureFixture

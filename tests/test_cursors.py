@@ -18,6 +18,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_bgtasks import checks, cursors
 from django_bgtasks.models import BackgroundTask
+from tests.tools import needs_pgbouncer
 
 objects = BackgroundTask.objects
 
@@ -183,10 +184,7 @@ def test_inside_the_callers_transaction_nothing_is_proved(pg_direct_alias: str) 
         assert prepared_statements(pg_direct_alias) == []
 
 
-@pytest.mark.skipif(
-    "pgbouncer" not in django_settings.DATABASES,
-    reason=getattr(django_settings, "PGBOUNCER_UNAVAILABLE", None) or "BGTASKS_PGBOUNCER=0",
-)
+@needs_pgbouncer
 @pytest.mark.django_db(transaction=True, databases=["postgres", "pgbouncer"])
 def test_a_pooled_connection_says_once_that_it_runs_unprepared(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture

@@ -18,22 +18,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 
 from django_bgtasks import checks, cursors
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests import pgbouncer
 from tests.testapp.models import Counter
+from tests.tools import needs_pgbouncer
 
 objects = BackgroundTask.objects
 TRANSACTION, SESSION = "pgbouncer", "pgbouncer-session"
-# Left out on purpose (BGTASKS_PGBOUNCER=0, as the Django 6 leg does), or not
-# installed: tests/settings.py says which, and under CI the latter fails.
-pytestmark = pytest.mark.skipif(
-    TRANSACTION not in settings.DATABASES,
-    reason=getattr(settings, "PGBOUNCER_UNAVAILABLE", None) or "BGTASKS_PGBOUNCER=0",
-)
+pytestmark = needs_pgbouncer
 BOTH = pytest.mark.django_db(transaction=True, databases=[TRANSACTION, SESSION, "postgres"])
 
 

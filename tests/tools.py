@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from django.conf import settings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -38,3 +39,12 @@ def require_chromium() -> str:
     """Chromium's path, once :func:`require` has let the test go on."""
     require(CHROMIUM, "chromium")
     return CHROMIUM
+
+
+# The suite's PgBouncers (tests/settings.py): left out on purpose
+# (BGTASKS_PGBOUNCER=0, as the Django 6 leg and make test-fast do), or not
+# installed, which tests/settings.py names and which fails under CI.
+needs_pgbouncer = pytest.mark.skipif(
+    "pgbouncer" not in settings.DATABASES,
+    reason=getattr(settings, "PGBOUNCER_UNAVAILABLE", None) or "BGTASKS_PGBOUNCER=0",
+)
