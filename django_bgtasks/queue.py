@@ -2,8 +2,8 @@
 
 ``enqueue()`` is an ORM insert on the ``BGTASKS_DATABASE`` alias, so it joins
 the caller's transaction (a rolled-back view enqueues nothing). The workers'
-operations (claim, renew, finish, recover) and the operator's cancel are one
-statement each from :mod:`django_bgtasks.queue_sql`, in autocommit, and
+operations (claim, renew, finish, ended, give_back, recover) and the
+operator's cancel are one statement each from :mod:`django_bgtasks.queue_sql`, in autocommit, and
 refuse to run inside ``atomic()`` (:class:`InAtomicBlock`), as the lease
 operations do: a claim or a heartbeat that a rollback could undo would not
 be a lease.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -185,6 +186,33 @@ class QueueManager(models.Manager["QueuedTask"]):
         if not rows:
             return None
         return as_datetime(rows[0][1]) or True
+
+    def ended(self, claim: Claim, *, status: str) -> dt.datetime | bool | None:
+        """What :meth:`finish` returned, for a finish whose reply was lost (the
+        connection broke after it was sent): the time it finished (``True``
+        for ``READY``) when the row ended with ``status`` under this claim's
+        owner and token, else ``None``. Reads only."""
+        rows = self._write("ended", {**self._holder(claim), "status": status})
+        if not rows:
+            return None
+        return as_datetime(rows[0][1]) or True
+
+    def give_back(self, owner: str, *, held: Collection[int]) -> list[uuid.UUID]:
+        """Put back in the queue the tasks ``owner`` claimed and does not hold:
+        claims whose reply was lost when the connection broke, so the worker
+        never learnt of them. Each is ``READY`` again with the attempt given
+        back, without waiting for its ttl. ``held`` is the ``seq`` of every
+        claim the worker does hold; the caller must keep its own claims from
+        landing while this runs (:class:`~django_bgtasks.worker.Worker` does,
+        with a lock). The ids given back."""
+        owner = validate_owner(owner)
+        connection = self._connection()
+        seqs = sorted(held)
+        params = {
+            "owner": owner,
+            "held": seqs if connection.vendor == "postgresql" else json.dumps(seqs),
+        }
+        return [uuid.UUID(str(row[0])) for row in self._write("give_back", params)]
 
     def recover(self) -> list[tuple[uuid.UUID, str]]:
         """Every running task whose heartbeat is older than its ttl, by the

@@ -47,6 +47,8 @@ class QueueStatements:
     finish: str
     recover: str
     cancel: str
+    ended: str
+    give_back: str
 
 
 POSTGRESQL = QueueStatements(
@@ -118,6 +120,18 @@ POSTGRESQL = QueueStatements(
         WHERE uuid = %(uuid)s AND status IN ('READY', 'RUNNING')
         RETURNING status
     """,
+    ended="""
+        SELECT status, finished_at FROM {table}
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = %(status)s::text
+    """,
+    give_back="""
+        UPDATE {table} SET status = 'READY', updated_at = clock_timestamp(),
+            started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
+            attempts = attempts - 1, worker_ids = worker_ids - (-1)
+        WHERE owner = %(owner)s AND status = 'RUNNING' AND NOT (seq = ANY(%(held)s::bigint[]))
+        RETURNING uuid
+    """,
 )
 
 _NOW = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
@@ -182,6 +196,19 @@ SQLITE = QueueStatements(
                 ELSE errors END
         WHERE uuid = %(uuid)s AND status IN ('READY', 'RUNNING')
         RETURNING status
+    """,
+    ended="""
+        SELECT status, finished_at FROM {table}
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = %(status)s
+    """,
+    give_back=f"""
+        UPDATE {{table}} SET status = 'READY', updated_at = {_NOW},
+            started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
+            attempts = attempts - 1, worker_ids = json_remove(worker_ids, '$[#-1]')
+        WHERE owner = %(owner)s AND status = 'RUNNING'
+            AND seq NOT IN (SELECT value FROM json_each(%(held)s))
+        RETURNING uuid
     """,
 )
 

@@ -24,7 +24,6 @@ worker describe a task alike (:func:`result_from_row`).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
 import datetime as dt
@@ -33,14 +32,14 @@ import logging
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from django.db import DatabaseError, connections
 from django.utils.module_loading import import_string
 
 from . import compat
-from .conf import conf
 from .exceptions import LeaseLost, TaskCancelled, WorkerStopping
+from .outages import Stopped, close_connection, retry_until_deadline
 from .queue import FAILED, READY, RUNNING, SUCCESSFUL, Claim, QueueManager
 from .states import as_datetime
 from .validation import clean_error, encode_value, heartbeat_interval
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from .models import QueuedTask
 
 logger = logging.getLogger("django_bgtasks.queued")
+_T = TypeVar("_T")
 
 _current: contextvars.ContextVar[QueuedLease | None] = contextvars.ContextVar(
     "bgtasks_queued_lease", default=None
@@ -133,19 +133,27 @@ class QueuedLease:
     def _beat(self) -> None:
         try:
             while not self._stop.wait(self.interval):
-                try:
-                    self._renew()
-                except LeaseLost:
-                    return
-                except DatabaseError as exc:  # retried until the deadline
-                    logger.warning("queued task %s: heartbeat failed: %s", self.name, exc)
-                    _close_connection()
+                self._renew(stop=self._stop)
+        except (LeaseLost, Stopped):
+            pass
+        except Exception as exc:  # a bug, not an outage: give the lease up loudly
+            logger.exception("queued task %s: heartbeat failed", self.name)
+            self._declare_lost(f"heartbeat failed: {exc!r}")
         finally:
-            _close_connection()
+            close_connection()
 
-    def _renew(self, *, progress: Any = None, set_progress: bool = False) -> None:
-        sent = time.monotonic()
-        answer = _queue().renew(self.claim, progress=progress, set_progress=set_progress)
+    def _renew(
+        self,
+        *,
+        progress: Any = None,
+        set_progress: bool = False,
+        stop: threading.Event | None = None,
+    ) -> None:
+        def attempt() -> tuple[float, bool | None]:
+            sent = time.monotonic()
+            return sent, _queue().renew(self.claim, progress=progress, set_progress=set_progress)
+
+        sent, answer = self.retrying(attempt, stop=stop)
         if answer is None:
             self._declare_lost("the task was recovered or its lease taken over")
             self._raise_if_lost()
@@ -154,6 +162,20 @@ class QueuedLease:
             self._deadline = max(self._deadline, sent + self.claim.ttl)
             if answer:
                 self._cancel_requested = True
+
+    def retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
+        """``call()`` (a fenced write of this run's), retried on a new
+        connection while the database can't be reached, until the lease's
+        deadline passes (then :class:`LeaseLost`) or ``stop`` is set."""
+        return retry_until_deadline(
+            call,
+            name=f"queued task {self.name}",
+            interval=self.interval,
+            remaining=lambda: self._deadline - time.monotonic(),
+            raise_if_lost=self._raise_if_lost,
+            logger=logger,
+            stop=stop,
+        )
 
     def _check_deadline(self) -> None:
         if self._lost is None and time.monotonic() >= self._deadline:
@@ -344,11 +366,27 @@ def _finish(
     error: dict[str, str] | None = None,
     refund: bool = False,
 ) -> str:
+    """Write the run's end, retried through a database outage while the lease
+    can still be valid (the write is fenced, so a retry is safe). A retry
+    first asks whether the try before it landed, its reply lost with the
+    connection: the end is then written already, and this run did end."""
     if lease.lost:
         return RUNNING
-    written = _queue().finish(
-        lease.claim, status=status, return_value=return_value, error=error, refund=refund
-    )
+    tries = 0
+
+    def attempt() -> dt.datetime | bool | None:
+        nonlocal tries
+        tries += 1
+        if tries > 1 and (landed := _queue().ended(lease.claim, status=status)) is not None:
+            return landed
+        return _queue().finish(
+            lease.claim, status=status, return_value=return_value, error=error, refund=refund
+        )
+
+    try:
+        written = lease.retrying(attempt)
+    except LeaseLost:
+        return RUNNING  # (logged as lost when it was declared)
     if isinstance(written, dt.datetime):
         lease.finished_at = written
     if written is None:
@@ -363,11 +401,6 @@ def _error(exc: BaseException) -> dict[str, str]:
         "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
         "traceback": clean_error("".join(traceback.format_exception(exc))),
     }
-
-
-def _close_connection() -> None:
-    with contextlib.suppress(DatabaseError):
-        connections[conf.DATABASE].close()
 
 
 __all__ = ["QueuedLease", "execute", "result_from_row", "task_lease"]

@@ -34,13 +34,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from .choices import Outcome, Trigger
-from .conf import conf
 from .exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
 from .leases import KEEP_VALUE, last_claim_sent
 from .models import BackgroundTask
+from .outages import Stopped, close_connection, retry_until_deadline
 from .progress import NOTHING, Progress
 from .signals import lease_claimed, lease_lost, lease_released
 from .states import Lease, Renewal, WorkClaim
@@ -54,9 +53,6 @@ from .validation import (
 
 logger = logging.getLogger("django_bgtasks")
 
-# Errors that mean "the database can't be reached right now": retried until
-# the renew deadline. Anything else is a bug and ends the lease at once.
-TRANSIENT_ERRORS = (OperationalError, InterfaceError)
 _T = TypeVar("_T")
 
 
@@ -355,13 +351,13 @@ class RunningLease:
                     continue  # stopping, or woken early by a new pending value
                 self._renew(stop=self._stop)
                 next_beat = now + self.interval
-        except (LeaseLost, _Stopped):
+        except (LeaseLost, Stopped):
             pass
         except Exception as exc:  # a bug, not an outage: give the lease up loudly
             logger.exception("heartbeat of %r failed", self.name, extra=self.log_extra())
             self._declare_lost(f"heartbeat failed: {exc!r}")
         finally:
-            _close_connection()
+            close_connection()
 
     def _renew(self, *, stop: threading.Event | None = None) -> None:
         """Renew, writing the pending value if there is one, and record what
@@ -394,23 +390,16 @@ class RunningLease:
     def _retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
         """``call()``, retried while the database can't be reached, until the
         renew deadline passes (then :class:`LeaseLost`) or ``stop`` is set."""
-        while True:
-            self._raise_if_lost()
-            try:
-                return call()
-            except TRANSIENT_ERRORS as exc:
-                logger.warning(
-                    "lease %r: database unreachable, retrying: %s",
-                    self.name,
-                    exc,
-                    extra=self.log_extra(),
-                )
-                _close_connection()
-            delay = min(max(0.05, min(self.interval / 4, 1.0)), max(self._remaining(), 0.0))
-            if stop is None:
-                time.sleep(delay)
-            elif stop.wait(delay):
-                raise _Stopped
+        return retry_until_deadline(
+            call,
+            name=f"lease {self.name!r}",
+            interval=self.interval,
+            remaining=self._remaining,
+            raise_if_lost=self._raise_if_lost,
+            logger=logger,
+            stop=stop,
+            extra=self.log_extra(),
+        )
 
     def _remaining(self) -> float:
         return self._deadline - time.monotonic()
@@ -450,17 +439,6 @@ def _summary(exc: BaseException) -> str:
     """``ValueError: bad row`` (the record's traceback has the rest)."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class _Stopped(Exception):
-    """The heartbeat thread was told to stop while it waited to retry."""
-
-
-def _close_connection() -> None:
-    # After an outage the connection is broken; closing it makes the next
-    # attempt reconnect. Each thread has its own, so this closes only ours.
-    with contextlib.suppress(DatabaseError):
-        connections[conf.DATABASE].close()
 
 
 def _claim_or_raise(

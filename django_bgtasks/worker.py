@@ -59,7 +59,9 @@ from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
 from .conf import conf
 from .leases import default_owner
 from .models import BackgroundTask, QueuedTask
-from .runner import TRANSIENT_ERRORS, RunningLease
+from .outages import TRANSIENT_ERRORS
+from .queue import Claim
+from .runner import RunningLease
 from .states import DueRow, WorkClaim
 from .tasks import BackgroundTaskFunction
 from .validation import heartbeat_interval
@@ -116,6 +118,12 @@ class Worker:
         self.run_queued = run_queued or queues is not None
         self.queues = None if queues is None else sorted(set(queues))
         self._queue_threads: list[threading.Thread] = []
+        # The seq of each queued task a queue thread holds here, and the lock
+        # that makes "claimed" and "recorded as held" one step, so that
+        # ``give_back`` (after a claim whose reply was lost) never takes a
+        # task another thread has just claimed.
+        self._held_queued: set[int] = set()
+        self._claiming = threading.Lock()
         self._once = False
 
     # --- the loop ------------------------------------------------------------
@@ -354,13 +362,18 @@ class Worker:
         from .queued import execute
 
         backoff = self.poll
+        # A claim failed with the connection: it may have committed, its
+        # reply lost. Until a give-back has run, that task may be ours.
+        unsure = False
         try:
             while not self.stopping.is_set():
                 # Cleared before the claim: a task ready after it sets it again.
                 wakeup.clear()
                 try:
-                    claim = QueuedTask.objects.claim(self.id, queues=self.queues)
+                    claim = self._claim_queued(give_back=unsure)
+                    unsure = False
                 except TRANSIENT_ERRORS as exc:
+                    unsure = True
                     logger.warning(
                         "queue: database unreachable, retrying in %g s: %s", backoff, exc
                     )
@@ -379,8 +392,8 @@ class Worker:
                 try:
                     status = execute(claim, stopping=self.stopping)
                 except TRANSIENT_ERRORS as exc:
-                    # Its end could not be written: the row is recovered
-                    # after its ttl (the heartbeat has stopped), by any worker.
+                    # Its end could not be written before the lease's
+                    # deadline: the row is recovered after its ttl.
                     logger.warning("queued task %s: database unreachable: %s", claim.uuid, exc)
                     _close_connection()
                     self.stopping.wait(backoff)
@@ -394,6 +407,9 @@ class Worker:
                     # meant "stop": that is ``stopping``.
                     logger.exception("queued task %s: the worker failed to run it", claim.uuid)
                     continue
+                finally:
+                    with self._claiming:
+                        self._held_queued.discard(claim.seq)
                 logger.debug(
                     "queued task %s %s (token %d, attempt %d): %s",
                     claim.task_path,
@@ -403,7 +419,32 @@ class Worker:
                     status,
                 )
         finally:
+            if unsure:  # stopping before the database came back: one last try
+                with contextlib.suppress(DatabaseError), self._claiming:
+                    self._give_back_unheld()
             _close_connection()
+
+    def _claim_queued(self, *, give_back: bool) -> Claim | None:
+        """Claim a queued task, and record it as held here in the same step.
+        With ``give_back`` (a claim before failed with the connection), first
+        :meth:`_give_back_unheld`."""
+        with self._claiming:
+            if give_back:
+                self._give_back_unheld()
+            claimed = QueuedTask.objects.claim(self.id, queues=self.queues)
+            if claimed is not None:
+                self._held_queued.add(claimed.seq)
+            return claimed
+
+    def _give_back_unheld(self) -> None:
+        """Put back in the queue every task this worker claimed and holds in no
+        thread: a claim that committed, its reply lost with the connection.
+        Without this, it would wait out its ttl as ``RUNNING``, then count
+        as a lost attempt. Called with ``_claiming`` held."""
+        for result_id in QueuedTask.objects.give_back(self.id, held=self._held_queued):
+            logger.warning(
+                "queued task %s: the reply to its claim was lost; back in the queue", result_id
+            )
 
     def _recover_queued(self) -> None:
         """Queued tasks whose worker went silent past their ttl: ready again

@@ -79,6 +79,15 @@ def record(path: str, key: str) -> str:
 
 
 @task
+def record_slowly(path: str, key: str, seconds: float) -> str:
+    """:func:`record`, then take ``seconds``: a drain that lasts long enough
+    for a fault to land mid-run."""
+    record.call(path, key)
+    time.sleep(seconds)
+    return key
+
+
+@task
 def until_cancelled(path: str, seconds: float) -> str:
     """Say it started (in ``path``), then check for a cancel until ``seconds`` pass."""
     with open(path, "a") as out:

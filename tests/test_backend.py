@@ -359,6 +359,52 @@ def test_a_lost_workers_task_is_retried_with_a_higher_token(tasks_alias: str) ->
     assert result.errors[0].exception_class.__name__ == "LeaseLost"
 
 
+def test_a_claim_whose_reply_was_lost_is_given_back_by_its_worker(tasks_alias: str) -> None:
+    """What a claim leaves when the connection breaks after its commit: the row
+    RUNNING under the worker's id, held by none of its threads. The worker's
+    next claim gives it back (ready, the attempt refunded) at once, not after
+    the ttl, and leaves the claims its threads hold, and other workers', alone."""
+    worker = Worker([], run_queued=True)
+    lost, held, others = (djtasks.add.enqueue(n, n) for n in (1, 2, 3))
+    orphan = QueuedTask.objects.claim(worker.id, queues=None)  # its reply "lost"
+    mine = worker._claim_queued(give_back=False)  # held by a thread of the worker
+    theirs = QueuedTask.objects.claim("other-worker", queues=None)
+    assert orphan and mine and theirs
+    assert [c.uuid for c in (orphan, mine, theirs)] == [
+        uuid.UUID(r.id) for r in (lost, held, others)
+    ]
+    # Given back, it is the one ready task again, and the same step claims it,
+    # under a higher token, as the first attempt still.
+    again = worker._claim_queued(give_back=True)
+    assert again is not None and again.uuid == orphan.uuid
+    assert again.token > orphan.token and again.attempts == 1
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=orphan.uuid)
+    assert (row.status, row.attempts, row.worker_ids) == ("RUNNING", 1, [worker.id])
+    for claim in (mine, theirs):
+        assert QueuedTask.objects.using(tasks_alias).get(seq=claim.seq).status == "RUNNING"
+    assert QueuedTask.objects.renew(orphan) is None  # the lost claim writes nothing
+    # Nothing more to give back: the worker now holds what it claimed.
+    assert worker._claim_queued(give_back=True) is None
+    assert QueuedTask.objects.using(tasks_alias).running().count() == 3
+    execute(again)
+    assert djtasks.add.get_result(lost.id).return_value == 2
+
+
+def test_a_finish_whose_reply_was_lost_is_found_written(tasks_alias: str) -> None:
+    """``ended`` tells a retried finish that the try before it landed: only
+    for the same status, owner and token."""
+    djtasks.add.enqueue(1, 1)
+    claim = QueuedTask.objects.claim("w", queues=None)
+    assert claim is not None
+    assert QueuedTask.objects.ended(claim, status="SUCCESSFUL") is None  # not yet
+    written = QueuedTask.objects.finish(claim, status="SUCCESSFUL", return_value="2")
+    assert isinstance(written, dt.datetime)
+    assert QueuedTask.objects.ended(claim, status="SUCCESSFUL") == written
+    assert QueuedTask.objects.ended(claim, status="FAILED") is None
+    stranger = dataclasses.replace(claim, token=claim.token + 1)
+    assert QueuedTask.objects.ended(stranger, status="SUCCESSFUL") is None
+
+
 def test_cancel_before_start_fails_it_without_running(tasks_alias: str, tmp_path: Any) -> None:
     marker = tmp_path / "ran"
     result = djtasks.record.enqueue(str(marker), "x")

@@ -204,3 +204,73 @@ def test_a_unique_task_enqueued_50_times_at_once_by_5_processes_runs_once(
     result = finished(result_of(ids[0]))
     assert result.status == SUCCESSFUL
     assert lines(record) and [line.split()[0] for line in lines(record)] == ["once"]
+
+
+# --- exactly once through database faults ----------------------------------------
+# Workers whose connections break mid-drain, with the lease's default ttl (120 s)
+# and three attempts: a run whose finish or claim reply was lost must be found
+# again by its own worker, not recovered as lost after the ttl and run again.
+
+FAULT_TASKS = 300
+
+
+def _terminate_every_other_backend() -> None:
+    from django.db import connections
+
+    with connections["postgres"].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+@pytest.mark.parametrize("fault", ["restart", "terminate"])
+@pytest.mark.django_db(transaction=True, databases=["postgres"])
+def test_django_tasks_run_exactly_once_through_a_database_fault(
+    embedded_postgres: Any, settings: Any, tmp_path: Path, fault: str
+) -> None:
+    from django.db import connections
+
+    from django_bgtasks.models import QueuedTask
+    from tests.faults.test_processes import restart_embedded
+
+    settings.BGTASKS_DATABASE = "postgres"
+    record = tmp_path / "record"
+    workers = Workers("postgres", tmp_path, args=("--poll", "0.05"), TASKS=settings.TASKS)
+    try:
+        for _ in range(2):
+            workers.start("--queue", "default", "--concurrency", "2")
+        ids = [
+            djtasks.record_slowly.using(backend="default").enqueue(str(record), f"k{n}", 0.02).id
+            for n in range(FAULT_TASKS)
+        ]
+        wait_until("the drain to be under way", lambda: len(lines(record)) >= 40)
+        if fault == "restart":
+            restart_embedded(embedded_postgres, 0.5)
+            connections["postgres"].close()
+        else:
+            for _ in range(3):  # a few times, to land on claims, finishes and renewals
+                _terminate_every_other_backend()
+                time.sleep(0.3)
+        faulted = len(lines(record))
+        # Well inside the default ttl (120 s): nothing may wait for it.
+        wait_until(
+            f"{FAULT_TASKS} runs",
+            lambda: (
+                QueuedTask.objects.using("postgres").filter(status=SUCCESSFUL).count()
+                == FAULT_TASKS
+            ),
+            timeout=60,
+        )
+        time.sleep(0.3)  # a run twice would show now
+        assert all(process.poll() is None for process in workers.processes), workers.output()
+    finally:
+        workers.stop_all()
+    assert faulted < FAULT_TASKS, "the fault landed mid-drain"
+    keys = Counter(line.split()[0] for line in lines(record))
+    assert len(keys) == FAULT_TASKS and set(keys.values()) == {1}, keys.most_common(3)
+    rows = QueuedTask.objects.using("postgres").filter(uuid__in=ids)
+    assert Counter(rows.values_list("status", flat=True)) == {SUCCESSFUL: FAULT_TASKS}
+    # Once each: no attempt was lost, recovered or retried.
+    assert set(rows.values_list("attempts", flat=True)) == {1}
+    assert [r.errors for r in rows if r.errors] == []
