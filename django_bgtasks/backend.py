@@ -45,7 +45,7 @@ from django.db import IntegrityError, connections, transaction
 from . import compat
 from .conf import conf
 from .queued import result_from_row, task_lease
-from .validation import validate_ttl
+from .validation import check_arguments, validate_ttl
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -114,8 +114,14 @@ class LeaseBackend(compat.BaseTaskBackend):
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Store ``task`` with its arguments (in the caller's transaction, if
-        any, on ``BGTASKS_DATABASE``); the ``TaskResult`` is ``READY``."""
+        any, on ``BGTASKS_DATABASE``); the ``TaskResult`` is ``READY``.
+        Arguments the function can't take, or JSON can't encode, are a
+        ``TypeError``, with nothing stored."""
         self.validate_task(task)
+        # Refused now, with the reason, not after every attempt of the run.
+        check_arguments(
+            task.func, args, kwargs, passed_first=task.takes_context, task=repr(task.module_path)
+        )
         arguments = {"args": list(args), "kwargs": dict(kwargs)}
         try:
             json.dumps(arguments, allow_nan=False)

@@ -25,13 +25,14 @@ from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from . import sql
+from . import registry, sql
 from .choices import Outcome, Trigger
 from .conf import conf
-from .exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock
+from .exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock, UnknownTask
 from .states import Lease, Renewal, TaskState
 from .validation import (
     MAX_OWNER_LENGTH,
+    check_arguments,
     clean_error,
     encode_result,
     encode_value,
@@ -327,20 +328,39 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         """Ask the workers to run ``name`` with these arguments. ``False`` when
         a request is already pending (at most one per task). A request made
         while the task runs is kept and performed after that run; exactly one
-        worker performs it. Arguments JSON can't encode are a ``TypeError``,
-        with nothing written."""
+        worker performs it.
+
+        Refused with nothing written: a name no process runs, neither
+        registered here nor reported by a ``bgtasks worker`` (:class:`UnknownTask`,
+        a ``LookupError``); arguments the function registered here can't take
+        (a ``TypeError``, as the call would raise; a task known only from a
+        worker's report can't be checked here); arguments JSON can't encode
+        (a ``TypeError``). ``ttl=None``: the registered task's, else
+        ``BGTASKS_TTL``."""
+        name = validate_name(name)
         if not isinstance(args, list | tuple):
             raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, dict):
             raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
         if not isinstance(requested_by, str):
             raise TypeError(f"requested_by must be a str, not {type(requested_by).__name__}")
+        task = registry.get(name)
+        if task is not None:
+            check_arguments(task.func, args, kwargs or {}, passed_first=True, task=repr(name))
+            if ttl is None:
+                ttl = task.ttl
         params = {
-            "name": validate_name(name),
+            "name": name,
             "ttl": validate_ttl(ttl),
             "request": encode_value({"args": list(args), "kwargs": dict(kwargs or {})}),
             "requested_by": clean_error(requested_by)[:MAX_OWNER_LENGTH],
         }
+        # The one rule for "a worker will run it": registered in this process
+        # (the site's code), or reported by a worker (one that runs tasks this
+        # process doesn't import). Not "has a row": lease() makes rows for
+        # names no worker runs, and their requests would be pending forever.
+        if task is None and not any(name in worker.tasks for worker in self.work.workers()):
+            raise UnknownTask(name)
         return bool(self._write("request_run", "request_run", params))
 
     @property

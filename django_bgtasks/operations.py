@@ -176,22 +176,29 @@ def start(
 ) -> StartResult:
     """Run the registered task ``name`` now: with ``BGTASKS_EXECUTOR = "thread"``
     (the default) claim it and run it in a thread of this process; with
-    ``"worker"``, file a request that a ``bgtasks worker`` performs.
-    ``executor`` overrides the setting (``bgtasks run`` always runs here)."""
+    ``"worker"``, file a request that a ``bgtasks worker`` performs
+    (``request_run()``: also for a task only a worker registered).
+    ``executor`` overrides the setting (``bgtasks run`` always runs here).
+    :class:`NotRegistered` when nothing here (or, for a request, no worker)
+    can run it; a ``TypeError`` when the task needs arguments."""
     name = validate_name(name)
+    if (executor or conf.EXECUTOR) == EXECUTOR_WORKER:
+        # request_run() decides what a worker can run (also a task only the
+        # workers import) and whether the task takes no arguments.
+        try:
+            filed = BackgroundTask.objects.request_run(name, requested_by=requested_by, ttl=ttl)
+        except UnknownTask:
+            return NotRegistered(name, tuple(registered_tasks()))
+        state = BackgroundTask.objects.get_state(name)
+        if filed and state is not None:
+            return Requested(state)
+        return AlreadyRequested(state)
     try:
         task = get_task(name)
     except UnknownTask:
         return NotRegistered(name, tuple(registered_tasks()))
     if ttl is not None:
         task = task.options(ttl=ttl)
-    if (executor or conf.EXECUTOR) == EXECUTOR_WORKER:
-        ttl = task.ttl
-        filed = BackgroundTask.objects.request_run(name, requested_by=requested_by, ttl=ttl)
-        state = BackgroundTask.objects.get_state(name)
-        if filed and state is not None:
-            return Requested(state)
-        return AlreadyRequested(state)
     running = task.start()
     if running is None:
         return AlreadyHeld(BackgroundTask.objects.get_state(name))

@@ -12,10 +12,11 @@ import datetime as dt
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 from django.db import connections
 
+from . import registry
 from .conf import conf
 from .exceptions import UnknownTask
 from .models import BackgroundTask
@@ -23,6 +24,7 @@ from .runner import RunningLease, lease
 from .schedules import Cron, Every, parse_schedule
 from .validation import (
     MAX_TTL,
+    check_arguments,
     encode_value,
     is_finite_number,
     validate_name,
@@ -31,10 +33,6 @@ from .validation import (
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_registry: dict[str, BackgroundTaskFunction[..., Any]] = {}
-_registry_lock = threading.Lock()
-
 
 # Without max_attempts: a resumable task gets this many attempts, others one.
 RESUMABLE_ATTEMPTS = 3
@@ -93,7 +91,8 @@ class BackgroundTaskFunction(Generic[P, R]):
             return result
 
     def request(self, *args: P.args, **kwargs: P.kwargs) -> bool:
-        """Ask a ``bgtasks worker`` to run it with these arguments (JSON-encodable).
+        """Ask a ``bgtasks worker`` to run it with these arguments (JSON-encodable,
+        and ones the function takes: else a ``TypeError``, with nothing written).
         ``False`` when a request is already pending; see ``request_run()``."""
         return BackgroundTask.objects.request_run(
             self.name, args=args, kwargs=kwargs, ttl=self.ttl
@@ -120,7 +119,10 @@ class BackgroundTaskFunction(Generic[P, R]):
         ``.result`` or ``.exception``), or ``None`` when the task is already
         running anywhere. Claiming before the thread starts means there is no
         moment when the work was started but nobody holds the lease.
+        Arguments the function can't take are a ``TypeError`` before the
+        claim, as ``request()``'s are.
         """
+        check_arguments(self.func, args, kwargs, passed_first=True, task=repr(self.name))
         running = RunningLease.claim(
             self.name, ttl=self.ttl, run_args=self._run_args(args, kwargs)
         )
@@ -229,31 +231,20 @@ def background_task(
         task: BackgroundTaskFunction[..., R] = BackgroundTaskFunction(
             name, func, ttl, parsed, resume, attempts, delay
         )
-        with _registry_lock:
-            existing = _registry.get(name)
-            if existing is not None and _qualname(existing.func) != _qualname(func):
-                raise ValueError(
-                    f"background task {name!r} is already registered by "
-                    f"{_qualname(existing.func)}; names must be unique"
-                )
-            _registry[name] = task
+        registry.add(task)
         return task
 
     return register
 
 
-def _qualname(func: Callable[..., Any]) -> str:
-    return f"{func.__module__}.{func.__qualname__}"
-
-
 def get_task(name: str) -> BackgroundTaskFunction[..., Any]:
     """The registered task ``name``, or :class:`UnknownTask`."""
-    try:
-        return _registry[name]
-    except KeyError:
-        raise UnknownTask(name) from None
+    task = registry.get(name)
+    if task is None:
+        raise UnknownTask(name)
+    return cast(BackgroundTaskFunction[..., Any], task)
 
 
 def registered_tasks() -> dict[str, BackgroundTaskFunction[..., Any]]:
     """Every registered task, by name."""
-    return dict(sorted(_registry.items()))
+    return cast(dict[str, BackgroundTaskFunction[..., Any]], registry.registered())

@@ -13,8 +13,10 @@ strings are stored as the strings Django writes for them everywhere else.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+from collections.abc import Callable, Sequence
 from typing import Any, TypeGuard
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -298,3 +300,29 @@ def validate_outcome(outcome: object) -> str:
         allowed = sorted(str(value) for value in HOLDER_OUTCOMES)
         raise ValueError(f"outcome must be one of {allowed}, not {outcome!r}")
     return str(outcome)
+
+
+def check_arguments(
+    func: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    *,
+    passed_first: bool,
+    task: str,
+) -> None:
+    """A ``TypeError`` when ``func`` could not be called with ``args`` and
+    ``kwargs`` (a missing or unexpected argument), as Python would raise it at
+    the call, so that work filed for later is refused now, with its reason,
+    rather than failing every attempt of its run. ``passed_first``: the
+    caller passes one more argument before these (a background task's lease,
+    a Django Task's context). A callable whose signature Python can't read is
+    not checked."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # some builtins and C callables
+        return
+    leading = (None,) if passed_first else ()
+    try:
+        signature.bind(*leading, *args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"task {task} can't take these arguments: {exc}") from None

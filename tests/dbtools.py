@@ -47,3 +47,13 @@ def runs(alias: str, name: str | None = None) -> list[dict[str, Any]]:
     if name is not None:
         queryset = queryset.filter(name=name)
     return list(queryset.values())
+
+
+def a_worker_runs(*names: str, worker: str = "elsewhere:1:test") -> None:
+    """A ``bgtasks worker`` of another process reports that it runs ``names``,
+    as it does at its first poll: the cluster knows those tasks from then on,
+    and ``request_run()`` accepts them in this process, which does not
+    register them (the worker tests' tasks are not registered here)."""
+    BackgroundTask.objects.work.beat(
+        worker=worker, host="elsewhere", pid=1, tasks=list(names), concurrency=1, running=[]
+    )

@@ -17,7 +17,7 @@ from django_bgtasks import background_task
 from django_bgtasks.choices import Outcome, Status
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.tasks import registered_tasks
-from tests.dbtools import backdate, rows
+from tests.dbtools import backdate, rows, runs
 
 objects = BackgroundTask.objects
 CHANGELIST = "/admin/django_bgtasks/backgroundtask/"
@@ -358,14 +358,14 @@ def test_the_list_filters_by_status_and_outcome(site_alias: str, viewer: Client)
         names = re.findall(r'<th class="field-name"><a [^>]*>([^<]+)</a>', html)
         return [name for name in names if name != escape(EVIL)]
 
-    every = ["done", "live", "silent", "surface-fails", "surface-quick", "surface-slow"]
-    assert listed("") == every
+    never_run = ["surface-fails", "surface-quick", "surface-slow", "surface-sum"]
+    assert listed("") == ["done", "live", "silent", *never_run]
     assert listed("?status=running") == ["live"]
     assert listed("?status=stale") == ["silent"]
     assert listed("?status=idle") == ["done"]
-    assert listed("?status=never+run") == ["surface-fails", "surface-quick", "surface-slow"]
+    assert listed("?status=never+run") == never_run
     assert listed("?outcome__exact=failed") == ["done"]
-    assert listed("?q=surface-s") == ["surface-slow"]
+    assert listed("?q=surface-sl") == ["surface-slow"]
     assert listed("?q=worker-2") == ["silent"]  # search covers the owner too
     assert listed("?status=never+run&q=quick") == ["surface-quick"]
     page = viewer.get(CHANGELIST).content.decode()
@@ -439,6 +439,38 @@ def test_run_now_refuses_a_task_that_is_not_registered(site_alias: str, superuse
     assert (
         "formaction" not in superuser.get(CHANGELIST).content.decode().split("adhoc", 1)[1][:400]
     )
+
+
+@pytest.mark.parametrize("executor", ["thread", "worker"])
+def test_run_now_refuses_a_task_that_needs_arguments_with_the_reason(
+    site_alias: str, superuser: Client, settings: Any, executor: str
+) -> None:
+    settings.BGTASKS_EXECUTOR = executor
+    before = (rows(site_alias), runs(site_alias))
+
+    response = superuser.post(url("surface-sum", "run"), follow=True)  # (lease, numbers)
+
+    assert messages_of(response) == [
+        "“surface-sum” can't be started here: task 'surface-sum' can't take these "
+        "arguments: missing a required argument: 'numbers'"
+    ]
+    assert (rows(site_alias), runs(site_alias)) == before
+
+
+def test_run_now_for_a_worker_refuses_a_task_no_worker_runs(
+    site_alias: str, superuser: Client, settings: Any
+) -> None:
+    settings.BGTASKS_EXECUTOR = "worker"
+    lease = objects.try_claim("adhoc", "worker-1", ttl=30)
+    objects.release("adhoc", "worker-1", token=lease.token)  # a lease() row
+    before = rows(site_alias)
+
+    response = superuser.post(url("adhoc", "run"), follow=True)
+
+    assert messages_of(response) == [
+        "“adhoc” is not a registered task, so it can't be started here."
+    ]
+    assert rows(site_alias) == before
 
 
 def test_request_cancel_from_a_row(site_alias: str, superuser: Client) -> None:
@@ -680,10 +712,6 @@ def test_the_admin_shows_requests_schedules_attempts_and_workers(
     lease = objects.try_claim("cleanup", "worker-1", ttl=30)
     assert lease is not None
     assert objects.release("cleanup", "worker-1", token=lease.token)
-    assert objects.request_run("cleanup")
-    Task.objects.filter(name="cleanup").update(
-        next_run_at=dt.datetime(2031, 5, 6, 7, 8, tzinfo=dt.UTC)
-    )
     objects.work.beat(
         worker="host-a:41:ab",
         host="host-a",
@@ -691,6 +719,10 @@ def test_the_admin_shows_requests_schedules_attempts_and_workers(
         tasks=["cleanup", "sync"],
         concurrency=4,
         running=["sync"],
+    )
+    assert objects.request_run("cleanup")  # a task that worker runs
+    Task.objects.filter(name="cleanup").update(
+        next_run_at=dt.datetime(2031, 5, 6, 7, 8, tzinfo=dt.UTC)
     )
     make_staff("viewer", "view_backgroundtask")
     client.login(username="viewer", password="pw")  # noqa: S106

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 import threading
 import uuid
 from io import StringIO
@@ -165,6 +166,34 @@ def test_a_unique_key_that_does_not_fit_is_an_invalid_task(tasks_alias: str, key
     with pytest.raises(compat.InvalidTask, match="unique key"):
         dataclasses.replace(djtasks.nightly_report, lease_name=key)
     assert QueuedTask.objects.using(tasks_alias).count() == 0
+
+
+@pytest.mark.parametrize(
+    ("enqueue", "reason"),
+    [
+        (lambda: djtasks.add.enqueue(1), "missing a required argument: 'b'"),
+        (lambda: djtasks.add.enqueue(1, 2, 3), "too many positional arguments"),
+        (lambda: djtasks.add.enqueue(1, 2, c=3), "unexpected keyword argument 'c'"),
+        # The context is passed first: with_context(context, n).
+        (lambda: djtasks.with_context.enqueue(7, 8), "too many positional arguments"),
+        (lambda: djtasks.with_context.enqueue(), "missing a required argument: 'n'"),
+        (lambda: djtasks.unique_record.enqueue("path"), "missing a required argument: 'key'"),
+        (lambda: async_to_sync(djtasks.add_async.aenqueue)(1), "missing a required argument"),
+    ],
+)
+def test_arguments_the_function_cannot_take_are_refused_at_enqueue(
+    refusal_alias: str, enqueue: Any, reason: str
+) -> None:
+    """Refused now, with the reason and nothing stored, rather than failing
+    every attempt of the run (Django's ImmediateBackend runs it, and fails)."""
+    with pytest.raises(TypeError) as refused:
+        enqueue()
+    assert re.match(r"task 'tests\.djtasks\.\w+' can't take these arguments: ", str(refused.value))
+    assert reason in str(refused.value)
+    assert QueuedTask.objects.using(refusal_alias).count() == 0
+    immediate = djtasks.add.using(backend="immediate").enqueue(1)
+    assert immediate.status == compat.TaskResultStatus.FAILED
+    assert immediate.errors[0].exception_class is TypeError
 
 
 def test_the_flags_say_what_the_backend_honours() -> None:

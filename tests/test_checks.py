@@ -17,7 +17,8 @@ from django.core.management.base import SystemCheckError
 from django.db import connections
 from django.test import override_settings
 
-from django_bgtasks import checks, conf, tasks
+from django_bgtasks import checks, conf
+from django_bgtasks import registry as task_registry
 from django_bgtasks.backend import LeaseBackend
 from django_bgtasks.tasks import background_task
 
@@ -33,7 +34,7 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """An empty task registry for one test: the tasks other tests (and the test
     project) registered are not checked, and what this test registers goes."""
     empty: dict[str, Any] = {}
-    monkeypatch.setattr(tasks, "_registry", empty)
+    monkeypatch.setattr(task_registry, "_tasks", empty)
     return empty
 
 

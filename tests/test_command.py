@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from django_bgtasks import operations
 from django_bgtasks.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.tasks import registered_tasks
-from tests.dbtools import backdate, rows, runs
+from tests.dbtools import a_worker_runs, backdate, rows, runs
 from tests.procs import ROOT, worker_env
 
 objects = BackgroundTask.objects
@@ -187,6 +188,38 @@ def test_run_refuses_bad_input_and_writes_nothing(
     with pytest.raises(CommandError, match=message):
         bgtasks("run", *args)
     assert rows(site_alias) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # surface-quick(lease, total=3), surface-sum(lease, numbers): tests/testapp
+        (
+            ["surface-quick", "--kwargs", '{"bogus": 1}'],
+            "task 'surface-quick' can't take these arguments: "
+            "got an unexpected keyword argument 'bogus'",
+        ),
+        (["surface-quick", "--args", "[1, 2]"], "too many positional arguments"),
+        (["surface-sum"], "missing a required argument: 'numbers'"),
+        (["nope"], "No background task is registered as 'nope' (registered: "),
+        (["adhoc"], "No background task is registered as 'adhoc' (registered: "),
+    ],
+)
+def test_request_refuses_what_no_worker_could_run_and_writes_nothing(
+    site_alias: str, args: list[str], message: str
+) -> None:
+    objects.try_claim("adhoc", "worker-1", ttl=30)
+    objects.force_release("adhoc")  # it has run, under lease(): no worker runs it
+    before = (rows(site_alias), runs(site_alias))
+    with pytest.raises(CommandError, match=re.escape(message)):
+        bgtasks("request", *args)
+    assert (rows(site_alias), runs(site_alias)) == before
+
+
+def test_request_files_a_task_that_only_a_worker_registered(site_alias: str) -> None:
+    a_worker_runs("worker-only")
+    assert "Requested 'worker-only'" in bgtasks("request", "worker-only", "--kwargs", '{"x": 1}')
+    assert objects.get(name="worker-only").request == {"args": [], "kwargs": {"x": 1}}
 
 
 def test_run_refuses_a_held_task_and_names_the_holder(site_alias: str) -> None:

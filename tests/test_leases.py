@@ -16,10 +16,10 @@ from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 from django.utils import timezone
 
-from django_bgtasks import InAtomicBlock, NotInAtomicBlock
+from django_bgtasks import InAtomicBlock, NotInAtomicBlock, UnknownTask
 from django_bgtasks.leases import Lease, default_owner
 from django_bgtasks.models import BackgroundTask, TaskRun
-from tests.dbtools import backdate, rows, runs
+from tests.dbtools import a_worker_runs, backdate, rows, runs
 
 objects = BackgroundTask.objects
 
@@ -241,6 +241,27 @@ def test_cancel_is_refused_for_a_stale_lease(db_alias: str) -> None:
     objects.try_claim("cleanup", "a", ttl=30)
     backdate(db_alias, "cleanup", 31)
     assert not objects.request_cancel("cleanup")
+
+
+def test_a_request_for_a_task_no_process_runs_is_refused_with_nothing_written(
+    db_alias: str,
+) -> None:
+    # A row that lease() made is no sign that a worker runs the name.
+    assert objects.release("adhoc", "a", token=objects.try_claim("adhoc", "a", ttl=30).token)
+    before = (rows(db_alias), runs(db_alias))
+    for name in ("no-such-task", "adhoc"):
+        with pytest.raises(UnknownTask, match=f"registered as {name!r}") as refused:
+            objects.request_run(name, kwargs={"n": 1})
+        assert isinstance(refused.value, LookupError)
+    assert (rows(db_alias), runs(db_alias)) == before
+
+    # Known: registered in this process (tests/testapp), with its own ttl ...
+    assert objects.request_run("surface-quick")
+    assert objects.get_state("surface-quick").ttl == 30.0
+    # ... or reported by a worker, which this process does not import.
+    a_worker_runs("no-such-task")
+    assert objects.request_run("no-such-task", kwargs={"n": 1})
+    assert objects.get_state("no-such-task").status == "requested"
 
 
 def test_expire_stale_records_silent_holders_as_lost(db_alias: str) -> None:
@@ -465,6 +486,7 @@ def test_release_stores_the_result_on_the_row_and_in_history(db_alias: str) -> N
     assert objects.release("report", "b", token=lease.token, result="a string")
     assert objects.get_state("report").result == "a string"
     # ... and a worker's claim.
+    a_worker_runs("report")
     assert objects.request_run("report")
     assert objects.work.claim_request("report", "c", 30) is not None
     assert (objects.get_state("report").result, objects.get_state("report").result_note) == (
@@ -600,6 +622,7 @@ def test_on_mysql_a_first_claim_that_meets_a_row_inserted_meanwhile(
     refuses one another claim holds. (Django's execute_wrapper runs the other
     process's write, on another connection, just before the INSERT.)"""
     other: list[Any] = []
+    a_worker_runs("job")
 
     def insert_meanwhile(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         if sql.lstrip().startswith("INSERT") and not other:

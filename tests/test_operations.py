@@ -25,11 +25,12 @@ from django_bgtasks.operations import (
     NotRegistered,
     NotRunning,
     Released,
+    Requested,
     Started,
     TookOverSince,
 )
 from django_bgtasks.states import TaskState
-from tests.dbtools import backdate, rows, runs
+from tests.dbtools import a_worker_runs, backdate, rows, runs
 
 objects = BackgroundTask.objects
 SLOW = "surface-slow"  # registered in tests/testapp/tasks.py; runs ten seconds unless cancelled
@@ -72,6 +73,27 @@ def test_start_of_an_unregistered_name_is_not_registered_and_writes_nothing(
     assert result == NotRegistered("nobody-registered-this", tuple(registered_tasks()))
     assert {QUICK, SLOW, "surface-fails"} <= set(result.registered)
     assert rows(db_alias) == [] and runs(db_alias) == []
+
+
+def test_a_request_for_a_worker_is_refused_with_nothing_written_unless_a_worker_can_run_it(
+    db_alias: str, settings: Any
+) -> None:
+    """With BGTASKS_EXECUTOR = "worker", start() is request_run(): known to
+    the cluster (registered here, or reported by a worker) and with arguments
+    the task takes, or nothing is written."""
+    settings.BGTASKS_EXECUTOR = "worker"
+    finished_run("adhoc")  # a lease() row: no worker runs it
+    before = (rows(db_alias), runs(db_alias))
+    for name in ("nobody-registered-this", "adhoc"):
+        assert operations.start(name) == NotRegistered(name, tuple(registered_tasks()))
+    with pytest.raises(TypeError, match="missing a required argument: 'numbers'"):
+        operations.start("surface-sum")  # tests/testapp; Run now gives no arguments
+    assert (rows(db_alias), runs(db_alias)) == before
+
+    a_worker_runs("worker-only")  # registered by a worker process alone
+    requested = expect(operations.start("worker-only", requested_by="ops"), Requested)
+    assert requested.state.status == "requested"
+    assert BackgroundTask.objects.get(name="worker-only").requested_by == "ops"
 
 
 def test_start_runs_a_registered_task_and_a_second_start_finds_it_held(

@@ -11,7 +11,7 @@ import pytest
 
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.states import TaskState
-from tests.dbtools import backdate
+from tests.dbtools import a_worker_runs, backdate
 
 objects = BackgroundTask.objects
 
@@ -88,6 +88,7 @@ def test_a_task_that_never_ran(db_alias: str) -> None:
     assert data["status"] == "never run" and data["started_at"] is None
     # A row nothing ever claimed (a request filed, or a worker's first slot)
     # reads the same way until its first run, unless a request is pending.
+    a_worker_runs("job")
     assert objects.request_run("job")
     assert objects.get_state("job").status == "requested"
     assert objects.work.ensure_schedule(

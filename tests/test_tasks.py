@@ -178,3 +178,16 @@ def test_two_functions_cannot_share_a_name() -> None:
 
         @background_task(name="t-dup")
         def second(running: Any) -> None: ...
+
+
+def test_start_refuses_arguments_the_function_cannot_take_before_claiming(
+    refusal_alias: str,
+) -> None:
+    # surface-sum(lease, numbers), tests/testapp: refused as the call would
+    # be, not by a run that fails in its thread.
+    task = get_task("surface-sum")
+    with pytest.raises(TypeError, match="can't take these arguments: missing a required argument"):
+        task.start()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        task.start([1], bogus=1)
+    assert not objects.filter(name="surface-sum").exists() and runs(refusal_alias) == []

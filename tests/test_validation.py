@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import sys
 import unicodedata
 import uuid
@@ -21,6 +22,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.tasks import get_task
 from django_bgtasks.validation import (
     MIN_TTL,
     encode_result,
@@ -29,7 +31,7 @@ from django_bgtasks.validation import (
     validate_owner,
     validate_ttl,
 )
-from tests.dbtools import rows, runs
+from tests.dbtools import a_worker_runs, rows, runs
 
 objects = BackgroundTask.objects
 
@@ -243,6 +245,7 @@ def test_values_django_developers_use_are_stored_as_django_encodes_them(
     assert objects.release("typed", "a", [given], token=lease.token, result={"r": given})
     state = objects.get_state("typed")
     assert (state.value, state.result, state.result_note) == ([stored], {"r": stored}, "")
+    a_worker_runs("typed")
     assert objects.request_run("typed", args=[given], kwargs={"k": given})
     claim = objects.work.claim_request("typed", "b", 30)
     assert claim is not None and (claim.args, claim.kwargs) == ((stored,), {"k": stored})
@@ -374,3 +377,24 @@ def test_a_value_with_two_faults_is_refused_for_the_string_first(refusal_alias: 
         ValueError,
         "NUL",
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs", "match"),
+    [
+        # surface-quick(lease, total=3) and surface-sum(lease, numbers), tests/testapp
+        ("surface-quick", (), {"bogus": 1}, "got an unexpected keyword argument 'bogus'"),
+        ("surface-quick", (1, 2), {}, "too many positional arguments"),
+        ("surface-quick", (1,), {"total": 2}, "multiple values for argument 'total'"),
+        ("surface-sum", (), {}, "missing a required argument: 'numbers'"),
+    ],
+)
+def test_request_arguments_the_task_cannot_take_are_refused(
+    refusal_alias: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], match: str
+) -> None:
+    reason = re.escape(f"task {name!r} can't take these arguments: {match}")
+    for call in [
+        lambda: objects.request_run(name, args=args, kwargs=kwargs),
+        lambda: get_task(name).request(*args, **kwargs),
+    ]:
+        assert_refused(refusal_alias, call, TypeError, reason)

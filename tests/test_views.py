@@ -14,7 +14,7 @@ from django.test import Client
 from django_bgtasks.leases import TaskState
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.tasks import registered_tasks
-from tests.dbtools import backdate, rows, runs
+from tests.dbtools import a_worker_runs, backdate, rows, runs
 
 objects = BackgroundTask.objects
 STATE_KEYS = set(TaskState.__dataclass_fields__) | {"status", "progress"}
@@ -287,6 +287,41 @@ def test_run_answers_404_for_a_task_nobody_registered(site_alias: str, operator:
         assert response.status_code == 404
         assert response.json() == {"error": f"No background task is registered as {name!r}."}
     assert rows(site_alias) == before
+
+
+@pytest.mark.parametrize("executor", ["thread", "worker"])
+def test_run_answers_400_with_the_reason_for_a_task_that_needs_arguments(
+    site_alias: str, operator: Client, settings: Any, executor: str
+) -> None:
+    settings.BGTASKS_EXECUTOR = executor
+    before = (rows(site_alias), runs(site_alias))
+
+    response = post_json(operator, "/bgtasks/surface-sum/run/")  # surface-sum(lease, numbers)
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "task 'surface-sum' can't take these arguments: "
+        "missing a required argument: 'numbers'"
+    }
+    assert (rows(site_alias), runs(site_alias)) == before
+
+
+def test_a_run_for_a_worker_answers_404_unless_a_worker_can_run_it(
+    site_alias: str, operator: Client, settings: Any
+) -> None:
+    settings.BGTASKS_EXECUTOR = "worker"
+    objects.try_claim("adhoc", "worker-1", ttl=30)
+    objects.force_release("adhoc")  # it has run, under lease(): no worker runs it
+    before = rows(site_alias)
+    for name in ("adhoc", "nope"):
+        response = post_json(operator, f"/bgtasks/{name}/run/")
+        assert response.status_code == 404
+        assert response.json() == {"error": f"No background task is registered as {name!r}."}
+    assert rows(site_alias) == before
+
+    a_worker_runs("nope")  # a worker registers it, this process does not
+    response = post_json(operator, "/bgtasks/nope/run/")
+    assert response.status_code == 202 and response.json()["status"] == "requested"
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.schedules import Cron, Every, parse_schedule
 from django_bgtasks.tasks import BackgroundTaskFunction
 from django_bgtasks.worker import Worker, spread
+from tests.dbtools import a_worker_runs
 from tests.procs import wait_until
 
 objects = BackgroundTask.objects
@@ -63,6 +64,7 @@ def runs(name: str) -> list[TaskRun]:
 
 def test_a_request_is_run_once_with_its_arguments(db_alias: str) -> None:
     task = make_task("w-echo", echo)
+    a_worker_runs("w-echo")  # a worker that runs it has reported itself
     assert objects.request_run("w-echo", args=(7,), requested_by="test") is True
     # At most one pending request per task.
     assert objects.request_run("w-echo", args=(8,)) is False
@@ -85,6 +87,7 @@ def test_a_request_is_run_once_with_its_arguments(db_alias: str) -> None:
 
 def test_a_request_made_while_the_task_runs_is_kept_and_run_after(db_alias: str) -> None:
     task = make_task("w-echo", echo)
+    a_worker_runs("w-echo")
     lease = objects.try_claim("w-echo", "someone", ttl=30)
     assert lease is not None
     assert objects.request_run("w-echo", kwargs={"n": 3}) is True
@@ -235,6 +238,7 @@ def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias:
         raise RuntimeError(f"attempt {lease.attempt}")
 
     task = make_task("w-fails", fails, max_attempts=3, retry_delay=0.5)
+    a_worker_runs("w-fails")
     assert objects.request_run("w-fails")
     # --once does what is due now; a retry is due only after its delay
     # (0.5 s, then 1 s), so run it as cron would, now and then.
@@ -256,6 +260,7 @@ def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias:
 def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
     db_alias: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    a_worker_runs("w-echo", "w-broken")
     assert objects.request_run("w-echo", kwargs={"n": 5})
     Worker([make_task("w-echo", echo)], poll=0.02).run(once=True)
     (run,) = runs("w-echo")
@@ -326,6 +331,7 @@ def test_an_interrupted_run_is_resumed_at_once_without_using_an_attempt(db_alias
             raise WorkerStopping(lease.name)
 
     task = make_task("w-int", work, resume=True, max_attempts=1)
+    a_worker_runs("w-int")
     assert objects.request_run("w-int")
     Worker([task], poll=0.02).run(once=True)
     assert calls == [(None, 1), ({"done": 2}, 1)]
@@ -599,6 +605,7 @@ def test_a_release_elsewhere_wakes_the_worker_for_the_request_that_waited(
 ) -> None:
     held = objects.try_claim("w-echo", "elsewhere", ttl=LONG_POLL * 2)
     assert held is not None
+    a_worker_runs("w-echo")
     assert objects.request_run("w-echo", kwargs={"n": 4})
     with idle_worker(make_task("w-echo", echo)):
         # Held: the request waits; its holder's progress starts nothing.

@@ -68,6 +68,10 @@ class OperatorViews(TaskModelAdmin):
             result = operations.start(name, requested_by=f"admin: {request.user}")
         except ValueError:  # a name no task can have, so not a registered one
             result = operations.NotRegistered(name, ())
+        except TypeError as exc:  # the task needs arguments, which Run now can't give
+            text = _("“%(name)s” can't be started here: %(reason)s")
+            self.message_user(request, text % {"name": name, "reason": exc}, messages.ERROR)
+            return
         match result:
             case operations.Started(running):
                 self._done(

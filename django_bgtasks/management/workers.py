@@ -23,7 +23,7 @@ from django.utils.module_loading import import_string
 from .. import display
 from ..exceptions import UnknownTask
 from ..models import BackgroundTask
-from ..tasks import get_task, registered_tasks
+from ..tasks import registered_tasks
 from ..terminal import Cell, stop_on_signals, write_json, write_table
 from ..worker import Worker
 
@@ -198,22 +198,17 @@ def request(
     task_args: list[Any],
     task_kwargs: dict[str, Any],
 ) -> None:
-    """``request NAME``: file a request that a worker performs."""
+    """``request NAME``: file a request that a worker performs (``request_run()``
+    decides whether a worker can run it, and whether it takes the arguments)."""
     try:
-        task = get_task(name)
+        accepted = BackgroundTask.objects.request_run(
+            name, args=task_args, kwargs=task_kwargs, requested_by="manage.py bgtasks"
+        )
     except UnknownTask:
         known = ", ".join(registered_tasks()) or "none"
         raise CommandError(
             f"No background task is registered as {name!r} (registered: {known})."
         ) from None
-    try:
-        accepted = BackgroundTask.objects.request_run(
-            name,
-            args=task_args,
-            kwargs=task_kwargs,
-            requested_by="manage.py bgtasks",
-            ttl=task.ttl,
-        )
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc)) from None
     if not accepted:

@@ -134,6 +134,7 @@ def test_sigkill_of_the_holder_is_resumed_by_another_worker_from_its_checkpoint(
 ) -> None:
     for _ in range(3):
         workers.start("--task", "resumable", "--poll", "0.1")
+    a_worker_reported("resumable")
     assert objects.request_run("resumable", kwargs={"total": 60})
     value = wait_until(
         "ten steps", lambda: (v := value_of("resumable")).get("done", 0) >= 10 and v
@@ -170,6 +171,7 @@ def test_sigstop_past_the_ttl_then_sigcont_the_old_run_is_fenced_off(
     Counter.objects.using(db_alias).create(name="fenced-resumable", value=0)
     for _ in range(2):
         workers.start("--task", "fenced-resumable", "--poll", "0.1")
+    a_worker_reported("fenced-resumable")
     assert objects.request_run("fenced-resumable")
     value = wait_until(
         "five steps", lambda: (v := value_of("fenced-resumable")).get("done", 0) >= 5 and v
@@ -223,6 +225,7 @@ def test_sigterm_interrupts_the_run_and_another_worker_resumes_it_at_once(
 ) -> None:
     for _ in range(2):
         workers.start("--task", "resumable", "--poll", "0.1", "--grace", "10")
+    a_worker_reported("resumable")
     assert objects.request_run("resumable", kwargs={"total": 40})
     value = wait_until(
         "five steps", lambda: (v := value_of("resumable")).get("done", 0) >= 5 and v
@@ -250,6 +253,7 @@ def test_sigterm_interrupts_the_run_and_another_worker_resumes_it_at_once(
 def test_a_failing_task_is_retried_with_its_delay_then_left_failed(workers: Workers) -> None:
     for _ in range(2):
         workers.start("--task", "always-fails", "--poll", "0.05")
+    a_worker_reported("always-fails")
     assert objects.request_run("always-fails")
     wait_until("three attempts", lambda: len(runs("always-fails")) >= 3, timeout=20)
     time.sleep(2)  # no fourth
@@ -272,6 +276,7 @@ def test_a_task_that_kills_its_worker_every_time_stops_after_max_attempts(
 ) -> None:
     for _ in range(3):
         workers.start("--task", "kills-its-worker", "--poll", "0.1")
+    a_worker_reported("kills-its-worker")
     assert objects.request_run("kills-its-worker")
     state = wait_until(
         "attempts to run out",
@@ -301,6 +306,17 @@ def test_worker_configuration_errors_exit_non_zero(db_alias: str) -> None:
 # started by the change feed waking the worker.
 LONG_POLL = "30"
 WOKEN_WITHIN = 10.0
+
+
+def a_worker_reported(name: str) -> None:
+    """Wait until a worker that runs ``name`` has reported itself. Until then
+    this process, which does not import tests/workerapp, can't know that a
+    worker will run it, and ``request_run()`` refuses the name."""
+    wait_until(
+        f"a worker that runs {name!r} to report itself",
+        lambda: any(name in worker.tasks for worker in objects.work.workers()),
+        timeout=60,
+    )
 
 
 def reported(process: Any) -> Any:
@@ -429,6 +445,7 @@ def _restart_under_workers(
 ) -> None:
     for _ in range(2):
         workers.start("--task", "resumable", "--poll", "0.1")
+    a_worker_reported("resumable")
     assert objects.request_run("resumable", kwargs={"total": 80})
     steps("resumable", 5)
     stop()

@@ -30,3 +30,10 @@ def fails(lease: RunningLease) -> None:
     """Fails half-way."""
     lease.update({"done": 1, "total": 2})
     raise RuntimeError("disk on fire")
+
+
+@background_task(name="surface-sum", ttl=30)
+def sum_of(lease: RunningLease, numbers: list[int]) -> int:
+    """Adds the numbers it is given: a start without them is refused."""
+    lease.update({"done": len(numbers), "total": len(numbers)})
+    return sum(numbers)
