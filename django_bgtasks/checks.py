@@ -19,7 +19,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections, router
 from django.utils.module_loading import import_string
 
-from .conf import EXECUTORS, PREFIX, SETTING_NAMES, conf
+from .conf import EXECUTORS, PREFIX, SETTING_NAMES, conf, lease_backends
 from .sql import (
     MIN_MARIADB_VERSION,
     MIN_MYSQL_VERSION,
@@ -115,7 +115,8 @@ def check_separate_database(**kwargs: Any) -> list[CheckMessage]:
 @register()
 def check_timing(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E005 (bad ``BGTASKS_TTL``), E002 (heartbeat interval not below
-    ttl/2, of ``BGTASKS_TTL`` or of a registered task's own ttl)."""
+    ttl/2, of ``BGTASKS_TTL``, of a registered task's own ttl, or of a
+    ``LeaseBackend``'s ``OPTIONS["TTL"]``)."""
     from .tasks import registered_tasks
 
     ttl, interval = conf.TTL, conf.HEARTBEAT_INTERVAL
@@ -148,7 +149,7 @@ def check_timing(**kwargs: Any) -> list[CheckMessage]:
     # Each task's own ttl too: registering one reads no setting (its module is
     # imported at start-up), so this is where a ttl the interval does not fit
     # is said, before its first run refuses to start.
-    return [
+    messages: list[CheckMessage] = [
         Error(
             f"BGTASKS_HEARTBEAT_INTERVAL is {interval!r}; the task {name!r} has a ttl of "
             f"{task.ttl:g} s, so it must be below {task.ttl / 2:g} s.",
@@ -161,6 +162,26 @@ def check_timing(**kwargs: Any) -> list[CheckMessage]:
         for name, task in registered_tasks().items()
         if task.ttl is not None and interval >= task.ttl / 2
     ]
+    # The Django Tasks a worker claims are renewed with the same interval
+    # (queued.py), against the ttl their backend gave them. (A TTL that is not
+    # a number of seconds is the backend's own check, bgtasks.E016.)
+    for alias, params in lease_backends().items():
+        options = params.get("OPTIONS")
+        backend_ttl = options.get("TTL") if isinstance(options, dict) else None
+        if is_finite_number(backend_ttl) and backend_ttl > 0 and interval >= backend_ttl / 2:
+            messages.append(
+                Error(
+                    f"BGTASKS_HEARTBEAT_INTERVAL is {interval!r}; TASKS[{alias!r}] gives its "
+                    f'tasks a TTL of {backend_ttl:g} s (OPTIONS["TTL"]), so it must be below '
+                    f"{backend_ttl / 2:g} s.",
+                    hint=(
+                        "Lower BGTASKS_HEARTBEAT_INTERVAL, leave it unset (None) to renew every "
+                        'ttl/3, or raise the backend\'s OPTIONS["TTL"].'
+                    ),
+                    id="bgtasks.E002",
+                )
+            )
+    return messages
 
 
 @register()

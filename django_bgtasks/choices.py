@@ -1,4 +1,5 @@
-"""The names of every state: ``Status`` (of a task), ``Outcome`` and ``Trigger`` (of a run).
+"""The names of every state: ``Status`` (of a task), ``Outcome`` and ``Trigger`` (of a
+run), ``WorkerRunStatus`` (of a run a worker last reported).
 
 The one spelling of each; every module, template and script uses these (the
 admin hands them to ``live.js`` with ``json_script``). No imports from the
@@ -53,6 +54,25 @@ class Trigger(models.TextChoices):
     SCHEDULE = "schedule", _("schedule")
     RESUME = "resume", _("resume")
     RETRY = "retry", _("retry")
+
+
+class WorkerRunStatus(models.TextChoices):
+    """What became of a run that a worker last reported running
+    (``WorkerRun.status``): only a live worker's report is taken as it is; a
+    silent worker's runs are described by their lease rows."""
+
+    # The worker is live (it beat within its ttl) and says it runs it.
+    RUNNING = "running", _("running")
+    # The worker is silent, but the run's lease is not stale yet: its own
+    # heartbeat still renews it, or its ttl has not passed since the last one.
+    HELD = "held", _("lease held")
+    # The worker is silent and so is the lease: the next worker's poll takes
+    # it over (resume, retry) or records it lost.
+    STALE = "stale", _("lease stale")
+    # Claimed again since, by another owner: the lease is no longer the worker's.
+    TAKEN_OVER = "taken over", _("taken over")
+    # The worker's claim ended (its outcome says how), and nobody claimed it since.
+    ENDED = "ended", _("ended")
 
 
 # What a holder may record when it releases its own lease; the others are

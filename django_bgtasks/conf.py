@@ -139,3 +139,27 @@ SETTING_NAMES: tuple[str, ...] = tuple(
 )
 
 conf = Settings()
+
+
+# Django's TASKS setting names the backend by its dotted path.
+LEASE_BACKEND = "django_bgtasks.backend.LeaseBackend"
+
+
+def lease_backends() -> dict[str, dict[str, Any]]:
+    """The ``TASKS`` entries whose backend is (a subclass of) ``LeaseBackend``,
+    by alias. (Matched by name: importing the backend module needs a Tasks
+    framework, which a site of background tasks alone may not have.)"""
+    from django.utils.module_loading import import_string
+
+    found = {}
+    for alias, params in getattr(settings, "TASKS", {}).items():
+        try:
+            backend = import_string(params["BACKEND"])
+        except (ImportError, KeyError, TypeError):
+            continue
+        if any(
+            f"{base.__module__}.{base.__qualname__}" == LEASE_BACKEND
+            for base in getattr(backend, "__mro__", ())
+        ):
+            found[alias] = params
+    return found

@@ -1,4 +1,5 @@
-"""How the admin and the ``bgtasks`` command put a :class:`TaskState` into words.
+"""How the admin and the ``bgtasks`` command put a :class:`TaskState` (and a
+:class:`WorkerState`) into words.
 
 Only wording lives here; the rules (status, progress, duration, held) are
 properties of :class:`~django_bgtasks.states.TaskState` and ``TaskRun``.
@@ -16,8 +17,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from .choices import Status
-from .states import TaskState
+from .choices import Status, WorkerRunStatus
+from .states import TaskState, WorkerRun, WorkerState
 
 
 def seconds(value: float | None) -> str:
@@ -74,3 +75,40 @@ def when(value: dt.datetime | None) -> str:
     if value is None:
         return ""
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def worker_status(worker: WorkerState) -> str:
+    """``live``, or ``silent: last seen 3 min 5 s ago`` for a worker whose
+    last beat is older than its ttl (by the database's clock)."""
+    if worker.silent:
+        return f"silent: last seen {ago(worker.age)}"
+    return "live"
+
+
+def worker_runs(worker: WorkerState) -> str:
+    """What a worker runs: a live worker's task names; a silent worker's, each
+    with what became of it (:func:`worker_run`), after ``was running``."""
+    if not worker.silent:
+        return ", ".join(worker.running)
+    if not worker.runs:
+        return ""
+    return "was running " + "; ".join(map(worker_run, worker.runs))
+
+
+def worker_run(run: WorkerRun) -> str:
+    """One run of a silent worker, as its lease row says it is now."""
+    if run.status == WorkerRunStatus.RUNNING:
+        return run.name
+    if run.status == WorkerRunStatus.HELD:
+        return (
+            f"{run.name} (lease still held, heartbeat {ago(run.heartbeat_age)}: "
+            "taken over if it goes a ttl without one)"
+        )
+    if run.status == WorkerRunStatus.STALE:
+        return (
+            f"{run.name} (lease stale, no heartbeat for {seconds(run.heartbeat_age)}: "
+            "a worker that runs it takes it over or records it lost at its next poll)"
+        )
+    if run.status == WorkerRunStatus.TAKEN_OVER:
+        return f"{run.name} (taken over by {run.owner}, token {run.token})"
+    return f"{run.name} (ended: {run.outcome or 'no row'})"

@@ -134,9 +134,11 @@ class TaskRun(models.Model):
 
 
 class Worker(models.Model):
-    """A live ``bgtasks worker`` process, as it last reported itself. Written
-    only by the worker (``BackgroundTask.objects.worker_beat()``); the time is
-    the database's, so every replica judges its age alike."""
+    """A ``bgtasks worker`` process, as it last reported itself. Written only
+    by the worker (``BackgroundTask.objects.work.beat()``); the time is the
+    database's, so every replica judges its age alike. A row whose last beat
+    is older than its ``ttl`` is a silent worker (killed, stopped, or cut off
+    from the database); live workers forget such rows after an hour."""
 
     id = models.CharField(_("worker"), max_length=200, primary_key=True)
     host = models.CharField(_("host"), max_length=200)
@@ -146,6 +148,10 @@ class Worker(models.Model):
     running = models.JSONField(_("running now"), default=list)
     started_at = models.DateTimeField(_("started"))
     updated_at = models.DateTimeField(_("last heartbeat"))
+    # Seconds after its last beat when the worker counts as silent, as the
+    # worker stated it (three of its beats). The database default is for the
+    # rows of workers older than migration 0011, which beat every 5 s.
+    ttl = models.FloatField(_("silent after"), db_default=15.0, default=15.0)
 
     class Meta:
         verbose_name = _("worker")

@@ -53,7 +53,13 @@ RUN_COLUMNS = """name, token, owner, started_at, finished_at, outcome, error, va
 # Column order of the workers' poll; leases.DueRow.from_row() relies on it.
 DUE_COLUMNS = """name, token, running AND NOT stale, stale, attempt, outcome,
     requested_at IS NOT NULL, schedule, next_run_at, slot_due, finished_age, db_now"""
-WORKER_COLUMNS = "id, host, pid, tasks, concurrency, running, started_at, updated_at, age"
+# The workers' list (states.WorkerState.from_row()): ``age`` is the seconds since
+# the row's last beat by the database's clock, and ``silent`` compares it with the
+# ttl the worker stated, so no replica's clock decides that a worker is gone.
+WORKER_COLUMNS = (
+    "id, host, pid, tasks, concurrency, running, started_at, updated_at, age, ttl, "
+    "age > ttl AS silent"
+)
 
 
 @dataclass(frozen=True)
@@ -313,17 +319,19 @@ POSTGRESQL = Statements(
     """,
     worker_beat="""
         INSERT INTO {worker} AS w (id, host, pid, tasks, concurrency, running, started_at,
-            updated_at)
+            updated_at, ttl)
         VALUES (%(id)s, %(host)s, %(pid)s, %(tasks)s::jsonb, %(concurrency)s,
-            %(running)s::jsonb, clock_timestamp(), clock_timestamp())
+            %(running)s::jsonb, clock_timestamp(), clock_timestamp(), %(ttl)s)
         ON CONFLICT (id) DO UPDATE
         SET running = excluded.running, updated_at = excluded.updated_at
         RETURNING 1
     """,
     worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
+    # Never a row whose own ttl is longer (a worker that is merely slow to beat).
     forget_workers="""
         DELETE FROM {worker}
-        WHERE updated_at < clock_timestamp() - %(seconds)s * interval '1 second'
+        WHERE updated_at < clock_timestamp()
+            - GREATEST(%(seconds)s, ttl) * interval '1 second'
         RETURNING 1
     """,
     list_workers="""
@@ -515,9 +523,9 @@ SQLITE = Statements(
     """,
     worker_beat="""
         INSERT INTO {worker} AS w (id, host, pid, tasks, concurrency, running, started_at,
-            updated_at)
+            updated_at, ttl)
         VALUES (%(id)s, %(host)s, %(pid)s, %(tasks)s, %(concurrency)s, %(running)s, {now},
-            {now})
+            {now}, %(ttl)s)
         ON CONFLICT (id) DO UPDATE
         SET running = excluded.running, updated_at = excluded.updated_at
         RETURNING 1
@@ -525,7 +533,7 @@ SQLITE = Statements(
     worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
     forget_workers="""
         DELETE FROM {worker}
-        WHERE (julianday('now') - julianday(updated_at)) * 86400.0 > %(seconds)s
+        WHERE (julianday('now') - julianday(updated_at)) * 86400.0 > max(%(seconds)s, ttl)
         RETURNING 1
     """,
     list_workers="""
@@ -777,14 +785,15 @@ MYSQL = Statements(
         UPDATE {{worker}} SET running = %(running)s, updated_at = {{now}} WHERE id = %(id)s
         {MYSQL_STEP}
         INSERT INTO {{worker}} (id, host, pid, tasks, concurrency, running, started_at,
-            updated_at)
+            updated_at, ttl)
         VALUES (%(id)s, %(host)s, %(pid)s, %(tasks)s, %(concurrency)s, %(running)s, {{now}},
-            {{now}})
+            {{now}}, %(ttl)s)
     """,
     worker_gone="DELETE FROM {worker} WHERE id = %(id)s",
     forget_workers=f"""
         DELETE FROM {{worker}}
-        WHERE updated_at < {_MYSQL_NOW} - INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND
+        WHERE updated_at
+            < {_MYSQL_NOW} - INTERVAL ROUND(GREATEST(%(seconds)s, ttl) * 1000000) MICROSECOND
     """,
     list_workers=f"""
         SELECT {{worker_columns}} FROM (

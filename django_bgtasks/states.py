@@ -1,4 +1,5 @@
-"""What the lease operations hand back: ``Lease``, ``Renewal`` and ``TaskState``.
+"""What the lease operations hand back: ``Lease``, ``Renewal``, ``TaskState``,
+and for the workers ``DueRow``, ``WorkClaim``, ``WorkerState`` and ``WorkerRun``.
 
 Frozen values, with the rules derived from a row (status, progress, held,
 duration) as their properties, so that the admin, the API and the command read
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from .choices import Status
+from .choices import Status, WorkerRunStatus
 from .validation import is_finite_number
 
 
@@ -248,9 +249,44 @@ class WorkClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerRun:
+    """A run that a worker last reported running, and what became of it
+    (:meth:`WorkerState.with_runs`). ``owner``, ``token``, ``heartbeat_age``
+    and ``outcome`` are its lease row's now (empty when there is none)."""
+
+    name: str
+    status: WorkerRunStatus
+    owner: str = ""
+    token: int = 0
+    heartbeat_age: float | None = None
+    outcome: str = ""
+
+    @classmethod
+    def of(cls, worker: WorkerState, name: str, state: TaskState | None) -> WorkerRun:
+        """The rule: a live worker's report stands; a silent worker's run is
+        what its lease row says, judged by the database's clock (``state``)."""
+        if not worker.silent:
+            return cls(name, WorkerRunStatus.RUNNING)
+        if state is None:
+            return cls(name, WorkerRunStatus.ENDED)
+        if state.owner != worker.id:
+            status = WorkerRunStatus.TAKEN_OVER
+        elif state.running:
+            status = WorkerRunStatus.HELD
+        elif state.stale:
+            status = WorkerRunStatus.STALE
+        else:
+            status = WorkerRunStatus.ENDED
+        return cls(name, status, state.owner, state.token, state.heartbeat_age, state.outcome)
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerState:
     """A ``bgtasks worker`` process as it last reported itself; ``age`` is the
-    seconds since its last heartbeat, by the database's clock."""
+    seconds since its last heartbeat, by the database's clock, and ``silent``
+    says (by the same clock) that it is older than the ``ttl`` the worker
+    stated: the worker was killed, is stopped, or can't reach the database.
+    ``running`` is what it reported; ``runs`` says what became of each."""
 
     id: str
     host: str
@@ -261,11 +297,14 @@ class WorkerState:
     started_at: dt.datetime | None
     updated_at: dt.datetime | None
     age: float
+    ttl: float = 15.0
+    silent: bool = False
+    runs: tuple[WorkerRun, ...] = ()
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> WorkerState:
         """Build from a row in ``sql.WORKER_COLUMNS`` order."""
-        id_, host, pid, tasks, concurrency, running, started_at, updated_at, age = row
+        id_, host, pid, tasks, concurrency, running, started_at, updated_at, age, ttl, silent = row
         return cls(
             id=id_,
             host=host,
@@ -276,7 +315,15 @@ class WorkerState:
             started_at=as_datetime(started_at),
             updated_at=as_datetime(updated_at),
             age=float(age),
+            ttl=float(ttl),
+            silent=bool(silent),
         )
+
+    def with_runs(self, states: Mapping[str, TaskState]) -> WorkerState:
+        """This report with ``runs``: each reported run as :meth:`WorkerRun.of`
+        judges it from its lease row in ``states`` (by name)."""
+        runs = tuple(WorkerRun.of(self, name, states.get(name)) for name in self.running)
+        return replace(self, runs=runs)
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict, times in ISO 8601."""
@@ -284,6 +331,7 @@ class WorkerState:
         for key in ("started_at", "updated_at"):
             if data[key] is not None:
                 data[key] = data[key].isoformat()
+        data["runs"] = [{**run, "status": str(run["status"])} for run in data["runs"]]
         return data
 
 

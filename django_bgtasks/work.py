@@ -15,7 +15,7 @@ import datetime as dt
 from typing import Any, Protocol
 
 from .choices import Outcome, Trigger
-from .states import DueRow, Lease, WorkClaim, WorkerState, as_datetime
+from .states import DueRow, Lease, TaskState, WorkClaim, WorkerState, as_datetime
 from .validation import encode_value, validate_name, validate_owner, validate_token, validate_ttl
 
 
@@ -173,8 +173,10 @@ class WorkQueue:
         tasks: list[str],
         concurrency: int,
         running: list[str],
+        ttl: float = 15.0,
     ) -> None:
-        """Record that worker ``worker`` is alive, and what it runs now."""
+        """Record that worker ``worker`` is alive, and what it runs now; ``ttl``
+        is how long after this beat it counts as silent if no other comes."""
         params = {
             "id": worker,
             "host": host,
@@ -182,6 +184,7 @@ class WorkQueue:
             "tasks": encode_value(tasks),
             "concurrency": concurrency,
             "running": encode_value(running),
+            "ttl": validate_ttl(ttl),
         }
         self._runner.write("worker_beat", "worker_beat", params)
 
@@ -191,9 +194,18 @@ class WorkQueue:
 
     def forget_workers(self, silent_for: float) -> int:
         """Remove the rows of workers silent for more than ``silent_for``
-        seconds (killed ones, which could not remove their own). How many."""
-        return len(self._runner.write("forget_workers", "forget_workers", {"seconds": silent_for}))
+        seconds, and past their own ttl (killed ones, which could not remove
+        their own), by the database's clock. How many."""
+        params = {"seconds": float(silent_for)}
+        return len(self._runner.write("forget_workers", "forget_workers", params))
 
     def workers(self) -> list[WorkerState]:
-        """Every worker's last report, with its age by the database's clock."""
-        return [WorkerState.from_row(row) for row in self._runner.read("list_workers", {})]
+        """Every worker's last report, with its age and whether it is silent by
+        the database's clock; a silent worker's runs as their lease rows say
+        (:meth:`WorkerState.with_runs`)."""
+        workers = [WorkerState.from_row(row) for row in self._runner.read("list_workers", {})]
+        if not any(worker.silent and worker.running for worker in workers):
+            return [worker.with_runs({}) for worker in workers]
+        rows = self._runner.read("list_states", {})
+        states = {state.name: state for state in map(TaskState.from_row, rows)}
+        return [worker.with_runs(states) for worker in workers]

@@ -27,6 +27,13 @@ to ``grace`` seconds for them. The database going away is survived: the poll
 is retried with backoff, and each run's lease follows the runner's renew
 deadline.
 
+The worker's own row in the workers' table (``BackgroundTask.objects.work.beat``)
+is written every ``WORKER_BEAT_SECONDS``, during the idle wait and the grace
+period too, and states the worker's ttl (three beats): readers list a worker
+whose last beat is older than that, by the database's clock, as silent. A
+killed worker can't remove its row, so every worker's beat removes, at most
+once a minute, the rows of workers silent for ``FORGET_WORKERS_AFTER``.
+
 Between polls the worker waits ``poll`` seconds, or less: it watches its
 tasks' names on the process's change feed (:mod:`django_bgtasks.changes`),
 and a change that leaves one of them not running (a release, a cancelled or
@@ -68,12 +75,19 @@ from .validation import heartbeat_interval
 
 logger = logging.getLogger("django_bgtasks.worker")
 
-# How often a worker renews its own row in the workers' table (and so how
-# old a live worker's heartbeat can look to `bgtasks workers`).
+# How often a worker renews its own row in the workers' table, whatever its
+# --poll (it beats during the idle wait too). Read when a Worker is made.
 WORKER_BEAT_SECONDS = 5.0
-# `bgtasks prune` removes the rows of workers silent this long (seconds): they
-# were killed, and could not remove their own.
+# The ttl a worker states in its row, in beats: a worker silent for longer is
+# listed as silent (as a lease is renewed every ttl/3, so one lost beat is not
+# taken for a dead worker).
+WORKER_TTL_BEATS = 3
+# Live workers (at most every FORGET_EVERY_SECONDS each) and `bgtasks prune`
+# remove the rows of workers silent this long (seconds), and past their own
+# ttl: they were killed, and could not remove their own. Until then the rows
+# stay, listed as silent, so that an operator sees which worker died and when.
 FORGET_WORKERS_AFTER = 3600.0
+FORGET_EVERY_SECONDS = 60.0
 # The longest wait between polls while the database can't be reached.
 MAX_BACKOFF_SECONDS = 30.0
 
@@ -113,6 +127,9 @@ class Worker:
         self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
         self._beat_at = 0.0
         self._beat_running: list[str] | None = None
+        self.beat_every = WORKER_BEAT_SECONDS
+        self.ttl = WORKER_TTL_BEATS * self.beat_every
+        self._forgot_at: float | None = None
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
         # their own, each claiming and running one queued task at a time.
         self.run_queued = run_queued or queues is not None
@@ -197,7 +214,15 @@ class Worker:
         deadline = time.monotonic() + spread(self.poll)
         while not self.stopping.is_set():
             left = deadline - time.monotonic()
-            if left <= 0 or not self._wakeup.wait(left):
+            if left <= 0:
+                return
+            # A poll longer than a beat must not make a live worker look silent.
+            next_beat = self._beat_at + self.beat_every - time.monotonic()
+            if next_beat < left:
+                if not self._wakeup.wait(max(next_beat, 0.0)):
+                    self._beat_quietly()
+                    continue
+            elif not self._wakeup.wait(left):
                 return
             # Cleared before taking: a change pushed after the take sets it again.
             self._wakeup.clear()
@@ -206,7 +231,7 @@ class Worker:
 
     def tick(self) -> int:
         """One poll: claim and start what is due. Returns how many runs started."""
-        self._reap()
+        self._reap_runs()
         self._beat()
         if self.run_queued:
             self._recover_queued()
@@ -483,7 +508,9 @@ class Worker:
 
     # --- bookkeeping -----------------------------------------------------------
 
-    def _reap(self) -> None:
+    def _reap_runs(self) -> None:
+        """Forget this worker's own runs whose threads ended. (Other workers'
+        rows are removed by :meth:`_forget_silent_workers`.)"""
         for name, (running, thread) in list(self._runs.items()):
             if not thread.is_alive():
                 del self._runs[name]
@@ -505,8 +532,38 @@ class Worker:
             tasks=sorted(self.tasks),
             concurrency=self.concurrency,
             running=running,
+            ttl=self.ttl,
         )
         self._beat_at, self._beat_running = now, running
+        self._forget_silent_workers()
+
+    def _beat_quietly(self) -> None:
+        """A beat between polls (the idle wait, the grace period): a database
+        that can't be reached now is the next poll's to report and retry."""
+        try:
+            self._beat()
+        except TRANSIENT_ERRORS as exc:
+            logger.debug("worker %s: heartbeat failed: %s", self.id, exc)
+            _close_connection()
+            self._beat_at = time.monotonic()  # the next try a beat later, not at once
+
+    def _forget_silent_workers(self) -> None:
+        """Remove the rows of workers silent for FORGET_WORKERS_AFTER (and past
+        their own ttl, by the database's clock), at most every
+        FORGET_EVERY_SECONDS: killed workers can't remove their own, and
+        without this nothing would unless someone ran ``bgtasks prune``."""
+        now = time.monotonic()
+        if self._forgot_at is not None and now - self._forgot_at < FORGET_EVERY_SECONDS:
+            return
+        self._forgot_at = now
+        forgot = BackgroundTask.objects.work.forget_workers(FORGET_WORKERS_AFTER)
+        if forgot:
+            logger.info(
+                "worker %s: forgot %d worker(s) silent for more than %g s",
+                self.id,
+                forgot,
+                FORGET_WORKERS_AFTER,
+            )
 
     def _shut_down(self) -> None:
         self.stopping.set()
@@ -519,7 +576,7 @@ class Worker:
             )
         deadline = time.monotonic() + self.grace
         for name, (running, thread) in list(self._runs.items()):
-            thread.join(max(deadline - time.monotonic(), 0.0))
+            self._join(thread, deadline)
             if thread.is_alive():
                 logger.warning(
                     "task %r (token %d) did not stop within the grace period (%g s); its "
@@ -529,18 +586,29 @@ class Worker:
                     self.grace,
                 )
         for thread in self._queue_threads:
-            thread.join(max(deadline - time.monotonic(), 0.0))
+            self._join(thread, deadline)
             if thread.is_alive():
                 logger.warning(
                     "a queued task did not stop within the grace period (%g s); its lease "
                     "expires after its ttl and a worker retries or fails it",
                     self.grace,
                 )
-        self._reap()
+        self._reap_runs()
         with contextlib.suppress(DatabaseError):
             BackgroundTask.objects.work.gone(self.id)
         _close_connection()
         logger.info("worker %s: stopped", self.id)
+
+    def _join(self, thread: threading.Thread, deadline: float) -> None:
+        """Wait for ``thread`` until ``deadline``, beating meanwhile: a worker
+        waiting out its grace period is alive, and its row must say so."""
+        while thread.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            thread.join(min(left, self.beat_every))
+            if thread.is_alive():
+                self._beat_quietly()
 
 
 class _Stopping(threading.Event):

@@ -7,32 +7,42 @@ from typing import Any
 
 from django.db import connections
 
-from django_bgtasks.models import BackgroundTask, TaskRun
+from django_bgtasks.models import BackgroundTask, TaskRun, Worker
 
 
 def backdate(alias: str, name: str, seconds: float) -> None:
     """Make ``name``'s last heartbeat ``seconds`` older, as if its holder had
     gone silent that long ago, without sleeping."""
+    _backdate(alias, BackgroundTask, "name", name, seconds)
+
+
+def backdate_worker(alias: str, worker: str, seconds: float) -> None:
+    """Make worker ``worker``'s last beat ``seconds`` older, as if it had gone
+    silent that long ago, without sleeping."""
+    _backdate(alias, Worker, "id", worker, seconds)
+
+
+def _backdate(alias: str, model: Any, key: str, value: str, seconds: float) -> None:
     connection = connections[alias]
-    table = connection.ops.quote_name(BackgroundTask._meta.db_table)
+    table = connection.ops.quote_name(model._meta.db_table)
     if connection.vendor == "postgresql":
         sql = (
             f"UPDATE {table} SET updated_at = updated_at - make_interval(secs => %s)"
-            " WHERE name = %s"
+            f" WHERE {key} = %s"
         )
-        params: list[Any] = [seconds, name]
+        params: list[Any] = [seconds, value]
     elif connection.vendor == "mysql":
         sql = (
             f"UPDATE {table} SET updated_at = updated_at"
-            " - INTERVAL ROUND(%s * 1000000) MICROSECOND WHERE name = %s"
+            f" - INTERVAL ROUND(%s * 1000000) MICROSECOND WHERE {key} = %s"
         )
-        params = [seconds, name]
+        params = [seconds, value]
     else:
         sql = (
             f"UPDATE {table} SET updated_at = "
-            f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', updated_at, %s) WHERE name = %s"
+            f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', updated_at, %s) WHERE {key} = %s"
         )
-        params = [f"{-seconds:+} seconds", name]
+        params = [f"{-seconds:+} seconds", value]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         assert cursor.rowcount == 1

@@ -414,6 +414,16 @@ def bgtasks(*args: str) -> None:
     call_command("bgtasks", *args)
 
 
+def beating(seconds: str, *args: str) -> None:
+    """``bgtasks ...`` (a worker) whose workers beat every ``seconds`` instead
+    of every 5 s, so their ttl (three beats) is short and a test of a killed
+    worker is quick. Set before the command makes its Worker, which reads it."""
+    import django_bgtasks.worker
+
+    django_bgtasks.worker.WORKER_BEAT_SECONDS = float(seconds)
+    bgtasks(*args)
+
+
 def requester(name: str, first: str, count: str, seconds: str) -> None:
     """Request ``name`` with n = first .. first+count-1, each until accepted
     (one request may be pending at a time), all at once with the others."""
@@ -456,6 +466,7 @@ SCENARIOS: dict[str, Callable[..., None]] = {
     "enqueue": enqueue,
     "enqueue_unique": enqueue_unique,
     "bgtasks": bgtasks,
+    "beating": beating,
     "requester": requester,
     "race": race,
     "storm": storm,

@@ -93,6 +93,7 @@ def test_a_heartbeat_interval_below_half_the_ttl_is_fine(
 ) -> None:
     settings.BGTASKS_TTL = 120
     settings.BGTASKS_HEARTBEAT_INTERVAL = 59.9
+    settings.TASKS = {}  # the test project's backends have TTLs of 2 s
     assert checks.check_timing() == []
 
 
@@ -103,6 +104,7 @@ def test_a_heartbeat_interval_too_long_for_a_tasks_ttl_is_reported(
     setting: a ttl the interval does not fit is the check's to report."""
     settings.BGTASKS_TTL = 600
     settings.BGTASKS_HEARTBEAT_INTERVAL = 100  # below 300: fine for BGTASKS_TTL
+    settings.TASKS = {}  # the test project's backends have TTLs of 2 s
 
     @background_task(name="t-short", ttl=10)
     def short(running: Any) -> None: ...
@@ -114,6 +116,30 @@ def test_a_heartbeat_interval_too_long_for_a_tasks_ttl_is_reported(
     assert error.id == "bgtasks.E002"
     assert "'t-short'" in error.msg and "ttl of 10 s" in error.msg and "below 5 s" in error.msg
     assert "ttl" in error.hint
+
+
+def test_a_heartbeat_interval_too_long_for_a_lease_backends_ttl_is_reported(
+    settings: Any, registry: dict[str, Any]
+) -> None:
+    """A worker renews its Django Tasks with the same interval, against the
+    TTL their backend's OPTIONS give them: a crash at the first claim, unless
+    the check says so."""
+    backend = "django_bgtasks.backend.LeaseBackend"
+    settings.BGTASKS_TTL = 600
+    settings.BGTASKS_HEARTBEAT_INTERVAL = 5  # below 300: fine for BGTASKS_TTL
+    settings.TASKS = {
+        "default": {"BACKEND": backend},  # BGTASKS_TTL's
+        "fast": {"BACKEND": backend, "OPTIONS": {"TTL": 10}},
+        "slow": {"BACKEND": backend, "OPTIONS": {"TTL": 10.1}},
+        "bad": {"BACKEND": backend, "OPTIONS": {"TTL": "10"}},  # bgtasks.E016's
+        "other": {"BACKEND": "tests.settings.NoSuchBackend", "OPTIONS": {"TTL": 1}},
+    }
+    [error] = checks.check_timing()
+    assert error.id == "bgtasks.E002"
+    assert "TASKS['fast']" in error.msg and "TTL of 10 s" in error.msg
+    assert "below 5 s" in error.msg and 'OPTIONS["TTL"]' in error.hint
+    settings.BGTASKS_HEARTBEAT_INTERVAL = 4.9
+    assert checks.check_timing() == []
 
 
 @pytest.mark.parametrize("ttl", [0, -5, 0.05, 0.0999, "120", None, float("inf"), 86401, 10**400])

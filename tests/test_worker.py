@@ -233,6 +233,87 @@ def test_prune_forgets_workers_silent_for_long(db_alias: str) -> None:
     assert [worker.id for worker in objects.work.workers()] == ["live"]
 
 
+def test_a_worker_silent_past_its_ttl_is_listed_silent_and_its_runs_as_their_leases_say(
+    db_alias: str,
+) -> None:
+    """By the database's clock: a worker whose last beat is older than the ttl
+    it stated is silent, and what it reported running is described by each
+    lease row (stale, still held, taken over, ended), not as running."""
+    from django_bgtasks.choices import WorkerRunStatus as Run
+    from tests.dbtools import backdate, backdate_worker
+
+    for name, ttl in (("w-stale", 30), ("w-held", 600), ("w-taken", 30), ("w-ended", 30)):
+        assert objects.try_claim(name, "dead", ttl=ttl) is not None
+    assert objects.force_release("w-taken")
+    taken = objects.try_claim("w-taken", "other", ttl=30)
+    assert taken is not None
+    ended = objects.get_state("w-ended")
+    assert ended is not None and objects.release("w-ended", "dead", token=ended.token)
+    reported = ["w-stale", "w-held", "w-taken", "w-ended"]
+    objects.work.beat(
+        worker="dead", host="h", pid=1, tasks=reported, concurrency=4, running=reported, ttl=10
+    )
+    objects.work.beat(worker="live", host="h", pid=2, tasks=[], concurrency=1, running=[], ttl=10)
+    [dead, live] = objects.work.workers()
+    assert (dead.ttl, dead.silent, live.silent) == (10.0, False, False)
+    assert [run.status for run in dead.runs] == [Run.RUNNING] * 4  # its report stands
+
+    backdate_worker(db_alias, "dead", 11)  # a beat a ttl and a second ago
+    backdate(db_alias, "w-stale", 31)
+    [dead, live] = objects.work.workers()
+    assert dead.silent and 11 <= dead.age < 20 and not live.silent
+    assert [(run.name, run.status) for run in dead.runs] == [
+        ("w-stale", Run.STALE),
+        ("w-held", Run.HELD),
+        ("w-taken", Run.TAKEN_OVER),
+        ("w-ended", Run.ENDED),
+    ]
+    assert (dead.runs[2].owner, dead.runs[2].token) == ("other", taken.token)
+    assert dead.runs[3].outcome == Outcome.SUCCEEDED
+    assert dead.as_json()["silent"] is True
+    assert dead.as_json()["runs"][0] == {
+        "name": "w-stale",
+        "status": "stale",
+        "owner": "dead",
+        "token": dead.runs[0].token,
+        "heartbeat_age": dead.runs[0].heartbeat_age,
+        "outcome": "",
+    }
+
+
+def test_silent_workers_are_forgotten_after_an_hour_and_never_within_their_own_ttl(
+    db_alias: str,
+) -> None:
+    from django_bgtasks.worker import FORGET_WORKERS_AFTER
+    from tests.dbtools import backdate_worker
+
+    for worker, ttl in (("gone", 10.0), ("slow", 2 * FORGET_WORKERS_AFTER), ("live", 10.0)):
+        objects.work.beat(
+            worker=worker, host="h", pid=1, tasks=[], concurrency=1, running=[], ttl=ttl
+        )
+    backdate_worker(db_alias, "gone", FORGET_WORKERS_AFTER + 1)
+    # Silent for longer than the hour, but not for its own (longer) ttl: kept.
+    backdate_worker(db_alias, "slow", FORGET_WORKERS_AFTER + 1)
+    assert objects.work.forget_workers(FORGET_WORKERS_AFTER) == 1
+    assert sorted(worker.id for worker in objects.work.workers()) == ["live", "slow"]
+
+
+def test_a_worker_beats_while_it_waits_between_polls(
+    db_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poll longer than its ttl must not make an idle, live worker look silent."""
+    import django_bgtasks.worker
+
+    monkeypatch.setattr(django_bgtasks.worker, "WORKER_BEAT_SECONDS", 0.2)
+    task = make_task("w-idle", lambda lease: None)
+    with idle_worker(task) as worker:
+        assert worker.ttl == pytest.approx(0.6)
+        for _ in range(8):  # 2 s: three of its ttls, in a single wait of 30 s
+            time.sleep(0.25)
+            [state] = [w for w in objects.work.workers() if w.id == worker.id]
+            assert not state.silent and state.age < 0.6
+
+
 def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias: str) -> None:
     def fails(lease: RunningLease) -> None:
         raise RuntimeError(f"attempt {lease.attempt}")

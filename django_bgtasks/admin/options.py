@@ -28,7 +28,7 @@ from django.urls import URLPattern, path
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from .. import events
+from .. import display, events
 from ..models import BackgroundTask
 from ..tasks import registered_tasks
 from ..views import outside_request_transactions
@@ -148,7 +148,14 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             # The rows are read-only, for operators too: "view", not "change".
             "title": _("Select %s to view") % self.opts.verbose_name,
             "bgtasks_known": known,
-            "bgtasks_workers": BackgroundTask.objects.work.workers(),
+            "bgtasks_workers": [
+                {
+                    "worker": worker,
+                    "status": display.worker_status(worker),
+                    "runs": display.worker_runs(worker),
+                }
+                for worker in BackgroundTask.objects.work.workers()
+            ],
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)

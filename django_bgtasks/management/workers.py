@@ -15,20 +15,19 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 from django.core.management.color import Style
-from django.utils.module_loading import import_string
 
 from .. import display
+from ..conf import lease_backends
 from ..exceptions import UnknownTask
 from ..models import BackgroundTask
+from ..states import WorkerState
 from ..tasks import registered_tasks
 from ..terminal import Cell, stop_on_signals, write_json, write_table
 from ..worker import Worker
 
-LEASE_BACKEND = "django_bgtasks.backend.LeaseBackend"
-WORKER_COLUMNS = ("WORKER", "HOST", "PID", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
+WORKER_COLUMNS = ("WORKER", "HOST", "PID", "STATE", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
 
 
 def add_arguments(add_parser: Callable[[str, str], CommandParser]) -> None:
@@ -153,21 +152,13 @@ def run_worker(
 
 
 def uses_lease_backend() -> bool:
-    """Whether a backend in ``TASKS`` is (a subclass of) ``LeaseBackend``. (By
-    name: importing the backend needs a Tasks framework, which may be absent.)"""
-    for params in getattr(settings, "TASKS", {}).values():
-        try:
-            backend = import_string(params["BACKEND"])
-        except (ImportError, KeyError, TypeError):
-            continue
-        for base in getattr(backend, "__mro__", ()):
-            if f"{base.__module__}.{base.__qualname__}" == LEASE_BACKEND:
-                return True
-    return False
+    """Whether a backend in ``TASKS`` is (a subclass of) ``LeaseBackend``."""
+    return bool(lease_backends())
 
 
 def show_workers(stdout: OutputWrapper, style: Style, *, json_output: bool) -> None:
-    """``workers``: each worker's last report, its age by the database's clock."""
+    """``workers``: each worker's last report, its age by the database's clock;
+    a silent one as such, with what became of the runs it reported."""
     workers = BackgroundTask.objects.work.workers()
     if json_output:
         write_json(stdout, {"workers": [worker.as_json() for worker in workers]})
@@ -180,14 +171,20 @@ def show_workers(stdout: OutputWrapper, style: Style, *, json_output: bool) -> N
             worker.id,
             worker.host,
             str(worker.pid),
+            _worker_status(worker, style),
             str(worker.concurrency),
-            ", ".join(worker.running),
+            display.worker_runs(worker),
             ", ".join(worker.tasks),
             display.ago(worker.age),
         ]
         for worker in workers
     ]
     write_table(stdout, style, WORKER_COLUMNS, rows)
+
+
+def _worker_status(worker: WorkerState, style: Style) -> Cell:
+    text = display.worker_status(worker)
+    return (text, style.WARNING) if worker.silent else text
 
 
 def request(

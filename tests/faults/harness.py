@@ -16,19 +16,27 @@ from tests.procs import ROOT, worker_env
 
 class Workers:
     """Worker processes on ``alias``; ``args`` go to every ``bgtasks worker``,
-    ``settings`` into each one's Django settings (``worker_env``)."""
+    ``settings`` into each one's Django settings (``worker_env``); ``scenario``
+    is the tests.procs scenario that runs the command (``("beating", "0.3")``:
+    workers that beat every 0.3 s)."""
 
     def __init__(
-        self, alias: str, logs: Path, *, args: tuple[str, ...] = (), **settings: Any
+        self,
+        alias: str,
+        logs: Path,
+        *,
+        args: tuple[str, ...] = (),
+        scenario: tuple[str, ...] = ("bgtasks",),
+        **settings: Any,
     ) -> None:
         self.alias, self.logs = alias, logs
-        self.args, self.settings = args, settings
+        self.args, self.settings, self.scenario = args, settings, scenario
         self.processes: list[subprocess.Popen[str]] = []
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         log = (self.logs / f"worker-{len(self.processes)}.log").open("w")
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.procs", "bgtasks", "worker", *self.args, *args],
+            [sys.executable, "-m", "tests.procs", *self.scenario, "worker", *self.args, *args],
             env=worker_env(self.alias, **self.settings),
             cwd=ROOT,
             stdout=log,

@@ -9,10 +9,12 @@ database. The tasks are those of tests/workerapp/tasks.py."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +288,89 @@ def test_a_task_that_kills_its_worker_every_time_stops_after_max_attempts(
     assert (state.outcome, state.attempt, state.running) == (Outcome.LOST, 2, False)
     assert [r.outcome for r in runs("kills-its-worker")] == [Outcome.LOST, Outcome.LOST]
     assert sum(process.poll() == 139 for process in workers.processes) == 2
+
+
+def test_a_killed_worker_is_shown_silent_not_running_in_the_command_the_admin_and_the_database(
+    site_alias: str, tmp_path: Path, make_staff: Any, client: Any
+) -> None:
+    """SIGKILL a worker in the middle of a long run: once its last beat is
+    older than its ttl (by the database's clock), `bgtasks workers`, the admin
+    and the row say it is silent, and its run is described by its lease
+    (stale, then taken over), never as running."""
+    from django.core.management import call_command
+
+    from django_bgtasks.choices import WorkerRunStatus
+    from django_bgtasks.models import Worker as WorkerRow
+
+    # Workers that beat every 0.3 s: a ttl of 0.9 s.
+    group = Workers(site_alias, tmp_path, scenario=("beating", "0.3"))
+
+    def command(*args: str) -> str:
+        out = StringIO()
+        call_command("bgtasks", "workers", "--no-color", *args, stdout=out)
+        return out.getvalue()
+
+    def reported(pid: int) -> Any:
+        found = [w for w in objects.work.workers() if w.pid == pid]
+        return found[0] if found else None
+
+    try:
+        process = group.start("--task", "resumable", "--poll", "0.1")
+        assert objects.request_run("resumable", kwargs={"total": 600})  # a minute
+        steps("resumable", 3)
+        live = wait_until(
+            "the run reported", lambda: (w := reported(process.pid)) and w.running and w
+        )
+        assert not live.silent and live.ttl == pytest.approx(0.9)
+        [line] = [line for line in command().splitlines() if live.id in line]
+        assert " live " in line and "resumable" in line and "silent" not in line
+
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        dead = wait_until(
+            "the worker silent and its lease stale, by the database's clock",
+            lambda: (
+                (w := reported(process.pid))
+                and w.silent
+                and w.runs[0].status == WorkerRunStatus.STALE
+                and w
+            ),
+            timeout=15,
+        )
+        assert dead.age > dead.ttl and dead.running == ["resumable"]
+        [line] = [line for line in command().splitlines() if dead.id in line]
+        assert "silent: last seen" in line and " live " not in line
+        assert "was running resumable (lease stale, no heartbeat for" in line
+        [as_json] = json.loads(command("--json"))["workers"]
+        assert as_json["silent"] is True and as_json["runs"][0]["status"] == "stale"
+        make_staff("root", superuser=True)
+        client.login(username="root", password="pw")  # noqa: S106
+        html = client.get("/admin/django_bgtasks/backgroundtask/").content.decode()
+        assert "bgtasks-worker-silent" in html and "bgtasks-worker-live" not in html
+        assert "silent: last seen" in html and "was running resumable (lease stale" in html
+        # The database: the row states its ttl, and the lease is still the dead worker's.
+        row = WorkerRow.objects.using(site_alias).get(id=dead.id)
+        assert row.ttl == pytest.approx(0.9)
+        state = objects.get_state("resumable")
+        assert state is not None and state.stale and state.owner == dead.id
+
+        # Another worker takes the run over: the dead one's says so.
+        successor = group.start("--task", "resumable", "--poll", "0.1")
+        taken = wait_until(
+            "the run taken over",
+            lambda: (
+                (w := reported(process.pid))
+                and w.runs[0].status == WorkerRunStatus.TAKEN_OVER
+                and w.runs[0]
+            ),
+            timeout=15,
+        )
+        new = wait_until("the successor's report", lambda: reported(successor.pid))
+        assert taken.owner == new.id and taken.token > state.token
+        [line] = [line for line in command().splitlines() if dead.id in line]
+        assert f"was running resumable (taken over by {new.id}, token {taken.token})" in line
+    finally:
+        group.stop_all()
 
 
 def test_worker_configuration_errors_exit_non_zero(db_alias: str) -> None:
