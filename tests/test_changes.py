@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,10 +24,9 @@ WITHIN = 5.0  # seconds a change may take to arrive (the poll's interval is 0.05
 
 
 @pytest.fixture(autouse=True)
-def fresh_feeds(settings: object) -> Iterator[None]:
+def quick_polls(settings: object) -> None:
+    """(Each test's feeds are stopped after it: tests/conftest.py's fresh_feeds.)"""
     settings.BGTASKS_CHANGES_POLL_INTERVAL = 0.05  # type: ignore[attr-defined]
-    yield
-    changes.stop_feeds()
 
 
 def next_change(watcher: changes.Watcher, name: str) -> changes.Change:

@@ -30,14 +30,6 @@ from tests.procs import wait_until
 objects = BackgroundTask.objects
 
 
-@pytest.fixture(autouse=True)
-def fresh_feeds() -> Iterator[None]:
-    """A worker that runs its loop watches the process's change feed: each
-    test starts its own, and ends it (and its connections) afterwards."""
-    yield
-    changes.stop_feeds()
-
-
 def make_task(name: str, func: Any, **options: Any) -> BackgroundTaskFunction[..., Any]:
     """A task as @background_task would make it, without registering it."""
     options.setdefault("ttl", 5)
