@@ -9,6 +9,9 @@ the function with a heartbeat thread renewing the row's lease every
 run with one fenced statement:
 
 * returned: ``SUCCESSFUL``, with the JSON of the return value;
+* returned a value that can't be stored (it does not encode, or is larger
+  than ``BGTASKS_MAX_VALUE_BYTES``): ``FAILED`` with that error, never
+  retried, since the work is done (Django's own backends fail it too);
 * raised (any ``BaseException``: ``SystemExit`` and ``KeyboardInterrupt``
   too): ``READY`` again while attempts remain (the next claim raises the
   token), else ``FAILED``; each attempt's error is kept, with its traceback;
@@ -278,7 +281,6 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
             value = task.call(context, *claim.args, **claim.kwargs)
         else:
             value = task.call(*claim.args, **claim.kwargs)
-        return_value = encode_value(value, kind="return value")
     except LeaseLost:
         lease.stop()
         return RUNNING
@@ -305,6 +307,13 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
         lease.stop()  # (again: stopping is idempotent, and must happen on every way out)
     if lease.lost:
         return RUNNING
+    try:
+        return_value = encode_value(value, kind="return value")
+    except Exception as exc:  # also whatever a lazy string's str() raises
+        # Outside the task's try: its work is done, so this must never make it
+        # run again. FAILED, as Django's own backends end it, with no retry.
+        logger.error("queued task %s: its return value can't be stored: %s", lease.name, exc)
+        return _finished(lease, result, sender, FAILED, error=_error(exc))
     return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)
 
 

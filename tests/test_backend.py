@@ -277,6 +277,32 @@ def test_an_unencodable_return_value_fails_the_task(tasks_alias: str) -> None:
     assert "JSON" in result.errors[0].traceback
 
 
+def test_a_return_value_that_cant_be_stored_fails_the_task_which_never_runs_again(
+    tasks_alias: str,
+) -> None:
+    """Its work was done (here: one row written), so it must not be retried
+    for a value it can't store: FAILED at once, with the encoding error, as
+    Django's own backends end it (docs/django-tasks.md)."""
+    from tests.testapp.models import Counter
+
+    result = djtasks.writes_then_returns_a_set.using(backend="retrying").enqueue(
+        tasks_alias, "unstorable"
+    )
+    ran = run_ready()
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert (ran, row.status, row.attempts, row.max_attempts) == (1, "FAILED", 1, 3)
+    assert row.return_value is None
+    [error] = row.errors
+    assert error["exception_class_path"] == "builtins.TypeError"
+    assert "return value is not JSON-serialisable" in error["traceback"]
+    assert list(Counter.objects.using(tasks_alias).values_list("name", flat=True)) == [
+        "unstorable-1"
+    ]
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.FAILED
+    assert [e.exception_class for e in result.errors] == [TypeError]
+
+
 @pytest.mark.parametrize("kind", sorted(djtasks.BASE_EXCEPTIONS))
 def test_a_task_raising_any_base_exception_fails_and_its_queue_thread_goes_on(
     tasks_alias: str, kind: str
