@@ -13,8 +13,9 @@ run with one fenced statement:
   than ``BGTASKS_MAX_VALUE_BYTES``): ``FAILED`` with that error, never
   retried, since the work is done (Django's own backends fail it too);
 * raised (any ``BaseException``: ``SystemExit`` and ``KeyboardInterrupt``
-  too): ``READY`` again while attempts remain (the next claim raises the
-  token), else ``FAILED``; each attempt's error is kept, with its traceback;
+  too), or a ``task_started`` receiver raised: ``READY`` again while attempts
+  remain (the next claim raises the token), else ``FAILED``; each attempt's
+  error is kept, with its traceback;
 * cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
 * the worker is stopping (``WorkerStopping``): ``READY`` again, the attempt
   given back, for the next worker;
@@ -273,9 +274,12 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
     lease.start()
     result = _running_result(task, claim)
     sender = type(task.get_backend())
-    compat.task_started.send(sender=sender, task_result=result)
     token = _current.set(lease)
     try:
+        # Inside the try, as django-tasks-db's worker sends it: a receiver that
+        # raises fails this attempt like the task raising, instead of leaving
+        # the row RUNNING until its ttl.
+        compat.task_started.send(sender=sender, task_result=result)
         if task.takes_context:
             context: Any = compat.TaskContext(task_result=result)
             value = task.call(context, *claim.args, **claim.kwargs)
