@@ -70,14 +70,13 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse
-from django.views.decorators.http import require_safe
 
 from . import authentication, changes, operations
 from .conf import conf
 from .permissions import allowed, user_may
 from .states import TaskState
 from .validation import progress_interval, validate_name
-from .views import access_refusal, conditional_json, error, outside_request_transactions
+from .views import access_refusal, conditional_json, endpoint, error, outside_request_transactions
 
 _T = TypeVar("_T")
 WATCH_SALT = "django_bgtasks.events.watch"
@@ -510,14 +509,14 @@ async def _open(request: HttpRequest, names: frozenset[str] | None) -> HttpRespo
 
 
 @outside_request_transactions
-@require_safe
+@endpoint("GET", "HEAD")
 async def events(request: HttpRequest) -> HttpResponseBase:
     """``GET <prefix>/events/``: every task's state, then each change."""
     return await _open(request, None)
 
 
 @outside_request_transactions
-@require_safe
+@endpoint("GET", "HEAD")
 async def task_events(request: HttpRequest, name: str) -> HttpResponseBase:
     """``GET <prefix>/<name>/events/``: one task's state, then each change; 404 if unknown."""
     try:
@@ -536,7 +535,7 @@ async def task_events(request: HttpRequest, name: str) -> HttpResponseBase:
 
 
 @outside_request_transactions
-@require_safe
+@endpoint("GET", "HEAD")
 def watch(request: HttpRequest, signed: str) -> HttpResponse:
     """``GET <prefix>/watch/<signed>/``: the signed task's state as JSON (read only)."""
     found = _watched(signed)
@@ -550,7 +549,7 @@ def watch(request: HttpRequest, signed: str) -> HttpResponse:
 
 
 @outside_request_transactions
-@require_safe
+@endpoint("GET", "HEAD")
 async def watch_events(request: HttpRequest, signed: str) -> HttpResponseBase:
     """``GET <prefix>/watch/<signed>/events/``: the signed task's stream (read only)."""
     found = _watched(signed)

@@ -9,9 +9,13 @@ the function with a heartbeat thread renewing the row's lease every
 run with one fenced statement:
 
 * returned: ``SUCCESSFUL``, with the JSON of the return value;
+* returned a value that can't be stored (it does not encode, or is larger
+  than ``BGTASKS_MAX_VALUE_BYTES``): ``FAILED`` with that error, never
+  retried, since the work is done (Django's own backends fail it too);
 * raised (any ``BaseException``: ``SystemExit`` and ``KeyboardInterrupt``
-  too): ``READY`` again while attempts remain (the next claim raises the
-  token), else ``FAILED``; each attempt's error is kept, with its traceback;
+  too), or a ``task_started`` receiver raised: ``READY`` again while attempts
+  remain (the next claim raises the token), else ``FAILED``; each attempt's
+  error is kept, with its traceback;
 * cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
 * the worker is stopping (``WorkerStopping``): ``READY`` again, the attempt
   given back, for the next worker;
@@ -292,15 +296,17 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
     lease.start()
     result = _running_result(task, claim)
     sender = type(task.get_backend())
-    compat.task_started.send(sender=sender, task_result=result)
     token = _current.set(lease)
     try:
+        # Inside the try, as django-tasks-db's worker sends it: a receiver that
+        # raises fails this attempt like the task raising, instead of leaving
+        # the row RUNNING until its ttl.
+        compat.task_started.send(sender=sender, task_result=result)
         if task.takes_context:
             context: Any = compat.TaskContext(task_result=result)
             value = task.call(context, *claim.args, **claim.kwargs)
         else:
             value = task.call(*claim.args, **claim.kwargs)
-        return_value = encode_value(value, kind="return value")
     except LeaseLost:
         lease.stop()
         return RUNNING
@@ -327,6 +333,13 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
         lease.stop()  # (again: stopping is idempotent, and must happen on every way out)
     if lease.lost:
         return RUNNING
+    try:
+        return_value = encode_value(value, kind="return value")
+    except Exception as exc:  # also whatever a lazy string's str() raises
+        # Outside the task's try: its work is done, so this must never make it
+        # run again. FAILED, as Django's own backends end it, with no retry.
+        logger.error("queued task %s: its return value can't be stored: %s", lease.name, exc)
+        return _finished(lease, result, sender, FAILED, error=_error(exc))
     return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)
 
 

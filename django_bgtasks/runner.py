@@ -44,6 +44,7 @@ from .progress import NOTHING, Progress
 from .signals import lease_claimed, lease_lost, lease_released
 from .states import Lease, Renewal, WorkClaim
 from .validation import (
+    encode_result,
     encode_value,
     heartbeat_interval,
     max_value_bytes,
@@ -263,6 +264,9 @@ class RunningLease:
         (:class:`TaskCancelled`) or failed, storing ``result`` (what the work
         returned) with the run. A failure is logged with its traceback
         (``logger.exception`` on ``django_bgtasks``), here and only here.
+        Work that returned a ``result`` which can't be stored (it does not
+        encode, or is too large) fails without a traceback, its error and
+        ``result_note`` saying why, and is never retried: its work is done.
 
         A lost lease is not released. If the work itself succeeded, the loss is
         raised as :class:`LeaseLost`, since it ran without the lease for a while;
@@ -273,6 +277,22 @@ class RunningLease:
             outcome: Outcome
             if exc is None:
                 outcome, error = Outcome.SUCCEEDED, ""
+                not_stored = _unstorable(result)
+                if not_stored:
+                    # The work is done, so the run must not be retried; it is
+                    # not a success either, since what it returned is lost: it
+                    # fails, as a Django Task that returns such a value does
+                    # (queued.execute), and result_note tells the worker not
+                    # to retry it (worker.retry_due).
+                    outcome, error = Outcome.FAILED, f"{UNSTORED_RESULT}: {not_stored}"
+                    logger.error(
+                        "task %r (token %s) on %s: %s",
+                        self.name,
+                        self.token,
+                        self.owner,
+                        error,
+                        extra=self.log_extra(),
+                    )
             elif isinstance(exc, LeaseLost):
                 return
             elif isinstance(exc, WorkerStopping):
@@ -433,6 +453,18 @@ class RunningLease:
         self._check_deadline()
         if self._lost is not None:
             raise LeaseLost(self.name, self._lost)
+
+
+# The error of a run whose return value can't be stored (see finish()).
+UNSTORED_RESULT = "its return value could not be stored, so the run failed and is not retried"
+
+
+def _unstorable(result: Any) -> str:
+    """Why ``result`` can't be stored (``TypeError: ...``), or ``""``."""
+    stored, note = encode_result(result)
+    if stored is not None or not note:
+        return ""
+    return note.removeprefix("not stored: ")
 
 
 def _summary(exc: BaseException) -> str:

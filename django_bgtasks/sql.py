@@ -50,9 +50,10 @@ STATE_COLUMNS = """name, value, running AND NOT stale, owner, token, ttl, starte
     requested_at, next_run_at, attempt, trigger, result, result_note"""
 RUN_COLUMNS = """name, token, owner, started_at, finished_at, outcome, error, value,
     trigger, attempt, scheduled_for, skipped, result, result_note"""
-# Column order of the workers' poll; leases.DueRow.from_row() relies on it.
+# Column order of the workers' poll; states.DueRow.from_row() relies on it.
 DUE_COLUMNS = """name, token, running AND NOT stale, stale, attempt, outcome,
-    requested_at IS NOT NULL, schedule, next_run_at, slot_due, finished_age, db_now"""
+    requested_at IS NOT NULL, schedule, next_run_at, slot_due, finished_age, db_now,
+    result_note <> ''"""
 # The workers' list (states.WorkerState.from_row()): ``age`` is the seconds since
 # the row's last beat by the database's clock, and ``silent`` compares it with the
 # ttl the worker stated, so no replica's clock decides that a worker is gone.
@@ -135,6 +136,7 @@ CLAIM_RETRY = """
         value = CASE WHEN {resume_param} THEN value END
     WHERE name = %(name)s AND token = {expect_param} AND NOT running
         AND outcome = %(failed)s AND attempt < %(max_attempts)s AND {delay_passed}
+        AND result_note = ''
     {claim_returning}
 """
 # The slot came while the task still runs: move on, and count it on the run.

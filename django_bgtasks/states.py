@@ -197,12 +197,15 @@ class DueRow:
     slot_due: bool
     finished_age: float | None
     db_now: dt.datetime
+    # The run's return value could not be stored: it failed with its work done,
+    # so it is not retried (runner.RunningLease.finish).
+    result_not_stored: bool = False
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> DueRow:
         """Build from a row in ``sql.DUE_COLUMNS`` order, as either vendor returns it."""
         (name, token, running, stale, attempt, outcome, requested, schedule, next_run_at,
-         slot_due, finished_age, db_now) = row  # fmt: skip
+         slot_due, finished_age, db_now, result_not_stored) = row  # fmt: skip
         now = as_datetime(db_now)
         assert now is not None  # the statement always selects the clock
         return cls(
@@ -218,6 +221,7 @@ class DueRow:
             slot_due=bool(slot_due),
             finished_age=None if finished_age is None else float(finished_age),
             db_now=now,
+            result_not_stored=bool(result_not_stored),
         )
 
 

@@ -30,4 +30,9 @@ urlpatterns = [
     path("<str:name>/events/", events.task_events, name="task-events"),
     path("<str:name>/run/", views.task_run, name="run"),
     path("<str:name>/cancel/", views.task_cancel, name="cancel"),
+    # Last: a Django Task id that is no UUID, which no route above took, gets
+    # the views' JSON 404 (not Django's HTML one). After "<name>/run/" and
+    # "<name>/cancel/", which a background task named "django-tasks" keeps.
+    path("django-tasks/<str:result_id>/", views.queued_detail),
+    path("django-tasks/<str:result_id>/cancel/", views.queued_cancel),
 ]

@@ -29,6 +29,10 @@ CSRF token. Their bodies, a JSON object or a form, are checked
 by ``RunForm`` and ``CancelForm``; what they do is :mod:`django_bgtasks.operations`,
 which the views only put into status codes and JSON.
 
+Every answer is JSON (:func:`endpoint`): a wrong method is a 405 with
+``Allow``, a CSRF refusal a 403, a Django Task id that is no UUID a 404, and
+a ``DatabaseError`` a 503 with ``Retry-After``, logged.
+
 Reads carry a weak ``ETag`` and answer ``If-None-Match`` with 304, so that
 many polling tabs cost a small query each and no body. The tag covers
 everything in the representation except ``heartbeat_age``, which grows with
@@ -41,19 +45,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+from asgiref.sync import iscoroutinefunction
 from django import forms
 from django.core.exceptions import ValidationError
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.middleware.csrf import logger as csrf_logger
 from django.urls import reverse
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
-from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_POST, require_safe
+from django.utils.decorators import decorator_from_middleware
+from django.utils.log import log_response
+from django.views.decorators.csrf import csrf_exempt
 
 from . import authentication, operations
 from .models import BackgroundTask
@@ -62,6 +71,10 @@ from .validation import validate_name, validate_token, validate_ttl
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 AnyView = TypeVar("AnyView", bound=Callable[..., Any])  # a sync or an async view
+
+logger = logging.getLogger("django_bgtasks.api")
+# Seconds a client is asked to wait after a 503 (a database restart takes a few).
+RETRY_AFTER = 5
 
 
 def outside_request_transactions(view: AnyView) -> AnyView:
@@ -80,6 +93,93 @@ def outside_request_transactions(view: AnyView) -> AnyView:
 def error(status: int, message: str, **extra: Any) -> JsonResponse:
     """A JSON error body: ``{"error": message, ...}``, never task data."""
     return JsonResponse({"error": message, **extra}, status=status)
+
+
+def endpoint(*methods: str) -> Callable[[AnyView], AnyView]:
+    """Make every answer of an API view (sync or async) JSON, whatever happens
+    before or inside it: another method than ``methods`` is a 405 with an
+    ``Allow`` header (Django's ``require_http_methods`` answers it with an
+    empty body), and a ``DatabaseError`` (the server restarting or
+    unreachable, in the view or in the session and permission reads before
+    it) is a 503 with ``Retry-After``, logged on ``django_bgtasks.api``,
+    instead of Django's HTML 500. Outermost but for
+    :func:`outside_request_transactions`, so it covers the others.
+
+    Exempt from the site's ``CsrfViewMiddleware``, whose refusal is an HTML
+    page: a read allows only safe methods, which it never checks, and a
+    write checks the token itself (:func:`csrf_protect`, a JSON 403)."""
+    allowed = frozenset(methods)
+
+    def decorator(view: AnyView) -> AnyView:
+        if iscoroutinefunction(view):
+
+            @wraps(view)
+            async def checked_async(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+                if request.method not in allowed:
+                    return _not_allowed(request, methods)
+                try:
+                    return await view(request, *args, **kwargs)
+                except DatabaseError as exc:
+                    return _unavailable(request, exc)
+
+            return csrf_exempt(checked_async)  # type: ignore[return-value]
+
+        @wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            if request.method not in allowed:
+                return _not_allowed(request, methods)
+            try:
+                return view(request, *args, **kwargs)
+            except DatabaseError as exc:
+                return _unavailable(request, exc)
+
+        return csrf_exempt(checked)  # type: ignore[return-value]
+
+    return decorator
+
+
+def _not_allowed(request: HttpRequest, methods: tuple[str, ...]) -> JsonResponse:
+    response = error(
+        405, f"Method {request.method} is not allowed here; use {' or '.join(methods)}."
+    )
+    response.headers["Allow"] = ", ".join(methods)
+    return response
+
+
+def _unavailable(request: HttpRequest, exc: DatabaseError) -> JsonResponse:
+    # The details go to the log only: the answer may reach someone not yet
+    # authenticated (the session could not be read either).
+    logger.error(
+        "%s %s: the database is unavailable: %s", request.method, request.path, exc, exc_info=exc
+    )
+    response = error(503, f"The database is unavailable; try again in {RETRY_AFTER} seconds.")
+    response.headers["Retry-After"] = str(RETRY_AFTER)
+    return response
+
+
+class _JsonCsrfMiddleware(CsrfViewMiddleware):
+    """Django's CSRF check, answering a refusal with a JSON 403 instead of
+    the site's ``CSRF_FAILURE_VIEW`` page (HTML)."""
+
+    def _reject(self, request: HttpRequest, reason: str) -> HttpResponse:
+        response = error(403, f"CSRF verification failed: {reason}")
+        log_response(  # as Django's own refusal is logged
+            "Forbidden (%s): %s",
+            reason,
+            request.path,
+            response=response,
+            request=request,
+            logger=csrf_logger,
+        )
+        return response
+
+
+_json_csrf_protect = decorator_from_middleware(_JsonCsrfMiddleware)
+
+
+def csrf_protect(view: View) -> View:
+    """Django's ``csrf_protect``, refusing with a JSON 403 (``_JsonCsrfMiddleware``)."""
+    return cast("View", _json_csrf_protect(view))
 
 
 def _authenticated(view: View) -> View:
@@ -200,7 +300,7 @@ def _operation(view: View) -> View:
     site's ``CsrfViewMiddleware`` is told to leave the check to this), for
     the change permission, on a well-formed name, and outside ``ATOMIC_REQUESTS``."""
     return outside_request_transactions(
-        csrf_exempt(_authenticated(csrf_protect(require_POST(_requires("change")(_named(view))))))
+        endpoint("POST")(_authenticated(csrf_protect(_requires("change")(_named(view)))))
     )
 
 
@@ -211,7 +311,7 @@ def _accepted(name: str, body: dict[str, Any]) -> HttpResponse:
     return response
 
 
-@require_safe
+@endpoint("GET", "HEAD")
 @_authenticated
 @_requires("view")
 def task_list(request: HttpRequest) -> HttpResponse:
@@ -219,7 +319,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
     return task_list_response(request, never_run=True)
 
 
-@require_safe
+@endpoint("GET", "HEAD")
 @_authenticated
 @_requires("view")
 @_named
@@ -388,7 +488,7 @@ def task_cancel(request: HttpRequest, name: str) -> HttpResponse:
 # --- Django Tasks (LeaseBackend) -----------------------------------------------------------
 
 
-@require_safe
+@endpoint("GET", "HEAD")
 @_authenticated
 @_requires("view")
 def queued_list(request: HttpRequest) -> HttpResponse:
@@ -398,31 +498,49 @@ def queued_list(request: HttpRequest) -> HttpResponse:
     return conditional_json(request, {"django_tasks": items}, items)
 
 
-@require_safe
+def _result_id(view: View) -> View:
+    """Pass the URL's Django Task id on as a canonical UUID string, or answer
+    a JSON 404 for one that is no UUID: no task can have it. (urls.py routes
+    any other segment here last, so that no malformed id meets Django's HTML
+    404.)"""
+
+    @wraps(view)
+    def checked(request: HttpRequest, result_id: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            parsed = str(uuid.UUID(str(result_id)))
+        except ValueError:
+            return error(404, f"No Django Task has the id {result_id!r}: it is not a UUID.")
+        return view(request, parsed, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+@endpoint("GET", "HEAD")
 @_authenticated
 @_requires("view")
-def queued_detail(request: HttpRequest, result_id: uuid.UUID) -> HttpResponse:
+@_result_id
+def queued_detail(request: HttpRequest, result_id: str) -> HttpResponse:
     """``GET <prefix>/django-tasks/<id>/``: one Django Task, or 404."""
-    row = operations.queued_task(str(result_id))
+    row = operations.queued_task(result_id)
     if row is None:
-        return error(404, f"No Django Task has the id {str(result_id)!r}.")
+        return error(404, f"No Django Task has the id {result_id!r}.")
     item = operations.queued_json(row)
     return conditional_json(request, item, [item])
 
 
 @outside_request_transactions
-@csrf_exempt
+@endpoint("POST")
 @_authenticated
 @csrf_protect
-@require_POST
 @_requires("change")
-def queued_cancel(request: HttpRequest, result_id: uuid.UUID) -> HttpResponse:
+@_result_id
+def queued_cancel(request: HttpRequest, result_id: str) -> HttpResponse:
     """``POST <prefix>/django-tasks/<id>/cancel/``: 202 (a ready task will not
     run; a running one stops at its next ``check()``), 404, or 409 when it
     already finished."""
-    result = operations.cancel_queued(str(result_id))
+    result = operations.cancel_queued(result_id)
     if isinstance(result, operations.QueuedUnknown):
-        return error(404, f"No Django Task has the id {str(result_id)!r}.")
+        return error(404, f"No Django Task has the id {result_id!r}.")
     if isinstance(result, operations.QueuedFinished):
         return error(
             409, "The Django Task already finished.", task=operations.queued_json(result.row)

@@ -654,10 +654,13 @@ def wakes_a_worker(change: changes.Change) -> bool:
 
 
 def retry_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
-    """A failed run, attempts left, and its (doubling) delay passed by the database's clock."""
+    """A failed run, attempts left, and its (doubling) delay passed by the
+    database's clock; never a run that failed only because its return value
+    could not be stored (its work is done)."""
     return (
         not row.stale
         and row.outcome == Outcome.FAILED
+        and not row.result_not_stored
         and row.attempt < task.max_attempts
         and row.finished_age is not None
         and row.finished_age >= task.retry_delay_for(row.attempt)

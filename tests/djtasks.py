@@ -41,6 +41,16 @@ def returns_unencodable() -> object:
 
 
 @task(takes_context=True)
+def writes_then_returns_a_set(context: Any, alias: str, prefix: str) -> set[int]:
+    """Write one row (a ``Counter`` named after ``prefix`` and the attempt),
+    then return what JSON can't encode: the work is done, the value is not."""
+    from tests.testapp.models import Counter
+
+    Counter.objects.using(alias).create(name=f"{prefix}-{context.attempt}")
+    return {1, 2}
+
+
+@task(takes_context=True)
 def with_context(context: Any, n: int) -> dict[str, Any]:
     return {"id": context.task_result.id, "attempt": context.attempt, "n": n}
 

@@ -11,6 +11,7 @@ are tests/faults/test_backend_workers.py's.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import re
@@ -304,6 +305,63 @@ def test_an_unencodable_return_value_fails_the_task(tasks_alias: str) -> None:
     result = finished(djtasks.returns_unencodable.enqueue())
     assert result.status == compat.TaskResultStatus.FAILED
     assert "JSON" in result.errors[0].traceback
+
+
+def test_a_return_value_that_cant_be_stored_fails_the_task_which_never_runs_again(
+    tasks_alias: str,
+) -> None:
+    """Its work was done (here: one row written), so it must not be retried
+    for a value it can't store: FAILED at once, with the encoding error, as
+    Django's own backends end it (docs/django-tasks.md)."""
+    from tests.testapp.models import Counter
+
+    result = djtasks.writes_then_returns_a_set.using(backend="retrying").enqueue(
+        tasks_alias, "unstorable"
+    )
+    ran = run_ready()
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert (ran, row.status, row.attempts, row.max_attempts) == (1, "FAILED", 1, 3)
+    assert row.return_value is None
+    [error] = row.errors
+    assert error["exception_class_path"] == "builtins.TypeError"
+    assert "return value is not JSON-serialisable" in error["traceback"]
+    assert list(Counter.objects.using(tasks_alias).values_list("name", flat=True)) == [
+        "unstorable-1"
+    ]
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.FAILED
+    assert [e.exception_class for e in result.errors] == [TypeError]
+
+
+def test_a_task_started_receiver_that_raises_fails_that_attempt(
+    tasks_alias: str, tmp_path: Any
+) -> None:
+    """Signals are sent with send(), as Django's backends send them; one that
+    raises in task_started fails the attempt like the task raising (as in
+    django-tasks-db's worker), and never leaves the row RUNNING."""
+
+    def refuses(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the receiver refuses")
+
+    path = tmp_path / "ran"
+    result = djtasks.record.using(backend="retrying").enqueue(str(path), "key")
+    compat.task_started.connect(refuses)
+    try:
+        claim = QueuedTask.objects.claim("test-worker", queues=None)
+        assert claim is not None
+        with contextlib.suppress(RuntimeError):  # (it used to escape execute)
+            execute(claim)
+        row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+        assert (row.status, row.attempts) == ("READY", 1)  # retried: attempts remain
+        [error] = row.errors
+        assert error["exception_class_path"] == "builtins.RuntimeError"
+        assert "the receiver refuses" in error["traceback"]
+        assert run_ready() == 2
+    finally:
+        compat.task_started.disconnect(refuses)
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert (row.status, row.attempts, len(row.errors)) == ("FAILED", 3, 3)
+    assert not path.exists()  # the task itself never ran
 
 
 @pytest.mark.parametrize("kind", sorted(djtasks.BASE_EXCEPTIONS))

@@ -99,7 +99,11 @@ def test_what_run_and_start_return_is_stored_as_the_runs_result(db_alias: str) -
     assert [run["result"]["n"] for run in runs(db_alias)] == [3, 4]
 
 
-def test_a_result_that_cant_be_stored_is_noted_and_the_run_succeeds(db_alias: str) -> None:
+def test_a_result_that_cant_be_stored_fails_the_run_saying_why(db_alias: str) -> None:
+    """The caller of ``.run()`` still gets what the function returned; the
+    run's record says it failed, and why (the worker never retries it:
+    tests/test_worker.py)."""
+
     @background_task(name="t-unstorable", ttl=30)
     def unstorable(running: Any) -> set[int]:
         return {1, 2}
@@ -108,12 +112,17 @@ def test_a_result_that_cant_be_stored_is_noted_and_the_run_succeeds(db_alias: st
     started = unstorable.start()
     assert started is not None and started.wait(10) and started.exception is None
     state = objects.get_state("t-unstorable")
-    assert (state.outcome, state.result) == ("succeeded", None)
+    assert (state.outcome, state.result) == ("failed", None)
     assert state.result_note == (
         "not stored: TypeError: result is not JSON-serialisable: "
         "Object of type set is not JSON serializable"
     )
+    assert state.error == (
+        "its return value could not be stored, so the run failed and is not retried: "
+        + state.result_note.removeprefix("not stored: ")
+    )
     assert [run["result_note"] for run in runs(db_alias)] == [state.result_note] * 2
+    assert [run["outcome"] for run in runs(db_alias)] == ["failed"] * 2
 
 
 def logged_failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

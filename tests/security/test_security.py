@@ -253,9 +253,13 @@ def task_urls(name: str) -> list[str]:
         # A Django Task's result id: one that exists (the fixture's) is not
         # needed, since every refusal comes before the lookup.
         url = url.replace("<uuid:result_id>", "00000000-0000-4000-8000-000000000000")
+        # A malformed one, which the views answer with a JSON 404 (urls.py's last routes).
+        url = url.replace("<str:result_id>", "not-a-uuid")
         # A watch URL: validly signed for this task (read only by design).
         url = url.replace("<str:signed>", watch_url(name).rstrip("/").rsplit("/", 1)[-1])
-        unknown = re.sub(r"<str:name>|<path:object_id>|<uuid:result_id>|<str:signed>", "", route)
+        unknown = re.sub(
+            r"<str:name>|<path:object_id>|<(?:uuid|str):result_id>|<str:signed>", "", route
+        )
         assert "<" not in unknown and "(" not in unknown, f"unknown parameter in {route!r}"
         urls.append(url)
     return urls
