@@ -97,6 +97,16 @@ def record_slowly(path: str, key: str, seconds: float) -> str:
     return key
 
 
+@task(takes_context=True)
+def exits_first(context: Any, path: str) -> int:
+    """Record the attempt; on the first, end the whole process with
+    ``os._exit()`` (as the OOM killer would, nothing runs after it)."""
+    record.call(path, f"attempt-{context.attempt}")
+    if context.attempt == 1:
+        os._exit(3)
+    return int(context.attempt)
+
+
 @task
 def until_cancelled(path: str, seconds: float) -> str:
     """Say it started (in ``path``), then check for a cancel until ``seconds`` pass."""

@@ -103,6 +103,25 @@ def test_a_killed_workers_task_is_retried_by_another(
     assert "was lost" in lost.traceback
 
 
+def test_a_task_calling_os_exit_ends_its_worker_and_is_recovered_by_another(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    """``os._exit()`` (or the OOM killer) takes the whole process: no thread
+    survives to record anything, so the run is recovered after its ttl, as a
+    killed worker's is, and retried by another worker."""
+    attempts = tmp_path / "attempts"
+    result = djtasks.exits_first.using(backend="retrying").enqueue(str(attempts))
+    first = workers.start("--queue", "default")
+    assert first.wait(60) == 3, workers.output()
+    workers.start("--queue", "default")
+    result = finished(result)
+    assert result.status == SUCCESSFUL and result.return_value == 2
+    assert [line.split()[0] for line in lines(attempts)] == ["attempt-1", "attempt-2"]
+    assert len(set(result.worker_ids)) == 2
+    [lost] = result.errors
+    assert lost.exception_class.__name__ == "LeaseLost" and "was lost" in lost.traceback
+
+
 def test_a_killed_workers_task_fails_worker_lost_with_max_attempts_1(
     tasks_alias: str, workers: Workers, tmp_path: Path
 ) -> None:
