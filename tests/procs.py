@@ -22,6 +22,14 @@ from typing import Any, TypeVar
 
 ENV_DB = "BGTASKS_TEST_DB"
 ENV_SETTINGS = "BGTASKS_TEST_SETTINGS"
+# The apps of a worker process (and of tests/worker_settings.py).
+WORKER_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django_bgtasks",
+    "tests.testapp",
+    "tests.workerapp",
+]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = TypeVar("T")
 
@@ -162,13 +170,7 @@ def _setup_django() -> None:
     from django.conf import settings
 
     settings.configure(
-        INSTALLED_APPS=[
-            "django.contrib.contenttypes",
-            "django.contrib.auth",
-            "django_bgtasks",
-            "tests.testapp",
-            "tests.workerapp",
-        ],
+        INSTALLED_APPS=WORKER_APPS,
         DATABASES={"default": json.loads(os.environ[ENV_DB])},
         USE_TZ=True,
         **json.loads(os.environ.get(ENV_SETTINGS, "{}")),
