@@ -410,10 +410,13 @@ def _fenced_increment_with_pause(
 
 
 def bgtasks(*args: str) -> None:
-    """``manage.py bgtasks ...`` in this process: the real command (a worker)."""
-    from django.core.management import call_command
+    """``manage.py bgtasks ...`` in this process: the real command (a worker),
+    through the command line as manage.py runs it, so that a ``CommandError``
+    exits with its own status (a worker stopped at once: 128 + the signal).
+    The system checks are skipped, as ``call_command`` skips them."""
+    from django.core.management import execute_from_command_line
 
-    call_command("bgtasks", *args)
+    execute_from_command_line(["manage.py", "bgtasks", "--skip-checks", *args])
 
 
 def requester(name: str, first: str, count: str, seconds: str) -> None:
