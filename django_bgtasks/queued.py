@@ -14,7 +14,8 @@ run with one fenced statement:
   token), else ``FAILED``; each attempt's error is kept, with its traceback;
 * cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
 * the worker is stopping (``WorkerStopping``): ``READY`` again, the attempt
-  given back, for the next worker;
+  given back, for the next worker; the same when a worker stopping at once
+  ends the run from its main thread (:meth:`QueuedLease.interrupt`);
 * lease lost (the heartbeat was refused, or none succeeded for a ttl):
   nothing is written; the row is the recovery's (``QueuedTask.objects.recover()``).
 

@@ -23,9 +23,11 @@ Each run has its own thread, lease, heartbeat and connection. ``stop()`` (the
 command calls it on SIGTERM/SIGINT) claims nothing more and sets
 ``lease.stopping``, so the runs raise :class:`WorkerStopping` at their next
 ``check()``/``update()`` and are recorded ``interrupted``; the worker waits up
-to ``grace`` seconds for them. The database going away is survived: the poll
-is retried with backoff, and each run's lease follows the runner's renew
-deadline.
+to ``grace`` seconds for them. ``stop_now()`` (on a second signal) waits for
+none: it hands the runs still going back as a graceful stop would, each by
+its fenced statement, and the process exits. The database going away is
+survived: the poll is retried with backoff, and each run's lease follows the
+runner's renew deadline.
 
 Between polls the worker waits ``poll`` seconds, or less: it watches its
 tasks' names on the process's change feed (:mod:`django_bgtasks.changes`),
