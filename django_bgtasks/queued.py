@@ -18,7 +18,8 @@ run with one fenced statement:
   error is kept, with its traceback;
 * cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
 * the worker is stopping (``WorkerStopping``): ``READY`` again, the attempt
-  given back, for the next worker;
+  given back, for the next worker; the same when a worker stopping at once
+  ends the run from its main thread (:meth:`QueuedLease.interrupt`);
 * lease lost (the heartbeat was refused, or none succeeded for a ttl):
   nothing is written; the row is the recovery's (``QueuedTask.objects.recover()``).
 
@@ -57,6 +58,10 @@ _T = TypeVar("_T")
 _current: contextvars.ContextVar[QueuedLease | None] = contextvars.ContextVar(
     "bgtasks_queued_lease", default=None
 )
+# The runs going on in this process, for a worker that stops at once and must
+# hand its runs back from its main thread (running_leases()).
+_running: set[QueuedLease] = set()
+_running_lock = threading.Lock()
 
 
 class QueuedLease:
@@ -77,6 +82,9 @@ class QueuedLease:
         self._thread: threading.Thread | None = None
         # When the run ended, by the database's clock (set by the finish).
         self.finished_at: dt.datetime | None = None
+        # Set by whichever ends the run first: its own thread, or interrupt()
+        # (a worker stopping at once): the row is finished once.
+        self._ending = False
 
     @property
     def name(self) -> str:
@@ -112,6 +120,26 @@ class QueuedLease:
         encode_value(progress, kind="progress")  # a bad value raises before any SQL
         self._renew(progress=progress, set_progress=True)
         self.check()
+
+    def interrupt(self) -> str:
+        """End the run from another thread while the task may still be going:
+        ``READY`` again with the attempt given back, as a graceful stop's
+        :class:`WorkerStopping` does (fenced by the claim's token). For a
+        worker stopping at once, whose process exits right after. Returns the
+        status the row was left in (``RUNNING``: nothing written, the run had
+        ended or its lease was lost)."""
+        if not self._begin_end():
+            return RUNNING
+        self.stop()
+        return _finish(self, READY, refund=True, ending=False)
+
+    def _begin_end(self) -> bool:
+        """``True`` for the first caller only (the run's end or interrupt())."""
+        with self._lock:
+            if self._ending:
+                return False
+            self._ending = True
+            return True
 
     # --- the heartbeat -------------------------------------------------------------
 
@@ -207,6 +235,12 @@ def _queue() -> QueueManager:
     return QueuedTask.objects
 
 
+def running_leases(owner: str) -> list[QueuedLease]:
+    """The leases of the queued tasks that worker ``owner`` is running in this process."""
+    with _running_lock:
+        return [lease for lease in _running if lease.claim.owner == owner]
+
+
 def task_lease(context: Any = None) -> QueuedLease:
     """The lease of the queued task running in this thread (its ``update()``
     and ``check()``), for a task function run by ``bgtasks worker``. Pass the
@@ -283,6 +317,16 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
     the module docstring). Returns the status it was left in (``RUNNING``
     when the lease was lost and nothing could be written)."""
     lease = QueuedLease(claim, stopping=stopping)
+    with _running_lock:
+        _running.add(lease)
+    try:
+        return _execute(lease, claim)
+    finally:
+        with _running_lock:
+            _running.discard(lease)
+
+
+def _execute(lease: QueuedLease, claim: Claim) -> str:
     try:
         task = load_task(
             claim.task_path,
@@ -378,11 +422,14 @@ def _finish(
     return_value: str | None = None,
     error: dict[str, str] | None = None,
     refund: bool = False,
+    ending: bool = True,
 ) -> str:
     """Write the run's end, retried through a database outage while the lease
     can still be valid (the write is fenced, so a retry is safe). A retry
     first asks whether the try before it landed, its reply lost with the
     connection: the end is then written already, and this run did end."""
+    if ending and not lease._begin_end():
+        return RUNNING  # interrupt() ended it: this thread's end comes too late
     if lease.lost:
         return RUNNING
     tries = 0
@@ -416,4 +463,4 @@ def _error(exc: BaseException) -> dict[str, str]:
     }
 
 
-__all__ = ["QueuedLease", "execute", "result_from_row", "task_lease"]
+__all__ = ["QueuedLease", "execute", "result_from_row", "running_leases", "task_lease"]

@@ -94,8 +94,14 @@ class RunningLease:
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._done = threading.Event()
+        # Set by whichever ends the run first: finish() (its own thread) or
+        # interrupt() (a worker stopping at once): the run is released once.
+        self._ending = False
         self.result: Any = None
         self.exception: BaseException | None = None
+        # How the run ended (an ``Outcome``), once it was released; ``None``
+        # before, and when the lease was lost.
+        self.outcome: str | None = None
 
     def __repr__(self) -> str:
         return f"<RunningLease {self.name!r} token={self.token} owner={self.owner!r}>"
@@ -272,6 +278,8 @@ class RunningLease:
         raised as :class:`LeaseLost`, since it ran without the lease for a while;
         otherwise the work's own exception is left to propagate.
         """
+        if not self._begin_end():
+            return  # interrupt() released it: this thread's end comes too late
         self._stop_heartbeat()
         try:
             outcome: Outcome
@@ -318,6 +326,32 @@ class RunningLease:
         finally:
             self._done.set()
 
+    def interrupt(self) -> bool:
+        """End the run from another thread while its work may still be going:
+        released ``interrupted``, as a graceful stop's :class:`WorkerStopping`
+        is (fenced by the token), so that it is handed over at once. For a
+        worker stopping at once (a second SIGTERM/SIGINT), whose process exits
+        right after. ``False`` when the run had already ended, or its lease
+        was lost: nothing is written then."""
+        if not self._begin_end():
+            return False
+        self._stop_heartbeat()
+        try:
+            self._release(Outcome.INTERRUPTED, str(WorkerStopping(self.name)), None)
+        except LeaseLost:
+            return False
+        finally:
+            self._done.set()
+        return True
+
+    def _begin_end(self) -> bool:
+        """``True`` for the first caller only (finish() or interrupt())."""
+        with self._lock:
+            if self._ending:
+                return False
+            self._ending = True
+            return True
+
     def _release(self, outcome: str, error: str, result: Any) -> None:
         if self._progress.take() is None:
             self._renew()  # release's final_value=None means "keep": write it first
@@ -336,6 +370,7 @@ class RunningLease:
         if not released:
             self._declare_lost("the lease was taken over or released by an operator")
             self._raise_if_lost()
+        self.outcome = outcome
         lease_released.send(
             BackgroundTask, name=self.name, owner=self.owner, token=self.token, outcome=outcome
         )

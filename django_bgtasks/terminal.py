@@ -37,19 +37,31 @@ Cell = str | tuple[str, Callable[[str], str]]
 
 
 @contextlib.contextmanager
-def stop_on_signals(stop: threading.Event, count: list[int] | None = None) -> Iterator[None]:
+def stop_on_signals(
+    stop: threading.Event,
+    count: list[int] | None = None,
+    *,
+    again: Callable[[int], None] | None = None,
+) -> Iterator[None]:
     """While the block runs, Ctrl-C (SIGINT) and SIGTERM set ``stop`` (and
     bump ``count[0]``) instead of raising wherever the program happens to be,
-    so loops end between steps and clean up. Signals can only be caught in
-    the main thread; elsewhere the block runs unchanged."""
+    so loops end between steps and clean up. With ``again``, the second
+    signal and any later one call ``again(signum)`` instead, from the signal
+    handler (so it must only set flags). Signals can only be caught in the
+    main thread; elsewhere the block runs unchanged."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    received = [0]
 
     def handler(signum: int, frame: Any) -> None:
         if count is not None:
             count[0] += 1
-        stop.set()
+        received[0] += 1
+        if again is not None and received[0] > 1:
+            again(signum)
+        else:
+            stop.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

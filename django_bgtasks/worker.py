@@ -23,9 +23,11 @@ Each run has its own thread, lease, heartbeat and connection. ``stop()`` (the
 command calls it on SIGTERM/SIGINT) claims nothing more and sets
 ``lease.stopping``, so the runs raise :class:`WorkerStopping` at their next
 ``check()``/``update()`` and are recorded ``interrupted``; the worker waits up
-to ``grace`` seconds for them. The database going away is survived: the poll
-is retried with backoff, and each run's lease follows the runner's renew
-deadline.
+to ``grace`` seconds for them. ``stop_now()`` (on a second signal) waits for
+none: it hands the runs still going back as a graceful stop would, each by
+its fenced statement, and the process exits. The database going away is
+survived: the poll is retried with backoff, and each run's lease follows the
+runner's renew deadline.
 
 The worker's own row in the workers' table (``BackgroundTask.objects.work.beat``)
 is written every ``WORKER_BEAT_SECONDS``, during the idle wait and the grace
@@ -57,7 +59,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
@@ -72,6 +74,9 @@ from .runner import RunningLease
 from .states import DueRow, WorkClaim
 from .tasks import BackgroundTaskFunction
 from .validation import heartbeat_interval
+
+if TYPE_CHECKING:
+    from .queued import QueuedLease
 
 logger = logging.getLogger("django_bgtasks.worker")
 
@@ -90,6 +95,14 @@ FORGET_WORKERS_AFTER = 3600.0
 FORGET_EVERY_SECONDS = 60.0
 # The longest wait between polls while the database can't be reached.
 MAX_BACKOFF_SECONDS = 30.0
+# How often a waiting main thread looks whether it should stop waiting: for a
+# stop at once while it waits for the runs (a signal handler can only set a
+# flag: it can't end a join), and under --once for a run or queue thread that ended.
+LOOK_EVERY_SECONDS = 0.1
+# A worker stopping at once waits this long, at most, for the statements that
+# hand its runs back: one may wait on a row lock the stuck run holds (a
+# fence() in an open transaction), and then the process exits anyway.
+AT_ONCE_WRITES_SECONDS = 5.0
 
 
 class Worker:
@@ -142,6 +155,9 @@ class Worker:
         self._held_queued: set[int] = set()
         self._claiming = threading.Lock()
         self._once = False
+        # stop_now() was called: a plain flag, since a signal handler sets it.
+        self._at_once = False
+        self.stopped_at_once = False
 
     # --- the loop ------------------------------------------------------------
 
@@ -183,7 +199,7 @@ class Worker:
                 queue_busy = any(thread.is_alive() for thread in self._queue_threads)
                 if once and not started and not self._runs and not queue_busy:
                     break
-                self._idle(watcher)
+                self._idle(watcher, queue_busy)
         finally:
             if watcher is not None:
                 watcher.close()
@@ -197,6 +213,16 @@ class Worker:
             logger.info("worker %s: stopping (grace %g s)", self.id, self.grace)
         self.stopping.set()
 
+    def stop_now(self) -> None:
+        """Stop at once (the command calls it on a second SIGTERM/SIGINT): wait
+        for no run; the runs still going are handed back as a graceful stop
+        would hand them back, and :meth:`run` returns with
+        ``stopped_at_once`` set. Safe in a signal handler: it takes no lock
+        unless the worker was not stopping yet."""
+        self._at_once = True
+        if not self.stopping.is_set():
+            self.stopping.set()
+
     def _watch(self) -> changes.Watcher | None:
         """A watcher of this worker's task names on the process's change feed
         (none for a worker of the queue alone). Watching starts the feed's
@@ -206,28 +232,41 @@ class Worker:
             return None
         return changes.watch(list(self.tasks), wake=self._wakeup.set, using=conf.DATABASE)
 
-    def _idle(self, watcher: changes.Watcher | None) -> None:
+    def _idle(self, watcher: changes.Watcher | None, queue_busy: bool = False) -> None:
         """Wait ``poll`` seconds, or until :meth:`stop`, or until the feed
         reports a change that may have made work due (:func:`wakes_a_worker`).
         Other changes (the progress of a run, ours or another's) only make it
-        look again and wait out the rest of the poll."""
+        look again and wait out the rest of the poll. With ``once``, also
+        until a run ends, or the queue threads (``queue_busy`` at the poll) do."""
         deadline = time.monotonic() + spread(self.poll)
         while not self.stopping.is_set():
+            # --once exits as soon as its work is done, not a poll later.
+            if self._once and self._work_ended(queue_busy):
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            # A poll longer than a beat must not make a live worker look silent.
+            # Wake for the first of: the poll's end; the next beat (a poll
+            # longer than a beat must not make a live worker look silent);
+            # under --once, the next look at whether the work ended.
+            wait = min(left, LOOK_EVERY_SECONDS) if self._once else left
             next_beat = self._beat_at + self.beat_every - time.monotonic()
-            if next_beat < left:
+            if next_beat < wait:
                 if not self._wakeup.wait(max(next_beat, 0.0)):
                     self._beat_quietly()
                     continue
-            elif not self._wakeup.wait(left):
-                return
+            elif not self._wakeup.wait(wait):
+                continue
             # Cleared before taking: a change pushed after the take sets it again.
             self._wakeup.clear()
             if watcher is not None and any(map(wakes_a_worker, watcher.take())):
                 return
+
+    def _work_ended(self, queue_busy: bool) -> bool:
+        """A run of ours ended, or the queue threads, busy at the last poll, all did."""
+        if any(not thread.is_alive() for _, thread in self._runs.values()):
+            return True
+        return queue_busy and not any(thread.is_alive() for thread in self._queue_threads)
 
     def tick(self) -> int:
         """One poll: claim and start what is due. Returns how many runs started."""
@@ -414,6 +453,13 @@ class Worker:
                     if not self.stopping.is_set():
                         wakeup.wait(spread(self.poll))
                     continue
+                logger.info(
+                    "queued task %s %s started (token %d, attempt %d)",
+                    claim.task_path,
+                    claim.uuid,
+                    claim.token,
+                    claim.attempts,
+                )
                 try:
                     status = execute(claim, stopping=self.stopping)
                 except TRANSIENT_ERRORS as exc:
@@ -435,13 +481,13 @@ class Worker:
                 finally:
                     with self._claiming:
                         self._held_queued.discard(claim.seq)
-                logger.debug(
-                    "queued task %s %s (token %d, attempt %d): %s",
+                logger.info(
+                    "queued task %s %s (token %d, attempt %d) ended: %s",
                     claim.task_path,
                     claim.uuid,
                     claim.token,
                     claim.attempts,
-                    status,
+                    _ended(status),
                 )
         finally:
             if unsure:  # stopping before the database came back: one last try
@@ -514,7 +560,13 @@ class Worker:
         for name, (running, thread) in list(self._runs.items()):
             if not thread.is_alive():
                 del self._runs[name]
-                logger.info("task %r (token %d) ended", name, running.token)
+                logger.info(
+                    "task %r (token %d, attempt %d) ended: %s",
+                    name,
+                    running.token,
+                    running.attempt,
+                    running.outcome or "lost",
+                )
 
     def _beat(self, *, force: bool = False) -> None:
         running = sorted(self._runs)
@@ -577,7 +629,7 @@ class Worker:
         deadline = time.monotonic() + self.grace
         for name, (running, thread) in list(self._runs.items()):
             self._join(thread, deadline)
-            if thread.is_alive():
+            if thread.is_alive() and not self._at_once:
                 logger.warning(
                     "task %r (token %d) did not stop within the grace period (%g s); its "
                     "lease expires after its ttl and another worker takes it over",
@@ -587,12 +639,15 @@ class Worker:
                 )
         for thread in self._queue_threads:
             self._join(thread, deadline)
-            if thread.is_alive():
+            if thread.is_alive() and not self._at_once:
                 logger.warning(
                     "a queued task did not stop within the grace period (%g s); its lease "
                     "expires after its ttl and a worker retries or fails it",
                     self.grace,
                 )
+        if self._at_once:
+            self.stopped_at_once = True
+            self._hand_back()
         self._reap_runs()
         with contextlib.suppress(DatabaseError):
             BackgroundTask.objects.work.gone(self.id)
@@ -600,15 +655,79 @@ class Worker:
         logger.info("worker %s: stopped", self.id)
 
     def _join(self, thread: threading.Thread, deadline: float) -> None:
-        """Wait for ``thread`` until ``deadline``, beating meanwhile: a worker
-        waiting out its grace period is alive, and its row must say so."""
-        while thread.is_alive():
+        """Wait for ``thread`` until ``deadline``, or until :meth:`stop_now`,
+        beating meanwhile: a worker waiting out its grace period is alive,
+        and its row must say so."""
+        while thread.is_alive() and not self._at_once:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            thread.join(min(left, self.beat_every))
-            if thread.is_alive():
+            thread.join(min(left, LOOK_EVERY_SECONDS))
+            if thread.is_alive() and time.monotonic() >= self._beat_at + self.beat_every:
                 self._beat_quietly()
+
+    def _hand_back(self) -> None:
+        """Stopping at once: record the runs still going as a graceful stop
+        does (``interrupted``; a queued task ``READY`` again, its attempt given
+        back), each by its fenced statement, on a thread of its own that is
+        waited for ``AT_ONCE_WRITES_SECONDS`` at most. The runs' threads die
+        with the process; a run whose statement did not finish in time goes
+        stale after its ttl, as after a SIGKILL."""
+        runs = [running for running, thread in self._runs.values() if thread.is_alive()]
+        queued: list[QueuedLease] = []
+        if self.run_queued:
+            from .queued import running_leases
+
+            queued = running_leases(self.id)
+        logger.warning(
+            "worker %s: stopping at once; handing back %d run(s) still going",
+            self.id,
+            len(runs) + len(queued),
+        )
+        writer = threading.Thread(
+            target=_hand_back, args=(runs, queued), name="bgtasks-stop-at-once", daemon=True
+        )
+        writer.start()
+        writer.join(AT_ONCE_WRITES_SECONDS)
+        if writer.is_alive():
+            logger.warning(
+                "worker %s: the runs were not all handed back within %g s; the rest expire "
+                "after their ttl",
+                self.id,
+                AT_ONCE_WRITES_SECONDS,
+            )
+
+
+def _hand_back(runs: list[RunningLease], queued: list[QueuedLease]) -> None:
+    """The writes of :meth:`Worker._hand_back`, on their own thread."""
+    try:
+        for running in runs:
+            try:
+                if running.interrupt():
+                    logger.info(
+                        "task %r (token %d, attempt %d) ended: %s",
+                        running.name,
+                        running.token,
+                        running.attempt,
+                        running.outcome,
+                    )
+            except DatabaseError as exc:
+                logger.warning("task %r: not handed back: %s", running.name, exc)
+        for lease in queued:
+            try:
+                status = lease.interrupt()
+            except DatabaseError as exc:
+                logger.warning("queued task %s: not handed back: %s", lease.name, exc)
+            else:
+                logger.info(
+                    "queued task %s (token %d, attempt %d) ended: %s",
+                    lease.name,
+                    lease.token,
+                    lease.attempt,
+                    _ended(status),
+                )
+    finally:
+        _close_connection()
 
 
 class _Stopping(threading.Event):
@@ -672,6 +791,15 @@ def _comes_first(row: DueRow | None, next_slot: dt.datetime | None) -> bool:
     if row is None or row.next_run_at is None or next_slot is None:
         return False
     return row.next_run_at <= next_slot
+
+
+def _ended(status: str) -> str:
+    """How a queued task's run ended, from the status it left the row in."""
+    if status == "READY":
+        return "READY (to be run again)"
+    if status == "RUNNING":
+        return "its lease was lost (the recovery ends it)"
+    return status
 
 
 def _close_connection() -> None:

@@ -22,6 +22,14 @@ from typing import Any, TypeVar
 
 ENV_DB = "BGTASKS_TEST_DB"
 ENV_SETTINGS = "BGTASKS_TEST_SETTINGS"
+# The apps of a worker process (and of tests/worker_settings.py).
+WORKER_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django_bgtasks",
+    "tests.testapp",
+    "tests.workerapp",
+]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = TypeVar("T")
 
@@ -162,13 +170,7 @@ def _setup_django() -> None:
     from django.conf import settings
 
     settings.configure(
-        INSTALLED_APPS=[
-            "django.contrib.contenttypes",
-            "django.contrib.auth",
-            "django_bgtasks",
-            "tests.testapp",
-            "tests.workerapp",
-        ],
+        INSTALLED_APPS=WORKER_APPS,
         DATABASES={"default": json.loads(os.environ[ENV_DB])},
         USE_TZ=True,
         **json.loads(os.environ.get(ENV_SETTINGS, "{}")),
@@ -408,10 +410,13 @@ def _fenced_increment_with_pause(
 
 
 def bgtasks(*args: str) -> None:
-    """``manage.py bgtasks ...`` in this process: the real command (a worker)."""
-    from django.core.management import call_command
+    """``manage.py bgtasks ...`` in this process: the real command (a worker),
+    through the command line as manage.py runs it, so that a ``CommandError``
+    exits with its own status (a worker stopped at once: 128 + the signal).
+    The system checks are skipped, as ``call_command`` skips them."""
+    from django.core.management import execute_from_command_line
 
-    call_command("bgtasks", *args)
+    execute_from_command_line(["manage.py", "bgtasks", "--skip-checks", *args])
 
 
 def beating(seconds: str, *args: str) -> None:

@@ -584,6 +584,19 @@ def test_the_worker_command_runs_queued_tasks(tasks_alias: str) -> None:
     assert not djtasks.add.get_result(other.id).is_finished
 
 
+def test_the_worker_logs_each_queued_run_at_info(
+    tasks_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="django_bgtasks")
+    good, bad = djtasks.add.enqueue(1, 1), djtasks.fails.enqueue("no")
+    Worker([], concurrency=1, poll=0.05, queues=["default"]).run(once=True)
+    lines = [r.getMessage() for r in caplog.records if r.name == "django_bgtasks.worker"]
+    for result, ended in ((good, "SUCCESSFUL"), (bad, "FAILED")):
+        path = f"tests.djtasks.{result.task.name}"
+        assert f"queued task {path} {result.id} started (token 1, attempt 1)" in lines
+        assert f"queued task {path} {result.id} (token 1, attempt 1) ended: {ended}" in lines
+
+
 # --- system checks ------------------------------------------------------------------
 
 

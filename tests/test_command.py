@@ -440,6 +440,20 @@ def test_a_subcommand_is_required(site_alias: str) -> None:
         bgtasks()
 
 
+def test_djangos_common_options_are_accepted_after_the_subcommand_too() -> None:
+    from django_bgtasks.management.commands.bgtasks import Command
+
+    parser = Command().create_parser("manage.py", "bgtasks")
+    given = ["-v", "3", "--settings", "s", "--pythonpath", "p", "--traceback", "--skip-checks"]
+    after = parser.parse_args(["worker", *given, "--no-color"])
+    assert (after.verbosity, after.settings, after.pythonpath) == (3, "s", "p")
+    assert after.traceback and after.skip_checks and after.no_color
+    before = parser.parse_args(["--verbosity", "0", "list"])
+    assert (before.verbosity, before.traceback) == (0, False)
+    with pytest.raises(CommandError, match="invalid choice: 4"):
+        parser.parse_args(["workers", "-v", "4"])
+
+
 # --- real processes: exit codes and signals ----------------------------------------------
 
 
@@ -643,3 +657,34 @@ def test_list_show_cancel_and_prune_django_tasks(tasks_site_alias: str) -> None:
     QueuedTask.objects.using(tasks_site_alias).update(finished_at="2000-01-01T00:00:00Z")
     assert "Deleted 2 Django Task result(s)" in bgtasks("prune")
     assert QueuedTask.objects.using(tasks_site_alias).count() == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "logged"),
+    [
+        (["-v", "0", "--settings", "tests.worker_settings"], False),
+        (["--settings=tests.worker_settings", "--verbosity", "2"], True),
+    ],
+    ids=["v0", "v2"],
+)
+def test_settings_and_verbosity_after_the_worker_subcommand_take_effect(
+    site_alias: str, options: list[str], logged: bool
+) -> None:
+    assert objects.request_run("surface-quick")
+    env = worker_env(site_alias)
+    # Settings that can't be imported: only --settings gets the worker to the
+    # test database, where the request is.
+    env["DJANGO_SETTINGS_MODULE"] = "tests.no_such_settings"
+    worker = ["bgtasks", "worker", "--task", "surface-quick", "--once"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "django", *worker, *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    _, err = communicate_or_kill(process, 60)
+    assert process.returncode == 0, err
+    assert [run["outcome"] for run in runs(site_alias, "surface-quick")] == ["succeeded"]
+    assert ("INFO django_bgtasks.worker: task 'surface-quick' started" in err) == logged, err

@@ -24,7 +24,9 @@ from django_bgtasks import (
     background_task,
     lease,
 )
+from django_bgtasks.choices import Outcome
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.runner import RunningLease
 from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
 from tests.dbtools import backdate, rows, runs
 
@@ -531,3 +533,28 @@ def test_a_bad_progress_interval_is_refused_before_anything_is_written(
     with pytest.raises(error, match="BGTASKS_PROGRESS_INTERVAL"), lease("bar", ttl=30):
         pytest.fail("body must not run")
     assert rows(db_alias) == []
+
+
+def test_interrupt_ends_the_run_once_as_a_graceful_stop_would(db_alias: str) -> None:
+    # A worker stopping at once calls interrupt() from its main thread while
+    # the run's own thread may still finish: whichever comes first ends it.
+    running = RunningLease.claim("stuck", ttl=30, value={"step": 1})
+    assert running is not None
+    assert running.interrupt() and running.wait(0)
+    assert not running.interrupt()
+    running.finish(None, result={"late": True})  # the run's own end: too late, a no-op
+    (run,) = runs(db_alias, "stuck")
+    assert (run["outcome"], run["token"], run["value"]) == (
+        Outcome.INTERRUPTED,
+        running.token,
+        {"step": 1},
+    )
+    assert "its worker is stopping" in run["error"] and run["result"] is None
+    state = objects.get_state("stuck")
+    assert state is not None and not state.running and state.outcome == Outcome.INTERRUPTED
+
+    done = RunningLease.claim("finished", ttl=30)
+    assert done is not None
+    done.finish(None)
+    assert not done.interrupt()
+    assert [run["outcome"] for run in runs(db_alias, "finished")] == [Outcome.SUCCEEDED]

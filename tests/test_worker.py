@@ -389,6 +389,32 @@ def test_a_result_that_cant_be_stored_fails_the_run_which_is_never_retried(
     assert record.exc_info is None and note in record.getMessage()
 
 
+def test_a_worker_logs_each_run_start_and_end_at_info(
+    db_alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="django_bgtasks")
+    assert objects.request_run("w-echo", kwargs={"n": 5})
+    Worker([make_task("w-echo", echo)], poll=0.02).run(once=True)
+    (run,) = runs("w-echo")
+    lines = [r.getMessage() for r in caplog.records if r.name == "django_bgtasks.worker"]
+    assert f"task 'w-echo' started (token {run.token}, request, attempt 1)" in lines
+    assert f"task 'w-echo' (token {run.token}, attempt 1) ended: succeeded" in lines
+
+
+def test_djangos_verbosity_option_is_accepted_after_the_worker_subcommand(
+    site_alias: str,
+) -> None:
+    from django.core.management import CommandError, call_command
+
+    for verbosity in ("0", "3"):
+        assert objects.request_run("surface-quick")
+        call_command("bgtasks", "worker", "--task", "surface-quick", "--once", "-v", verbosity)
+    assert [run.outcome for run in runs("surface-quick")] == [Outcome.SUCCEEDED] * 2
+    with pytest.raises(CommandError, match="invalid choice"):
+        call_command("bgtasks", "worker", "--task", "surface-quick", "--once", "-v", "4")
+    assert len(runs("surface-quick")) == 2
+
+
 def test_the_retry_delay_grows_per_attempt() -> None:
     task = make_task("w-delay", echo, retry_delay=2.0)
     assert [task.retry_delay_for(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]

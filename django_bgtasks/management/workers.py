@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import math
+import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -113,7 +114,9 @@ def run_worker(
     verbosity: int,
     queues: list[str] | None = None,
 ) -> None:
-    """``worker``: until SIGTERM/SIGINT (a graceful stop), or with ``once``, until done."""
+    """``worker``: until SIGTERM/SIGINT (a graceful stop; a second one stops at
+    once, and exits with status 128 + the signal's number), or with ``once``,
+    until done."""
     registered = registered_tasks()
     run_queued = queues is not None or uses_lease_backend()
     names = task_names or list(registered)
@@ -147,8 +150,23 @@ def run_worker(
         queues=queues,
         run_queued=run_queued,
     )
-    with _log_to(stderr, verbosity), stop_on_signals(worker.stopping):
+    # A second signal stops at once (the first began a graceful stop).
+    signals: list[int] = []
+
+    def at_once(signum: int) -> None:
+        signals.append(signum)
+        worker.stop_now()
+
+    with _log_to(stderr, verbosity), stop_on_signals(worker.stopping, again=at_once):
         worker.run(once=once)
+    if worker.stopped_at_once:
+        # 128 + the signal: the status of a process the signal ended, as shells report it.
+        signum = signals[0] if signals else signal.SIGTERM
+        raise CommandError(
+            f"Stopped at once on a second {signal.Signals(signum).name}; the runs still going "
+            "were handed back.",
+            returncode=128 + signum,
+        )
 
 
 def uses_lease_backend() -> bool:

@@ -51,6 +51,16 @@ class Workers:
         (process,) = [p for p in self.processes if p.pid == pid]
         return process
 
+    def exit_status(self, process: subprocess.Popen[str], timeout: float) -> int:
+        """``process``'s exit status, once it exits within ``timeout`` seconds;
+        else fail, with what the workers logged."""
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"worker {process.pid} did not exit within {timeout:g} s:\n{self.output()}"
+            ) from None
+
     def output(self) -> str:
         return "\n".join(path.read_text() for path in sorted(self.logs.glob("worker-*.log")))
 

@@ -156,6 +156,47 @@ def test_sigterm_puts_the_task_back_and_another_worker_runs_it(
     assert result_of(result.id).status == RUNNING
 
 
+# A second SIGTERM or Ctrl-C ends the worker long before this grace period;
+# --once ends long before this poll.
+LONG_GRACE = LONG_POLL = "60"
+STOPS_WITHIN = 15.0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_second_signal_stops_at_once_and_puts_the_task_back_ready(
+    tasks_alias: str, workers: Workers, tmp_path: Path, signum: int
+) -> None:
+    from django_bgtasks.models import QueuedTask
+
+    started = tmp_path / "started"
+    result = djtasks.sleeps.enqueue(str(started), 120)  # checks nothing: ignores a stop
+    worker = workers.start("--queue", "default", "--grace", LONG_GRACE)
+    wait_until("the run", lambda: lines(started), timeout=60)
+    worker.send_signal(signum)
+    time.sleep(1.0)  # not a check: the graceful stop has begun, and the task ignores it
+    assert worker.poll() is None, workers.output()
+    assert result_of(result.id).status == RUNNING
+    sent = time.monotonic()
+    worker.send_signal(signum)
+    assert workers.exit_status(worker, STOPS_WITHIN) == 128 + signum, workers.output()
+    assert time.monotonic() - sent < STOPS_WITHIN
+    result.refresh()
+    assert result.status == READY and result.errors == []
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert row.attempts == 0, "the attempt given back"
+    assert "stopping at once" in workers.output()
+
+
+def test_once_exits_as_soon_as_the_queue_is_done_not_a_poll_later(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    result = djtasks.sleeps.enqueue(str(tmp_path / "started"), 2)  # ends after a poll began
+    # (--task: none of tests/workerapp's scheduled tasks, always due again.)
+    worker = workers.start("--queue", "default", "--task", "echo", "--once", "--poll", LONG_POLL)
+    assert workers.exit_status(worker, STOPS_WITHIN) == 0, workers.output()
+    assert result_of(result.id).return_value == "slept"
+
+
 def test_a_rolled_back_enqueue_runs_nothing(
     tasks_alias: str, workers: Workers, tmp_path: Path
 ) -> None:

@@ -252,6 +252,43 @@ def test_sigterm_interrupts_the_run_and_another_worker_resumes_it_at_once(
     assert (finished.started_at - interrupted.finished_at).total_seconds() < 1.0
 
 
+# A second SIGTERM or Ctrl-C ends the worker long before this grace period.
+LONG_GRACE = "60"
+STOPS_WITHIN = 15.0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_second_signal_stops_at_once_and_records_the_run_interrupted(
+    workers: Workers, signum: int
+) -> None:
+    worker = workers.start("--task", "ignores-stop", "--poll", "0.1", "--grace", LONG_GRACE)
+    assert objects.request_run("ignores-stop")
+    wait_until("the run", lambda: value_of("ignores-stop").get("pid") == worker.pid, 60)
+    worker.send_signal(signum)
+    time.sleep(1.0)  # not a check: the graceful stop has begun, and the run ignores it
+    assert worker.poll() is None, workers.output()
+    assert objects.get_state("ignores-stop").running  # type: ignore[union-attr]
+    sent = time.monotonic()
+    worker.send_signal(signum)
+    assert workers.exit_status(worker, STOPS_WITHIN) == 128 + signum, workers.output()
+    assert time.monotonic() - sent < STOPS_WITHIN
+    state = objects.get_state("ignores-stop")
+    assert state is not None and not state.running and not state.stale
+    assert state.outcome == Outcome.INTERRUPTED
+    (run,) = runs("ignores-stop")
+    assert (run.outcome, run.value) == (Outcome.INTERRUPTED, {"pid": worker.pid})
+    assert not objects.work.workers(), "the worker removed its row"
+    assert "stopping at once" in workers.output()
+
+
+def test_once_exits_as_soon_as_its_work_is_done_not_a_poll_later(workers: Workers) -> None:
+    assert objects.request_run("echo", kwargs={"n": 1, "pause": 2})  # ends after a poll began
+    worker = workers.start("--task", "echo", "--once", "--poll", LONG_POLL)
+    assert workers.exit_status(worker, STOPS_WITHIN) == 0, workers.output()
+    (run,) = runs("echo")
+    assert run.outcome == Outcome.SUCCEEDED and run.value["n"] == 1
+
+
 def test_a_failing_task_is_retried_with_its_delay_then_left_failed(workers: Workers) -> None:
     for _ in range(2):
         workers.start("--task", "always-fails", "--poll", "0.05")

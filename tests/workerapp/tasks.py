@@ -72,3 +72,11 @@ def kills_its_worker(lease: RunningLease) -> None:
     """Dies as a segfault would, every time: attempts must run out."""
     lease.update({"attempt": lease.attempt})
     os._exit(139)
+
+
+@background_task(name="ignores-stop", ttl=5, resume=True)
+def ignores_stop(lease: RunningLease, seconds: float = 120) -> None:
+    """Says it started (its pid, in its value), then sleeps without a
+    ``check()``: a graceful stop never reaches it."""
+    lease.update({"pid": os.getpid()}, flush=True)
+    time.sleep(seconds)

@@ -115,6 +115,38 @@ def option_type(dest: str) -> Callable[[str], Any]:
     return convert
 
 
+def _common_options() -> CommandParser:
+    """Django's common options (``-v``, ``--settings``, ``--pythonpath``,
+    ``--traceback``, the colour options, ``--skip-checks``), for each
+    subcommand's parser. Django declares them on the command's parser, which
+    argparse lets stand only before the subcommand, and people type
+    ``bgtasks worker -v 3``. SUPPRESS: a value only when given, so that one
+    given before the subcommand stays. (``--settings`` and ``--pythonpath``
+    are applied before any parser runs: ``ManagementUtility`` finds them
+    anywhere on the command line.)"""
+    common = CommandParser(add_help=False)
+    suppress = argparse.SUPPRESS
+    common.add_argument(
+        "-v",
+        "--verbosity",
+        type=int,
+        choices=[0, 1, 2, 3],
+        default=suppress,
+        help="Verbosity level (0 to 3; default 1).",
+    )
+    common.add_argument("--settings", default=suppress, help="A settings module to use.")
+    common.add_argument("--pythonpath", default=suppress, help="A directory to add to sys.path.")
+    flags = {
+        "--traceback": "Display a full stack trace on CommandError exceptions.",
+        "--no-color": "Don't colorize the command output.",
+        "--force-color": "Force colorization of the command output.",
+        "--skip-checks": "Skip system checks.",
+    }
+    for flag, help_text in flags.items():
+        common.add_argument(flag, action="store_true", default=suppress, help=help_text)
+    return common
+
+
 class Command(BaseCommand):
     """``manage.py bgtasks``: the operator's command line."""
 
@@ -125,18 +157,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        # Django's colour options belong to the command, before the
-        # subcommand; repeat them on each subcommand so that
-        # `bgtasks list --no-color` works too. SUPPRESS: only when given.
-        colour = CommandParser(add_help=False)
-        colour.add_argument("--no-color", action="store_true", default=argparse.SUPPRESS)
-        colour.add_argument("--force-color", action="store_true", default=argparse.SUPPRESS)
+        common = _common_options()
         subcommands = parser.add_subparsers(
             dest="subcommand", required=True, metavar="SUBCOMMAND", title="subcommands"
         )
 
         def add_parser(name: str, summary: str) -> CommandParser:
-            subparser: CommandParser = subcommands.add_parser(name, parents=[colour], help=summary)
+            subparser: CommandParser = subcommands.add_parser(name, parents=[common], help=summary)
             return subparser
 
         list_ = add_parser("list", "Every task's state.")
