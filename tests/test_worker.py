@@ -373,6 +373,7 @@ def test_a_result_that_cant_be_stored_fails_the_run_which_is_never_retried(
         return {1, 2}
 
     task = make_task("w-unstorable", writes_then_returns_a_set, max_attempts=3, retry_delay=0.0)
+    a_worker_runs("w-unstorable")
     assert objects.request_run("w-unstorable")
     for _ in range(3):  # a retry would be due at once (retry_delay=0)
         Worker([task], poll=0.02).run(once=True)
@@ -393,6 +394,7 @@ def test_a_worker_logs_each_run_start_and_end_at_info(
     db_alias: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("INFO", logger="django_bgtasks")
+    a_worker_runs("w-echo")
     assert objects.request_run("w-echo", kwargs={"n": 5})
     Worker([make_task("w-echo", echo)], poll=0.02).run(once=True)
     (run,) = runs("w-echo")

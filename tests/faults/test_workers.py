@@ -22,6 +22,7 @@ import pytest
 
 from django_bgtasks.choices import Outcome, Trigger
 from django_bgtasks.models import BackgroundTask, TaskRun
+from tests.dbtools import a_worker_runs
 from tests.faults.harness import Workers
 from tests.procs import (
     Worker,
@@ -262,6 +263,7 @@ def test_a_second_signal_stops_at_once_and_records_the_run_interrupted(
     workers: Workers, signum: int
 ) -> None:
     worker = workers.start("--task", "ignores-stop", "--poll", "0.1", "--grace", LONG_GRACE)
+    a_worker_reported("ignores-stop")
     assert objects.request_run("ignores-stop")
     wait_until("the run", lambda: value_of("ignores-stop").get("pid") == worker.pid, 60)
     worker.send_signal(signum)
@@ -282,6 +284,7 @@ def test_a_second_signal_stops_at_once_and_records_the_run_interrupted(
 
 
 def test_once_exits_as_soon_as_its_work_is_done_not_a_poll_later(workers: Workers) -> None:
+    a_worker_runs("echo")  # (the request comes first: the cluster knows the name)
     assert objects.request_run("echo", kwargs={"n": 1, "pause": 2})  # ends after a poll began
     worker = workers.start("--task", "echo", "--once", "--poll", LONG_POLL)
     assert workers.exit_status(worker, STOPS_WITHIN) == 0, workers.output()
@@ -353,6 +356,7 @@ def test_a_killed_worker_is_shown_silent_not_running_in_the_command_the_admin_an
 
     try:
         process = group.start("--task", "resumable", "--poll", "0.1")
+        a_worker_reported("resumable")
         assert objects.request_run("resumable", kwargs={"total": 600})  # a minute
         steps("resumable", 3)
         live = wait_until(
