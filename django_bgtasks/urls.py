@@ -35,4 +35,8 @@ urlpatterns = [
     # "<name>/cancel/", which a background task named "django-tasks" keeps.
     path("django-tasks/<str:result_id>/", views.queued_detail),
     path("django-tasks/<str:result_id>/cancel/", views.queued_cancel),
+    # Last of all: any other path ending in "/" is the API's JSON 404. Only
+    # those: a path without its slash still reaches CommonMiddleware's
+    # APPEND_SLASH redirect when the slashed one is a route above.
+    path("<path:rest>/", views.no_endpoint),
 ]

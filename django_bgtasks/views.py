@@ -528,6 +528,22 @@ def queued_detail(request: HttpRequest, result_id: str) -> HttpResponse:
     return conditional_json(request, item, [item])
 
 
+# Every method: what is refused first is what any endpoint refuses first.
+_ANY_METHOD = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+@endpoint(*_ANY_METHOD)
+@_authenticated
+@csrf_protect
+@_requires("view")
+def no_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any path under the API's prefix that no route takes: a JSON 404, like
+    every other answer there. Refused as any endpoint first (403 to whoever
+    may not read, and to a POST without its CSRF token), so that it tells a
+    stranger nothing. Writes nothing."""
+    return error(404, f"No endpoint of the bgtasks API at {request.path!r}.")
+
+
 @outside_request_transactions
 @endpoint("POST")
 @_authenticated

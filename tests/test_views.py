@@ -554,6 +554,24 @@ def test_a_malformed_django_task_id_is_a_json_404_with_nothing_written(
     assert found.status_code == 200 and found.json()["id"] == str(result.id)
 
 
+def test_a_path_no_endpoint_has_is_a_json_404_whatever_the_method(
+    site_alias: str, make_staff: Any
+) -> None:
+    viewer = Client(enforce_csrf_checks=True)
+    viewer.force_login(make_staff("lost-viewer", "view_backgroundtask"))
+    for path in ("/bgtasks/a/b/c/", "/bgtasks/django-tasks/x/y/", "/bgtasks/some-task/run/now/"):
+        body = assert_json_error(viewer.get(path), 404)
+        assert body["error"] == f"No endpoint of the bgtasks API at {path!r}."
+        # Refused first as at any endpoint: no access, or a write without its token.
+        assert_json_error(Client().get(path), 403)
+        for method in ("post", "put", "delete"):
+            body = assert_json_error(getattr(viewer, method)(path), 403)
+            assert body["error"].startswith("CSRF verification failed")
+    # Without its slash, a path is still mended by APPEND_SLASH (not taken here).
+    response = viewer.get("/bgtasks/django-tasks")
+    assert response.status_code == 301 and response["Location"] == "/bgtasks/django-tasks/"
+
+
 def test_the_database_down_is_a_json_503_with_retry_after_and_logged(
     pg_site_alias: str,
     viewer: Client,
