@@ -1,5 +1,6 @@
 """The names of every state: ``Status`` (of a task), ``Outcome`` and ``Trigger`` (of a
-run), ``WorkerRunStatus`` (of a run a worker last reported).
+run), ``WorkerRunStatus`` (of a run a worker last reported), ``QueueStatus`` (of
+a Django Task's row).
 
 The one spelling of each; every module, template and script uses these (the
 admin hands them to ``live.js`` with ``json_script``). No imports from the
@@ -73,6 +74,18 @@ class WorkerRunStatus(models.TextChoices):
     TAKEN_OVER = "taken over", _("taken over")
     # The worker's claim ended (its outcome says how), and nobody claimed it since.
     ENDED = "ended", _("ended")
+
+
+class QueueStatus(models.TextChoices):
+    """A Django Task's status as its row stores it (``QueuedTask.status``):
+    the values of Django's ``TaskResultStatus``, which results are built
+    with. The queue's SQL (:mod:`django_bgtasks.queue_sql`) has them filled
+    in from here."""
+
+    READY = "READY", _("ready")
+    RUNNING = "RUNNING", _("running")
+    SUCCESSFUL = "SUCCESSFUL", _("successful")
+    FAILED = "FAILED", _("failed")
 
 
 # What a holder may record when it releases its own lease; the others are

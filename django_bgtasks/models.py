@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
-from .choices import Outcome, Trigger
+from .choices import Outcome, QueueStatus, Trigger
 from .leases import LeaseManager, RunQuerySet
 from .queue import QueueManager
 from .states import run_duration
@@ -180,7 +180,7 @@ class QueuedTask(models.Model):
     takes_context = models.BooleanField(_("takes context"), default=False)
     args_kwargs = models.JSONField(_("arguments"))
     run_after = models.DateTimeField(_("run after"), null=True, blank=True)
-    status = models.CharField(_("status"), max_length=16, default="READY")
+    status = models.CharField(_("status"), max_length=16, default=QueueStatus.READY.value)
     enqueued_at = models.DateTimeField(_("enqueued"), db_default=Now())
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"), null=True, blank=True)

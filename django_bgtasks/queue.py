@@ -23,6 +23,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from . import queue_sql
+from .choices import QueueStatus
 from .conf import conf
 from .cursors import fetch_all
 from .exceptions import InAtomicBlock
@@ -32,7 +33,12 @@ from .validation import encode_value, validate_owner
 if TYPE_CHECKING:
     from .models import QueuedTask  # noqa: F401  (the managers' type argument)
 
-READY, RUNNING, SUCCESSFUL, FAILED = "READY", "RUNNING", "SUCCESSFUL", "FAILED"
+# choices.QueueStatus's values, as plain strings: what rows hold and the
+# statements take as parameters.
+READY: str = QueueStatus.READY.value
+RUNNING: str = QueueStatus.RUNNING.value
+SUCCESSFUL: str = QueueStatus.SUCCESSFUL.value
+FAILED: str = QueueStatus.FAILED.value
 FINISHED = (SUCCESSFUL, FAILED)
 
 

@@ -69,7 +69,7 @@ from .conf import conf
 from .leases import default_owner
 from .models import BackgroundTask, QueuedTask
 from .outages import TRANSIENT_ERRORS
-from .queue import Claim
+from .queue import READY, RUNNING, Claim
 from .runner import RunningLease
 from .states import DueRow, WorkClaim
 from .tasks import BackgroundTaskFunction
@@ -795,9 +795,9 @@ def _comes_first(row: DueRow | None, next_slot: dt.datetime | None) -> bool:
 
 def _ended(status: str) -> str:
     """How a queued task's run ended, from the status it left the row in."""
-    if status == "READY":
-        return "READY (to be run again)"
-    if status == "RUNNING":
+    if status == READY:
+        return f"{READY} (to be run again)"
+    if status == RUNNING:
         return "its lease was lost (the recovery ends it)"
     return status
 

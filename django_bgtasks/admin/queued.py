@@ -24,6 +24,7 @@ from .. import display, operations
 from ..conf import conf
 from ..models import QueuedTask
 from ..permissions import user_may
+from ..queue import RUNNING
 from ..states import run_duration
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class QueuedTaskAdmin(QueuedModelAdmin):
 
     @admin.display(description=gettext_lazy("worker"))
     def worker(self, row: QueuedTask) -> str:
-        return row.owner if row.status == "RUNNING" else ""
+        return row.owner if row.status == RUNNING else ""
 
     @admin.display(description=gettext_lazy("duration"))
     def duration(self, row: QueuedTask) -> str:

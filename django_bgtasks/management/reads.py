@@ -20,6 +20,7 @@ from django.utils import timezone
 from .. import display
 from ..choices import Status
 from ..models import BackgroundTask, QueuedTask, TaskRun
+from ..queue import FAILED, RUNNING, SUCCESSFUL
 from ..states import TaskState, run_duration
 from ..terminal import (
     CLEAR_SCREEN,
@@ -212,7 +213,7 @@ QUEUED_COLUMNS = (
 
 
 def _queued_status(row: QueuedTask, style: Style) -> Cell:
-    paint = {"SUCCESSFUL": style.SUCCESS, "FAILED": style.ERROR, "RUNNING": style.WARNING}
+    paint = {SUCCESSFUL: style.SUCCESS, FAILED: style.ERROR, RUNNING: style.WARNING}
     label = row.status.lower() + (" (cancel requested)" if row.cancel_requested else "")
     painter = paint.get(row.status)
     return (label, painter) if painter is not None else label
@@ -245,7 +246,7 @@ def show_queued_list(stdout: OutputWrapper, style: Style, rows: Sequence[QueuedT
             str(row.priority),
             f"{row.attempts}/{row.max_attempts}",
             _queued_progress(row),
-            row.owner if row.status == "RUNNING" else "",
+            row.owner if row.status == RUNNING else "",
             *_times(
                 row.started_at, row.finished_at, run_duration(row.started_at, row.finished_at)
             ),
