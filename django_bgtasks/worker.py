@@ -148,12 +148,16 @@ class Worker:
         self.run_queued = run_queued or queues is not None
         self.queues = None if queues is None else sorted(set(queues))
         self._queue_threads: list[threading.Thread] = []
-        # The seq of each queued task a queue thread holds here, and the lock
-        # that makes "claimed" and "recorded as held" one step, so that
-        # ``give_back`` (after a claim whose reply was lost) never takes a
-        # task another thread has just claimed.
+        # The seq of each queued task a queue thread holds here, how many
+        # claims are on their way (sent, their reply not yet recorded in
+        # ``_held_queued``), and the condition both are guarded by: a
+        # give-back (after a claim whose reply was lost) waits until no claim
+        # is on its way, so that it never takes a task another thread has
+        # just claimed, and no claim starts while it runs. Claims themselves
+        # don't wait on each other.
         self._held_queued: set[int] = set()
-        self._claiming = threading.Lock()
+        self._claims_on_their_way = 0
+        self._claiming = threading.Condition()
         self._once = False
         # stop_now() was called: a plain flag, since a signal handler sets it.
         self._at_once = False
@@ -492,26 +496,38 @@ class Worker:
         finally:
             if unsure:  # stopping before the database came back: one last try
                 with contextlib.suppress(DatabaseError), self._claiming:
+                    self._claiming.wait_for(lambda: self._claims_on_their_way == 0)
                     self._give_back_unheld()
             _close_connection()
 
     def _claim_queued(self, *, give_back: bool) -> Claim | None:
-        """Claim a queued task, and record it as held here in the same step.
-        With ``give_back`` (a claim before failed with the connection), first
+        """Claim a queued task, and record it as held here. With
+        ``give_back`` (a claim before failed with the connection), first
         :meth:`_give_back_unheld`."""
         with self._claiming:
             if give_back:
+                # (Waits for the other threads' claims on their way, which end
+                # with their reply or their error; the lock stays held while
+                # the statement runs, so no claim starts meanwhile.)
+                self._claiming.wait_for(lambda: self._claims_on_their_way == 0)
                 self._give_back_unheld()
+            self._claims_on_their_way += 1
+        claimed = None
+        try:
             claimed = QueuedTask.objects.claim(self.id, queues=self.queues)
-            if claimed is not None:
-                self._held_queued.add(claimed.seq)
-            return claimed
+        finally:
+            with self._claiming:
+                self._claims_on_their_way -= 1
+                if claimed is not None:
+                    self._held_queued.add(claimed.seq)
+                self._claiming.notify_all()
+        return claimed
 
     def _give_back_unheld(self) -> None:
         """Put back in the queue every task this worker claimed and holds in no
         thread: a claim that committed, its reply lost with the connection.
         Without this, it would wait out its ttl as ``RUNNING``, then count
-        as a lost attempt. Called with ``_claiming`` held."""
+        as a lost attempt. Called with ``_claiming`` held, and no claim on its way."""
         for result_id in QueuedTask.objects.give_back(self.id, held=self._held_queued):
             logger.warning(
                 "queued task %s: the reply to its claim was lost; back in the queue", result_id
