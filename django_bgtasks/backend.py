@@ -42,7 +42,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, transaction
 
-from . import compat
+from . import compat, limits
 from .conf import conf
 from .queued import result_from_row, task_lease
 from .validation import check_arguments, validate_ttl
@@ -61,10 +61,6 @@ if TYPE_CHECKING:
     _Task = compat.Task[Any, Any]
 else:  # Task is generic in django-stubs and the backport, not in Django 6
     _Task = compat.Task
-
-
-# What a unique key may be long (QueuedTask.unique_key, active_key).
-MAX_UNIQUE_KEY_LENGTH = 255
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,10 +102,10 @@ class LeaseBackend(compat.BaseTaskBackend):
         characters, the most MySQL/MariaDB index in a unique text column)."""
         super().validate_task(task)
         key = getattr(task, "unique_key", None)
-        if key is not None and not 0 < len(key) <= MAX_UNIQUE_KEY_LENGTH:
+        if key is not None and not 0 < len(key) <= limits.MAX_UNIQUE_KEY_LENGTH:
             raise compat.InvalidTask(
                 f"the unique key of task {task.module_path!r} must be 1 to "
-                f"{MAX_UNIQUE_KEY_LENGTH} characters, not {len(key)}"
+                f"{limits.MAX_UNIQUE_KEY_LENGTH} characters, not {len(key)}"
             )
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
@@ -248,6 +244,13 @@ class LeaseBackend(compat.BaseTaskBackend):
 
     def _max_attempts(self) -> int:
         value = self.max_attempts
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
-            raise ValueError(f"MAX_ATTEMPTS must be a whole number from 1 to 1000, not {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 1 <= value <= limits.MAX_ATTEMPTS
+        ):
+            raise ValueError(
+                "MAX_ATTEMPTS must be a whole number from 1 to "
+                f"{limits.MAX_ATTEMPTS}, not {value!r}"
+            )
         return value

@@ -20,6 +20,7 @@ from django.db import connections, router
 from django.utils.module_loading import import_string
 
 from .conf import EXECUTORS, PREFIX, SETTING_NAMES, conf, lease_backends
+from .limits import MAX_TTL, MIN_TTL
 from .sql import (
     MIN_MARIADB_VERSION,
     MIN_MYSQL_VERSION,
@@ -29,7 +30,7 @@ from .sql import (
     postgresql_replication,
     vendor_list,
 )
-from .validation import MAX_TTL, MIN_TTL, is_finite_number, max_value_bytes
+from .validation import is_finite_number, max_value_bytes
 
 
 @register()

@@ -15,6 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
+from .limits import DEFAULT_TTL
+
 _UNREAD = object()
 _kept: dict[str, Any] = {}
 
@@ -45,7 +47,7 @@ class Settings:
     @property
     def TTL(self) -> float:
         """Default lease duration in seconds."""
-        value: float = _setting("BGTASKS_TTL", 120.0)
+        value: float = _setting("BGTASKS_TTL", DEFAULT_TTL)
         return value
 
     @property

@@ -29,9 +29,9 @@ from . import registry, sql
 from .choices import Outcome, Trigger
 from .conf import conf
 from .exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock, UnknownTask
+from .limits import HOST_LENGTH, MAX_OWNER_LENGTH
 from .states import Lease, Renewal, TaskState
 from .validation import (
-    MAX_OWNER_LENGTH,
     check_arguments,
     clean_error,
     encode_result,
@@ -93,13 +93,19 @@ def last_claim_sent() -> float:
     return at
 
 
+def host_name() -> str:
+    """This machine's name as the default owner and the worker's row state it:
+    cut at ``limits.HOST_LENGTH`` (so that the owner fits its column), and
+    ``localhost`` when the system has none."""
+    return socket.gethostname()[:HOST_LENGTH] or "localhost"
+
+
 def default_owner() -> str:
     """``host:pid:random``, unique per process start (and fresh after a fork)."""
     global _owner_for_pid
     pid = os.getpid()
     if _owner_for_pid is None or _owner_for_pid[0] != pid:
-        host = socket.gethostname()[:150] or "localhost"
-        _owner_for_pid = (pid, f"{host}:{pid}:{secrets.token_hex(4)}")
+        _owner_for_pid = (pid, f"{host_name()}:{pid}:{secrets.token_hex(4)}")
     return _owner_for_pid[1]
 
 

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
+from . import limits
 from .choices import Outcome, QueueStatus, Trigger
 from .leases import LeaseManager, RunQuerySet
 from .queue import QueueManager
@@ -25,10 +26,12 @@ class BackgroundTask(models.Model):
     """One task name: its lease and its shared state. Written only through
     ``BackgroundTask.objects`` (:class:`~django_bgtasks.leases.LeaseManager`)."""
 
-    name = models.CharField(_("name"), max_length=200, primary_key=True)
+    name = models.CharField(_("name"), max_length=limits.MAX_NAME_LENGTH, primary_key=True)
     value = models.JSONField(_("value"), null=True, blank=True)
     running = models.BooleanField(_("running"), default=False)
-    owner = models.CharField(_("owner"), max_length=200, blank=True, default="")
+    owner = models.CharField(
+        _("owner"), max_length=limits.MAX_OWNER_LENGTH, blank=True, default=""
+    )
     token = models.BigIntegerField(
         _("token"),
         default=0,
@@ -40,14 +43,23 @@ class BackgroundTask(models.Model):
     updated_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
     outcome = models.CharField(
-        _("outcome"), max_length=32, choices=Outcome.choices, blank=True, default=""
+        _("outcome"),
+        max_length=limits.OUTCOME_LENGTH,
+        choices=Outcome.choices,
+        blank=True,
+        default="",
     )
     error = models.TextField(_("error"), blank=True, default="")
     # The current (or last) run: what started it, which attempt it is, its
     # arguments (so that a resume or retry runs with the same ones), the
     # schedule slot it runs for, and how many slots were skipped while it ran.
     trigger = models.CharField(
-        _("trigger"), max_length=16, choices=Trigger.choices, blank=True, default="", db_default=""
+        _("trigger"),
+        max_length=limits.TRIGGER_LENGTH,
+        choices=Trigger.choices,
+        blank=True,
+        default="",
+        db_default="",
     )
     attempt = models.IntegerField(_("attempt"), default=0, db_default=0)
     run_args = models.JSONField(_("arguments"), null=True, blank=True)
@@ -56,20 +68,28 @@ class BackgroundTask(models.Model):
     # A pending request for a worker (request_run()), at most one.
     requested_at = models.DateTimeField(_("requested"), null=True, blank=True)
     requested_by = models.CharField(
-        _("requested by"), max_length=200, blank=True, default="", db_default=""
+        _("requested by"),
+        max_length=limits.MAX_OWNER_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
     )
     request = models.JSONField(_("requested arguments"), null=True, blank=True)
     # A scheduled task's next slot, and the schedule it was computed from
     # (a changed schedule is recomputed).
     schedule = models.CharField(
-        _("schedule"), max_length=100, blank=True, default="", db_default=""
+        _("schedule"), max_length=limits.MAX_SCHEDULE_LENGTH, blank=True, default="", db_default=""
     )
     next_run_at = models.DateTimeField(_("next run"), null=True, blank=True)
     # What the current (or last) run's function returned, set by its release
     # (reset by every claim); or, when it could not be stored, why not.
     result = models.JSONField(_("result"), null=True, blank=True)
     result_note = models.CharField(
-        _("result note"), max_length=500, blank=True, default="", db_default=""
+        _("result note"),
+        max_length=limits.MAX_RESULT_NOTE_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
     )
 
     objects = LeaseManager()
@@ -90,16 +110,23 @@ class BackgroundTask(models.Model):
 class TaskRun(models.Model):
     """One finished run of a task (history), written in the statement that ended it."""
 
-    name = models.CharField(_("task"), max_length=200)
+    name = models.CharField(_("task"), max_length=limits.MAX_NAME_LENGTH)
     token = models.BigIntegerField(_("token"))
-    owner = models.CharField(_("owner"), max_length=200)
+    owner = models.CharField(_("owner"), max_length=limits.MAX_OWNER_LENGTH)
     started_at = models.DateTimeField(_("started"), null=True)
     finished_at = models.DateTimeField(_("finished"), null=True)
-    outcome = models.CharField(_("outcome"), max_length=32, choices=Outcome.choices)
+    outcome = models.CharField(
+        _("outcome"), max_length=limits.OUTCOME_LENGTH, choices=Outcome.choices
+    )
     error = models.TextField(_("error"), blank=True, default="")
     value = models.JSONField(_("final value"), null=True, blank=True)
     trigger = models.CharField(
-        _("trigger"), max_length=16, choices=Trigger.choices, blank=True, default="", db_default=""
+        _("trigger"),
+        max_length=limits.TRIGGER_LENGTH,
+        choices=Trigger.choices,
+        blank=True,
+        default="",
+        db_default="",
     )
     attempt = models.IntegerField(_("attempt"), default=0, db_default=0)
     scheduled_for = models.DateTimeField(_("scheduled for"), null=True, blank=True)
@@ -107,7 +134,11 @@ class TaskRun(models.Model):
     # What the run's function returned (JSON), or why it was not stored.
     result = models.JSONField(_("result"), null=True, blank=True)
     result_note = models.CharField(
-        _("result note"), max_length=500, blank=True, default="", db_default=""
+        _("result note"),
+        max_length=limits.MAX_RESULT_NOTE_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
     )
 
     objects = RunQuerySet.as_manager()
@@ -140,8 +171,8 @@ class Worker(models.Model):
     is older than its ``ttl`` is a silent worker (killed, stopped, or cut off
     from the database); live workers forget such rows after an hour."""
 
-    id = models.CharField(_("worker"), max_length=200, primary_key=True)
-    host = models.CharField(_("host"), max_length=200)
+    id = models.CharField(_("worker"), max_length=limits.MAX_OWNER_LENGTH, primary_key=True)
+    host = models.CharField(_("host"), max_length=limits.HOST_COLUMN_LENGTH)
     pid = models.IntegerField(_("pid"))
     tasks = models.JSONField(_("tasks"), default=list)
     concurrency = models.IntegerField(_("concurrency"))
@@ -151,7 +182,9 @@ class Worker(models.Model):
     # Seconds after its last beat when the worker counts as silent, as the
     # worker stated it (three of its beats). The database default is for the
     # rows of workers older than migration 0011, which beat every 5 s.
-    ttl = models.FloatField(_("silent after"), db_default=15.0, default=15.0)
+    ttl = models.FloatField(
+        _("silent after"), db_default=limits.WORKER_TTL, default=limits.WORKER_TTL
+    )
 
     class Meta:
         verbose_name = _("worker")
@@ -173,14 +206,16 @@ class QueuedTask(models.Model):
     # Enqueue order, for the claim's ORDER BY; the TaskResult's id is ``uuid``.
     seq = models.BigAutoField(_("sequence"), primary_key=True)
     uuid = models.UUIDField(_("id"), unique=True)
-    task_path = models.CharField(_("task"), max_length=300)
-    backend = models.CharField(_("backend"), max_length=100)
-    queue_name = models.CharField(_("queue"), max_length=100)
+    task_path = models.CharField(_("task"), max_length=limits.MAX_TASK_PATH_LENGTH)
+    backend = models.CharField(_("backend"), max_length=limits.MAX_BACKEND_LENGTH)
+    queue_name = models.CharField(_("queue"), max_length=limits.MAX_QUEUE_NAME_LENGTH)
     priority = models.IntegerField(_("priority"), default=0)
     takes_context = models.BooleanField(_("takes context"), default=False)
     args_kwargs = models.JSONField(_("arguments"))
     run_after = models.DateTimeField(_("run after"), null=True, blank=True)
-    status = models.CharField(_("status"), max_length=16, default=QueueStatus.READY.value)
+    status = models.CharField(
+        _("status"), max_length=limits.QUEUE_STATUS_LENGTH, default=QueueStatus.READY.value
+    )
     enqueued_at = models.DateTimeField(_("enqueued"), db_default=Now())
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
@@ -192,20 +227,28 @@ class QueuedTask(models.Model):
     return_value = models.JSONField(_("return value"), null=True, blank=True)
     progress = models.JSONField(_("progress"), null=True, blank=True)
     # The lease, while a worker runs it.
-    owner = models.CharField(_("owner"), max_length=200, blank=True, default="")
+    owner = models.CharField(
+        _("owner"), max_length=limits.MAX_OWNER_LENGTH, blank=True, default=""
+    )
     token = models.BigIntegerField(_("token"), default=0)
-    ttl = models.FloatField(_("ttl (s)"), default=120.0)
+    ttl = models.FloatField(_("ttl (s)"), default=limits.DEFAULT_TTL)
     updated_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
     # A unique task's key (``@task(unique=True)`` or ``lease_name=``): at most
     # one ready or running row per key.
-    unique_key = models.CharField(_("unique key"), max_length=255, blank=True, default="")
+    unique_key = models.CharField(
+        _("unique key"), max_length=limits.MAX_UNIQUE_KEY_LENGTH, blank=True, default=""
+    )
     # The unique key while the task is ready or running, NULL otherwise: a
     # plain unique index on it (NULLs never collide, on every vendor) is the
     # "one ready or running row per key" rule, without a partial index that
     # MySQL/MariaDB lack. The statements that end a task clear it.
     active_key = models.CharField(
-        _("active unique key"), max_length=255, null=True, blank=True, unique=True
+        _("active unique key"),
+        max_length=limits.MAX_UNIQUE_KEY_LENGTH,
+        null=True,
+        blank=True,
+        unique=True,
     )
 
     objects = QueueManager()

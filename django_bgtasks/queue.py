@@ -27,7 +27,7 @@ from .choices import QueueStatus
 from .conf import conf
 from .cursors import fetch_all
 from .exceptions import InAtomicBlock
-from .states import as_datetime
+from .states import as_datetime, json_column
 from .validation import encode_value, validate_owner
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class Claim:
     @classmethod
     def from_row(cls, row: tuple[Any, ...], owner: str) -> Claim:
         """From the claim's RETURNING row (``queue_sql.CLAIM_COLUMNS``)."""
-        arguments = _json(row[7])
+        arguments = json_column(row[7])
         return cls(
             seq=int(row[0]),
             uuid=uuid.UUID(str(row[1])),
@@ -86,7 +86,7 @@ class Claim:
             last_attempted_at=as_datetime(row[11]),
             attempts=int(row[12]),
             max_attempts=int(row[13]),
-            worker_ids=list(_json(row[14])),
+            worker_ids=list(json_column(row[14])),
             owner=owner,
             token=int(row[15]),
             ttl=float(row[16]),
@@ -252,8 +252,3 @@ class QueueManager(models.Manager["QueuedTask"]):
             raise InAtomicBlock(f"QueuedTask.objects.{statement}")
         rendered = queue_sql.statements(connection, table=self.model._meta.db_table)
         return fetch_all(connection, getattr(rendered, statement), params)
-
-
-def _json(value: Any) -> Any:
-    """A JSON column as either vendor returns it from raw SQL."""
-    return json.loads(value) if isinstance(value, str | bytes) else value

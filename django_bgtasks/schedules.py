@@ -20,8 +20,8 @@ from typing import Protocol
 
 from django.conf import settings
 
-# The stored schedule text has room for this much (BackgroundTask.schedule).
-MAX_SCHEDULE_LENGTH = 100
+from .limits import MAX_SCHEDULE_LENGTH
+
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from .choices import Status, WorkerRunStatus
+from .limits import WORKER_TTL
 from .validation import is_finite_number
 
 
@@ -80,7 +81,7 @@ class TaskState:
          attempt, trigger, result, result_note) = row  # fmt: skip
         return cls(
             name=name,
-            value=json.loads(value) if isinstance(value, str) else value,
+            value=json_column(value),
             running=bool(running),
             owner=owner,
             token=int(token),
@@ -97,7 +98,7 @@ class TaskState:
             next_run_at=as_datetime(next_run_at),
             attempt=int(attempt),
             trigger=trigger,
-            result=json.loads(result) if isinstance(result, str) else result,
+            result=json_column(result),
             result_note=result_note,
         )
 
@@ -240,8 +241,7 @@ class WorkClaim:
     def from_row(cls, lease_of: Callable[[int], Lease], row: Sequence[Any]) -> WorkClaim:
         """Build from a claim's ``RETURNING token, attempt, run_args, value``."""
         token, attempt, run_args, value = row
-        run_args = json.loads(run_args) if isinstance(run_args, str) else run_args
-        value = json.loads(value) if isinstance(value, str) else value
+        run_args, value = json_column(run_args), json_column(value)
         run_args = run_args if isinstance(run_args, dict) else {}
         return cls(
             lease=lease_of(int(token)),
@@ -301,7 +301,7 @@ class WorkerState:
     started_at: dt.datetime | None
     updated_at: dt.datetime | None
     age: float
-    ttl: float = 15.0
+    ttl: float = WORKER_TTL
     silent: bool = False
     runs: tuple[WorkerRun, ...] = ()
 
@@ -313,9 +313,9 @@ class WorkerState:
             id=id_,
             host=host,
             pid=int(pid),
-            tasks=json.loads(tasks) if isinstance(tasks, str) else list(tasks),
+            tasks=list(json_column(tasks)),
             concurrency=int(concurrency),
-            running=json.loads(running) if isinstance(running, str) else list(running),
+            running=list(json_column(running)),
             started_at=as_datetime(started_at),
             updated_at=as_datetime(updated_at),
             age=float(age),
@@ -344,6 +344,13 @@ def run_duration(started_at: dt.datetime | None, finished_at: dt.datetime | None
     if started_at is None or finished_at is None:
         return None
     return (finished_at - started_at).total_seconds()
+
+
+def json_column(value: Any) -> Any:
+    """A JSON column's value from what any vendor returns for it from raw SQL
+    (the one place that decodes one): psycopg decodes ``jsonb`` itself, the
+    others hand back the JSON text, which is decoded here (``bytes`` too)."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 def as_datetime(value: object) -> dt.datetime | None:

@@ -19,11 +19,11 @@ from django.db import connections
 from . import registry
 from .conf import conf
 from .exceptions import UnknownTask
+from .limits import MAX_ATTEMPTS, MAX_TTL
 from .models import BackgroundTask
 from .runner import RunningLease, lease
 from .schedules import Cron, Every, parse_schedule
 from .validation import (
-    MAX_TTL,
     check_arguments,
     encode_value,
     is_finite_number,
@@ -175,8 +175,8 @@ def _check_attempts(max_attempts: object, resume: bool) -> int:
         return RESUMABLE_ATTEMPTS if resume else 1
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
         raise TypeError(f"max_attempts must be an int, not {type(max_attempts).__name__}")
-    if not 1 <= max_attempts <= 1000:
-        raise ValueError(f"max_attempts must be between 1 and 1000, not {max_attempts}")
+    if not 1 <= max_attempts <= MAX_ATTEMPTS:
+        raise ValueError(f"max_attempts must be between 1 and {MAX_ATTEMPTS}, not {max_attempts}")
     return max_attempts
 
 

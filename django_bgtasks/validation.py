@@ -1,10 +1,11 @@
 """What the lease operations accept. Every check here runs before any SQL, so a
 bad argument raises ``ValueError``/``TypeError`` and writes nothing.
 
-The limits are the table's (200-character names and owners) and what both
-databases can store: PostgreSQL's ``jsonb`` refuses NUL characters and lone
-surrogates, and an interval overflows long before ``float`` does, so those are
-refused here with a clear message instead of surfacing as a database error.
+The limits are the table's (200-character names and owners; limits.py holds
+every size) and what both databases can store: PostgreSQL's ``jsonb`` refuses
+NUL characters and lone surrogates, and an interval overflows long before
+``float`` does, so those are refused here with a clear message instead of
+surfacing as a database error.
 
 Values are encoded with Django's own JSON encoder (``DjangoJSONEncoder``), so
 datetimes, dates, times, timedeltas, ``Decimal``, ``UUID`` and lazy translation
@@ -23,22 +24,15 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from .choices import HOLDER_OUTCOMES
 from .conf import conf
-
-MAX_NAME_LENGTH = 200
-MAX_OWNER_LENGTH = 200
-# A lease that nobody may take over for more than a day after its holder died
-# is a mistake, and the bound keeps ``ttl * interval '1 second'`` in range.
-MAX_TTL = 86400.0
-# The shortest lease: the heartbeat (every ttl/3, and always below ttl/2) plus
-# a database round trip must fit in it, or it expires between two heartbeats.
-MIN_TTL = 0.1
-# Progress values are small; deep nesting is a bug. MariaDB's JSON_VALID (the
-# check on its JSON columns) refuses 32 levels, so 31 is the limit everywhere:
-# a value that one vendor stores, every vendor stores.
-MAX_VALUE_DEPTH = 31
-MAX_ERROR_LENGTH = 10_000
-# Why a run's return value was not stored (``result_note``): one short line.
-MAX_RESULT_NOTE_LENGTH = 500
+from .limits import (
+    MAX_ERROR_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_OWNER_LENGTH,
+    MAX_RESULT_NOTE_LENGTH,
+    MAX_TTL,
+    MAX_VALUE_DEPTH,
+    MIN_TTL,
+)
 
 
 def is_finite_number(value: object) -> TypeGuard[int | float]:

@@ -15,6 +15,7 @@ import datetime as dt
 from typing import Any, Protocol
 
 from .choices import Outcome, Trigger
+from .limits import WORKER_TTL
 from .states import DueRow, Lease, TaskState, WorkClaim, WorkerState, as_datetime
 from .validation import encode_value, validate_name, validate_owner, validate_token, validate_ttl
 
@@ -173,7 +174,7 @@ class WorkQueue:
         tasks: list[str],
         concurrency: int,
         running: list[str],
-        ttl: float = 15.0,
+        ttl: float = WORKER_TTL,
     ) -> None:
         """Record that worker ``worker`` is alive, and what it runs now; ``ttl``
         is how long after this beat it counts as silent if no other comes."""

@@ -55,7 +55,6 @@ import datetime as dt
 import logging
 import os
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -66,7 +65,8 @@ from django.db import DatabaseError, close_old_connections, connections
 from . import changes
 from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
 from .conf import conf
-from .leases import default_owner
+from .leases import default_owner, host_name
+from .limits import MAX_GRACE, MAX_POLL
 from .models import BackgroundTask, QueuedTask
 from .outages import TRANSIENT_ERRORS
 from .queue import READY, RUNNING, Claim
@@ -85,7 +85,8 @@ logger = logging.getLogger("django_bgtasks.worker")
 WORKER_BEAT_SECONDS = 5.0
 # The ttl a worker states in its row, in beats: a worker silent for longer is
 # listed as silent (as a lease is renewed every ttl/3, so one lost beat is not
-# taken for a dead worker).
+# taken for a dead worker). 3 beats of 5 s: limits.WORKER_TTL, the default
+# of the row's ttl column.
 WORKER_TTL_BEATS = 3
 # Live workers (at most every FORGET_EVERY_SECONDS each) and `bgtasks prune`
 # remove the rows of workers silent this long (seconds), and past their own
@@ -121,10 +122,12 @@ class Worker:
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be a whole number, 1 or more, not {concurrency!r}")
-        if not 0 < poll <= 3600:
-            raise ValueError(f"poll must be above 0 and at most 3600 seconds, not {poll!r}")
-        if not 0 <= grace <= 86400:
-            raise ValueError(f"grace must be from 0 to 86400 seconds, not {grace!r}")
+        if not 0 < poll <= MAX_POLL:
+            raise ValueError(
+                f"poll must be above 0 and at most {MAX_POLL:g} seconds, not {poll!r}"
+            )
+        if not 0 <= grace <= MAX_GRACE:
+            raise ValueError(f"grace must be from 0 to {MAX_GRACE:g} seconds, not {grace!r}")
         self.tasks = {task.name: task for task in tasks}
         for task in self.tasks.values():
             # Refused now rather than after a claim, which could then not be
@@ -595,7 +598,7 @@ class Worker:
             return
         BackgroundTask.objects.work.beat(
             worker=self.id,
-            host=socket.gethostname()[:200] or "localhost",
+            host=host_name(),
             pid=os.getpid(),
             tasks=sorted(self.tasks),
             concurrency=self.concurrency,

@@ -32,7 +32,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -199,10 +198,11 @@ class Demo:
 
     def _wait_until_polling(self) -> None:
         """Until every worker has reported itself in the workers' table."""
+        from django_bgtasks.leases import host_name
         from django_bgtasks.models import BackgroundTask
 
         deadline = time.monotonic() + START_LIMIT
-        host = socket.gethostname()[:200] or "localhost"
+        host = host_name()
         pids = {worker.pid for worker in self.workers.values()}
         while True:
             reported = {w.pid for w in BackgroundTask.objects.work.workers() if w.host == host}
@@ -594,7 +594,9 @@ class DemoFailed(Exception):
 def _alive(host: str, pid: int, age: float) -> bool:
     """Whether a worker that reported itself is still there: by its pid on
     this host, by its heartbeat's age (the workers beat every 5 s) elsewhere."""
-    if host != (socket.gethostname()[:200] or "localhost"):
+    from django_bgtasks.leases import host_name
+
+    if host != host_name():
         return age < 15
     try:
         os.kill(pid, 0)
@@ -650,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--workers must be at least 2: one to kill, one to resume")
     if not 0.1 <= args.ttl <= 10:
         # The story waits one ttl for the resume, within TIMELINE_LIMIT; 0.1 s
-        # is the shortest lease django-bgtasks accepts (validation.MIN_TTL).
+        # is the shortest lease django-bgtasks accepts (limits.MIN_TTL).
         parser.error("--ttl must be above 0: from 0.1 to 10 seconds")
     if args.sqlite:
         os.environ["BGTASKS_DEMO_DB"] = "sqlite"

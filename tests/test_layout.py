@@ -219,3 +219,103 @@ def test_the_check_finds_a_cycle(
 ) -> None:
     graph = import_graph(write_package(tmp_path, files))
     assert [" -> ".join(cycle) for cycle in cycles(graph)] == expected
+
+
+# --- every size and default spelled once (django_bgtasks/limits.py) ----------------------
+
+
+def _trees() -> dict[str, ast.Module]:
+    return {
+        module: ast.parse(path.read_text(), filename=str(path))
+        for module, path in module_files(PACKAGE).items()
+    }
+
+
+def _number(node: ast.expr | None) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int | float)
+        and not isinstance(node.value, bool)
+    )
+
+
+def _ttl_defaults(tree: ast.AST) -> Iterator[ast.expr]:
+    """What a ttl defaults to: a ``ttl`` argument's default, a ``ttl`` field's
+    value (or its model field's ``default``/``db_default``), BGTASKS_TTL's."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = node.args
+            positional = arguments.posonlyargs + arguments.args
+            defaulted = positional[len(positional) - len(arguments.defaults) :]
+            named = [
+                *zip(defaulted, arguments.defaults, strict=True),
+                *zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True),
+            ]
+            yield from (
+                default for argument, default in named if argument.arg == "ttl" and default
+            )
+        elif isinstance(node, ast.AnnAssign | ast.Assign) and node.value is not None:
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(target, ast.Name) and target.id == "ttl" for target in targets):
+                yield node.value
+                if isinstance(node.value, ast.Call):
+                    yield from (
+                        keyword.value
+                        for keyword in node.value.keywords
+                        if keyword.arg in ("default", "db_default")
+                    )
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "BGTASKS_TTL"
+        ):
+            yield from node.args[1:]
+
+
+def test_sizes_and_defaults_are_spelled_once_in_limits() -> None:
+    trees = _trees()
+    literal_lengths = [
+        node.lineno
+        for node in ast.walk(trees["django_bgtasks.models"])
+        if isinstance(node, ast.keyword) and node.arg == "max_length" and _number(node.value)
+    ]
+    assert literal_lengths == [], f"models.py lines with a literal max_length: {literal_lengths}"
+    literal_ttls = [
+        f"{module}:{node.lineno}"
+        for module, tree in trees.items()
+        if module != "django_bgtasks.limits"
+        for node in _ttl_defaults(tree)
+        if _number(node)
+    ]
+    assert literal_ttls == [], f"ttl defaults not from limits.py: {literal_ttls}"
+
+
+def test_the_host_name_is_read_once() -> None:
+    reads = [
+        f"{module}:{node.lineno}"
+        for module, tree in _trees().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "gethostname"
+    ]
+    assert len(reads) == 1, f"gethostname() in more than one place: {reads}"
+
+
+def test_a_json_column_is_decoded_in_one_place() -> None:
+    """``json.loads(x) if isinstance(x, str...) else x`` is states.json_column's."""
+    decodes = [
+        f"{module}:{node.lineno}"
+        for module, tree in _trees().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.IfExp)
+        and isinstance(node.test, ast.Call)
+        and isinstance(node.test.func, ast.Name)
+        and node.test.func.id == "isinstance"
+        and any(
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "loads"
+            for call in ast.walk(node.body)
+        )
+    ]
+    assert [where.partition(":")[0] for where in decodes] == ["django_bgtasks.states"], decodes

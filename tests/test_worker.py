@@ -307,6 +307,24 @@ def test_a_worker_beats_while_it_waits_between_polls(
             assert not state.silent and state.age < 0.6
 
 
+def test_a_worker_states_its_host_as_its_owner_id_does(
+    db_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cut of the host name (limits.HOST_LENGTH) for the worker's row and
+    its id (the default owner), so that an operator can match the two."""
+    import socket
+
+    import django_bgtasks.leases
+    from django_bgtasks.limits import HOST_LENGTH
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "h" * 300)
+    monkeypatch.setattr(django_bgtasks.leases, "_owner_for_pid", None)  # a fresh owner
+    worker = Worker([make_task("w-host", lambda lease: None)], poll=1)
+    worker.tick()
+    [state] = [w for w in objects.work.workers() if w.id == worker.id]
+    assert state.host == worker.id.rsplit(":", 2)[0] == "h" * HOST_LENGTH
+
+
 def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias: str) -> None:
     def fails(lease: RunningLease) -> None:
         raise RuntimeError(f"attempt {lease.attempt}")

@@ -22,6 +22,7 @@ from django.core.management.color import Style
 from .. import display
 from ..conf import lease_backends
 from ..exceptions import UnknownTask
+from ..limits import MAX_GRACE, MAX_POLL
 from ..models import BackgroundTask
 from ..states import WorkerState
 from ..tasks import registered_tasks
@@ -63,14 +64,14 @@ def add_arguments(add_parser: Callable[[str, str], CommandParser]) -> None:
     )
     worker.add_argument(
         "--poll",
-        type=_seconds(0.001, 3600),
+        type=_seconds(0.001, MAX_POLL),
         default=1.0,
         help="At most this many seconds between looks for due work; a change to one of "
         "its tasks (a request, a release) wakes it sooner (default: %(default)r).",
     )
     worker.add_argument(
         "--grace",
-        type=_seconds(0, 86400),
+        type=_seconds(0, MAX_GRACE),
         default=30.0,
         help="On SIGTERM, seconds to wait for running tasks to stop (default: %(default)r).",
     )

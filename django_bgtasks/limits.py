@@ -1,0 +1,79 @@
+"""Every size and default that more than one place needs, once: the tables'
+column lengths (models.py's ``max_length``, and the checks that refuse a longer
+value before any SQL), the ttl bounds and defaults, and the worker's bounds.
+
+The lowest layer: it imports nothing from the package, so that models,
+validation, the SQL and the command can all read it. Changing a column length
+here changes a model field, so it needs a migration; CI's
+``makemigrations --check`` (.ci/run, noxfile.py) says so.
+"""
+
+from __future__ import annotations
+
+# --- column lengths ----------------------------------------------------------------
+# Names and owners: room for a dotted task path or a ``host:pid:random`` owner
+# (HOST_LENGTH below keeps the default owner inside it). Lease operations
+# refuse longer ones (validation); ``requested_by`` is cut to the owner's.
+MAX_NAME_LENGTH = 200
+MAX_OWNER_LENGTH = 200
+# Why a run's return value was not stored (``result_note``): one short line.
+MAX_RESULT_NOTE_LENGTH = 500
+# The stored schedule text (``BackgroundTask.schedule``): a cron expression or
+# an ``every`` interval; parse_schedule refuses a longer one.
+MAX_SCHEDULE_LENGTH = 100
+# A Django Task's unique key (``QueuedTask.unique_key`` and ``active_key``, a
+# unique index): the most MySQL/MariaDB index in a unique text column;
+# ``enqueue`` refuses a longer key (docs/django-tasks.md).
+MAX_UNIQUE_KEY_LENGTH = 255
+# A Django Task's dotted function path, and the alias of its backend and queue
+# (both names from the TASKS setting).
+MAX_TASK_PATH_LENGTH = 300
+MAX_BACKEND_LENGTH = 100
+MAX_QUEUE_NAME_LENGTH = 100
+# Choice columns: choices.Outcome's values, choices.Trigger's, and the queue
+# statuses (READY, RUNNING...), each with room to add a value.
+OUTCOME_LENGTH = 32
+TRIGGER_LENGTH = 16
+QUEUE_STATUS_LENGTH = 16
+# The worker's host column (``BackgroundWorker.host``): wider than HOST_LENGTH,
+# which is what is written to it.
+HOST_COLUMN_LENGTH = 200
+
+# --- the host name --------------------------------------------------------------------
+# Where a host name is cut, for the default owner ``host:pid:hex8`` and the
+# worker's row: a pid (at most 7 digits on Linux) and 8 hex digits with two
+# colons fit the 200-character owner column after 150 characters. Linux host
+# names are at most 64 characters, so the cut is only a bound.
+HOST_LENGTH = 150
+
+# --- values ---------------------------------------------------------------------------
+# The longest error text kept (validation.clean_error: a run's ``error``, a
+# Django Task's traceback): enough for a traceback, not a log.
+MAX_ERROR_LENGTH = 10_000
+# Progress values are small; deep nesting is a bug. MariaDB's JSON_VALID (the
+# check on its JSON columns) refuses 32 levels, so 31 is the limit everywhere:
+# a value that one vendor stores, every vendor stores.
+MAX_VALUE_DEPTH = 31
+
+# --- ttl ------------------------------------------------------------------------------
+# The default lease duration: ``BGTASKS_TTL``'s default (docs/settings.md)
+# and the model default of ``QueuedTask.ttl``, which must agree with it.
+DEFAULT_TTL = 120.0
+# A lease that nobody may take over for more than a day after its holder died
+# is a mistake, and the bound keeps ``ttl * interval '1 second'`` in range.
+MAX_TTL = 86400.0
+# The shortest lease: the heartbeat (every ttl/3, and always below ttl/2) plus
+# a database round trip must fit in it, or it expires between two heartbeats.
+MIN_TTL = 0.1
+# The ttl a worker states in its row (three of its beats, every 5 s: see
+# worker.WORKER_TTL_BEATS): silent for longer, it is listed as silent.
+WORKER_TTL = 15.0
+
+# --- retries and the worker's bounds --------------------------------------------------
+# The most runs a task may be given (``max_attempts=`` of @background_task, a
+# LeaseBackend's MAX_ATTEMPTS): more is a loop, not a retry policy.
+MAX_ATTEMPTS = 1000
+# A worker's poll (seconds between looks for due work) and its grace on
+# SIGTERM: an hour between looks, or a day's wait to stop, is a typing mistake.
+MAX_POLL = 3600.0
+MAX_GRACE = 86400.0
