@@ -9,7 +9,7 @@ Prints, from one run with alternating rounds:
 
 each for three configurations of the same server: Django's default settings
 (Django binds on the client and prepares nothing, but the lease statements
-run prepared on a cursor of their own: django_bgtasks/cursors.py); the same
+run prepared on a cursor of their own: django_bgtasks/db/cursor.py); the same
 with ``BGTASKS_PREPARED_STATEMENTS = False`` (every statement parsed and
 planned on each call, as before); and ``OPTIONS = {"server_side_binding":
 True, "prepare_threshold": 5}``. The seed runs on bare psycopg, which
@@ -29,7 +29,7 @@ in one transaction may be missing, or another client's, in the next). Also:
   and ours on bare psycopg, ours through Django's cursor, the whole manager
   call), and each statement's planning time, which Django's default binding
   pays on every call;
-* what the proof of a direct session costs (django_bgtasks/cursors.py): the
+* what the proof of a direct session costs (django_bgtasks/db/cursor.py): the
   proof itself, timed next to a ``SELECT 1`` on the same connection; and,
   as a web request does under Django's default ``CONN_MAX_AGE = 0``, a new
   connection and 1, 2 or 5 heartbeats, with ``BGTASKS_PREPARED_STATEMENTS``
@@ -489,7 +489,7 @@ def mysql_main(args: argparse.Namespace) -> None:
     from django.core.management import call_command
     from django.db import connection, connections
 
-    from django_bgtasks import sql
+    from django_bgtasks.db import mysql
     from django_bgtasks.models import BackgroundTask
 
     call_command("migrate", verbosity=0)
@@ -562,8 +562,8 @@ def mysql_main(args: argparse.Namespace) -> None:
 
     for alias in ("default", "two_trips"):
         connections[alias].ensure_connection()
-    assert sql.multi_statements(connections["default"])
-    assert not sql.multi_statements(connections["two_trips"])
+    assert mysql.multi_statements(connections["default"])
+    assert not mysql.multi_statements(connections["two_trips"])
     print("-- ours through Django's MySQL backend; the seed on bare mysqlclient")
     print("   (claim: its UPDATE and SELECT LAST_INSERT_ID() in one query, the default)")
     use_alias("default")
@@ -653,10 +653,10 @@ def mysql_breakdown(
 ) -> None:
     """Each operation, ours next to the seed's; and one heartbeat layer by
     layer: our SQL on the bare driver (the connection Django uses), through
-    Django's cursor, through sql.run(), through the manager."""
+    Django's cursor, through vendors.run(), through the manager."""
     from django.db import connection
 
-    from django_bgtasks import sql
+    from django_bgtasks.db import mysql, vendors
     from django_bgtasks.models import BackgroundTask
 
     layers: list[tuple[str, Callable[[], object]]] = []
@@ -681,7 +681,7 @@ def mysql_breakdown(
 
     statements = BackgroundTask.objects._statements(connection)
     params = {"name": "beat", "owner": "bench-owner", "token": token}
-    renew = statements.renew.split(sql.MYSQL_STEP)[0]
+    renew = statements.renew.split(mysql.MYSQL_STEP)[0]
     connection.ensure_connection()
     raw = connection.connection.cursor()
 
@@ -703,7 +703,7 @@ def mysql_breakdown(
         ("our renew SQL, no trigger, bare", lambda: raw.execute(no_trigger, params)),
         ("our renew SQL, bare mysqlclient", lambda: raw.execute(renew, params)),
         ("our renew SQL, Django cursor", django_cursor),
-        ("sql.run()", lambda: sql.run(connection, "renew", statements.renew, params)),
+        ("vendors.run()", lambda: vendors.run(connection, "renew", statements.renew, params)),
         (
             "BackgroundTask.objects.heartbeat()",
             lambda: BackgroundTask.objects.heartbeat("beat", "bench-owner", token=token),
@@ -824,13 +824,13 @@ def say_proved(aliases: list[str]) -> None:
     default: the decision the lease statements above ran under."""
     from django.db import connections
 
-    from django_bgtasks import cursors
+    from django_bgtasks.db import cursor as db_cursor
 
     found = []
     for alias in aliases:
         use_alias(alias)
         # On a connection new to the proof, the first call proves nothing.
-        decided = [cursors.prepares(connections[alias]) for _ in range(2)][-1]
+        decided = [db_cursor.prepares(connections[alias]) for _ in range(2)][-1]
         found.append(f"{alias!r} {'direct: prepared' if decided else 'not direct: unprepared'}")
     print(f"   the proof, BGTASKS_PREPARED_STATEMENTS unset: {'; '.join(found)}")
     if "pgbouncer" in aliases:
@@ -838,7 +838,7 @@ def say_proved(aliases: list[str]) -> None:
 
 
 def proof_cost(rounds: int, count: int, aliases: list[str]) -> None:
-    """What the proof of a direct session costs (django_bgtasks/cursors.py):
+    """What the proof of a direct session costs (django_bgtasks/db/cursor.py):
     the proof alone, next to a ``SELECT 1``, on a connection that has run it
     before and where a request runs it (a new connection, after its first
     lease statement: a new backend's first look at the proof's functions is
@@ -849,7 +849,7 @@ def proof_cost(rounds: int, count: int, aliases: list[str]) -> None:
     next to ``False`` (no proof, nothing prepared), in alternating rounds."""
     from django.db import connections
 
-    from django_bgtasks import cursors
+    from django_bgtasks.db import cursor as db_cursor
     from django_bgtasks.models import BackgroundTask
 
     objects = BackgroundTask.objects
@@ -864,19 +864,19 @@ def proof_cost(rounds: int, count: int, aliases: list[str]) -> None:
         return lambda: raw.execute("SELECT 1").fetchall()
 
     def prove(raw: Any) -> Callable[[], object]:
-        return lambda: cursors.direct_session(raw)
+        return lambda: db_cursor.direct_session(raw)
 
     layers: list[tuple[str, Callable[[], object]]] = []
     for alias in aliases:
         connection = connections[alias]
         connection.ensure_connection()
         raw = connection.connection
-        verdict = "direct" if cursors.direct_session(raw) else "not direct"
+        verdict = "direct" if db_cursor.direct_session(raw) else "not direct"
         layers += [
             (f"SELECT 1 on {alias!r}", select_one(raw)),
             (f"the proof on {alias!r} ({verdict})", prove(raw)),
         ]
-    print("\nthe proof of a direct session, cursors.direct_session(), on a connection that ran")
+    print("\nthe proof of a direct session, cursor.direct_session(), on a connection that ran")
     print("it before (interleaved medians):")
     for (label, _), took in zip(layers, interleaved_us(layers), strict=True):
         print(f"  {label:<44} {took:6.0f} us")

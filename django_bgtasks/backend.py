@@ -44,6 +44,7 @@ from django.db import IntegrityError, connections, transaction
 
 from . import compat, limits
 from .conf import conf
+from .db.vendors import QUEUE_VENDORS
 from .queued import result_from_row, task_lease
 from .validation import check_arguments, validate_ttl
 
@@ -210,7 +211,7 @@ class LeaseBackend(compat.BaseTaskBackend):
             )
             return messages
         vendor = connections[conf.DATABASE].vendor
-        if vendor not in ("postgresql", "sqlite"):
+        if vendor not in QUEUE_VENDORS:
             messages.append(
                 checks.Error(
                     f"{where}: LeaseBackend runs on PostgreSQL and SQLite, and "

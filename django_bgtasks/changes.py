@@ -44,9 +44,9 @@ from typing import Any
 from django.apps import apps
 from django.db import DatabaseError, connections
 
-from . import sql
 from .conf import conf
-from .cursors import behind_transaction_pooling, direct_session
+from .db import postgresql
+from .db.cursor import behind_transaction_pooling, direct_session
 from .states import TaskState
 
 logger = logging.getLogger(__name__)
@@ -290,7 +290,7 @@ class Feed:
                 backoff = 0.1
                 while not self._stop.is_set():
                     for notification in listener.notifies(timeout=self._slice()):
-                        if notification.channel == sql.QUEUE_CHANNEL:
+                        if notification.channel == postgresql.QUEUE_CHANNEL:
                             self._queue_ready(_notified_queue(notification.payload))
                             continue
                         name = _notified_name(notification.payload)
@@ -309,7 +309,7 @@ class Feed:
 
     def _connect(self, psycopg: Any) -> Any:
         """The listening connection, or ``None`` (closed) when it is not a
-        direct one (cursors.direct_session), where a LISTEN would not last."""
+        direct one (db.cursor.direct_session), where a LISTEN would not last."""
         params = dict(connections[self.alias].get_connection_params())
         params.pop("autocommit", None)
         listener = psycopg.connect(**params, autocommit=True)
@@ -319,9 +319,9 @@ class Feed:
                 return None
             # Named only once proved direct: a pooler would keep the name on its
             # server connection, and operators would count a listener that isn't.
-            listener.execute(sql.NAME_APPLICATION, [sql.CHANGES_APPLICATION])
-            listener.execute(sql.LISTEN_CHANGES)
-            listener.execute(sql.LISTEN_QUEUE)
+            listener.execute(postgresql.NAME_APPLICATION, [postgresql.CHANGES_APPLICATION])
+            listener.execute(postgresql.LISTEN_CHANGES)
+            listener.execute(postgresql.LISTEN_QUEUE)
         except BaseException:
             # The caller retries on a new connection: this one must not stay open.
             listener.close()

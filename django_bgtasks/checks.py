@@ -20,16 +20,11 @@ from django.db import connections, router
 from django.utils.module_loading import import_string
 
 from .conf import EXECUTORS, PREFIX, SETTING_NAMES, conf, lease_backends
+from .db.mysql import MIN_MARIADB_VERSION, MIN_MYSQL_VERSION
+from .db.probes import mysql_server, postgresql_replication
+from .db.sqlite import MIN_SQLITE_VERSION
+from .db.vendors import SUPPORTED_VENDORS, vendor_list
 from .limits import MAX_TTL, MIN_TTL
-from .sql import (
-    MIN_MARIADB_VERSION,
-    MIN_MYSQL_VERSION,
-    MIN_SQLITE_VERSION,
-    SUPPORTED_VENDORS,
-    mysql_server,
-    postgresql_replication,
-    vendor_list,
-)
 from .validation import is_finite_number, max_value_bytes
 
 

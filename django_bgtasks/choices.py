@@ -79,7 +79,7 @@ class WorkerRunStatus(models.TextChoices):
 class QueueStatus(models.TextChoices):
     """A Django Task's status as its row stores it (``QueuedTask.status``):
     the values of Django's ``TaskResultStatus``, which results are built
-    with. The queue's SQL (:mod:`django_bgtasks.queue_sql`) has them filled
+    with. The queue's SQL (:mod:`django_bgtasks.db`) has them filled
     in from here."""
 
     READY = "READY", _("ready")

@@ -86,7 +86,7 @@ class Settings:
     @property
     def PREPARED_STATEMENTS(self) -> bool | None:
         """Whether the lease statements run as prepared statements on PostgreSQL
-        (django_bgtasks.cursors): ``None`` means yes unless the database sets
+        (django_bgtasks.db.cursor): ``None`` means yes unless the database sets
         ``DISABLE_SERVER_SIDE_CURSORS`` (a transaction-pooling PgBouncer)."""
         value: bool | None = _setting("BGTASKS_PREPARED_STATEMENTS", None)
         return value

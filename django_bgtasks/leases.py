@@ -1,7 +1,7 @@
 """The lease operations: ``BackgroundTask.objects``.
 
 Each operation validates its arguments (raising ``ValueError``/``TypeError``
-before any SQL), then runs exactly one statement from :mod:`django_bgtasks.sql`
+before any SQL), then runs exactly one statement from :mod:`django_bgtasks.db`
 on the ``BGTASKS_DATABASE`` connection, in autocommit: when a write returns, it
 is committed and every replica sees it. A write inside ``transaction.atomic()``
 is refused with :class:`~django_bgtasks.exceptions.InAtomicBlock` rather than
@@ -25,9 +25,11 @@ from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from . import registry, sql
+from . import registry
 from .choices import Outcome, Trigger
 from .conf import conf
+from .db import vendors
+from .db.rules import Statements
 from .exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock, UnknownTask
 from .limits import HOST_LENGTH, MAX_OWNER_LENGTH
 from .states import Lease, Renewal, TaskState
@@ -114,7 +116,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._rendered: dict[str, sql.Statements] = {}
+        self._rendered: dict[str, Statements] = {}
 
     def get_queryset(self) -> models.QuerySet[BackgroundTask]:
         """ORM reads of the lease table, on the ``BGTASKS_DATABASE`` alias."""
@@ -414,17 +416,17 @@ class LeaseManager(models.Manager["BackgroundTask"]):
     def _connection() -> BaseDatabaseWrapper:
         return connections[conf.DATABASE]
 
-    def _statements(self, connection: BaseDatabaseWrapper) -> sql.Statements:
+    def _statements(self, connection: BaseDatabaseWrapper) -> Statements:
         # Kept per vendor: every operation needs them, the tables don't change.
         try:
             return self._rendered[connection.vendor]
         except KeyError:
             pass
         # The history model is the lease model's sibling in the app registry:
-        # looked up, not imported, so models -> leases -> sql stays one-way.
+        # looked up, not imported, so models -> leases -> db stays one-way.
         meta = self.model._meta
         run, worker = (meta.apps.get_model(meta.app_label, m)._meta for m in ("TaskRun", "Worker"))
-        rendered = sql.statements(
+        rendered = vendors.statements(
             connection, task=meta.db_table, run=run.db_table, worker=worker.db_table
         )
         self._rendered[connection.vendor] = rendered
@@ -444,19 +446,15 @@ class LeaseManager(models.Manager["BackgroundTask"]):
 
     def time_param(self, value: dt.datetime) -> Any:
         """``value`` as the lease database's statements take a time."""
-        return sql.time_param(self._connection(), value)
+        return vendors.time_param(self._connection(), value)
 
     def _write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
-        connection = self._connection()
-        if connection.in_atomic_block:
-            raise InAtomicBlock(operation)
-        return self._run(connection, statement, params)
+        return vendors.write(self._connection(), operation, self._statements, statement, params)
 
     def _run(
         self, connection: BaseDatabaseWrapper, statement: str, params: dict[str, Any]
     ) -> list[Any]:
-        query: str = getattr(self._statements(connection), statement)
-        return sql.run(connection, statement, query, params)
+        return vendors.read(connection, self._statements, statement, params)
 
 
 class RunQuerySet(models.QuerySet["TaskRun"]):

@@ -3,7 +3,7 @@
 ``enqueue()`` is an ORM insert on the ``BGTASKS_DATABASE`` alias, so it joins
 the caller's transaction (a rolled-back view enqueues nothing). The workers'
 operations (claim, renew, finish, ended, give_back, recover) and the
-operator's cancel are one statement each from :mod:`django_bgtasks.queue_sql`, in autocommit, and
+operator's cancel are one statement each from :mod:`django_bgtasks.db`, in autocommit, and
 refuse to run inside ``atomic()`` (:class:`InAtomicBlock`), as the lease
 operations do: a claim or a heartbeat that a rollback could undo would not
 be a lease.
@@ -22,11 +22,10 @@ from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from . import queue_sql
 from .choices import QueueStatus
 from .conf import conf
-from .cursors import fetch_all
-from .exceptions import InAtomicBlock
+from .db import vendors
+from .db.rules import QueueStatements
 from .states import as_datetime, json_column
 from .validation import encode_value, validate_owner
 
@@ -68,7 +67,7 @@ class Claim:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], owner: str) -> Claim:
-        """From the claim's RETURNING row (``queue_sql.CLAIM_COLUMNS``)."""
+        """From the claim's RETURNING row (``db.rules.CLAIM_COLUMNS``)."""
         arguments = json_column(row[7])
         return cls(
             seq=int(row[0]),
@@ -246,9 +245,9 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _connection() -> BaseDatabaseWrapper:
         return connections[conf.DATABASE]
 
+    def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
+        return vendors.queue_statements(connection, table=self.model._meta.db_table)
+
     def _write(self, statement: str, params: dict[str, Any]) -> list[Any]:
-        connection = self._connection()
-        if connection.in_atomic_block:
-            raise InAtomicBlock(f"QueuedTask.objects.{statement}")
-        rendered = queue_sql.statements(connection, table=self.model._meta.db_table)
-        return fetch_all(connection, getattr(rendered, statement), params)
+        operation = f"QueuedTask.objects.{statement}"
+        return vendors.write(self._connection(), operation, self._statements, statement, params)

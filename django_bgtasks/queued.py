@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.utils.module_loading import import_string
 
 from . import compat
+from .db.outages import Stopped, close_connection, retry_until_deadline
 from .exceptions import LeaseLost, TaskCancelled, WorkerStopping
-from .outages import Stopped, close_connection, retry_until_deadline
 from .queue import FAILED, READY, RUNNING, SUCCESSFUL, Claim, QueueManager
 from .states import as_datetime
 from .validation import clean_error, encode_value, heartbeat_interval

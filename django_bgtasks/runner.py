@@ -36,10 +36,10 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 
 from .choices import Outcome, Trigger
+from .db.outages import Stopped, close_connection, retry_until_deadline
 from .exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
 from .leases import KEEP_VALUE, last_claim_sent
 from .models import BackgroundTask
-from .outages import Stopped, close_connection, retry_until_deadline
 from .progress import NOTHING, Progress
 from .signals import lease_claimed, lease_lost, lease_released
 from .states import Lease, Renewal, WorkClaim

@@ -75,7 +75,7 @@ class TaskState:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> TaskState:
-        """Build from a row in ``sql.STATE_COLUMNS`` order, as either vendor returns it."""
+        """Build from a row in ``db.rules.STATE_COLUMNS`` order, as either vendor returns it."""
         (name, value, running, owner, token, ttl, started_at, finished_at, updated_at,
          cancel_requested, outcome, error, stale, heartbeat_age, requested_at, next_run_at,
          attempt, trigger, result, result_note) = row  # fmt: skip
@@ -180,7 +180,7 @@ class TaskState:
 
 @dataclass(frozen=True, slots=True)
 class DueRow:
-    """One lease row as the workers' poll sees it (``sql.DUE_COLUMNS``).
+    """One lease row as the workers' poll sees it (``db.rules.DUE_COLUMNS``).
 
     ``db_now`` is the database's clock at the poll, from which the next slot
     is computed; a claim of the slot ``next_run_at`` compares it for equality.
@@ -204,7 +204,7 @@ class DueRow:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> DueRow:
-        """Build from a row in ``sql.DUE_COLUMNS`` order, as either vendor returns it."""
+        """Build from a row in ``db.rules.DUE_COLUMNS`` order, as either vendor returns it."""
         (name, token, running, stale, attempt, outcome, requested, schedule, next_run_at,
          slot_due, finished_age, db_now, result_not_stored) = row  # fmt: skip
         now = as_datetime(db_now)
@@ -307,7 +307,7 @@ class WorkerState:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> WorkerState:
-        """Build from a row in ``sql.WORKER_COLUMNS`` order."""
+        """Build from a row in ``db.rules.WORKER_COLUMNS`` order."""
         id_, host, pid, tasks, concurrency, running, started_at, updated_at, age, ttl, silent = row
         return cls(
             id=id_,

@@ -1,6 +1,6 @@
 """The workers' lease operations: ``BackgroundTask.objects.work``.
 
-Each is one statement from :mod:`django_bgtasks.sql`, in autocommit, like the
+Each is one statement from :mod:`django_bgtasks.db`, in autocommit, like the
 lease operations of :mod:`django_bgtasks.leases`: the poll that finds due
 work (a read, so an idle worker writes nothing), the claims that start a
 requested, scheduled, resumed or retried run, and the workers' own heartbeat

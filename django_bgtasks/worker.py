@@ -65,10 +65,10 @@ from django.db import DatabaseError, close_old_connections, connections
 from . import changes
 from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
 from .conf import conf
+from .db.outages import TRANSIENT_ERRORS
 from .leases import default_owner, host_name
 from .limits import MAX_GRACE, MAX_POLL
 from .models import BackgroundTask, QueuedTask
-from .outages import TRANSIENT_ERRORS
 from .queue import READY, RUNNING, Claim
 from .runner import RunningLease
 from .states import DueRow, WorkClaim

@@ -172,7 +172,7 @@ else:
             # Django's defaults, as most sites behind a pooler run: not even
             # DISABLE_SERVER_SIDE_CURSORS, which Django's docs ask for but
             # which only matters to Django for .iterator(). The app must find
-            # out about the pooler by itself (cursors.direct_session).
+            # out about the pooler by itself (db.cursor.direct_session).
             "TEST": {"MIRROR": "postgres", "DEPENDENCIES": []},
         }
 

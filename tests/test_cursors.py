@@ -1,4 +1,4 @@
-"""The lease statements as prepared statements on PostgreSQL (cursors.py), on
+"""The lease statements as prepared statements on PostgreSQL (db/cursor.py), on
 the connection Django opened, still seen by Django's cursor machinery; and
 prepared only where the connection proved it talks to its backend directly,
 not through a pooler (the transaction-pooling PgBouncer with Django's default
@@ -16,7 +16,8 @@ from django.conf import settings as django_settings
 from django.db import DatabaseError, connections
 from django.test.utils import CaptureQueriesContext
 
-from django_bgtasks import checks, cursors
+from django_bgtasks import checks
+from django_bgtasks.db import cursor as db_cursor
 from django_bgtasks.models import BackgroundTask
 from tests.tools import needs_pgbouncer
 
@@ -82,7 +83,7 @@ def test_not_prepared_when_turned_off(
 ) -> None:
     settings.BGTASKS_PREPARED_STATEMENTS = setting
     with connection_settings(pg_direct_alias, **database) as connection:
-        assert not cursors.prepares(connection)
+        assert not db_cursor.prepares(connection)
         cycle("unprepared")
         assert prepared_statements(pg_direct_alias) == []
 
@@ -90,7 +91,7 @@ def test_not_prepared_when_turned_off(
 def test_forced_on_even_with_transaction_pooling(pg_direct_alias: str, settings: Any) -> None:
     settings.BGTASKS_PREPARED_STATEMENTS = True
     with connection_settings(pg_direct_alias, DISABLE_SERVER_SIDE_CURSORS=True) as connection:
-        assert cursors.prepares(connection)
+        assert db_cursor.prepares(connection)
 
 
 def test_django_sees_them_query_log_and_execute_wrapper(pg_direct_alias: str) -> None:
@@ -113,7 +114,7 @@ def test_driver_errors_are_django_errors(pg_direct_alias: str) -> None:
     connection = connections[pg_direct_alias]
     cycle("errors")
     # A statement the server refuses: Django's DatabaseError, from the same cursor.
-    cursor = cursors.prepared_cursor(connection)
+    cursor = db_cursor.prepared_cursor(connection)
     with pytest.raises(DatabaseError):
         cursor.execute("SELECT 1 / 0")
     cycle("errors")  # and the cursor, and the connection, go on working
@@ -122,10 +123,10 @@ def test_driver_errors_are_django_errors(pg_direct_alias: str) -> None:
 def test_a_reconnect_gets_a_new_cursor(pg_direct_alias: str) -> None:
     connection = connections[pg_direct_alias]
     cycle("reconnect")
-    before = cursors.prepared_cursor(connection).cursor
+    before = db_cursor.prepared_cursor(connection).cursor
     connection.close()
     cycle("reconnect")
-    after = cursors.prepared_cursor(connection).cursor
+    after = db_cursor.prepared_cursor(connection).cursor
     assert after is not before and after.connection is connection.connection
     assert prepared_statements(pg_direct_alias)  # prepared again on the new session
 
@@ -143,10 +144,10 @@ def test_prepared_on_postgresql_only_and_not_behind_transaction_pooling(db_alias
     the app finds the pooler out by itself."""
     connection = connections[db_alias]
     connection.close()
-    assert not cursors.prepares(connection)  # a new connection's first statement
+    assert not db_cursor.prepares(connection)  # a new connection's first statement
     cycle("proof")  # its second proves the session, once
     expected = connection.vendor == "postgresql" and not transaction_pooled(db_alias)
-    assert cursors.prepares(connection) == expected
+    assert db_cursor.prepares(connection) == expected
     cycle("proof")  # and on it goes, prepared or not
     if connection.vendor == "postgresql":
         assert bool(prepared_statements(db_alias)) == expected
@@ -157,7 +158,7 @@ def test_a_session_is_direct_only_without_a_pooler_between(pg_alias: str) -> Non
     the PgBouncer, a Unix socket to the embedded one."""
     connection = connections[pg_alias]
     connection.ensure_connection()
-    assert cursors.direct_session(connection.connection) == (not transaction_pooled(pg_alias))
+    assert db_cursor.direct_session(connection.connection) == (not transaction_pooled(pg_alias))
 
 
 def test_one_statement_alone_on_a_connection_is_not_prepared_and_proves_nothing(
@@ -189,14 +190,14 @@ def test_inside_the_callers_transaction_nothing_is_proved(pg_direct_alias: str) 
 def test_a_pooled_connection_says_once_that_it_runs_unprepared(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(cursors, "_said", set())
+    monkeypatch.setattr(db_cursor, "_said", set())
     connection = connections["pgbouncer"]
     with caplog.at_level(logging.WARNING, logger="django_bgtasks.cursors"):
         for _ in range(3):
             connection.close()
-            assert not cursors.prepares(connection)
+            assert not db_cursor.prepares(connection)
             connection.ensure_connection()
-            assert not cursors.prepares(connection)
+            assert not db_cursor.prepares(connection)
     [record] = caplog.records
     assert "'pgbouncer'" in record.getMessage() and "unprepared" in record.getMessage()
 

@@ -661,7 +661,7 @@ def test_on_mysql_a_claim_reads_its_own_token_with_or_without_multi_statements(
     Either way the claim gets the token it set, and a claim that matched
     nothing is refused although LAST_INSERT_ID() still holds an earlier
     claim's token."""
-    from django_bgtasks import sql
+    from django_bgtasks.db import mysql
 
     connection = connections[mysql_alias]
     options = connection.settings_dict["OPTIONS"]
@@ -670,7 +670,7 @@ def test_on_mysql_a_claim_reads_its_own_token_with_or_without_multi_statements(
         options["multi_statements"] = False
     try:
         first = objects.try_claim("job", "a", ttl=0.5)  # the INSERT
-        assert sql.multi_statements(connection) is batched
+        assert mysql.multi_statements(connection) is batched
         assert first is not None and first.token == 1
         assert objects.try_claim("job", "b", ttl=30) is None  # held: matched nothing
         assert objects.release("job", "a", token=first.token)

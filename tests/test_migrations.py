@@ -12,14 +12,15 @@ import pytest
 from django.core.management import call_command
 from django.db import connections
 
-from django_bgtasks import sql
+from django_bgtasks.db import postgresql
+from django_bgtasks.db.rules import Statements
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import backdate
 
 objects = BackgroundTask.objects
 
 
-def statements(alias: str) -> tuple[sql.Statements, str]:
+def statements(alias: str) -> tuple[Statements, str]:
     """The lease statements for ``alias``, and how they write a history row."""
     connection = connections[alias]
     rendered = objects._statements(connection)
@@ -343,10 +344,10 @@ def test_a_django_task_becoming_ready_notifies_its_queue_and_a_claim_does_not(
     params = connections[pg_direct_alias].get_connection_params()
     params.pop("cursor_factory", None)
     with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute(sql.LISTEN_QUEUE)
+        listener.execute(postgresql.LISTEN_QUEUE)
         djtasks.add.enqueue(1, 2)
         [notification] = list(listener.notifies(timeout=2, stop_after=1))
-        assert notification.channel == sql.QUEUE_CHANNEL
+        assert notification.channel == postgresql.QUEUE_CHANNEL
         assert json.loads(notification.payload) == {"queue": "default"}
         claim = QueuedTask.objects.claim("test", queues=None)
         assert claim is not None

@@ -20,7 +20,8 @@ import psycopg
 import pytest
 from django.db import DatabaseError, connections, transaction
 
-from django_bgtasks import checks, cursors
+from django_bgtasks import checks
+from django_bgtasks.db import cursor as db_cursor
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests import pgbouncer
 from tests.testapp.models import Counter
@@ -74,13 +75,13 @@ def test_defaults_behind_transaction_pooling_prepare_nothing_and_work(on: Any) -
     connection proves it is not direct, and nothing is prepared."""
     on(TRANSACTION)
     connections[TRANSACTION].close()
-    assert not cursors.prepares(connections[TRANSACTION])
+    assert not db_cursor.prepares(connections[TRANSACTION])
     lease = objects.try_claim("pooled", "a", ttl=30)
     assert lease is not None
     for n in range(1, 6):
         with another_client_holds_a_server_connection(TRANSACTION):
             assert objects.update_state("pooled", "a", {"n": n}, token=lease.token)
-            assert not cursors.prepares(connections[TRANSACTION])
+            assert not db_cursor.prepares(connections[TRANSACTION])
     with another_client_holds_a_server_connection(TRANSACTION):
         assert objects.release("pooled", "a", {"n": 2}, token=lease.token)
     assert checks.check_prepared_statements() == []
@@ -122,8 +123,8 @@ def test_session_pooling_proves_no_direct_session_so_prepares_only_when_told(on:
     for name in ("one", "two"):
         lease = objects.try_claim(name, "a", ttl=30)
         assert lease is not None and objects.release(name, "a", token=lease.token)
-    assert not cursors.prepares(connections[SESSION])
-    assert not cursors.direct_session(connections[SESSION].connection)
+    assert not db_cursor.prepares(connections[SESSION])
+    assert not db_cursor.direct_session(connections[SESSION].connection)
 
 
 @BOTH
@@ -132,7 +133,7 @@ def test_session_pooling_keeps_prepared_statements_and_the_client_on_one_connect
 ) -> None:
     on(SESSION, prepared=True)
     assert checks.check_prepared_statements() == []  # no DISABLE_SERVER_SIDE_CURSORS
-    assert cursors.prepares(connections[SESSION])
+    assert db_cursor.prepares(connections[SESSION])
     first = server_pid(SESSION)
     with another_client_holds_a_server_connection(SESSION):
         lease = objects.try_claim("session", "a", ttl=30)

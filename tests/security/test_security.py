@@ -35,13 +35,14 @@ from django.db import connections
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from django_bgtasks import queue_sql, sql
+import django_bgtasks
+from django_bgtasks.db import rules, vendors
 from django_bgtasks.events import watch_url
 from django_bgtasks.models import BackgroundTask, TaskRun, Worker
 from tests.dbtools import rows, runs
 
 objects = BackgroundTask.objects
-PACKAGE = Path(sql.__file__).parent
+PACKAGE = Path(django_bgtasks.__file__).parent
 
 # --- no SQL built from values ------------------------------------------------------------
 
@@ -92,30 +93,35 @@ def _execute_calls() -> list[str]:
 
 
 def test_sql_is_executed_in_one_place_with_parameters() -> None:
-    # sql.run runs the statements of sql.py (leases._run hands them to it;
-    # on MySQL, run and _last_insert_id read the results), sql.mysql_server
-    # and sql.postgresql_replication read a server's settings for the
-    # checks, queue._write runs those of queue_sql.py (Django Tasks);
-    # migrations run their own constant DDL
-    # (and no f-string or % formatting near it); cursors.fetch_all executes
-    # what sql.run and queue._write hand it, and cursors.py's cursor passes
-    # that on to psycopg, asking to prepare it. Nothing else in the package
-    # talks SQL.
+    # db/vendors.run runs the statements of db/ (the lease manager and the
+    # queue's hand them to it through vendors.read/write): through
+    # db/cursor.fetch_all, or on MySQL through db/mysql.py's readers, which
+    # run each statement and read its result (_rows, _count, _renew, _upsert,
+    # _claim; _claim_update and _last_insert_id a claim's token);
+    # db/probes.py's mysql_server and postgresql_replication read a server's
+    # settings for the checks; migrations run their own
+    # constant DDL (and no f-string or % formatting near it); db/cursor.py's
+    # cursor passes what fetch_all runs on to psycopg, asking to prepare it.
+    # Nothing else in the package talks SQL.
     calls = _execute_calls()
-    assert "sql.py:run" in calls and "cursors.py:fetch_all" in calls
+    assert "db/cursor.py:fetch_all" in calls and "db/mysql.py:_upsert" in calls
     in_sql = {
-        "sql.py:run",
-        "sql.py:_last_insert_id",
-        "sql.py:_claim_update",  # MySQL: a claim and its token read in one query
-        "sql.py:mysql_server",
-        "sql.py:postgresql_replication",
-        "cursors.py:fetch_all",
-        "cursors.py:execute",
-        # The change feed's LISTEN (sql.LISTEN_CHANGES), on its own connection.
+        "db/mysql.py:_rows",
+        "db/mysql.py:_count",
+        "db/mysql.py:_renew",
+        "db/mysql.py:_upsert",
+        "db/mysql.py:_claim",
+        "db/mysql.py:_last_insert_id",
+        "db/mysql.py:_claim_update",  # MySQL: a claim and its token read in one query
+        "db/probes.py:mysql_server",
+        "db/probes.py:postgresql_replication",
+        "db/cursor.py:fetch_all",
+        "db/cursor.py:execute",
+        # The change feed's LISTEN (db/postgresql.LISTEN_CHANGES), on its own connection.
         "changes.py:_connect",
-        # The session proof's one constant statement (cursors.SESSION_ENDPOINTS):
+        # The session proof's one constant statement (cursor.SESSION_ENDPOINTS):
         # whether a connection reaches PostgreSQL directly, not through a pooler.
-        "cursors.py:direct_session",
+        "db/cursor.py:direct_session",
     }
     others = [call for call in calls if call not in in_sql]
     assert all(call.startswith("migrations/") for call in others), others
@@ -133,7 +139,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         ), f"{path.name} formats strings and executes SQL"
 
 
-@pytest.mark.parametrize("vendor", sql.SUPPORTED_VENDORS)
+@pytest.mark.parametrize("vendor", vendors.SUPPORTED_VENDORS)
 def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
     # A connection object of that vendor (none is opened: the vendor and the
     # quoting need no server), and the statements rendered for the real
@@ -143,14 +149,14 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
         pytest.skip(settings.MYSQL_UNAVAILABLE or "BGTASKS_MYSQL_URL is empty")
     alias = aliases[0]
     connection = connections[alias]
-    rendered = sql.statements(
+    rendered = vendors.statements(
         connection,
         task=BackgroundTask._meta.db_table,
         run=TaskRun._meta.db_table,
         worker=Worker._meta.db_table,
     )
     assert rendered is objects._statements(connection)
-    for field in fields(sql.Statements):
+    for field in fields(rules.Statements):
         text = getattr(rendered, field.name)
         # Left after rendering: only %(param)s placeholders and literal %%.
         placeholders = set(re.findall(r"%\((\w+)\)s", text))
@@ -168,15 +174,15 @@ QUEUE_PARAMETERS = {"owner", "all", "queues", "seq", "token", "set_progress", "p
 QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid", "held"}
 
 
-@pytest.mark.parametrize("vendor", queue_sql.SUPPORTED_VENDORS)
+@pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)
 def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> None:
     from django_bgtasks.models import QueuedTask
 
     [alias, *_] = [alias for alias in settings.DATABASES if connections[alias].vendor == vendor]
     connection = connections[alias]
     table = QueuedTask._meta.db_table
-    rendered = queue_sql.statements(connection, table=table)
-    for field in fields(queue_sql.QueueStatements):
+    rendered = vendors.queue_statements(connection, table=table)
+    for field in fields(rules.QueueStatements):
         text = getattr(rendered, field.name)
         placeholders = set(re.findall(r"%\((\w+)\)s", text))
         assert placeholders <= QUEUE_PARAMETERS, (field.name, placeholders)

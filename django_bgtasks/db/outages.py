@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from .conf import conf
+from ..conf import conf
 
 # Errors that mean "the database can't be reached right now": retried until
 # the renew deadline. Anything else is a bug and ends the lease at once.

@@ -39,8 +39,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
-from .conf import conf
+from ..conf import conf
 
+# The name it had when this module was cursors.py: sites filter their logs by it.
 logger = logging.getLogger("django_bgtasks.cursors")
 
 # The cursor is kept on the Django connection object (one per thread and
@@ -51,7 +52,7 @@ _ATTRIBUTE = "_bgtasks_prepared_cursor"
 # whether it is direct (None: not known yet)].
 _SESSION = "_bgtasks_session"
 _NEVER_BY_COUNT = 2**62
-# The proof's one statement (here, not in sql.py, which runs its statements
+# The proof's one statement (here, not in db/vendors.py, which runs its statements
 # through this module): what the backend sees of its client and of itself.
 # Through a proxy, its client is the proxy's connection, not ours.
 SESSION_ENDPOINTS = (

@@ -1,0 +1,182 @@
+"""The rules every statement of django-bgtasks keeps, and what all vendors share.
+
+Each lease operation, and each operation of the Django Tasks queue
+(``QueuedTask.objects``), is exactly one statement: one round trip, one
+commit. Values are always parameters (``%(name)s``). The only text filled in
+is the table names, which the caller passes from ``Model._meta.db_table`` and
+the connection quotes, the named fragments of each vendor's module
+(``{holder}``, ``{stale}``, ...), which are constants, and the queue's
+statuses, from ``choices.QueueStatus`` (``{ready}``: plain words).
+:mod:`django_bgtasks.db.vendors` renders them; one module per vendor
+(:mod:`~django_bgtasks.db.postgresql`, :mod:`~django_bgtasks.db.sqlite`,
+:mod:`~django_bgtasks.db.mysql`) holds that vendor's statements and quirks.
+
+Rules every statement keeps:
+
+* **Time is the database's.** Staleness, heartbeats and timestamps come from
+  ``clock_timestamp()`` on PostgreSQL (``now()`` is frozen at transaction
+  start), from ``'now'`` on SQLite and from ``SYSDATE(6)`` on MySQL, never
+  from the app server's clock; for a queued task, ``run_after`` too.
+* **Fencing.** A holder's write matches ``name``, ``owner`` and, when given,
+  ``token``, and needs a live lease: once the heartbeat is older than the ttl
+  the lease reads as not running everywhere, and its old holder can no longer
+  renew, update or release it, even if nobody has taken it over yet. A queued
+  task's row is its own lease while a worker runs it (so that nothing is left
+  behind in the lease table when it ends): every holder's write (heartbeat,
+  finish) matches the row, its owner *and* its token, and needs status
+  ``RUNNING`` and a heartbeat within the ttl. A worker that was paused past
+  its ttl, or whose task was recovered meanwhile, writes nothing.
+* **Tokens only rise.** A claim sets ``token = token + 1``. A name claimed for
+  the first time starts above any token its history holds, so tokens are not
+  reused even if a lease row is deleted by hand; a queued task that is
+  recovered and claimed again has a higher token than its lost run.
+* **History in the same statement.** Ending a run writes its ``TaskRun`` row in
+  the statement that ends it: a release, force release or expiry with a
+  data-modifying CTE on PostgreSQL, and on SQLite (which has no such CTEs) with
+  the trigger of migration 0002 (recreated with more columns by 0004 and
+  0005). A claim that takes over a stale lease records
+  the run it replaces as ``lost``, as of its last heartbeat, with a trigger on
+  both vendors (0002 on SQLite, 0003 on PostgreSQL): only a trigger sees the
+  exact row an upsert replaces.
+* **Skip what others hold.** On PostgreSQL the queue's claim picks its row with
+  ``FOR UPDATE SKIP LOCKED``: concurrent workers take different rows without
+  waiting on each other. SQLite serialises writers, so the same
+  ``UPDATE ... WHERE seq = (SELECT ... LIMIT 1)`` is already exclusive there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..choices import QueueStatus
+
+# Column order of every state read; states.TaskState.from_row() relies on it.
+STATE_COLUMNS = """name, value, running AND NOT stale, owner, token, ttl, started_at,
+    finished_at, updated_at, cancel_requested, outcome, error, stale, heartbeat_age,
+    requested_at, next_run_at, attempt, trigger, result, result_note"""
+RUN_COLUMNS = """name, token, owner, started_at, finished_at, outcome, error, value,
+    trigger, attempt, scheduled_for, skipped, result, result_note"""
+# Column order of the workers' poll; states.DueRow.from_row() relies on it.
+DUE_COLUMNS = """name, token, running AND NOT stale, stale, attempt, outcome,
+    requested_at IS NOT NULL, schedule, next_run_at, slot_due, finished_age, db_now,
+    result_note <> ''"""
+# The workers' list (states.WorkerState.from_row()): ``age`` is the seconds since
+# the row's last beat by the database's clock, and ``silent`` compares it with the
+# ttl the worker stated, so no replica's clock decides that a worker is gone.
+WORKER_COLUMNS = (
+    "id, host, pid, tasks, concurrency, running, started_at, updated_at, age, ttl, "
+    "age > ttl AS silent"
+)
+
+
+@dataclass(frozen=True)
+class Statements:
+    """One vendor's statements, one field per lease operation."""
+
+    claim: str
+    renew: str
+    renew_with_value: str
+    release: str
+    force_release: str
+    request_cancel: str
+    expire_stale: str
+    fence: str
+    get_state: str
+    list_states: str
+    # The workers' (issue: workers): each is one statement, as above.
+    request_run: str
+    claim_request: str
+    claim_scheduled: str
+    claim_resume: str
+    claim_retry: str
+    skip_slot: str
+    ensure_schedule: str
+    due_work: str
+    worker_beat: str
+    worker_gone: str
+    forget_workers: str
+    list_workers: str
+    clock: str
+
+
+# --- The workers' statements that the vendors write alike --------------------------------
+# (Each vendor's fragments fill in its clock and casts; MySQL writes its own
+# claim_resume and skip_slot.)
+
+# The request is taken in the claim that performs it: exactly one worker wins.
+CLAIM_REQUEST = """
+    UPDATE {task}
+    SET {claim_set}, attempt = 1, run_args = request, value = NULL, scheduled_for = NULL,
+        request = NULL, requested_at = NULL, requested_by = ''
+    WHERE name = %(name)s AND requested_at IS NOT NULL AND (NOT running OR {stale})
+    {claim_returning}
+"""
+# One run per slot: the claim moves the slot on, compare-and-set on the slot
+# the worker saw, and only while the database's clock is still before the
+# next slot (a worker that stalled after its poll can't run a slot late).
+CLAIM_SCHEDULED = """
+    UPDATE {task}
+    SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
+        scheduled_for = next_run_at, next_run_at = {next_slot}, schedule = %(schedule)s
+    WHERE name = %(name)s AND {is_due_slot} AND {before_next} AND (NOT running OR {stale})
+    {claim_returning}
+"""
+# A lost (stale, or recorded lost) or interrupted run of claim %(expect)s,
+# again: with %(resume)s keeping its value for resume_from, else afresh (a
+# retry). A graceful interruption does not use up an attempt; a loss does.
+CLAIM_RESUME = """
+    UPDATE {task}
+    SET {claim_set},
+        attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
+            THEN 0 ELSE 1 END,
+        value = CASE WHEN {resume_param} THEN value END
+    WHERE name = %(name)s AND token = {expect_param}
+        AND ((running AND {stale} AND attempt < %(max_attempts)s)
+            OR (NOT running AND outcome = %(interrupted)s)
+            OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+    {claim_returning}
+"""
+# A failed run of claim %(expect)s, again, once its delay has passed.
+CLAIM_RETRY = """
+    UPDATE {task}
+    SET {claim_set}, attempt = attempt + 1,
+        value = CASE WHEN {resume_param} THEN value END
+    WHERE name = %(name)s AND token = {expect_param} AND NOT running
+        AND outcome = %(failed)s AND attempt < %(max_attempts)s AND {delay_passed}
+        AND result_note = ''
+    {claim_returning}
+"""
+# The slot came while the task still runs: move on, and count it on the run.
+SKIP_SLOT = """
+    UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1, schedule = %(schedule)s
+    WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot} AND {before_next}
+    RETURNING 1
+"""
+
+
+# --- The Django Tasks queue (not on MySQL/MariaDB yet: bgtasks.E015) -----------------------
+
+# What a claim returns; queue.Claim.from_row() relies on the order.
+CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_context,
+    args_kwargs, run_after, enqueued_at, started_at, last_attempted_at, attempts,
+    max_attempts, worker_ids, token, ttl"""
+
+# The statuses, as the templates name them: {ready}, {running}, ...
+STATUSES = {status.name.lower(): status.value for status in QueueStatus}
+
+# The error recorded for a run whose worker went silent past its ttl.
+LOST_ERROR_CLASS = "django_bgtasks.exceptions.LeaseLost"
+CANCELLED_ERROR_CLASS = "django_bgtasks.exceptions.TaskCancelled"
+
+
+@dataclass(frozen=True)
+class QueueStatements:
+    """One vendor's statements of the queue."""
+
+    claim: str
+    renew: str
+    finish: str
+    recover: str
+    cancel: str
+    ended: str
+    give_back: str

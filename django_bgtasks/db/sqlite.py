@@ -1,0 +1,279 @@
+"""SQLite's statements: the lease operations, the workers' and the queue's,
+with the fragments they share and the time parameters they take (the rules:
+:mod:`django_bgtasks.db.rules`).
+
+SQLite runs one writer at a time, so each statement is atomic against every
+other process. Its 'now' is the database host's clock, which for an embedded
+database is the only clock there is. Times are stored as the UTC text Django
+uses for DateTimeField. ('%%' is a literal '%' once the parameters are in.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from .rules import (
+    CANCELLED_ERROR_CLASS,
+    CLAIM_COLUMNS,
+    CLAIM_REQUEST,
+    CLAIM_RESUME,
+    CLAIM_RETRY,
+    CLAIM_SCHEDULED,
+    DUE_COLUMNS,
+    LOST_ERROR_CLASS,
+    SKIP_SLOT,
+    STATE_COLUMNS,
+    WORKER_COLUMNS,
+    QueueStatements,
+    Statements,
+)
+
+MIN_SQLITE_VERSION = (3, 35, 0)  # for RETURNING
+
+_NOW = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+
+
+def _age(column: str) -> str:
+    """The seconds since the time in ``column``, by the database's clock."""
+    return f"(julianday('now') - julianday({column})) * 86400.0"
+
+
+_AGE = _age("updated_at")  # since the last heartbeat
+
+FRAGMENTS = {
+    "now": _NOW,
+    "stale": f"{_AGE} > ttl",
+    "t_stale": f"{_age('t.updated_at')} > t.ttl",
+    "holder": f"""name = %(name)s AND owner = %(owner)s AND running
+        AND (%(token)s IS NULL OR token = %(token)s)
+        AND NOT ({_AGE} > ttl)""",
+    "state_columns": STATE_COLUMNS,
+    "state_source": f"""(
+        SELECT *, running AND {_AGE} > ttl AS stale, {_AGE} AS heartbeat_age
+        FROM {{task}}
+    )""",
+    "due_columns": DUE_COLUMNS,
+    "worker_columns": WORKER_COLUMNS,
+    "claim_set": f"""running = 1, owner = %(owner)s, token = token + 1, ttl = %(ttl)s,
+        started_at = {_NOW}, finished_at = NULL,
+        updated_at = {_NOW}, cancel_requested = 0,
+        outcome = '', error = '', skipped = 0, trigger = %(trigger)s, result = NULL,
+        result_note = ''""",
+    "new_row_columns": """name, value, running, owner, token, ttl, cancel_requested,
+        outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
+        schedule, next_run_at""",
+    "new_row_token": "COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s), 0)",
+    "claim_returning": "RETURNING token, attempt, run_args, value",
+    # Slot times are passed as naive UTC text, as the statements store times.
+    "before_next": "julianday('now') < julianday(%(next)s)",
+    # The same instant, whichever text form it was written in.
+    "is_due_slot": "julianday(next_run_at) = julianday(%(due)s)",
+    "next_slot": "%(next)s",
+    "resume_param": "%(resume)s",
+    "expect_param": "%(expect)s",
+    "delay_passed": f"{_age('finished_at')} >= %(delay)s",
+}
+
+STATEMENTS = Statements(
+    # The history trigger records the old run as lost when the token changes.
+    claim="""
+        INSERT INTO {task} AS t (name, value, running, owner, token, ttl, started_at,
+            finished_at, updated_at, cancel_requested, outcome, error, trigger, attempt,
+            run_args, scheduled_for, skipped, result, result_note)
+        VALUES (%(name)s, %(value)s, 1, %(owner)s,
+            COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s), 0) + 1,
+            %(ttl)s, {now}, NULL, {now}, 0, '', '', %(trigger)s, 1, %(args)s, NULL, 0, NULL, '')
+        ON CONFLICT (name) DO UPDATE
+        SET value = excluded.value, running = 1, owner = excluded.owner,
+            token = t.token + 1, ttl = excluded.ttl, started_at = excluded.started_at,
+            finished_at = NULL, updated_at = excluded.updated_at,
+            cancel_requested = 0, outcome = '', error = '', trigger = excluded.trigger,
+            attempt = 1, run_args = excluded.run_args, scheduled_for = NULL, skipped = 0,
+            result = NULL, result_note = ''
+        WHERE NOT t.running OR {t_stale}
+        RETURNING token
+    """,
+    renew="UPDATE {task} SET updated_at = {now} WHERE {holder} RETURNING cancel_requested",
+    renew_with_value="""
+        UPDATE {task} SET updated_at = {now}, value = %(value)s
+        WHERE {holder}
+        RETURNING cancel_requested
+    """,
+    release="""
+        UPDATE {task}
+        SET running = 0, finished_at = {now}, value = COALESCE(%(value)s, value),
+            outcome = %(outcome)s, error = %(error)s, result = %(result)s,
+            result_note = %(result_note)s
+        WHERE {holder}
+        RETURNING 1
+    """,
+    force_release="""
+        UPDATE {task}
+        SET running = 0, finished_at = {now}, outcome = %(outcome)s, error = %(error)s
+        WHERE name = %(name)s AND running AND (%(token)s IS NULL OR token = %(token)s)
+        RETURNING 1
+    """,
+    request_cancel="""
+        UPDATE {task} SET cancel_requested = 1
+        WHERE name = %(name)s AND running AND NOT ({stale})
+            AND (%(token)s IS NULL OR token = %(token)s)
+        RETURNING 1
+    """,
+    expire_stale="""
+        UPDATE {task}
+        SET running = 0, finished_at = updated_at, outcome = %(outcome)s, error = %(error)s
+        WHERE running AND {stale} AND (%(name)s IS NULL OR name = %(name)s)
+            AND (%(token)s IS NULL OR token = %(token)s)
+        RETURNING 1
+    """,
+    # SQLite has no row locks: a no-op write takes the database's write lock,
+    # which every takeover needs too, until the caller's transaction ends.
+    fence="UPDATE {task} SET updated_at = updated_at WHERE {holder} RETURNING 1",
+    get_state="SELECT {state_columns} FROM {state_source} WHERE name = %(name)s",
+    list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
+    request_run="""
+        INSERT INTO {task} AS t ({new_row_columns})
+        VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
+            0, 0, {now}, %(requested_by)s, %(request)s, '', NULL)
+        ON CONFLICT (name) DO UPDATE
+        SET requested_at = excluded.requested_at, requested_by = excluded.requested_by,
+            request = excluded.request
+        WHERE t.requested_at IS NULL
+        RETURNING 1
+    """,
+    claim_request=CLAIM_REQUEST,
+    claim_scheduled=CLAIM_SCHEDULED,
+    claim_resume=CLAIM_RESUME,
+    claim_retry=CLAIM_RETRY,
+    skip_slot=SKIP_SLOT,
+    ensure_schedule="""
+        INSERT INTO {task} AS t ({new_row_columns})
+        VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
+            0, 0, NULL, '', NULL, %(schedule)s, %(next)s)
+        ON CONFLICT (name) DO UPDATE
+        SET schedule = excluded.schedule, next_run_at = excluded.next_run_at
+        WHERE (t.next_run_at IS NULL AND excluded.next_run_at IS NOT NULL)
+            OR (t.schedule IS NOT excluded.schedule
+                AND (excluded.next_run_at IS NULL
+                    OR julianday(excluded.next_run_at) < julianday(t.next_run_at)))
+        RETURNING 1
+    """,
+    due_work=f"""
+        SELECT {{due_columns}} FROM (
+            SELECT *, running AND {_AGE} > ttl AS stale,
+                julianday(next_run_at) <= julianday('now') AS slot_due,
+                {_age("finished_at")} AS finished_age,
+                {{now}} AS db_now
+            FROM {{task}}
+        )
+        ORDER BY name
+    """,
+    worker_beat="""
+        INSERT INTO {worker} AS w (id, host, pid, tasks, concurrency, running, started_at,
+            updated_at, ttl)
+        VALUES (%(id)s, %(host)s, %(pid)s, %(tasks)s, %(concurrency)s, %(running)s, {now},
+            {now}, %(ttl)s)
+        ON CONFLICT (id) DO UPDATE
+        SET running = excluded.running, updated_at = excluded.updated_at
+        RETURNING 1
+    """,
+    worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
+    forget_workers=f"""
+        DELETE FROM {{worker}}
+        WHERE {_AGE} > max(%(seconds)s, ttl)
+        RETURNING 1
+    """,
+    list_workers=f"""
+        SELECT {{worker_columns}} FROM (
+            SELECT *, {_AGE} AS age
+            FROM {{worker}}
+        )
+        ORDER BY host, pid
+    """,
+    clock="SELECT {now}",
+)
+
+
+# The queue's (Django Tasks).
+_LIVE = f"{_AGE} <= ttl"
+
+QUEUE = QueueStatements(
+    claim=f"""
+        UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s, token = token + 1,
+            updated_at = {_NOW}, cancel_requested = 0,
+            started_at = COALESCE(started_at, {_NOW}), last_attempted_at = {_NOW},
+            attempts = attempts + 1, worker_ids = json_insert(worker_ids, '$[#]', %(owner)s)
+        WHERE seq = (
+            SELECT seq FROM {{table}}
+            WHERE status = '{{ready}}'
+                AND (%(all)s OR queue_name IN (SELECT value FROM json_each(%(queues)s)))
+                AND (run_after IS NULL OR julianday(run_after) <= julianday('now'))
+            ORDER BY priority DESC, seq
+            LIMIT 1
+        )
+        RETURNING {CLAIM_COLUMNS}
+    """,
+    renew=f"""
+        UPDATE {{table}} SET updated_at = {_NOW},
+            progress = CASE WHEN %(set_progress)s THEN %(progress)s ELSE progress END
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = '{{running}}' AND {_LIVE}
+        RETURNING cancel_requested
+    """,
+    finish=f"""
+        UPDATE {{table}} SET status = %(status)s, updated_at = {_NOW},
+            finished_at = CASE WHEN %(status)s = '{{ready}}' THEN NULL ELSE {_NOW} END,
+            return_value = %(return_value)s,
+            errors = CASE WHEN %(error)s IS NULL THEN errors
+                ELSE json_insert(errors, '$[#]', json(%(error)s)) END,
+            attempts = attempts - %(refund)s,
+            active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = '{{running}}' AND {_LIVE}
+        RETURNING status, finished_at
+    """,
+    recover=f"""
+        UPDATE {{table}} SET
+            status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END,
+            active_key = CASE WHEN attempts < max_attempts THEN active_key END,
+            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {_NOW} END,
+            errors = json_insert(errors, '$[#]', json_object(
+                'exception_class_path', '{LOST_ERROR_CLASS}',
+                'traceback', 'LeaseLost: the worker ' || owner || ' was lost: no heartbeat '
+                    || 'within the ttl (' || ttl || ' s), on attempt ' || attempts
+                    || ' of ' || max_attempts))
+        WHERE status = '{{running}}' AND NOT {_LIVE}
+        RETURNING uuid, status
+    """,
+    cancel=f"""
+        UPDATE {{table}} SET cancel_requested = 1,
+            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
+            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN {_NOW} ELSE finished_at END,
+            errors = CASE WHEN status = '{{ready}}' THEN json_insert(errors, '$[#]', json_object(
+                'exception_class_path', '{CANCELLED_ERROR_CLASS}',
+                'traceback', 'TaskCancelled: cancelled by an operator before it started'))
+                ELSE errors END
+        WHERE uuid = %(uuid)s AND status IN ('{{ready}}', '{{running}}')
+        RETURNING status
+    """,
+    ended="""
+        SELECT status, finished_at FROM {table}
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = %(status)s
+    """,
+    give_back=f"""
+        UPDATE {{table}} SET status = '{{ready}}', updated_at = {_NOW},
+            started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
+            attempts = attempts - 1, worker_ids = json_remove(worker_ids, '$[#-1]')
+        WHERE owner = %(owner)s AND status = '{{running}}'
+            AND seq NOT IN (SELECT value FROM json_each(%(held)s))
+        RETURNING uuid
+    """,
+)
+
+
+def time_param(value: dt.datetime) -> str:
+    """An aware ``value`` as the statements take a time: naive UTC text in
+    the format the statements store."""
+    return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(" ", "milliseconds")

@@ -1,0 +1,153 @@
+"""The vendors django-bgtasks runs on, and the one place their statements are
+rendered and run: :func:`statements` (the lease operations and the workers'),
+:func:`queue_statements` (the Django Tasks queue), :func:`read`,
+:func:`write` (the one refusal inside ``atomic()``), :func:`run` and
+:func:`time_param`. Each vendor's statements are in its own module
+(:mod:`~django_bgtasks.db.postgresql`, :mod:`~django_bgtasks.db.sqlite`,
+:mod:`~django_bgtasks.db.mysql`); the rules they keep, in
+:mod:`~django_bgtasks.db.rules`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from django.db import NotSupportedError
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..exceptions import InAtomicBlock
+from . import mysql, postgresql, sqlite
+from .cursor import fetch_all
+from .rules import STATUSES, QueueStatements, Statements
+
+
+@dataclass(frozen=True)
+class _Vendor:
+    """One vendor's statements, and how it takes a time."""
+
+    statements: Statements
+    fragments: dict[str, str]
+    queue: QueueStatements | None  # None: no Django Tasks queue on this vendor yet
+    time_param: Callable[[dt.datetime], Any]
+
+
+_BY_VENDOR = {
+    "postgresql": _Vendor(
+        postgresql.STATEMENTS, postgresql.FRAGMENTS, postgresql.QUEUE, postgresql.time_param
+    ),
+    "sqlite": _Vendor(sqlite.STATEMENTS, sqlite.FRAGMENTS, sqlite.QUEUE, sqlite.time_param),
+    "mysql": _Vendor(mysql.STATEMENTS, mysql.FRAGMENTS, None, mysql.time_param),
+}
+SUPPORTED_VENDORS = tuple(_BY_VENDOR)
+# Not MySQL/MariaDB yet (bgtasks.E015): the lease table's vendors minus that.
+QUEUE_VENDORS = tuple(name for name, vendor in _BY_VENDOR.items() if vendor.queue is not None)
+
+# Every rendered set, keyed by what it is, the vendor and the tables alone:
+# quoting is fixed per vendor, and a key per connection object would grow
+# with every thread.
+_RENDERED: dict[tuple[str, ...], Any] = {}
+_Set = TypeVar("_Set", Statements, QueueStatements)
+
+
+def vendor_list() -> str:
+    """The supported vendors, for messages: "postgresql, sqlite and mysql"."""
+    return f"{', '.join(SUPPORTED_VENDORS[:-1])} and {SUPPORTED_VENDORS[-1]}"
+
+
+def statements(connection: BaseDatabaseWrapper, *, task: str, run: str, worker: str) -> Statements:
+    """The statements for this connection's vendor, on the lease table ``task``,
+    the history table ``run`` and the workers' table ``worker`` (unquoted
+    ``db_table`` names), ready to execute."""
+    key = ("lease", connection.vendor, task, run, worker)
+    if key in _RENDERED:
+        return _RENDERED[key]  # type: ignore[no-any-return]
+    vendor = _BY_VENDOR.get(connection.vendor)
+    if vendor is None:
+        raise NotSupportedError(
+            f"django-bgtasks supports {vendor_list()}, "
+            f"not {connection.vendor!r} (database {connection.alias!r})"
+        )
+    quote = connection.ops.quote_name
+    tables = {"task": quote(task), "run": quote(run), "worker": quote(worker)}
+    keep_tables = {"task": "{task}", "run": "{run}", "worker": "{worker}"}
+    # Fragments first (they may name the tables), then the tables.
+    return _render(
+        key,
+        vendor.statements,
+        lambda template: template.format(**vendor.fragments, **keep_tables).format(**tables),
+    )
+
+
+def queue_statements(connection: BaseDatabaseWrapper, *, table: str) -> QueueStatements:
+    """The queue's statements for this connection's vendor, on ``table`` (the
+    unquoted ``db_table``), ready to execute."""
+    key = ("queue", connection.vendor, table)
+    if key in _RENDERED:
+        return _RENDERED[key]  # type: ignore[no-any-return]
+    vendor = _BY_VENDOR.get(connection.vendor)
+    if vendor is None or vendor.queue is None:
+        raise NotSupportedError(
+            "django_bgtasks.backend.LeaseBackend supports PostgreSQL and SQLite, "
+            f"not {connection.vendor!r} (database {connection.alias!r})"
+        )
+    quoted = connection.ops.quote_name(table)
+    return _render(key, vendor.queue, lambda template: template.format(table=quoted, **STATUSES))
+
+
+def _render(key: tuple[str, ...], templates: _Set, fill: Callable[[str], str]) -> _Set:
+    """Every statement of ``templates`` filled in, kept under ``key``."""
+    rendered = type(templates)(
+        **{field.name: fill(getattr(templates, field.name)) for field in fields(templates)}
+    )
+    _RENDERED[key] = rendered
+    return rendered
+
+
+def read(
+    connection: BaseDatabaseWrapper,
+    statements_of: Callable[[BaseDatabaseWrapper], Statements | QueueStatements],
+    statement: str,
+    params: dict[str, Any],
+) -> list[Any]:
+    """Run field ``statement`` of the set ``statements_of(connection)`` (a
+    manager's rendered statements) on ``connection``, and return its rows."""
+    query: str = getattr(statements_of(connection), statement)
+    return run(connection, statement, query, params)
+
+
+def write(
+    connection: BaseDatabaseWrapper,
+    operation: str,
+    statements_of: Callable[[BaseDatabaseWrapper], Statements | QueueStatements],
+    statement: str,
+    params: dict[str, Any],
+) -> list[Any]:
+    """As :func:`read`, for a write, which must be durable when it returns:
+    refused inside ``transaction.atomic()`` (:class:`InAtomicBlock`, naming
+    ``operation``), before anything is rendered or sent."""
+    if connection.in_atomic_block:
+        raise InAtomicBlock(operation)
+    return read(connection, statements_of, statement, params)
+
+
+def run(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Any]:
+    """Execute the rendered ``query`` of field ``statement`` and return its rows,
+    as RETURNING gives them on PostgreSQL and SQLite: one statement there, run
+    prepared where the cursor may (:mod:`~django_bgtasks.db.cursor`). MySQL
+    runs and reads each its own way (:data:`django_bgtasks.db.mysql.READERS`)."""
+    if connection.vendor == "mysql":
+        return mysql.run(connection, statement, query, params)
+    return fetch_all(connection, query, params)
+
+
+def time_param(connection: BaseDatabaseWrapper, value: dt.datetime) -> Any:
+    """An aware ``value`` as this connection's statements take a time: as it
+    is on PostgreSQL; on SQLite, naive UTC text in the format the statements
+    store; on MySQL, a naive UTC datetime (what Django stores)."""
+    vendor = _BY_VENDOR.get(connection.vendor)
+    return value if vendor is None else vendor.time_param(value)
