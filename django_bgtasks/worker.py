@@ -60,12 +60,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from django.db import DatabaseError, close_old_connections, connections
+from django.db import DatabaseError, close_old_connections
 
 from . import changes
 from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
 from .conf import conf
-from .db.outages import TRANSIENT_ERRORS
+from .db.outages import TRANSIENT_ERRORS, close_connection
 from .leases import default_owner, host_name
 from .limits import MAX_GRACE, MAX_POLL
 from .models import BackgroundTask, QueuedTask
@@ -198,7 +198,7 @@ class Worker:
                     started = self.tick()
                 except TRANSIENT_ERRORS as exc:
                     logger.warning("database unreachable, retrying in %g s: %s", backoff, exc)
-                    _close_connection()
+                    close_connection()
                     self.stopping.wait(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
                     continue
@@ -448,7 +448,7 @@ class Worker:
                     logger.warning(
                         "queue: database unreachable, retrying in %g s: %s", backoff, exc
                     )
-                    _close_connection()
+                    close_connection()
                     self.stopping.wait(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
                     continue
@@ -473,7 +473,7 @@ class Worker:
                     # Its end could not be written before the lease's
                     # deadline: the row is recovered after its ttl.
                     logger.warning("queued task %s: database unreachable: %s", claim.uuid, exc)
-                    _close_connection()
+                    close_connection()
                     self.stopping.wait(backoff)
                     continue
                 except BaseException:
@@ -501,7 +501,7 @@ class Worker:
                 with contextlib.suppress(DatabaseError), self._claiming:
                     self._claiming.wait_for(lambda: self._claims_on_their_way == 0)
                     self._give_back_unheld()
-            _close_connection()
+            close_connection()
 
     def _claim_queued(self, *, give_back: bool) -> Claim | None:
         """Claim a queued task, and record it as held here. With
@@ -615,7 +615,7 @@ class Worker:
             self._beat()
         except TRANSIENT_ERRORS as exc:
             logger.debug("worker %s: heartbeat failed: %s", self.id, exc)
-            _close_connection()
+            close_connection()
             self._beat_at = time.monotonic()  # the next try a beat later, not at once
 
     def _forget_silent_workers(self) -> None:
@@ -670,7 +670,7 @@ class Worker:
         self._reap_runs()
         with contextlib.suppress(DatabaseError):
             BackgroundTask.objects.work.gone(self.id)
-        _close_connection()
+        close_connection()
         logger.info("worker %s: stopped", self.id)
 
     def _join(self, thread: threading.Thread, deadline: float) -> None:
@@ -746,7 +746,7 @@ def _hand_back(runs: list[RunningLease], queued: list[QueuedLease]) -> None:
                     _ended(status),
                 )
     finally:
-        _close_connection()
+        close_connection()
 
 
 class _Stopping(threading.Event):
@@ -819,8 +819,3 @@ def _ended(status: str) -> str:
     if status == RUNNING:
         return "its lease was lost (the recovery ends it)"
     return status
-
-
-def _close_connection() -> None:
-    with contextlib.suppress(DatabaseError):
-        connections[conf.DATABASE].close()
