@@ -17,8 +17,12 @@ def quick(lease: RunningLease, total: int = 3) -> dict[str, int]:
 
 
 @background_task(name="surface-slow", ttl=3)
-def slow(lease: RunningLease, steps: int = 40, pause: float = 0.25) -> dict[str, int]:
-    """Counts slowly (ten seconds), and stops when cancelled."""
+def slow(lease: RunningLease, steps: int = 240, pause: float = 0.25) -> dict[str, int]:
+    """Counts slowly (a minute), and stops when cancelled.
+
+    Long enough that a loaded CI machine's browser still finds it running when
+    the test asks to cancel it.
+    """
     for done in range(1, steps + 1):
         time.sleep(pause)
         lease.update({"done": done, "total": steps, "phase": "counting"})  # raises TaskCancelled
