@@ -51,8 +51,8 @@ for line in sys.stdin:
 
 
 def handoffs(dsn: str, trials: int) -> list[float]:
-    from django_bgtasks import changes
     from django_bgtasks.models import BackgroundTask
+    from django_bgtasks.push import feed as changes
 
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(ROOT), dsn],

@@ -194,7 +194,7 @@ def breakdown(cookie: str, batches: int = 5, calls: int = 400) -> dict[str, floa
     from django.contrib.sessions.backends.db import SessionStore
     from django.http import JsonResponse
 
-    from django_bgtasks import views
+    from django_bgtasks.http import api as views
     from django_bgtasks.models import BackgroundTask
 
     user_id = SessionStore(cookie).load()["_auth_user_id"]

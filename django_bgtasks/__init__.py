@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .exceptions import (
+from django_bgtasks.exceptions import (
     BgTasksError,
     FenceOnOtherDatabase,
     InAtomicBlock,
@@ -22,9 +22,14 @@ from .exceptions import (
 )
 
 if TYPE_CHECKING:
-    from .runner import RunningLease, alease, lease
-    from .states import Lease, TaskState
-    from .tasks import BackgroundTaskFunction, background_task, get_task, registered_tasks
+    from django_bgtasks.background.functions import (
+        BackgroundTaskFunction,
+        background_task,
+        get_task,
+        registered_tasks,
+    )
+    from django_bgtasks.core.runner import RunningLease, alease, lease
+    from django_bgtasks.core.states import Lease, TaskState
 
 __all__ = [
     "BackgroundTaskFunction",
@@ -48,15 +53,15 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Lease": "states",
-    "TaskState": "states",
-    "RunningLease": "runner",
-    "lease": "runner",
-    "alease": "runner",
-    "BackgroundTaskFunction": "tasks",
-    "background_task": "tasks",
-    "get_task": "tasks",
-    "registered_tasks": "tasks",
+    "Lease": "core.states",
+    "TaskState": "core.states",
+    "RunningLease": "core.runner",
+    "lease": "core.runner",
+    "alease": "core.runner",
+    "BackgroundTaskFunction": "background.functions",
+    "background_task": "background.functions",
+    "get_task": "background.functions",
+    "registered_tasks": "background.functions",
 }
 
 

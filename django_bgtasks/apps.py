@@ -17,7 +17,7 @@ class BgTasksConfig(AppConfig):
         """Register the system checks and import every app's ``tasks`` module."""
         from django.utils.module_loading import autodiscover_modules
 
-        from . import checks  # noqa: F401  (registers the system checks)
+        from django_bgtasks import checks  # noqa: F401  (registers the system checks)
 
         # Register every app's @background_task functions, so that the admin,
         # the API and the command can start them by name on any replica.

@@ -3,14 +3,14 @@
 ``BGTASKS_API_AUTHENTICATION`` lists dotted paths to callables
 ``(request) -> user | None``. When a request to the API has no session user,
 they are tried in order and the first user one returns is the request's user;
-:mod:`django_bgtasks.permissions` then decides what that user may do, exactly
+:mod:`django_bgtasks.operations.permissions` then decides what that user may do, exactly
 as for a session. ``None`` means "not mine, try the next one"; a hook may also
 raise ``PermissionDenied``, which ends the search with a 403.
 
 A hook authenticates from something a browser never sends on its own (an
 ``Authorization: Bearer`` header, not a cookie), so a request it vouched for is
 not exposed to cross-site request forgery, and the API's writes do not ask it
-for a CSRF token (:func:`django_bgtasks.views.authenticated`).
+for a CSRF token (:func:`django_bgtasks.http.api.authenticated`).
 
 The built-in hook is :func:`signed_token`, for tokens that
 ``manage.py bgtasks token USERNAME`` prints (:func:`make_token`): a
@@ -34,7 +34,7 @@ from django.http import HttpRequest
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.module_loading import import_string
 
-from .conf import conf
+from django_bgtasks.conf import conf
 
 Hook = Callable[[HttpRequest], Any]
 

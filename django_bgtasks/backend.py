@@ -16,7 +16,7 @@ For ``django.tasks`` (Django 6.x) and the ``django-tasks`` backport (Django
 ``enqueue()`` inserts a ``QueuedTask`` row on the ``BGTASKS_DATABASE`` alias
 with the ORM, so inside the caller's ``transaction.atomic()`` on that alias
 it commits or rolls back with the caller's work. ``manage.py bgtasks worker``
-runs the rows (:mod:`django_bgtasks.queued`); ``get_result()`` reads them
+runs the rows (:mod:`django_bgtasks.queue.execute`); ``get_result()`` reads them
 back. Options:
 
 * ``MAX_ATTEMPTS`` (default 1): runs of a task before it ends ``FAILED``; a
@@ -42,16 +42,16 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, transaction
 
-from . import compat, limits
-from .conf import conf
-from .db.vendors import QUEUE_VENDORS
-from .queued import result_from_row, task_lease
-from .validation import check_arguments, validate_ttl
+from django_bgtasks import compat, limits
+from django_bgtasks.conf import conf
+from django_bgtasks.db.vendors import QUEUE_VENDORS
+from django_bgtasks.queue.execute import result_from_row, task_lease
+from django_bgtasks.validation import check_arguments, validate_ttl
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
-    from .models import QueuedTask
+    from django_bgtasks.models import QueuedTask
 
 __all__ = ["LeaseBackend", "LeaseTask", "task_lease"]
 
@@ -186,7 +186,7 @@ class LeaseBackend(compat.BaseTaskBackend):
                 '"django_bgtasks" is not in INSTALLED_APPS (system check bgtasks.E018): '
                 "add it, then run `manage.py migrate`."
             )
-        from .models import QueuedTask
+        from django_bgtasks.models import QueuedTask
 
         return QueuedTask.objects.using(conf.DATABASE)
 

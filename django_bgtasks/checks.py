@@ -19,13 +19,13 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections, router
 from django.utils.module_loading import import_string
 
-from .conf import EXECUTORS, PREFIX, SETTING_NAMES, conf, lease_backends
-from .db.mysql import MIN_MARIADB_VERSION, MIN_MYSQL_VERSION
-from .db.probes import mysql_server, postgresql_replication
-from .db.sqlite import MIN_SQLITE_VERSION
-from .db.vendors import SUPPORTED_VENDORS, vendor_list
-from .limits import MAX_TTL, MIN_TTL
-from .validation import is_finite_number, max_value_bytes
+from django_bgtasks.conf import EXECUTORS, PREFIX, SETTING_NAMES, conf, lease_backends
+from django_bgtasks.db.mysql import MIN_MARIADB_VERSION, MIN_MYSQL_VERSION
+from django_bgtasks.db.probes import mysql_server, postgresql_replication
+from django_bgtasks.db.sqlite import MIN_SQLITE_VERSION
+from django_bgtasks.db.vendors import SUPPORTED_VENDORS, vendor_list
+from django_bgtasks.limits import MAX_TTL, MIN_TTL
+from django_bgtasks.validation import is_finite_number, max_value_bytes
 
 
 @register()
@@ -113,7 +113,7 @@ def check_timing(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E005 (bad ``BGTASKS_TTL``), E002 (heartbeat interval not below
     ttl/2, of ``BGTASKS_TTL``, of a registered task's own ttl, or of a
     ``LeaseBackend``'s ``OPTIONS["TTL"]``)."""
-    from .tasks import registered_tasks
+    from django_bgtasks.background.functions import registered_tasks
 
     ttl, interval = conf.TTL, conf.HEARTBEAT_INTERVAL
     if not is_finite_number(ttl) or not MIN_TTL <= ttl <= MAX_TTL:
@@ -357,8 +357,8 @@ def check_executor(**kwargs: Any) -> list[CheckMessage]:
 @register()
 def check_schedules(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E008 (a bad ``BGTASKS_SCHEDULES`` entry), W002 (one for no registered task)."""
-    from .schedules import parse_schedule
-    from .tasks import registered_tasks
+    from django_bgtasks.background.functions import registered_tasks
+    from django_bgtasks.background.schedules import parse_schedule
 
     schedules: object = conf.SCHEDULES
     if not isinstance(schedules, dict):

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
-from .limits import DEFAULT_TTL
+from django_bgtasks.limits import DEFAULT_TTL
 
 _UNREAD = object()
 _kept: dict[str, Any] = {}

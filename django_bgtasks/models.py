@@ -4,7 +4,7 @@
 token, ttl, heartbeat) and the task's shared state (value, outcome). Every
 replica reads and writes this row and nothing else, so they all agree.
 ``TaskRun`` keeps one row per finished run. Rows are written only by the lease
-operations in :mod:`django_bgtasks.leases`, never by ``save()``.
+operations in :mod:`django_bgtasks.core.leases`, never by ``save()``.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
-from . import limits
-from .choices import Outcome, QueueStatus, Trigger
-from .leases import LeaseManager, RunQuerySet
-from .queue import QueueManager
-from .states import run_duration
+from django_bgtasks import limits
+from django_bgtasks.choices import Outcome, QueueStatus, Trigger
+from django_bgtasks.core.leases import LeaseManager, RunQuerySet
+from django_bgtasks.core.states import run_duration
+from django_bgtasks.queue.manager import QueueManager
 
 __all__ = ["BackgroundTask", "Outcome", "QueuedTask", "TaskRun", "Trigger", "Worker"]
 
 
 class BackgroundTask(models.Model):
     """One task name: its lease and its shared state. Written only through
-    ``BackgroundTask.objects`` (:class:`~django_bgtasks.leases.LeaseManager`)."""
+    ``BackgroundTask.objects`` (:class:`~django_bgtasks.core.leases.LeaseManager`)."""
 
     name = models.CharField(_("name"), max_length=limits.MAX_NAME_LENGTH, primary_key=True)
     value = models.JSONField(_("value"), null=True, blank=True)
@@ -200,7 +200,7 @@ class QueuedTask(models.Model):
     its result. The row is its own lease while it runs: ``owner``, ``token``
     (rises on every claim), ``ttl`` and the heartbeat ``updated_at``, written
     only by the statements of ``QueuedTask.objects``
-    (:class:`~django_bgtasks.queue.QueueManager`); ``enqueue()`` inserts it
+    (:class:`~django_bgtasks.queue.manager.QueueManager`); ``enqueue()`` inserts it
     through the ORM, so it joins the caller's transaction."""
 
     # Enqueue order, for the claim's ORDER BY; the TaskResult's id is ``uuid``.

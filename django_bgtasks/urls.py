@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import events, views
+from django_bgtasks.http import api as views
+from django_bgtasks.http import events
 
 app_name = "bgtasks"
 

@@ -22,9 +22,9 @@ from typing import Any, TypeGuard
 
 from django.core.serializers.json import DjangoJSONEncoder
 
-from .choices import HOLDER_OUTCOMES
-from .conf import conf
-from .limits import (
+from django_bgtasks.choices import HOLDER_OUTCOMES
+from django_bgtasks.conf import conf
+from django_bgtasks.limits import (
     MAX_ERROR_LENGTH,
     MAX_NAME_LENGTH,
     MAX_OWNER_LENGTH,

@@ -198,7 +198,7 @@ class Demo:
 
     def _wait_until_polling(self) -> None:
         """Until every worker has reported itself in the workers' table."""
-        from django_bgtasks.leases import host_name
+        from django_bgtasks.core.leases import host_name
         from django_bgtasks.models import BackgroundTask
 
         deadline = time.monotonic() + START_LIMIT
@@ -594,7 +594,7 @@ class DemoFailed(Exception):
 def _alive(host: str, pid: int, age: float) -> bool:
     """Whether a worker that reported itself is still there: by its pid on
     this host, by its heartbeat's age (the workers beat every 5 s) elsewhere."""
-    from django_bgtasks.leases import host_name
+    from django_bgtasks.core.leases import host_name
 
     if host != host_name():
         return age < 15

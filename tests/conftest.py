@@ -258,7 +258,7 @@ def fresh_feeds() -> Iterator[None]:
     connection would hold the test database open, and dropping it at the
     end of the run would fail ("being accessed by other users")."""
     yield
-    from django_bgtasks import changes
+    from django_bgtasks.push import feed as changes
 
     changes.stop_feeds()
 
@@ -371,7 +371,7 @@ def settle() -> Iterator[Callable[..., Any]]:
     state. Afterwards, every task still running in this process is asked to
     stop and waited for, so that no task thread writes while the test
     database is flushed."""
-    from django_bgtasks.leases import default_owner
+    from django_bgtasks.core.leases import default_owner
     from django_bgtasks.models import BackgroundTask
 
     objects = BackgroundTask.objects

@@ -341,7 +341,7 @@ def hold(name: str, ttl: str, seconds: str) -> None:
 def standby(name: str, ttl: str) -> None:
     """Poll every 0.1 s until the lease can be claimed; then hold it (renewed
     by the runner) until told to stop, and report when it took over."""
-    from django_bgtasks.runner import RunningLease
+    from django_bgtasks.core.runner import RunningLease
 
     _ready()
     attempts = 0
@@ -423,9 +423,9 @@ def beating(seconds: str, *args: str) -> None:
     """``bgtasks ...`` (a worker) whose workers beat every ``seconds`` instead
     of every 5 s, so their ttl (three beats) is short and a test of a killed
     worker is quick. Set before the command makes its Worker, which reads it."""
-    import django_bgtasks.worker
+    from django_bgtasks.worker import loop
 
-    django_bgtasks.worker.WORKER_BEAT_SECONDS = float(seconds)
+    loop.WORKER_BEAT_SECONDS = float(seconds)
     bgtasks(*args)
 
 

@@ -14,9 +14,9 @@ from django.test import Client
 from django.utils.html import escape
 
 from django_bgtasks import background_task
+from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.choices import Outcome, Status
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.tasks import registered_tasks
 from tests.dbtools import backdate, rows, runs
 
 objects = BackgroundTask.objects
@@ -330,7 +330,7 @@ def test_a_never_run_task_has_a_detail_page_and_can_be_selected(
     detail = viewer.get(change_url("surface-slow"))
     html = detail.content.decode()
     assert detail.status_code == 200
-    assert "never run" in html and "Counts slowly (ten seconds)" in html
+    assert "never run" in html and "Counts slowly (a minute)" in html
     assert "No finished runs yet." in html and "Run now" not in html
     assert "Run now" in superuser.get(change_url("surface-slow")).content.decode()
     assert superuser.get(CHANGELIST + "surface-slow/history/").status_code == 200
@@ -760,7 +760,7 @@ def test_django_tasks_are_listed_with_their_columns(
     tasks_site_alias: str, superuser: Client
 ) -> None:
     from django_bgtasks.models import QueuedTask
-    from django_bgtasks.queued import execute
+    from django_bgtasks.queue.execute import execute
     from tests import djtasks
 
     done = djtasks.add.using(priority=7).enqueue(1, 2)
@@ -806,7 +806,7 @@ def test_nobody_can_save_a_django_task(tasks_site_alias: str, superuser: Client)
     from django.test.utils import CaptureQueriesContext
 
     from django_bgtasks.models import QueuedTask
-    from django_bgtasks.queued import execute
+    from django_bgtasks.queue.execute import execute
     from tests import djtasks
 
     result = djtasks.add.enqueue(1, 2)

@@ -28,8 +28,8 @@ from django.db import connections, transaction
 from django_bgtasks import compat
 from django_bgtasks.backend import LeaseBackend, task_lease
 from django_bgtasks.models import QueuedTask
-from django_bgtasks.queued import execute
-from django_bgtasks.worker import Worker
+from django_bgtasks.queue.execute import execute
+from django_bgtasks.worker.loop import Worker
 from tests import djtasks
 
 BACKENDS = ["default", "immediate"]

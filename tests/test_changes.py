@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from django_bgtasks import changes, lease
+from django_bgtasks import lease
 from django_bgtasks.exceptions import LeaseHeld
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.push import feed as changes
 from tests.tools import needs_pgbouncer
 
 WITHIN = 5.0  # seconds a change may take to arrive (the poll's interval is 0.05 s here)

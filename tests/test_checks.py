@@ -18,9 +18,9 @@ from django.db import connections
 from django.test import override_settings
 
 from django_bgtasks import checks, conf
-from django_bgtasks import registry as task_registry
 from django_bgtasks.backend import LeaseBackend
-from django_bgtasks.tasks import background_task
+from django_bgtasks.background import registry as task_registry
+from django_bgtasks.background.functions import background_task
 
 ROOT = Path(__file__).resolve().parent.parent
 

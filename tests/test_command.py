@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_bgtasks import operations
-from django_bgtasks.leases import TaskState
+from django_bgtasks.background.functions import registered_tasks
+from django_bgtasks.core.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
-from django_bgtasks.tasks import registered_tasks
+from django_bgtasks.operations import writes as operations
 from tests.dbtools import a_worker_runs, backdate, rows, runs
 from tests.procs import ROOT, worker_env
 
@@ -539,8 +539,8 @@ def test_ctrl_c_during_run_cancels_the_task(site_alias: str) -> None:
     process = manage(site_alias, "run", "surface-slow")
     try:
         read_until(process, "Running 'surface-slow'")
-        read_until(process, "(1/40)")
-        read_until(process, "/40)")  # the progress bar is moving (by coalesced steps)
+        read_until(process, "(1/240)")
+        read_until(process, "/240)")  # the progress bar is moving (by coalesced steps)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     finally:
@@ -558,7 +558,7 @@ def test_ctrl_c_during_run_cancels_the_task(site_alias: str) -> None:
 def test_a_second_ctrl_c_abandons_the_run_and_releases_its_lease(site_alias: str) -> None:
     process = manage(site_alias, "run", "surface-slow")
     try:
-        read_until(process, "(1/40)")
+        read_until(process, "(1/240)")
         # Two interrupts that arrive together, before the task could react
         # to the first: delivered while the process is stopped. (Two pending
         # SIGINTs would merge into one, so the second is a SIGTERM.)
@@ -631,7 +631,7 @@ def test_token_refuses_a_bad_max_age(max_age: str) -> None:
 
 def test_list_show_cancel_and_prune_django_tasks(tasks_site_alias: str) -> None:
     from django_bgtasks.models import QueuedTask
-    from django_bgtasks.queued import execute
+    from django_bgtasks.queue.execute import execute
     from tests import djtasks
 
     done = djtasks.add.enqueue(1, 2)

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import django_bgtasks
-from django_bgtasks.leases import LeaseManager, RunQuerySet, TaskState
-from django_bgtasks.runner import RunningLease
-from django_bgtasks.tasks import BackgroundTaskFunction
+from django_bgtasks.background.functions import BackgroundTaskFunction
+from django_bgtasks.core.leases import LeaseManager, RunQuerySet, TaskState
+from django_bgtasks.core.runner import RunningLease
 
 API_CLASSES = [
     LeaseManager,

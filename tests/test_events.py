@@ -17,7 +17,7 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from django_bgtasks.events import watch_url
+from django_bgtasks.http.events import watch_url
 from django_bgtasks.models import BackgroundTask
 from tests.asgiserver import Stream, get, uvicorn
 from tests.procs import wait_until
@@ -338,7 +338,7 @@ def test_streams_opened_all_at_once_each_get_their_state_and_every_change(
     # their reads queue for a slot, and every one opens.
     from concurrent.futures import ThreadPoolExecutor
 
-    from django_bgtasks.events import READ_SLOTS
+    from django_bgtasks.http.events import READ_SLOTS
 
     BackgroundTask.objects.try_claim("job", "elsewhere", {"done": 0})
     count = READ_SLOTS * 4
@@ -364,7 +364,7 @@ def test_a_process_checks_a_session_once_a_keepalive_however_many_streams_ask(
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from django_bgtasks.events import _SharedChecks
+    from django_bgtasks.http.events import _SharedChecks
 
     settings.BGTASKS_EVENTS_KEEPALIVE = 0.5
     checks = _SharedChecks()

@@ -140,9 +140,9 @@ def _shortest_cycle(graph: dict[str, set[str]], start: str, members: set[str]) -
 def test_no_module_imports_a_module_that_imports_it_back() -> None:
     graph = import_graph(PACKAGE)
     # The walk found the package and its imports (so an empty result means something).
-    assert "django_bgtasks.leases" in graph["django_bgtasks.models"]
-    assert "django_bgtasks.db.vendors" in graph["django_bgtasks.leases"]
-    assert "django_bgtasks.models" not in graph["django_bgtasks.leases"]  # TYPE_CHECKING only
+    assert "django_bgtasks.core.leases" in graph["django_bgtasks.models"]
+    assert "django_bgtasks.db.vendors" in graph["django_bgtasks.core.leases"]
+    assert "django_bgtasks.models" not in graph["django_bgtasks.core.leases"]  # TYPE_CHECKING only
     found = [" -> ".join(cycle) for cycle in cycles(graph)]
     assert found == [], "import cycles:\n" + "\n".join(found)
 
@@ -318,4 +318,6 @@ def test_a_json_column_is_decoded_in_one_place() -> None:
             for call in ast.walk(node.body)
         )
     ]
-    assert [where.partition(":")[0] for where in decodes] == ["django_bgtasks.states"], decodes
+    assert [where.partition(":")[0] for where in decodes] == ["django_bgtasks.core.states"], (
+        decodes
+    )

@@ -17,7 +17,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from django_bgtasks import InAtomicBlock, NotInAtomicBlock, UnknownTask
-from django_bgtasks.leases import Lease, default_owner
+from django_bgtasks.core.leases import Lease, default_owner
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import a_worker_runs, backdate, rows, runs
 

@@ -338,7 +338,7 @@ def test_a_django_task_becoming_ready_notifies_its_queue_and_a_claim_does_not(
     import psycopg
 
     from django_bgtasks.models import QueuedTask
-    from django_bgtasks.queued import execute
+    from django_bgtasks.queue.execute import execute
     from tests import djtasks
 
     params = connections[pg_direct_alias].get_connection_params()

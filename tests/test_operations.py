@@ -1,4 +1,4 @@
-"""The operator layer (django_bgtasks/operations.py): start, request_cancel
+"""The operator layer (django_bgtasks/operations/writes.py): start, request_cancel
 and force_release, and each result they return, on every database.
 
 The admin, the JSON API and the command only translate these results; their
@@ -15,10 +15,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from django_bgtasks import operations, registered_tasks
-from django_bgtasks.leases import default_owner
+from django_bgtasks import registered_tasks
+from django_bgtasks.core.leases import default_owner
+from django_bgtasks.core.states import TaskState
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.operations import (
+from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations.writes import (
     AlreadyHeld,
     CancelRequested,
     NeverRun,
@@ -29,11 +31,10 @@ from django_bgtasks.operations import (
     Started,
     TookOverSince,
 )
-from django_bgtasks.states import TaskState
 from tests.dbtools import a_worker_runs, backdate, rows, runs
 
 objects = BackgroundTask.objects
-SLOW = "surface-slow"  # registered in tests/testapp/tasks.py; runs ten seconds unless cancelled
+SLOW = "surface-slow"  # registered in tests/testapp/tasks.py; runs a minute unless cancelled
 QUICK = "surface-quick"  # registered there too; finishes at once
 
 

@@ -1,11 +1,11 @@
-"""When a run's ``update()`` writes and when it waits (django_bgtasks/progress.py),
+"""When a run's ``update()`` writes and when it waits (django_bgtasks/core/progress.py),
 without a database; tests/test_runner.py has the same through ``lease()``."""
 
 from __future__ import annotations
 
 import time
 
-from django_bgtasks.progress import NOTHING, Progress
+from django_bgtasks.core.progress import NOTHING, Progress
 
 
 def test_the_first_offer_writes_and_the_next_one_waits() -> None:

@@ -18,16 +18,9 @@ import sys
 import pytest
 
 import django_bgtasks
-from django_bgtasks import (
-    BgTasksError,
-    LeaseHeld,
-    LeaseLost,
-    TaskCancelled,
-    UnknownTask,
-    runner,
-    states,
-    tasks,
-)
+from django_bgtasks import BgTasksError, LeaseHeld, LeaseLost, TaskCancelled, UnknownTask
+from django_bgtasks.background import functions as tasks
+from django_bgtasks.core import runner, states
 from tests.procs import ROOT
 
 # --- the package's names, re-exported lazily ---------------------------------------------
@@ -76,7 +69,7 @@ else:
     refused_before_setup = None
 import django
 django.setup()
-from django_bgtasks import runner
+from django_bgtasks.core import runner
 print(json.dumps({
     "loaded_before_setup": loaded_before_setup,
     "refused_before_setup": refused_before_setup,

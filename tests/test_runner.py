@@ -1,5 +1,5 @@
 """``lease()``, ``alease()``, the ``RunningLease`` a body gets, and its heartbeat
-thread (django_bgtasks/runner.py), in this process. The same against real
+thread (django_bgtasks/core/runner.py), in this process. The same against real
 worker processes and their faults (SIGKILL, SIGSTOP, database restarts) is in
 tests/faults/test_processes.py; ``@background_task`` is in tests/test_tasks.py."""
 
@@ -25,8 +25,8 @@ from django_bgtasks import (
     lease,
 )
 from django_bgtasks.choices import Outcome
+from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.runner import RunningLease
 from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
 from tests.dbtools import backdate, rows, runs
 
@@ -386,7 +386,7 @@ def test_a_heartbeat_interval_that_is_not_a_number_is_refused(
     assert rows(db_alias) == []
 
 
-# --- coalesced progress (django_bgtasks/progress.py) -----------------------------
+# --- coalesced progress (django_bgtasks/core/progress.py) -----------------------------
 
 
 class Writes:

@@ -1,4 +1,4 @@
-"""What a ``TaskState`` derives from its row (django_bgtasks/states.py):
+"""What a ``TaskState`` derives from its row (django_bgtasks/core/states.py):
 the status, the progress and its JSON, read back from each database."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from django_bgtasks.core.states import TaskState
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.states import TaskState
 from tests.dbtools import a_worker_runs, backdate
 
 objects = BackgroundTask.objects

@@ -1,4 +1,4 @@
-"""``@background_task`` and its registry (django_bgtasks/tasks.py): running a
+"""``@background_task`` and its registry (django_bgtasks/background/functions.py): running a
 task here or starting it in a thread, its options and description, and the
 registry's rules (unique names, a clear error for an unknown one)."""
 

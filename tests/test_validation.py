@@ -21,9 +21,9 @@ import pytest
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 
+from django_bgtasks.background.functions import get_task
 from django_bgtasks.limits import MIN_TTL
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.tasks import get_task
 from django_bgtasks.validation import (
     encode_result,
     encode_value,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from django_bgtasks.leases import TaskState
+from django_bgtasks.background.functions import registered_tasks
+from django_bgtasks.core.leases import TaskState
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.tasks import registered_tasks
 from tests.dbtools import a_worker_runs, backdate, rows, runs
 
 objects = BackgroundTask.objects
@@ -505,7 +505,7 @@ def test_a_wrong_method_is_a_json_405_with_the_allowed_ones(
 ) -> None:
     """Every URL of the API, the event streams' too, and before the site's
     CSRF middleware could answer a POST with its HTML page."""
-    from django_bgtasks.events import watch_url
+    from django_bgtasks.http.events import watch_url
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(make_staff("operator", "change_backgroundtask"))

@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from django_bgtasks import RunningLease, WorkerStopping, background_task, changes
+from django_bgtasks import RunningLease, WorkerStopping, background_task
+from django_bgtasks.background.functions import BackgroundTaskFunction
+from django_bgtasks.background.schedules import Cron, Every, parse_schedule
 from django_bgtasks.choices import Outcome, Status, Trigger
+from django_bgtasks.core.runner import UNSTORED_RESULT
 from django_bgtasks.models import BackgroundTask, TaskRun
-from django_bgtasks.runner import UNSTORED_RESULT
-from django_bgtasks.schedules import Cron, Every, parse_schedule
-from django_bgtasks.tasks import BackgroundTaskFunction
-from django_bgtasks.worker import Worker, spread
+from django_bgtasks.push import feed as changes
+from django_bgtasks.worker.loop import Worker, spread
 from tests.dbtools import a_worker_runs
 from tests.procs import wait_until
 
@@ -277,7 +278,7 @@ def test_a_worker_silent_past_its_ttl_is_listed_silent_and_its_runs_as_their_lea
 def test_silent_workers_are_forgotten_after_an_hour_and_never_within_their_own_ttl(
     db_alias: str,
 ) -> None:
-    from django_bgtasks.worker import FORGET_WORKERS_AFTER
+    from django_bgtasks.worker.loop import FORGET_WORKERS_AFTER
     from tests.dbtools import backdate_worker
 
     for worker, ttl in (("gone", 10.0), ("slow", 2 * FORGET_WORKERS_AFTER), ("live", 10.0)):
@@ -295,9 +296,9 @@ def test_a_worker_beats_while_it_waits_between_polls(
     db_alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A poll longer than its ttl must not make an idle, live worker look silent."""
-    import django_bgtasks.worker
+    from django_bgtasks.worker import loop
 
-    monkeypatch.setattr(django_bgtasks.worker, "WORKER_BEAT_SECONDS", 0.2)
+    monkeypatch.setattr(loop, "WORKER_BEAT_SECONDS", 0.2)
     task = make_task("w-idle", lambda lease: None)
     with idle_worker(task) as worker:
         assert worker.ttl == pytest.approx(0.6)
@@ -314,11 +315,11 @@ def test_a_worker_states_its_host_as_its_owner_id_does(
     its id (the default owner), so that an operator can match the two."""
     import socket
 
-    import django_bgtasks.leases
+    from django_bgtasks.core import leases
     from django_bgtasks.limits import HOST_LENGTH
 
     monkeypatch.setattr(socket, "gethostname", lambda: "h" * 300)
-    monkeypatch.setattr(django_bgtasks.leases, "_owner_for_pid", None)  # a fresh owner
+    monkeypatch.setattr(leases, "_owner_for_pid", None)  # a fresh owner
     worker = Worker([make_task("w-host", lambda lease: None)], poll=1)
     worker.tick()
     [state] = [w for w in objects.work.workers() if w.id == worker.id]
@@ -622,7 +623,7 @@ def test_a_bad_site_schedule_stops_the_worker_before_it_starts(
 
 
 def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, settings: Any) -> None:
-    from django_bgtasks import operations
+    from django_bgtasks.operations import writes as operations
 
     settings.BGTASKS_EXECUTOR = "worker"
     result = operations.start("surface-quick", requested_by="someone")

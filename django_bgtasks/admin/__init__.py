@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import BackgroundTask, QueuedTask
-from .options import BackgroundTaskAdmin
-from .queued import QueuedTaskAdmin
+from django_bgtasks.admin.options import BackgroundTaskAdmin
+from django_bgtasks.admin.queued import QueuedTaskAdmin
+from django_bgtasks.models import BackgroundTask, QueuedTask
 
 __all__ = ["BackgroundTaskAdmin", "QueuedTaskAdmin"]
 

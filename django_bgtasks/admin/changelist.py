@@ -23,11 +23,11 @@ from django.http import HttpRequest
 from django.utils.text import smart_split, unescape_string_literal
 from django.utils.translation import gettext_lazy
 
-from ..choices import Status
-from ..models import BackgroundTask
-from ..states import TaskState
-from ..tasks import registered_tasks
-from .columns import NEVER_RUN, AnyTask, keep_state, never_run_row
+from django_bgtasks.admin.columns import NEVER_RUN, AnyTask, keep_state, never_run_row
+from django_bgtasks.background.functions import registered_tasks
+from django_bgtasks.choices import Status
+from django_bgtasks.core.states import TaskState
+from django_bgtasks.models import BackgroundTask
 
 _STATES = "_bgtasks_states"
 

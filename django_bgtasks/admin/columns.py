@@ -7,7 +7,7 @@ schedule, the error, the run history (``history.html``, a page at a time) and
 a task's buttons (``buttons.html``). Every one reads the row's
 :class:`TaskState` (``state_of``), which the changelist reads for all its
 rows in one query, by the database's clock, so every replica shows the same
-page. The words are :mod:`django_bgtasks.display`'s.
+page. The words are :mod:`django_bgtasks.operations.display`'s.
 
 A registered task with no lease row yet is listed too, as an unsaved row
 (``never_run_row``, never written) whose status reads "never run"; its live
@@ -31,12 +31,12 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy
 
-from .. import display
-from ..choices import Status
-from ..models import BackgroundTask, TaskRun
-from ..states import TaskState
-from ..tasks import BackgroundTaskFunction, registered_tasks
-from .views import TaskModelAdmin, admin_url
+from django_bgtasks.admin.views import TaskModelAdmin, admin_url
+from django_bgtasks.background.functions import BackgroundTaskFunction, registered_tasks
+from django_bgtasks.choices import Status
+from django_bgtasks.core.states import TaskState
+from django_bgtasks.models import BackgroundTask, TaskRun
+from django_bgtasks.operations import display
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrOrPromise

@@ -28,12 +28,8 @@ from django.urls import URLPattern, path
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from .. import display, events
-from ..models import BackgroundTask
-from ..tasks import registered_tasks
-from ..views import outside_request_transactions
-from .changelist import StatusFilter, TaskChangeList, states_for
-from .columns import (
+from django_bgtasks.admin.changelist import StatusFilter, TaskChangeList, states_for
+from django_bgtasks.admin.columns import (
     TaskColumns,
     keep_query,
     keep_state,
@@ -42,7 +38,12 @@ from .columns import (
     state_names,
     state_of,
 )
-from .views import OperatorViews, admin_url, parse_tokens
+from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
+from django_bgtasks.background.functions import registered_tasks
+from django_bgtasks.http import events
+from django_bgtasks.http.api import outside_request_transactions
+from django_bgtasks.models import BackgroundTask
+from django_bgtasks.operations import display
 
 # Owner, token and heartbeat share a column, and so do the start and the
 # duration (the finish on hover), so that the list fits a laptop's screen

@@ -3,7 +3,7 @@ queued, running and recent tasks with their status, queue, priority, attempts,
 progress, worker, duration and errors; and the operator's cancel.
 
 Read-only, with the background tasks' permission rule
-(:mod:`django_bgtasks.permissions`): view to see, change to cancel. The
+(:mod:`django_bgtasks.operations.permissions`): view to see, change to cancel. The
 cancel action calls ``operations.cancel_queued()``, as the command does; a
 task's page is a view, for superusers too (no Save: the rows are written
 only by the queue's fenced operations).
@@ -20,12 +20,13 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy
 
-from .. import display, operations
-from ..conf import conf
-from ..models import QueuedTask
-from ..permissions import user_may
-from ..queue import RUNNING
-from ..states import run_duration
+from django_bgtasks.conf import conf
+from django_bgtasks.core.states import run_duration
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.operations import display
+from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations.permissions import user_may
+from django_bgtasks.queue.manager import RUNNING
 
 if TYPE_CHECKING:
     QueuedModelAdmin = admin.ModelAdmin[QueuedTask]

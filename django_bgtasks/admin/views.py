@@ -31,11 +31,12 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import display, operations
-from ..models import BackgroundTask
-from ..states import TaskState
-from ..validation import validate_token
-from ..views import outside_request_transactions, task_list_response
+from django_bgtasks.core.states import TaskState
+from django_bgtasks.http.api import outside_request_transactions, task_list_response
+from django_bgtasks.models import BackgroundTask
+from django_bgtasks.operations import display
+from django_bgtasks.operations import writes as operations
+from django_bgtasks.validation import validate_token
 
 if TYPE_CHECKING:
     TaskModelAdmin = admin.ModelAdmin[BackgroundTask]

@@ -39,7 +39,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
-from ..conf import conf
+from django_bgtasks.conf import conf
 
 # The name it had when this module was cursors.py: sites filter their logs by it.
 logger = logging.getLogger("django_bgtasks.cursors")

@@ -41,7 +41,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .rules import (
+from django_bgtasks.db.rules import (
     CLAIM_REQUEST,
     CLAIM_RETRY,
     CLAIM_SCHEDULED,

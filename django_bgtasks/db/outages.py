@@ -9,8 +9,8 @@ sending it again is safe: it either lands while the lease is still the
 holder's, or matches nothing. Giving up at the first error instead would
 leave the row ``RUNNING`` until its ttl, with its worker alive, and the run
 would then be recovered as lost and run again. Both lease holders use this
-(:class:`~django_bgtasks.runner.RunningLease` for background tasks,
-:class:`~django_bgtasks.queued.QueuedLease` for Django Tasks).
+(:class:`~django_bgtasks.core.runner.RunningLease` for background tasks,
+:class:`~django_bgtasks.queue.execute.QueuedLease` for Django Tasks).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from ..conf import conf
+from django_bgtasks.conf import conf
 
 # Errors that mean "the database can't be reached right now": retried until
 # the renew deadline. Anything else is a bug and ends the lease at once.

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..choices import QueueStatus
+from django_bgtasks.choices import QueueStatus
 
 # Column order of every state read; states.TaskState.from_row() relies on it.
 STATE_COLUMNS = """name, value, running AND NOT stale, owner, token, ttl, started_at,

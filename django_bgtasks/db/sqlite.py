@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from .rules import (
+from django_bgtasks.db.rules import (
     CANCELLED_ERROR_CLASS,
     CLAIM_COLUMNS,
     CLAIM_REQUEST,

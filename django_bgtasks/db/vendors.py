@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 from django.db import NotSupportedError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..exceptions import InAtomicBlock
-from . import mysql, postgresql, sqlite
-from .cursor import fetch_all
-from .rules import STATUSES, QueueStatements, Statements
+from django_bgtasks.db import mysql, postgresql, sqlite
+from django_bgtasks.db.cursor import fetch_all
+from django_bgtasks.db.rules import STATUSES, QueueStatements, Statements
+from django_bgtasks.exceptions import InAtomicBlock
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``bgtasks run``: following a run that this process started, in the foreground.
 
-The claim is :func:`django_bgtasks.operations.start`'s, and the command words
+The claim is :func:`django_bgtasks.operations.writes.start`'s, and the command words
 its refusals. Here: the progress bar until the run ends, the first Ctrl-C (or
 SIGTERM) as a cancel request for this run, the second as giving its lease up,
 and the run's end in words, or as a ``CommandError`` when it did not succeed.
@@ -14,13 +14,14 @@ import threading
 from django.core.management.base import CommandError, OutputWrapper
 from django.core.management.color import Style
 
-from .. import display, operations
-from ..choices import Outcome
-from ..exceptions import LeaseLost, TaskCancelled
-from ..models import BackgroundTask
-from ..runner import RunningLease
-from ..states import TaskState
-from ..terminal import ProgressBar, printable
+from django_bgtasks.choices import Outcome
+from django_bgtasks.core.runner import RunningLease
+from django_bgtasks.core.states import TaskState
+from django_bgtasks.exceptions import LeaseLost, TaskCancelled
+from django_bgtasks.management.terminal import ProgressBar, printable
+from django_bgtasks.models import BackgroundTask
+from django_bgtasks.operations import display
+from django_bgtasks.operations import writes as operations
 
 # How often `run` reads the task's state to redraw its progress bar.
 RUN_POLL_SECONDS = 0.2
@@ -35,7 +36,7 @@ def follow(
 ) -> TaskState | None:
     """Draw ``running``'s progress until it ends, and return the task's last
     state. ``stop`` is set on each interrupt, counted in ``interrupts[0]``
-    (:func:`~django_bgtasks.terminal.stop_on_signals`)."""
+    (:func:`~django_bgtasks.management.terminal.stop_on_signals`)."""
     bar = ProgressBar(stdout, style)
     cancel_sent = False
     while not running.wait(RUN_POLL_SECONDS):

@@ -2,7 +2,7 @@
 
 The command (``management/commands/bgtasks.py``) parses the arguments and
 handles ``--json`` and errors; these functions lay the states out as text,
-with the cells and tables of :mod:`django_bgtasks.terminal`.
+with the cells and tables of :mod:`django_bgtasks.management.terminal`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ from django.core.management.color import Style
 from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
 
-from .. import display
-from ..choices import Status
-from ..models import BackgroundTask, QueuedTask, TaskRun
-from ..queue import FAILED, RUNNING, SUCCESSFUL
-from ..states import TaskState, run_duration
-from ..terminal import (
+from django_bgtasks.choices import Status
+from django_bgtasks.core.states import TaskState, run_duration
+from django_bgtasks.management.terminal import (
     CLEAR_SCREEN,
     Cell,
     outcome_cell,
@@ -32,6 +29,9 @@ from ..terminal import (
     styled,
     write_table,
 )
+from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
+from django_bgtasks.operations import display
+from django_bgtasks.queue.manager import FAILED, RUNNING, SUCCESSFUL
 
 RECENT_RUNS = 10
 TASK_COLUMNS = (

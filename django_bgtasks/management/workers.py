@@ -19,15 +19,15 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 from django.core.management.color import Style
 
-from .. import display
-from ..conf import lease_backends
-from ..exceptions import UnknownTask
-from ..limits import MAX_GRACE, MAX_POLL
-from ..models import BackgroundTask
-from ..states import WorkerState
-from ..tasks import registered_tasks
-from ..terminal import Cell, stop_on_signals, write_json, write_table
-from ..worker import Worker
+from django_bgtasks.background.functions import registered_tasks
+from django_bgtasks.conf import lease_backends
+from django_bgtasks.core.states import WorkerState
+from django_bgtasks.exceptions import UnknownTask
+from django_bgtasks.limits import MAX_GRACE, MAX_POLL
+from django_bgtasks.management.terminal import Cell, stop_on_signals, write_json, write_table
+from django_bgtasks.models import BackgroundTask
+from django_bgtasks.operations import display
+from django_bgtasks.worker.loop import Worker
 
 WORKER_COLUMNS = ("WORKER", "HOST", "PID", "STATE", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
 
@@ -135,7 +135,7 @@ def run_worker(
     tasks = [registered[name] for name in names]
     if run_queued:
         try:
-            from .. import queued  # noqa: F401  (needs Django's Tasks framework)
+            from django_bgtasks.queue import execute as queued  # noqa: F401  (needs Django's Tasks framework)
         except ImportError as exc:
             raise CommandError(str(exc)) from None
     for task in tasks:

@@ -48,7 +48,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from django_bgtasks.leases import default_owner
+from django_bgtasks.core.leases import default_owner
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import backdate, rows, runs
 

@@ -37,7 +37,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 import django_bgtasks
 from django_bgtasks.db import rules, vendors
-from django_bgtasks.events import watch_url
+from django_bgtasks.http.events import watch_url
 from django_bgtasks.models import BackgroundTask, TaskRun, Worker
 from tests.dbtools import rows, runs
 
@@ -118,7 +118,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/cursor.py:fetch_all",
         "db/cursor.py:execute",
         # The change feed's LISTEN (db/postgresql.LISTEN_CHANGES), on its own connection.
-        "changes.py:_connect",
+        "push/feed.py:_connect",
         # The session proof's one constant statement (cursor.SESSION_ENDPOINTS):
         # whether a connection reaches PostgreSQL directly, not through a pooler.
         "db/cursor.py:direct_session",

@@ -52,7 +52,7 @@ def say(text: str) -> None:
 def check_extras() -> None:
     import psycopg
 
-    from django_bgtasks.schedules import parse_schedule
+    from django_bgtasks.background.schedules import parse_schedule
 
     # "binary" is the extra's; "c" would be a site's own build (docs/install.md).
     assert psycopg.pq.__impl__ == "binary", psycopg.pq.__impl__

@@ -18,7 +18,7 @@ This module is the argument adapter: ``Command.add_arguments`` declares each
 subcommand, and ``handle_<subcommand>`` puts what it does into output. The
 read subcommands' pages are laid out in ``management/reads.py``, ``run``'s
 foreground loop is ``management/foreground.py``, and the terminal drawing is
-:mod:`django_bgtasks.terminal`. A new subcommand is one ``add_parser`` call in
+:mod:`django_bgtasks.management.terminal`. A new subcommand is one ``add_parser`` call in
 ``add_arguments`` and one ``handle_<name>`` method.
 """
 
@@ -37,18 +37,24 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from ... import display, operations
-from ...authentication import DEFAULT_MAX_AGE, SIGNED_TOKEN, make_token, validate_max_age
-from ...conf import EXECUTOR_THREAD, conf
-from ...models import BackgroundTask, QueuedTask, TaskRun
-from ...permissions import allowed
-from ...runner import RunningLease
-from ...states import TaskState
-from ...tasks import registered_tasks
-from ...terminal import ProgressBar, stop_on_signals, write_json
-from ...validation import heartbeat_interval, validate_token, validate_ttl
-from ...worker import FORGET_WORKERS_AFTER
-from .. import foreground, reads, workers
+from django_bgtasks.authentication import (
+    DEFAULT_MAX_AGE,
+    SIGNED_TOKEN,
+    make_token,
+    validate_max_age,
+)
+from django_bgtasks.background.functions import registered_tasks
+from django_bgtasks.conf import EXECUTOR_THREAD, conf
+from django_bgtasks.core.runner import RunningLease
+from django_bgtasks.core.states import TaskState
+from django_bgtasks.management import foreground, reads, workers
+from django_bgtasks.management.terminal import ProgressBar, stop_on_signals, write_json
+from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
+from django_bgtasks.operations import display
+from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations.permissions import allowed
+from django_bgtasks.validation import heartbeat_interval, validate_token, validate_ttl
+from django_bgtasks.worker.loop import FORGET_WORKERS_AFTER
 
 # ProgressBar was defined here, and is still importable from here.
 __all__ = ["Command", "ProgressBar"]

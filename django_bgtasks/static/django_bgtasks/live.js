@@ -15,7 +15,7 @@
  * of a task that never ran (no state yet) stay as the page has them until
  * it runs.
  *
- * The words it writes follow django_bgtasks/display.py; change both together.
+ * The words it writes follow django_bgtasks/operations/display.py; change both together.
  * The state names it compares with are the page's (see STATUS below).
  * No build step: plain ES2017, loaded by BackgroundTaskAdmin.Media.
  */

@@ -61,7 +61,7 @@ def torture(journal_path: str, name: str, ttl_text: str, seed: str) -> None:
     from django.db import InterfaceError, OperationalError, connection
 
     from django_bgtasks import LeaseHeld, LeaseLost, TaskCancelled, lease
-    from django_bgtasks.leases import default_owner
+    from django_bgtasks.core.leases import default_owner
     from django_bgtasks.signals import lease_lost, lease_released
 
     ttl = float(ttl_text)
@@ -376,7 +376,7 @@ def claim_and_write(name: str, ttl_text: str, then: str) -> None:
     it (renewed by the runner) until killed."""
     from django.db import transaction
 
-    from django_bgtasks.runner import RunningLease
+    from django_bgtasks.core.runner import RunningLease
 
     _ready()
     running = RunningLease.claim(name, ttl=float(ttl_text), value={"by": "claimant"})

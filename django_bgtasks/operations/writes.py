@@ -24,14 +24,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .conf import EXECUTOR_WORKER, conf
-from .exceptions import UnknownTask
-from .models import BackgroundTask, QueuedTask
-from .queue import FINISHED, RUNNING
-from .runner import RunningLease
-from .states import TaskState, run_duration
-from .tasks import BackgroundTaskFunction, get_task, registered_tasks
-from .validation import validate_name, validate_token
+from django_bgtasks.background.functions import BackgroundTaskFunction, get_task, registered_tasks
+from django_bgtasks.conf import EXECUTOR_WORKER, conf
+from django_bgtasks.core.runner import RunningLease
+from django_bgtasks.core.states import TaskState, run_duration
+from django_bgtasks.exceptions import UnknownTask
+from django_bgtasks.models import BackgroundTask, QueuedTask
+from django_bgtasks.queue.manager import FINISHED, RUNNING
+from django_bgtasks.validation import validate_name, validate_token
 
 # --- which tasks there are -------------------------------------------------------------
 

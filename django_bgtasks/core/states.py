@@ -17,9 +17,9 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from .choices import Status, WorkerRunStatus
-from .limits import WORKER_TTL
-from .validation import is_finite_number
+from django_bgtasks.choices import Status, WorkerRunStatus
+from django_bgtasks.limits import WORKER_TTL
+from django_bgtasks.validation import is_finite_number
 
 
 @dataclass(frozen=True, slots=True)

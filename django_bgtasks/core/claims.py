@@ -1,7 +1,7 @@
 """The workers' lease operations: ``BackgroundTask.objects.work``.
 
 Each is one statement from :mod:`django_bgtasks.db`, in autocommit, like the
-lease operations of :mod:`django_bgtasks.leases`: the poll that finds due
+lease operations of :mod:`django_bgtasks.core.leases`: the poll that finds due
 work (a read, so an idle worker writes nothing), the claims that start a
 requested, scheduled, resumed or retried run, and the workers' own heartbeat
 rows. Every claim is a compare-and-set decided by the database's clock, so
@@ -14,10 +14,23 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Protocol
 
-from .choices import Outcome, Trigger
-from .limits import WORKER_TTL
-from .states import DueRow, Lease, TaskState, WorkClaim, WorkerState, as_datetime
-from .validation import encode_value, validate_name, validate_owner, validate_token, validate_ttl
+from django_bgtasks.choices import Outcome, Trigger
+from django_bgtasks.core.states import (
+    DueRow,
+    Lease,
+    TaskState,
+    WorkClaim,
+    WorkerState,
+    as_datetime,
+)
+from django_bgtasks.limits import WORKER_TTL
+from django_bgtasks.validation import (
+    encode_value,
+    validate_name,
+    validate_owner,
+    validate_token,
+    validate_ttl,
+)
 
 
 class StatementRunner(Protocol):

@@ -35,15 +35,15 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from .choices import Outcome, Trigger
-from .db.outages import Stopped, close_connection, retry_until_deadline
-from .exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
-from .leases import KEEP_VALUE, last_claim_sent
-from .models import BackgroundTask
-from .progress import NOTHING, Progress
-from .signals import lease_claimed, lease_lost, lease_released
-from .states import Lease, Renewal, WorkClaim
-from .validation import (
+from django_bgtasks.choices import Outcome, Trigger
+from django_bgtasks.core.leases import KEEP_VALUE, last_claim_sent
+from django_bgtasks.core.progress import NOTHING, Progress
+from django_bgtasks.core.states import Lease, Renewal, WorkClaim
+from django_bgtasks.db.outages import Stopped, close_connection, retry_until_deadline
+from django_bgtasks.exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
+from django_bgtasks.models import BackgroundTask
+from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
+from django_bgtasks.validation import (
     encode_result,
     encode_value,
     heartbeat_interval,

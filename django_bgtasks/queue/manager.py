@@ -22,15 +22,15 @@ from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from .choices import QueueStatus
-from .conf import conf
-from .db import vendors
-from .db.rules import QueueStatements
-from .states import as_datetime, json_column
-from .validation import encode_value, validate_owner
+from django_bgtasks.choices import QueueStatus
+from django_bgtasks.conf import conf
+from django_bgtasks.core.states import as_datetime, json_column
+from django_bgtasks.db import vendors
+from django_bgtasks.db.rules import QueueStatements
+from django_bgtasks.validation import encode_value, validate_owner
 
 if TYPE_CHECKING:
-    from .models import QueuedTask  # noqa: F401  (the managers' type argument)
+    from django_bgtasks.models import QueuedTask  # noqa: F401  (the managers' type argument)
 
 # choices.QueueStatus's values, as plain strings: what rows hold and the
 # statements take as parameters.
@@ -208,7 +208,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         never learnt of them. Each is ``READY`` again with the attempt given
         back, without waiting for its ttl. ``held`` is the ``seq`` of every
         claim the worker does hold; the caller must keep its own claims from
-        landing while this runs (:class:`~django_bgtasks.worker.Worker` does,
+        landing while this runs (:class:`~django_bgtasks.worker.loop.Worker` does,
         with a lock). The ids given back."""
         owner = validate_owner(owner)
         connection = self._connection()

@@ -42,15 +42,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.utils.module_loading import import_string
 
-from . import compat
-from .db.outages import Stopped, close_connection, retry_until_deadline
-from .exceptions import LeaseLost, TaskCancelled, WorkerStopping
-from .queue import FAILED, READY, RUNNING, SUCCESSFUL, Claim, QueueManager
-from .states import as_datetime
-from .validation import clean_error, encode_value, heartbeat_interval
+from django_bgtasks import compat
+from django_bgtasks.core.states import as_datetime
+from django_bgtasks.db.outages import Stopped, close_connection, retry_until_deadline
+from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
+from django_bgtasks.queue.manager import FAILED, READY, RUNNING, SUCCESSFUL, Claim, QueueManager
+from django_bgtasks.validation import clean_error, encode_value, heartbeat_interval
 
 if TYPE_CHECKING:
-    from .models import QueuedTask
+    from django_bgtasks.models import QueuedTask
 
 logger = logging.getLogger("django_bgtasks.queued")
 _T = TypeVar("_T")
@@ -230,7 +230,7 @@ def _queue() -> QueueManager:
     django_bgtasks.backend imports this module, and Django's Tasks framework
     imports the backend even where this app is not installed, where importing
     the models raises RuntimeError (the backend's check says bgtasks.E018)."""
-    from .models import QueuedTask
+    from django_bgtasks.models import QueuedTask
 
     return QueuedTask.objects
 

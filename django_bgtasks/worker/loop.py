@@ -37,7 +37,7 @@ killed worker can't remove its row, so every worker's beat removes, at most
 once a minute, the rows of workers silent for ``FORGET_WORKERS_AFTER``.
 
 Between polls the worker waits ``poll`` seconds, or less: it watches its
-tasks' names on the process's change feed (:mod:`django_bgtasks.changes`),
+tasks' names on the process's change feed (:mod:`django_bgtasks.push.feed`),
 and a change that leaves one of them not running (a release, a cancelled or
 failed run ending, a force release, a lease running out, a ``request_run()``
 of an idle task) wakes it to poll at once. The poll stays the fallback: slots
@@ -62,21 +62,21 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, close_old_connections
 
-from . import changes
-from .choices import RESUMABLE_OUTCOMES, Outcome, Trigger
-from .conf import conf
-from .db.outages import TRANSIENT_ERRORS, close_connection
-from .leases import default_owner, host_name
-from .limits import MAX_GRACE, MAX_POLL
-from .models import BackgroundTask, QueuedTask
-from .queue import READY, RUNNING, Claim
-from .runner import RunningLease
-from .states import DueRow, WorkClaim
-from .tasks import BackgroundTaskFunction
-from .validation import heartbeat_interval
+from django_bgtasks.background.functions import BackgroundTaskFunction
+from django_bgtasks.choices import RESUMABLE_OUTCOMES, Outcome, Trigger
+from django_bgtasks.conf import conf
+from django_bgtasks.core.leases import default_owner, host_name
+from django_bgtasks.core.runner import RunningLease
+from django_bgtasks.core.states import DueRow, WorkClaim
+from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
+from django_bgtasks.limits import MAX_GRACE, MAX_POLL
+from django_bgtasks.models import BackgroundTask, QueuedTask
+from django_bgtasks.push import feed as changes
+from django_bgtasks.queue.manager import READY, RUNNING, Claim
+from django_bgtasks.validation import heartbeat_interval
 
 if TYPE_CHECKING:
-    from .queued import QueuedLease
+    from django_bgtasks.queue.execute import QueuedLease
 
 logger = logging.getLogger("django_bgtasks.worker")
 
@@ -430,7 +430,7 @@ class Worker:
         stop). With ``once``, stop then."""
         # Imported here: it needs Django's Tasks framework (django.tasks or the
         # backport), which a worker of background tasks alone may not have.
-        from .queued import execute
+        from django_bgtasks.queue.execute import execute
 
         backoff = self.poll
         # A claim failed with the connection: it may have committed, its
@@ -695,7 +695,7 @@ class Worker:
         runs = [running for running, thread in self._runs.values() if thread.is_alive()]
         queued: list[QueuedLease] = []
         if self.run_queued:
-            from .queued import running_leases
+            from django_bgtasks.queue.execute import running_leases
 
             queued = running_leases(self.id)
         logger.warning(

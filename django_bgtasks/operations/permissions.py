@@ -12,7 +12,7 @@ from typing import Any, Literal
 from django.contrib.auth import get_permission_codename
 from django.http import HttpRequest
 
-from .models import BackgroundTask
+from django_bgtasks.models import BackgroundTask
 
 Action = Literal["view", "change"]
 

@@ -19,7 +19,7 @@ command prints too; a GET adds a registered task's ``schedule`` and
 answers alike; nothing here keeps state of its own.
 
 Reads need a staff user with the model's view (or change) permission and
-writes its change permission (:mod:`django_bgtasks.permissions`); anyone else
+writes its change permission (:mod:`django_bgtasks.operations.permissions`); anyone else
 gets a 403 JSON error and no data. The user is the session's, or, for a
 request without one, the first that a ``BGTASKS_API_AUTHENTICATION`` hook
 vouches for (:mod:`django_bgtasks.authentication`, e.g. a bearer token).
@@ -64,10 +64,11 @@ from django.utils.decorators import decorator_from_middleware
 from django.utils.log import log_response
 from django.views.decorators.csrf import csrf_exempt
 
-from . import authentication, operations
-from .models import BackgroundTask
-from .permissions import Action, user_may
-from .validation import validate_name, validate_token, validate_ttl
+from django_bgtasks import authentication
+from django_bgtasks.models import BackgroundTask
+from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations.permissions import Action, user_may
+from django_bgtasks.validation import validate_name, validate_token, validate_ttl
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 AnyView = TypeVar("AnyView", bound=Callable[..., Any])  # a sync or an async view

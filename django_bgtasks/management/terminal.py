@@ -21,9 +21,9 @@ from typing import Any
 from django.core.management.base import OutputWrapper
 from django.core.management.color import Style
 
-from . import display
-from .choices import Outcome, Status
-from .states import TaskState
+from django_bgtasks.choices import Outcome, Status
+from django_bgtasks.core.states import TaskState
+from django_bgtasks.operations import display
 
 # Home the cursor and clear the screen, as watch(1) does. Written only to a
 # terminal and never with --no-color, so captured output has no escapes.

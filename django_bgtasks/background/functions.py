@@ -16,14 +16,14 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 from django.db import connections
 
-from . import registry
-from .conf import conf
-from .exceptions import UnknownTask
-from .limits import MAX_ATTEMPTS, MAX_TTL
-from .models import BackgroundTask
-from .runner import RunningLease, lease
-from .schedules import Cron, Every, parse_schedule
-from .validation import (
+from django_bgtasks.background import registry
+from django_bgtasks.background.schedules import Cron, Every, parse_schedule
+from django_bgtasks.conf import conf
+from django_bgtasks.core.runner import RunningLease, lease
+from django_bgtasks.exceptions import UnknownTask
+from django_bgtasks.limits import MAX_ATTEMPTS, MAX_TTL
+from django_bgtasks.models import BackgroundTask
+from django_bgtasks.validation import (
     check_arguments,
     encode_value,
     is_finite_number,

@@ -25,15 +25,21 @@ from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from . import registry
-from .choices import Outcome, Trigger
-from .conf import conf
-from .db import vendors
-from .db.rules import Statements
-from .exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock, UnknownTask
-from .limits import HOST_LENGTH, MAX_OWNER_LENGTH
-from .states import Lease, Renewal, TaskState
-from .validation import (
+from django_bgtasks.background import registry
+from django_bgtasks.choices import Outcome, Trigger
+from django_bgtasks.conf import conf
+from django_bgtasks.core.claims import WorkQueue
+from django_bgtasks.core.states import Lease, Renewal, TaskState
+from django_bgtasks.db import vendors
+from django_bgtasks.db.rules import Statements
+from django_bgtasks.exceptions import (
+    FenceOnOtherDatabase,
+    InAtomicBlock,
+    NotInAtomicBlock,
+    UnknownTask,
+)
+from django_bgtasks.limits import HOST_LENGTH, MAX_OWNER_LENGTH
+from django_bgtasks.validation import (
     check_arguments,
     clean_error,
     encode_result,
@@ -45,10 +51,9 @@ from .validation import (
     validate_ttl,
     validate_wait,
 )
-from .work import WorkQueue
 
 if TYPE_CHECKING:
-    from .models import BackgroundTask, TaskRun  # noqa: F401  (named in QuerySet[...])
+    from django_bgtasks.models import BackgroundTask, TaskRun  # noqa: F401  (named in QuerySet[...])
 
 __all__ = [
     "KEEP_VALUE",
@@ -143,7 +148,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         worker that resumes it after a loss calls the task with the same ones.
 
         With ``wait`` (seconds), a held lease is waited for: the claim is tried
-        again when the change feed (:mod:`django_bgtasks.changes`) reports the
+        again when the change feed (:mod:`django_bgtasks.push.feed`) reports the
         task changed (a release, an expiry), when the holder's ttl runs out,
         and in any case once per ttl, until it succeeds or ``wait`` seconds
         have passed. Each try is the one claim statement.
@@ -169,7 +174,9 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         return self._claim_waiting(params, wait)
 
     def _claim_waiting(self, params: dict[str, Any], wait: float) -> Lease | None:
-        from . import changes  # the feed's thread starts only for a waiting claim
+        from django_bgtasks.push import (
+            feed as changes,  # the feed's thread starts only for a waiting claim
+        )
 
         name, owner, ttl = params["name"], params["owner"], params["ttl"]
         deadline = time.monotonic() + wait

@@ -1,6 +1,6 @@
 """The ``@background_task`` functions registered in this process, by name.
 
-:mod:`django_bgtasks.tasks` fills it (``@background_task``) and reads it
+:mod:`django_bgtasks.background.functions` fills it (``@background_task``) and reads it
 (``get_task()``, ``registered_tasks()``). It sits at the bottom, below the
 lease operations, because ``BackgroundTask.objects.request_run()`` reads it
 too: a request is refused there, once for every surface, when no process runs
@@ -19,7 +19,7 @@ __all__ = ["Registered", "add", "get", "registered"]
 
 class Registered(Protocol):
     """What the lease operations read of a registered task
-    (:class:`~django_bgtasks.tasks.BackgroundTaskFunction` has it all)."""
+    (:class:`~django_bgtasks.background.functions.BackgroundTaskFunction` has it all)."""
 
     @property
     def name(self) -> str: ...

@@ -2,7 +2,7 @@
 :class:`WorkerState`) into words.
 
 Only wording lives here; the rules (status, progress, duration, held) are
-properties of :class:`~django_bgtasks.states.TaskState` and ``TaskRun``.
+properties of :class:`~django_bgtasks.core.states.TaskState` and ``TaskRun``.
 ``static/django_bgtasks/live.js`` repeats these words in the browser (its
 ``formatSeconds``, ``progressLabel`` and ``durationOf``), so that a cell the
 script updates reads exactly like the one the server rendered. Change both
@@ -17,8 +17,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from .choices import Status, WorkerRunStatus
-from .states import TaskState, WorkerRun, WorkerState
+from django_bgtasks.choices import Status, WorkerRunStatus
+from django_bgtasks.core.states import TaskState, WorkerRun, WorkerState
 
 
 def seconds(value: float | None) -> str:

@@ -44,12 +44,12 @@ from typing import Any
 from django.apps import apps
 from django.db import DatabaseError, connections
 
-from .conf import conf
-from .db import postgresql
-from .db.cursor import behind_transaction_pooling, direct_session
-from .states import TaskState
+from django_bgtasks.conf import conf
+from django_bgtasks.core.states import TaskState
+from django_bgtasks.db import postgresql
+from django_bgtasks.db.cursor import behind_transaction_pooling, direct_session
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("django_bgtasks.changes")
 
 MAX_BACKOFF = 5.0
 # The longest the PostgreSQL listener waits without checking for a stop or a

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from django.conf import settings
 
-from .limits import MAX_SCHEDULE_LENGTH
+from django_bgtasks.limits import MAX_SCHEDULE_LENGTH
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
