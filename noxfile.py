@@ -125,7 +125,7 @@ VERSION_INDEPENDENT = [
     "tests/faults/test_races.py",
     "tests/faults/test_workers.py",
     "tests/fuzz",
-    "tests/test_pgbouncer.py",
+    "tests/db/test_pgbouncer.py",
 ]
 # pytest-xdist, as the Makefile's XDIST: JOBS processes, handed the tests one
 # or two at a time so that the long ones, ordered first, spread over them.

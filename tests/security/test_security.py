@@ -348,7 +348,7 @@ def test_no_url_lets_an_unprivileged_user_change_anything(
                         back = (*back, "/admin/")
                     assert response["Location"].startswith(back), response
             # The event streams need ASGI; the test client is WSGI, so those
-            # who may watch get 501 (tests/test_events.py streams them).
+            # who may watch get 501 (tests/http/test_events.py streams them).
             readable = (200, 302, 403, 404, 405, *((501,) if url.endswith("events/") else ()))
             assert client.get(url).status_code in readable, (kind, url)
     assert snapshot(site_alias) == before
@@ -386,7 +386,7 @@ def test_nothing_leaks_to_users_without_the_view_permission(
         for url in task_urls("cleanup"):
             if "/watch/" in url:
                 # A signed watch URL is a capability: whoever holds it sees
-                # that one task (tests/test_events.py: its scope and expiry).
+                # that one task (tests/http/test_events.py: its scope and expiry).
                 continue
             for response in (client.get(url), client.post(url)):
                 assert OWNER_MARK.encode() not in response.content, (kind, url)

@@ -1,7 +1,7 @@
 """The statement sets of django_bgtasks/db/: one per vendor, rendered for a
 set of tables and kept, and a clear error for any other vendor. (That the
 statements take values only as parameters is tested in
-tests/security/test_security.py; what they do, in tests/test_leases.py.)"""
+tests/security/test_security.py; what they do, in tests/core/test_leases.py.)"""
 
 from __future__ import annotations
 

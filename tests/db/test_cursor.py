@@ -2,7 +2,7 @@
 the connection Django opened, still seen by Django's cursor machinery; and
 prepared only where the connection proved it talks to its backend directly,
 not through a pooler (the transaction-pooling PgBouncer with Django's default
-settings: tests/test_pgbouncer.py has its pool modes)."""
+settings: tests/db/test_pgbouncer.py has its pool modes)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``lease()``, ``alease()``, the ``RunningLease`` a body gets, and its heartbeat
 thread (django_bgtasks/core/runner.py), in this process. The same against real
 worker processes and their faults (SIGKILL, SIGSTOP, database restarts) is in
-tests/faults/test_processes.py; ``@background_task`` is in tests/test_tasks.py."""
+tests/faults/test_processes.py; ``@background_task`` is in tests/background/test_functions.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """When a run's ``update()`` writes and when it waits (django_bgtasks/core/progress.py),
-without a database; tests/test_runner.py has the same through ``lease()``."""
+without a database; tests/core/test_runner.py has the same through ``lease()``."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ def test_what_run_and_start_return_is_stored_as_the_runs_result(db_alias: str) -
 def test_a_result_that_cant_be_stored_fails_the_run_saying_why(db_alias: str) -> None:
     """The caller of ``.run()`` still gets what the function returned; the
     run's record says it failed, and why (the worker never retries it:
-    tests/test_worker.py)."""
+    tests/worker/test_loop.py)."""
 
     @background_task(name="t-unstorable", ttl=30)
     def unstorable(running: Any) -> set[int]:
