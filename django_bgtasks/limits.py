@@ -66,8 +66,13 @@ MAX_TTL = 86400.0
 # a database round trip must fit in it, or it expires between two heartbeats.
 MIN_TTL = 0.1
 # The ttl a worker states in its row (three of its beats, every 5 s: see
-# worker.WORKER_TTL_BEATS): silent for longer, it is listed as silent.
+# worker/heartbeat.py's WORKER_TTL_BEATS): silent for longer, it is listed as silent.
 WORKER_TTL = 15.0
+# Live workers and ``bgtasks prune`` remove the rows of workers silent this
+# long (seconds), and past their own ttl: they were killed, and could not
+# remove their own. Until then the rows stay, listed as silent, so that an
+# operator sees which worker died and when.
+FORGET_WORKERS_AFTER = 3600.0
 
 # --- retries and the worker's bounds --------------------------------------------------
 # The most runs a task may be given (``max_attempts=`` of @background_task, a

@@ -423,9 +423,9 @@ def beating(seconds: str, *args: str) -> None:
     """``bgtasks ...`` (a worker) whose workers beat every ``seconds`` instead
     of every 5 s, so their ttl (three beats) is short and a test of a killed
     worker is quick. Set before the command makes its Worker, which reads it."""
-    from django_bgtasks.worker import loop
+    from django_bgtasks.worker import heartbeat
 
-    loop.WORKER_BEAT_SECONDS = float(seconds)
+    heartbeat.WORKER_BEAT_SECONDS = float(seconds)
     bgtasks(*args)
 
 

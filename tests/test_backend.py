@@ -454,7 +454,7 @@ def test_a_claim_whose_reply_was_lost_is_given_back_by_its_worker(tasks_alias: s
     worker = Worker([], run_queued=True)
     lost, held, others = (djtasks.add.enqueue(n, n) for n in (1, 2, 3))
     orphan = QueuedTask.objects.claim(worker.id, queues=None)  # its reply "lost"
-    mine = worker._claim_queued(give_back=False)  # held by a thread of the worker
+    mine = worker.queue_threads.claim(give_back=False)  # held by a thread of the worker
     theirs = QueuedTask.objects.claim("other-worker", queues=None)
     assert orphan and mine and theirs
     assert [c.uuid for c in (orphan, mine, theirs)] == [
@@ -462,7 +462,7 @@ def test_a_claim_whose_reply_was_lost_is_given_back_by_its_worker(tasks_alias: s
     ]
     # Given back, it is the one ready task again, and the same step claims it,
     # under a higher token, as the first attempt still.
-    again = worker._claim_queued(give_back=True)
+    again = worker.queue_threads.claim(give_back=True)
     assert again is not None and again.uuid == orphan.uuid
     assert again.token > orphan.token and again.attempts == 1
     row = QueuedTask.objects.using(tasks_alias).get(uuid=orphan.uuid)
@@ -471,7 +471,7 @@ def test_a_claim_whose_reply_was_lost_is_given_back_by_its_worker(tasks_alias: s
         assert QueuedTask.objects.using(tasks_alias).get(seq=claim.seq).status == "RUNNING"
     assert QueuedTask.objects.renew(orphan) is None  # the lost claim writes nothing
     # Nothing more to give back: the worker now holds what it claimed.
-    assert worker._claim_queued(give_back=True) is None
+    assert worker.queue_threads.claim(give_back=True) is None
     assert QueuedTask.objects.using(tasks_alias).running().count() == 3
     execute(again)
     assert djtasks.add.get_result(lost.id).return_value == 2

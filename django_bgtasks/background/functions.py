@@ -66,6 +66,11 @@ class BackgroundTaskFunction(Generic[P, R]):
             return parse_schedule(schedules[self.name])
         return self.schedule
 
+    @property
+    def effective_ttl(self) -> float:
+        """The ttl its runs are claimed with: its own, else ``BGTASKS_TTL``."""
+        return conf.TTL if self.ttl is None else self.ttl
+
     def retry_delay_for(self, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1, 2, ...): doubling."""
         return float(self.retry_delay * 2 ** min(max(attempt - 1, 0), 16))

@@ -83,7 +83,7 @@ def schedule_text(task: BackgroundTaskFunction[..., Any]) -> str:
 
 
 def _never_run(task: BackgroundTaskFunction[..., Any]) -> TaskState:
-    return TaskState.never_run(task.name, conf.TTL if task.ttl is None else task.ttl)
+    return TaskState.never_run(task.name, task.effective_ttl)
 
 
 @dataclass(frozen=True, slots=True)

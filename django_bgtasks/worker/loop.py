@@ -29,12 +29,12 @@ its fenced statement, and the process exits. The database going away is
 survived: the poll is retried with backoff, and each run's lease follows the
 runner's renew deadline.
 
-The worker's own row in the workers' table (``BackgroundTask.objects.work.beat``)
-is written every ``WORKER_BEAT_SECONDS``, during the idle wait and the grace
-period too, and states the worker's ttl (three beats): readers list a worker
-whose last beat is older than that, by the database's clock, as silent. A
-killed worker can't remove its row, so every worker's beat removes, at most
-once a minute, the rows of workers silent for ``FORGET_WORKERS_AFTER``.
+The worker's jobs beside this loop each have a module of their own in
+``django_bgtasks/worker/``: ``schedules`` (each scheduled task's slot),
+``rescue`` (resume, retry, record lost), ``queue_threads`` (the Django Tasks
+threads), ``heartbeat`` (its own row in the workers' table, which says it
+is alive), ``stopping`` (the stop flag and the hand-back of a stop at once)
+and ``polls`` (how long it waits).
 
 Between polls the worker waits ``poll`` seconds, or less: it watches its
 tasks' names on the process's change feed (:mod:`django_bgtasks.push.feed`),
@@ -50,60 +50,36 @@ recovery) and the feed wakes every idle queue thread of the worker.
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import logging
-import os
-import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from django.db import DatabaseError, close_old_connections
+from django.db import close_old_connections
 
 from django_bgtasks.background.functions import BackgroundTaskFunction
-from django_bgtasks.choices import RESUMABLE_OUTCOMES, Outcome, Trigger
+from django_bgtasks.choices import Trigger
 from django_bgtasks.conf import conf
-from django_bgtasks.core.leases import default_owner, host_name
+from django_bgtasks.core.leases import default_owner
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import DueRow, WorkClaim
 from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
-from django_bgtasks.models import BackgroundTask, QueuedTask
+from django_bgtasks.models import BackgroundTask
 from django_bgtasks.push import feed as changes
-from django_bgtasks.queue.manager import READY, RUNNING, Claim
 from django_bgtasks.validation import heartbeat_interval
+from django_bgtasks.worker import rescue, schedules
+from django_bgtasks.worker.heartbeat import Heartbeat
+from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
+from django_bgtasks.worker.queue_threads import QueueThreads
+from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join
+from django_bgtasks.worker.stopping import Stopping, hand_back
 
 if TYPE_CHECKING:
     from django_bgtasks.queue.execute import QueuedLease
 
 logger = logging.getLogger("django_bgtasks.worker")
-
-# How often a worker renews its own row in the workers' table, whatever its
-# --poll (it beats during the idle wait too). Read when a Worker is made.
-WORKER_BEAT_SECONDS = 5.0
-# The ttl a worker states in its row, in beats: a worker silent for longer is
-# listed as silent (as a lease is renewed every ttl/3, so one lost beat is not
-# taken for a dead worker). 3 beats of 5 s: limits.WORKER_TTL, the default
-# of the row's ttl column.
-WORKER_TTL_BEATS = 3
-# Live workers (at most every FORGET_EVERY_SECONDS each) and `bgtasks prune`
-# remove the rows of workers silent this long (seconds), and past their own
-# ttl: they were killed, and could not remove their own. Until then the rows
-# stay, listed as silent, so that an operator sees which worker died and when.
-FORGET_WORKERS_AFTER = 3600.0
-FORGET_EVERY_SECONDS = 60.0
-# The longest wait between polls while the database can't be reached.
-MAX_BACKOFF_SECONDS = 30.0
-# How often a waiting main thread looks whether it should stop waiting: for a
-# stop at once while it waits for the runs (a signal handler can only set a
-# flag: it can't end a join), and under --once for a run or queue thread that ended.
-LOOK_EVERY_SECONDS = 0.1
-# A worker stopping at once waits this long, at most, for the statements that
-# hand its runs back: one may wait on a row lock the stuck run holds (a
-# fence() in an open transaction), and then the process exits anyway.
-AT_ONCE_WRITES_SECONDS = 5.0
 
 
 class Worker:
@@ -120,47 +96,27 @@ class Worker:
         queues: Iterable[str] | None = None,
         run_queued: bool = False,
     ) -> None:
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be a whole number, 1 or more, not {concurrency!r}")
-        if not 0 < poll <= MAX_POLL:
-            raise ValueError(
-                f"poll must be above 0 and at most {MAX_POLL:g} seconds, not {poll!r}"
-            )
-        if not 0 <= grace <= MAX_GRACE:
-            raise ValueError(f"grace must be from 0 to {MAX_GRACE:g} seconds, not {grace!r}")
+        check_bounds(concurrency, poll, grace)
         self.tasks = {task.name: task for task in tasks}
         for task in self.tasks.values():
             # Refused now rather than after a claim, which could then not be
             # renewed in time (bgtasks.E002 says so at start-up, unless skipped).
-            heartbeat_interval(self._ttl(task))
+            heartbeat_interval(task.effective_ttl)
         self.concurrency, self.poll, self.grace = concurrency, poll, grace
         self.id = default_owner()
         # Set by the change feed's thread, and with ``stopping``: ends the idle wait.
         self._wakeup = threading.Event()
-        # One per queue thread: set when a queued task may be ready, and on stopping.
-        self._queue_wakeups: list[threading.Event] = []
-        self.stopping: threading.Event = _Stopping(self._wake_all)
-        self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
-        self._beat_at = 0.0
-        self._beat_running: list[str] | None = None
-        self.beat_every = WORKER_BEAT_SECONDS
-        self.ttl = WORKER_TTL_BEATS * self.beat_every
-        self._forgot_at: float | None = None
+        self.stopping: threading.Event = Stopping(self._wake_all)
+        self._runs = Runs()
+        self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
+        self.ttl = self.heartbeat.ttl
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
         # their own, each claiming and running one queued task at a time.
         self.run_queued = run_queued or queues is not None
         self.queues = None if queues is None else sorted(set(queues))
-        self._queue_threads: list[threading.Thread] = []
-        # The seq of each queued task a queue thread holds here, how many
-        # claims are on their way (sent, their reply not yet recorded in
-        # ``_held_queued``), and the condition both are guarded by: a
-        # give-back (after a claim whose reply was lost) waits until no claim
-        # is on its way, so that it never takes a task another thread has
-        # just claimed, and no claim starts while it runs. Claims themselves
-        # don't wait on each other.
-        self._held_queued: set[int] = set()
-        self._claims_on_their_way = 0
-        self._claiming = threading.Condition()
+        self.queue_threads = QueueThreads(
+            self.id, count=concurrency, poll=poll, queues=self.queues, stopping=self.stopping
+        )
         self._once = False
         # stop_now() was called: a plain flag, since a signal handler sets it.
         self._at_once = False
@@ -181,10 +137,10 @@ class Worker:
         backoff = self.poll
         self._once = once
         if self.run_queued:
-            self._start_queue_threads()
+            self.queue_threads.start(once=once)
         watcher = self._watch()
         queue_watcher = (
-            changes.watch_queue(self.queues, wake=self._wake_queue, using=conf.DATABASE)
+            changes.watch_queue(self.queues, wake=self.queue_threads.wake, using=conf.DATABASE)
             if self.run_queued and not once
             else None
         )
@@ -203,7 +159,7 @@ class Worker:
                     backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
                     continue
                 backoff = self.poll
-                queue_busy = any(thread.is_alive() for thread in self._queue_threads)
+                queue_busy = self.queue_threads.busy()
                 if once and not started and not self._runs and not queue_busy:
                     break
                 self._idle(watcher, queue_busy)
@@ -229,6 +185,10 @@ class Worker:
         self._at_once = True
         if not self.stopping.is_set():
             self.stopping.set()
+
+    def _wake_all(self) -> None:
+        self._wakeup.set()
+        self.queue_threads.wake()
 
     def _watch(self) -> changes.Watcher | None:
         """A watcher of this worker's task names on the process's change feed
@@ -257,10 +217,10 @@ class Worker:
             # longer than a beat must not make a live worker look silent);
             # under --once, the next look at whether the work ended.
             wait = min(left, LOOK_EVERY_SECONDS) if self._once else left
-            next_beat = self._beat_at + self.beat_every - time.monotonic()
+            next_beat = self.heartbeat.due_in()
             if next_beat < wait:
                 if not self._wakeup.wait(max(next_beat, 0.0)):
-                    self._beat_quietly()
+                    self.heartbeat.beat_quietly(self._runs.names())
                     continue
             elif not self._wakeup.wait(wait):
                 continue
@@ -271,18 +231,18 @@ class Worker:
 
     def _work_ended(self, queue_busy: bool) -> bool:
         """A run of ours ended, or the queue threads, busy at the last poll, all did."""
-        if any(not thread.is_alive() for _, thread in self._runs.values()):
+        if self._runs.any_ended():
             return True
-        return queue_busy and not any(thread.is_alive() for thread in self._queue_threads)
+        return queue_busy and not self.queue_threads.busy()
 
     def tick(self) -> int:
         """One poll: claim and start what is due. Returns how many runs started."""
-        self._reap_runs()
-        self._beat()
+        self._runs.reap()
+        self.heartbeat.beat(self._runs.names())
         if self.run_queued:
-            self._recover_queued()
+            self.queue_threads.recover()
         rows = BackgroundTask.objects.work.due()
-        self._ensure_schedules(rows)
+        schedules.ensure_schedules(self.tasks.values(), rows)
         started = 0
         for row in rows:
             task = self.tasks.get(row.name)
@@ -291,101 +251,26 @@ class Worker:
             if self._step(task, row):
                 started += 1
         if started:
-            self._beat(force=True)
+            self.heartbeat.beat(self._runs.names(), force=True)
         return started
 
     # --- one name ------------------------------------------------------------
 
     def _step(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
         """Do what ``row`` says is due for ``task``; ``True`` if a run started."""
-        work = BackgroundTask.objects.work
         if row.running or row.name in self._runs:
-            # Held by a live holder (maybe us): a slot that comes meanwhile is
-            # skipped. (A run of ours that went stale is left to another worker.)
-            schedule = task.effective_schedule
-            if row.running and row.slot_due and row.next_run_at and schedule is not None:
-                work.skip_slot(
-                    row.name,
-                    due=row.next_run_at,
-                    next_slot=schedule.next_after(row.db_now),
-                    schedule=schedule.text,
-                )
+            # Held by a live holder (maybe us). (A run of ours that went
+            # stale is left to another worker.)
+            schedules.skip_slot_while_running(task, row)
             return False
         if len(self._runs) >= self.concurrency:
             return False
-        if row.token > 0 and owes_again(task, row):
-            trigger = Trigger.RESUME if task.resume else Trigger.RETRY
-            return self._start(task, trigger, self._claim_again, task, row)
-        if row.requested:
-            return self._start(
-                task, Trigger.REQUEST, work.claim_request, row.name, self.id, self._ttl(task)
-            )
-        if retry_due(task, row):
-            return self._start(task, Trigger.RETRY, self._claim_retry, task, row)
-        if row.slot_due and row.next_run_at and task.effective_schedule is not None:
-            return self._start(task, Trigger.SCHEDULE, self._claim_scheduled, task, row)
-        if row.stale:
-            self._record_lost(task, row)
-        return False
-
-    def _claim_again(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
-        return BackgroundTask.objects.work.claim_resume(
-            row.name,
-            self.id,
-            self._ttl(task),
-            expect=row.token,
-            max_attempts=task.max_attempts,
-            resume=task.resume,
-        )
-
-    def _claim_retry(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
-        return BackgroundTask.objects.work.claim_retry(
-            row.name,
-            self.id,
-            self._ttl(task),
-            expect=row.token,
-            max_attempts=task.max_attempts,
-            delay=task.retry_delay_for(row.attempt),
-            resume=task.resume,
-        )
-
-    def _claim_scheduled(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> Any:
-        schedule = task.effective_schedule
-        assert row.next_run_at is not None and schedule is not None
-        return BackgroundTask.objects.work.claim_scheduled(
-            row.name,
-            self.id,
-            self._ttl(task),
-            due=row.next_run_at,
-            next_slot=schedule.next_after(row.db_now),
-            schedule=schedule.text,
-        )
-
-    def _record_lost(self, task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
-        """A silent holder, and nothing owed for it: record the run as lost now."""
-        if task.resume or task.max_attempts > 1:
-            error = (
-                f"lost on attempt {row.attempt} of {task.max_attempts}; not resumed again "
-                "(max_attempts)"
-            )
-        else:
-            error = "lease expired: no heartbeat within the ttl"
-        if BackgroundTask.objects.expire_stale(row.name, token=row.token, error=error):
-            logger.warning(
-                "task %r (token %d) lost: %s",
-                row.name,
-                row.token,
-                error,
-                extra={"task": row.name, "token": row.token},
-            )
-
-    def _start(
-        self, task: BackgroundTaskFunction[..., Any], trigger: Trigger, claim: Any, *args: Any
-    ) -> bool:
         claimed_at = time.monotonic()
-        work: WorkClaim | None = claim(*args)
-        if work is None:
-            return False  # another worker won it
+        claimed = claim_due(task, row, self.id)
+        work = claimed[1] if claimed else None
+        if claimed is None or work is None:
+            return False  # nothing owed, or another worker won it
+        trigger = claimed[0]
         running = RunningLease.from_work(
             work, trigger=trigger, claimed_at=claimed_at, stopping=self.stopping
         )
@@ -397,268 +282,24 @@ class Worker:
             running.attempt,
         )
         thread = task.run_in_thread(running, work.args, work.kwargs)
-        self._runs[task.name] = (running, thread)
+        self._runs.add(running, thread)
         return True
 
-    # --- Django Tasks -----------------------------------------------------------
-
-    def _start_queue_threads(self) -> None:
-        self._queue_wakeups = [threading.Event() for _ in range(self.concurrency)]
-        if self.stopping.is_set():
-            self._wake_all()
-        for number, wakeup in enumerate(self._queue_wakeups):
-            thread = threading.Thread(
-                target=self._queue_loop,
-                args=(wakeup,),
-                name=f"bgtasks-queue-{number}",
-                daemon=True,
-            )
-            thread.start()
-            self._queue_threads.append(thread)
-
-    def _wake_all(self) -> None:
-        self._wakeup.set()
-        self._wake_queue()
-
-    def _wake_queue(self) -> None:
-        for wakeup in self._queue_wakeups:
-            wakeup.set()
-
-    def _queue_loop(self, wakeup: threading.Event) -> None:
-        """Claim a ready task, run it, repeat; when there is none, wait ``poll``
-        seconds or until ``wakeup`` (a task became ready, on PostgreSQL; a
-        stop). With ``once``, stop then."""
-        # Imported here: it needs Django's Tasks framework (django.tasks or the
-        # backport), which a worker of background tasks alone may not have.
-        from django_bgtasks.queue.execute import execute
-
-        backoff = self.poll
-        # A claim failed with the connection: it may have committed, its
-        # reply lost. Until a give-back has run, that task may be ours.
-        unsure = False
-        try:
-            while not self.stopping.is_set():
-                # Cleared before the claim: a task ready after it sets it again.
-                wakeup.clear()
-                try:
-                    claim = self._claim_queued(give_back=unsure)
-                    unsure = False
-                except TRANSIENT_ERRORS as exc:
-                    unsure = True
-                    logger.warning(
-                        "queue: database unreachable, retrying in %g s: %s", backoff, exc
-                    )
-                    close_connection()
-                    self.stopping.wait(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-                    continue
-                backoff = self.poll
-                if claim is None:
-                    if self._once:
-                        return
-                    # (A stop that came before the clear above: seen here.)
-                    if not self.stopping.is_set():
-                        wakeup.wait(spread(self.poll))
-                    continue
-                logger.info(
-                    "queued task %s %s started (token %d, attempt %d)",
-                    claim.task_path,
-                    claim.uuid,
-                    claim.token,
-                    claim.attempts,
-                )
-                try:
-                    status = execute(claim, stopping=self.stopping)
-                except TRANSIENT_ERRORS as exc:
-                    # Its end could not be written before the lease's
-                    # deadline: the row is recovered after its ttl.
-                    logger.warning("queued task %s: database unreachable: %s", claim.uuid, exc)
-                    close_connection()
-                    self.stopping.wait(backoff)
-                    continue
-                except BaseException:
-                    # execute() records whatever the task raised; anything
-                    # else (a signal receiver's KeyboardInterrupt, say) must
-                    # not end this thread either: with --concurrency 1 no
-                    # task would run again. Signals never arrive here (they
-                    # reach the main thread), so nothing is swallowed that
-                    # meant "stop": that is ``stopping``.
-                    logger.exception("queued task %s: the worker failed to run it", claim.uuid)
-                    continue
-                finally:
-                    with self._claiming:
-                        self._held_queued.discard(claim.seq)
-                logger.info(
-                    "queued task %s %s (token %d, attempt %d) ended: %s",
-                    claim.task_path,
-                    claim.uuid,
-                    claim.token,
-                    claim.attempts,
-                    _ended(status),
-                )
-        finally:
-            if unsure:  # stopping before the database came back: one last try
-                with contextlib.suppress(DatabaseError), self._claiming:
-                    self._claiming.wait_for(lambda: self._claims_on_their_way == 0)
-                    self._give_back_unheld()
-            close_connection()
-
-    def _claim_queued(self, *, give_back: bool) -> Claim | None:
-        """Claim a queued task, and record it as held here. With
-        ``give_back`` (a claim before failed with the connection), first
-        :meth:`_give_back_unheld`."""
-        with self._claiming:
-            if give_back:
-                # (Waits for the other threads' claims on their way, which end
-                # with their reply or their error; the lock stays held while
-                # the statement runs, so no claim starts meanwhile.)
-                self._claiming.wait_for(lambda: self._claims_on_their_way == 0)
-                self._give_back_unheld()
-            self._claims_on_their_way += 1
-        claimed = None
-        try:
-            claimed = QueuedTask.objects.claim(self.id, queues=self.queues)
-        finally:
-            with self._claiming:
-                self._claims_on_their_way -= 1
-                if claimed is not None:
-                    self._held_queued.add(claimed.seq)
-                self._claiming.notify_all()
-        return claimed
-
-    def _give_back_unheld(self) -> None:
-        """Put back in the queue every task this worker claimed and holds in no
-        thread: a claim that committed, its reply lost with the connection.
-        Without this, it would wait out its ttl as ``RUNNING``, then count
-        as a lost attempt. Called with ``_claiming`` held, and no claim on its way."""
-        for result_id in QueuedTask.objects.give_back(self.id, held=self._held_queued):
-            logger.warning(
-                "queued task %s: the reply to its claim was lost; back in the queue", result_id
-            )
-
-    def _recover_queued(self) -> None:
-        """Queued tasks whose worker went silent past their ttl: ready again
-        while attempts remain, else failed ("worker lost")."""
-        for result_id, status in QueuedTask.objects.recover():
-            logger.warning("queued task %s: its worker was lost; now %s", result_id, status)
-
-    # --- schedules -------------------------------------------------------------
-
-    def _ensure_schedules(self, rows: list[DueRow]) -> None:
-        """Give each scheduled task its first slot, and follow schedule changes:
-        a changed schedule moves the slot earlier only (or removes it), so
-        workers that disagree for a while (a rolling deploy) never keep
-        postponing it. The statement repeats the rule, for races."""
-        by_name = {row.name: row for row in rows}
-        now: dt.datetime | None = rows[0].db_now if rows else None
-        for task in self.tasks.values():
-            row, schedule = by_name.get(task.name), task.effective_schedule
-            text = schedule.text if schedule is not None else ""
-            if row is not None and row.schedule == text and row.next_run_at is not None:
-                continue
-            if schedule is None and (row is None or not row.schedule):
-                continue
-            if now is None:
-                now = BackgroundTask.objects.work.clock()
-            next_slot = schedule.next_after(now) if schedule is not None else None
-            if _comes_first(row, next_slot):
-                continue  # the slot another schedule set comes first: keep it
-            BackgroundTask.objects.work.ensure_schedule(
-                task.name, schedule=text, next_slot=next_slot, ttl=self._ttl(task)
-            )
-
-    @staticmethod
-    def _ttl(task: BackgroundTaskFunction[..., Any]) -> float:
-        return conf.TTL if task.ttl is None else task.ttl
-
-    # --- bookkeeping -----------------------------------------------------------
-
-    def _reap_runs(self) -> None:
-        """Forget this worker's own runs whose threads ended. (Other workers'
-        rows are removed by :meth:`_forget_silent_workers`.)"""
-        for name, (running, thread) in list(self._runs.items()):
-            if not thread.is_alive():
-                del self._runs[name]
-                logger.info(
-                    "task %r (token %d, attempt %d) ended: %s",
-                    name,
-                    running.token,
-                    running.attempt,
-                    running.outcome or "lost",
-                )
-
-    def _beat(self, *, force: bool = False) -> None:
-        running = sorted(self._runs)
-        now = time.monotonic()
-        if (
-            not force
-            and running == self._beat_running
-            and now - self._beat_at < WORKER_BEAT_SECONDS
-        ):
-            return
-        BackgroundTask.objects.work.beat(
-            worker=self.id,
-            host=host_name(),
-            pid=os.getpid(),
-            tasks=sorted(self.tasks),
-            concurrency=self.concurrency,
-            running=running,
-            ttl=self.ttl,
-        )
-        self._beat_at, self._beat_running = now, running
-        self._forget_silent_workers()
-
-    def _beat_quietly(self) -> None:
-        """A beat between polls (the idle wait, the grace period): a database
-        that can't be reached now is the next poll's to report and retry."""
-        try:
-            self._beat()
-        except TRANSIENT_ERRORS as exc:
-            logger.debug("worker %s: heartbeat failed: %s", self.id, exc)
-            close_connection()
-            self._beat_at = time.monotonic()  # the next try a beat later, not at once
-
-    def _forget_silent_workers(self) -> None:
-        """Remove the rows of workers silent for FORGET_WORKERS_AFTER (and past
-        their own ttl, by the database's clock), at most every
-        FORGET_EVERY_SECONDS: killed workers can't remove their own, and
-        without this nothing would unless someone ran ``bgtasks prune``."""
-        now = time.monotonic()
-        if self._forgot_at is not None and now - self._forgot_at < FORGET_EVERY_SECONDS:
-            return
-        self._forgot_at = now
-        forgot = BackgroundTask.objects.work.forget_workers(FORGET_WORKERS_AFTER)
-        if forgot:
-            logger.info(
-                "worker %s: forgot %d worker(s) silent for more than %g s",
-                self.id,
-                forgot,
-                FORGET_WORKERS_AFTER,
-            )
+    # --- stopping -------------------------------------------------------------
 
     def _shut_down(self) -> None:
         self.stopping.set()
-        if self._runs:
+        if len(self._runs):
             logger.info(
                 "worker %s: stopping; waiting up to %g s for %s",
                 self.id,
                 self.grace,
-                ", ".join(self._runs),
+                ", ".join(self._runs.names()),
             )
         deadline = time.monotonic() + self.grace
-        for name, (running, thread) in list(self._runs.items()):
-            self._join(thread, deadline)
-            if thread.is_alive() and not self._at_once:
-                logger.warning(
-                    "task %r (token %d) did not stop within the grace period (%g s); its "
-                    "lease expires after its ttl and another worker takes it over",
-                    name,
-                    running.token,
-                    self.grace,
-                )
-        for thread in self._queue_threads:
-            self._join(thread, deadline)
-            if thread.is_alive() and not self._at_once:
+        self._runs.wait(deadline, self.grace, self._waiting)
+        for thread in self.queue_threads.threads:
+            if join(thread, deadline, self._waiting):
                 logger.warning(
                     "a queued task did not stop within the grace period (%g s); its lease "
                     "expires after its ttl and a worker retries or fails it",
@@ -666,121 +307,58 @@ class Worker:
                 )
         if self._at_once:
             self.stopped_at_once = True
-            self._hand_back()
-        self._reap_runs()
-        with contextlib.suppress(DatabaseError):
-            BackgroundTask.objects.work.gone(self.id)
+            queued: list[QueuedLease] = []
+            if self.run_queued:
+                from django_bgtasks.queue.execute import running_leases
+
+                queued = running_leases(self.id)
+            hand_back(self.id, self._runs.going(), queued)
+        self._runs.reap()
+        self.heartbeat.gone()
         close_connection()
         logger.info("worker %s: stopped", self.id)
 
-    def _join(self, thread: threading.Thread, deadline: float) -> None:
-        """Wait for ``thread`` until ``deadline``, or until :meth:`stop_now`,
-        beating meanwhile: a worker waiting out its grace period is alive,
-        and its row must say so."""
-        while thread.is_alive() and not self._at_once:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            thread.join(min(left, LOOK_EVERY_SECONDS))
-            if thread.is_alive() and time.monotonic() >= self._beat_at + self.beat_every:
-                self._beat_quietly()
-
-    def _hand_back(self) -> None:
-        """Stopping at once: record the runs still going as a graceful stop
-        does (``interrupted``; a queued task ``READY`` again, its attempt given
-        back), each by its fenced statement, on a thread of its own that is
-        waited for ``AT_ONCE_WRITES_SECONDS`` at most. The runs' threads die
-        with the process; a run whose statement did not finish in time goes
-        stale after its ttl, as after a SIGKILL."""
-        runs = [running for running, thread in self._runs.values() if thread.is_alive()]
-        queued: list[QueuedLease] = []
-        if self.run_queued:
-            from django_bgtasks.queue.execute import running_leases
-
-            queued = running_leases(self.id)
-        logger.warning(
-            "worker %s: stopping at once; handing back %d run(s) still going",
-            self.id,
-            len(runs) + len(queued),
-        )
-        writer = threading.Thread(
-            target=_hand_back, args=(runs, queued), name="bgtasks-stop-at-once", daemon=True
-        )
-        writer.start()
-        writer.join(AT_ONCE_WRITES_SECONDS)
-        if writer.is_alive():
-            logger.warning(
-                "worker %s: the runs were not all handed back within %g s; the rest expire "
-                "after their ttl",
-                self.id,
-                AT_ONCE_WRITES_SECONDS,
-            )
+    def _waiting(self, thread: threading.Thread) -> bool:
+        """Whether to wait on for ``thread`` in the grace period: not after
+        :meth:`stop_now`. Beats meanwhile: a worker waiting out its grace
+        period is alive, and its row must say so."""
+        if self._at_once:
+            return False
+        if self.heartbeat.due_in() <= 0:
+            self.heartbeat.beat_quietly(self._runs.names())
+        return True
 
 
-def _hand_back(runs: list[RunningLease], queued: list[QueuedLease]) -> None:
-    """The writes of :meth:`Worker._hand_back`, on their own thread."""
-    try:
-        for running in runs:
-            try:
-                if running.interrupt():
-                    logger.info(
-                        "task %r (token %d, attempt %d) ended: %s",
-                        running.name,
-                        running.token,
-                        running.attempt,
-                        running.outcome,
-                    )
-            except DatabaseError as exc:
-                logger.warning("task %r: not handed back: %s", running.name, exc)
-        for lease in queued:
-            try:
-                status = lease.interrupt()
-            except DatabaseError as exc:
-                logger.warning("queued task %s: not handed back: %s", lease.name, exc)
-            else:
-                logger.info(
-                    "queued task %s (token %d, attempt %d) ended: %s",
-                    lease.name,
-                    lease.token,
-                    lease.attempt,
-                    _ended(status),
-                )
-    finally:
-        close_connection()
+def check_bounds(concurrency: int, poll: float, grace: float) -> None:
+    """A ``ValueError`` for a worker's option out of its bounds (limits.py:
+    the command's arguments are parsed against the same)."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a whole number, 1 or more, not {concurrency!r}")
+    if not 0 < poll <= MAX_POLL:
+        raise ValueError(f"poll must be above 0 and at most {MAX_POLL:g} seconds, not {poll!r}")
+    if not 0 <= grace <= MAX_GRACE:
+        raise ValueError(f"grace must be from 0 to {MAX_GRACE:g} seconds, not {grace!r}")
 
 
-class _Stopping(threading.Event):
-    """The worker's stop flag, which also ends its idle waits: whoever sets it
-    (``stop()``, the command's signal handler, a test) wakes the loop and the
-    queue threads at once."""
-
-    def __init__(self, wake: Callable[[], None]) -> None:
-        super().__init__()
-        self._wake = wake
-
-    def set(self) -> None:
-        super().set()
-        self._wake()
-
-
-def spread(poll: float) -> float:
-    """The wait before the next poll: a random point in the second half of
-    ``poll``. Workers woken by the same change (a release announced to all)
-    would otherwise poll in step from then on, and the fastest of them would
-    claim every slot that comes due; spread out, each slot goes to whichever
-    worker happens to look first. ``poll`` stays the longest wait."""
-    return poll * random.uniform(0.5, 1.0)  # noqa: S311  (not for secrets)
-
-
-def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
-    """A lost run is owed another attempt while attempts remain (resumed from
-    its checkpoint for a resumable task, else retried afresh); an interrupted
-    one, of a resumable task, always (a graceful stop uses no attempt)."""
+def claim_due(
+    task: BackgroundTaskFunction[..., Any], row: DueRow, owner: str
+) -> tuple[Trigger, WorkClaim | None] | None:
+    """The claim ``row`` calls for, made for ``task`` by ``owner`` (in the
+    module docstring's order), and its trigger; ``None`` when nothing is
+    owed (a silent holder's run is then recorded lost)."""
+    if row.token > 0 and rescue.owes_again(task, row):
+        trigger = Trigger.RESUME if task.resume else Trigger.RETRY
+        return trigger, rescue.claim_again(task, row, owner)
+    if row.requested:
+        work = BackgroundTask.objects.work
+        return Trigger.REQUEST, work.claim_request(row.name, owner, task.effective_ttl)
+    if rescue.retry_due(task, row):
+        return Trigger.RETRY, rescue.claim_retry(task, row, owner)
+    if schedules.slot_due(task, row):
+        return Trigger.SCHEDULE, schedules.claim_slot(task, row, owner)
     if row.stale:
-        return row.attempt < task.max_attempts
-    if row.outcome == Outcome.INTERRUPTED:
-        return task.resume
-    return row.outcome in RESUMABLE_OUTCOMES and row.attempt < task.max_attempts
+        rescue.record_lost(task, row)
+    return None
 
 
 def wakes_a_worker(change: changes.Change) -> bool:
@@ -789,33 +367,3 @@ def wakes_a_worker(change: changes.Change) -> bool:
     or pending request can start), it is idle with a new request, or its row
     went away. A running task's progress or cancel request starts nothing."""
     return change.state is None or not change.state.running
-
-
-def retry_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
-    """A failed run, attempts left, and its (doubling) delay passed by the
-    database's clock; never a run that failed only because its return value
-    could not be stored (its work is done)."""
-    return (
-        not row.stale
-        and row.outcome == Outcome.FAILED
-        and not row.result_not_stored
-        and row.attempt < task.max_attempts
-        and row.finished_age is not None
-        and row.finished_age >= task.retry_delay_for(row.attempt)
-    )
-
-
-def _comes_first(row: DueRow | None, next_slot: dt.datetime | None) -> bool:
-    """The row's slot is no later than ``next_slot``, so a changed schedule keeps it."""
-    if row is None or row.next_run_at is None or next_slot is None:
-        return False
-    return row.next_run_at <= next_slot
-
-
-def _ended(status: str) -> str:
-    """How a queued task's run ended, from the status it left the row in."""
-    if status == READY:
-        return f"{READY} (to be run again)"
-    if status == RUNNING:
-        return "its lease was lost (the recovery ends it)"
-    return status

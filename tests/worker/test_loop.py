@@ -278,7 +278,7 @@ def test_a_worker_silent_past_its_ttl_is_listed_silent_and_its_runs_as_their_lea
 def test_silent_workers_are_forgotten_after_an_hour_and_never_within_their_own_ttl(
     db_alias: str,
 ) -> None:
-    from django_bgtasks.worker.loop import FORGET_WORKERS_AFTER
+    from django_bgtasks.limits import FORGET_WORKERS_AFTER
     from tests.dbtools import backdate_worker
 
     for worker, ttl in (("gone", 10.0), ("slow", 2 * FORGET_WORKERS_AFTER), ("live", 10.0)):
@@ -296,9 +296,9 @@ def test_a_worker_beats_while_it_waits_between_polls(
     db_alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A poll longer than its ttl must not make an idle, live worker look silent."""
-    from django_bgtasks.worker import loop
+    from django_bgtasks.worker import heartbeat
 
-    monkeypatch.setattr(loop, "WORKER_BEAT_SECONDS", 0.2)
+    monkeypatch.setattr(heartbeat, "WORKER_BEAT_SECONDS", 0.2)
     task = make_task("w-idle", lambda lease: None)
     with idle_worker(task) as worker:
         assert worker.ttl == pytest.approx(0.6)

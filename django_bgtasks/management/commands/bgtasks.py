@@ -47,6 +47,7 @@ from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import EXECUTOR_THREAD, conf
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import TaskState
+from django_bgtasks.limits import FORGET_WORKERS_AFTER
 from django_bgtasks.management import foreground, reads, workers
 from django_bgtasks.management.terminal import ProgressBar, stop_on_signals, write_json
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
@@ -54,7 +55,6 @@ from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import allowed
 from django_bgtasks.validation import heartbeat_interval, validate_token, validate_ttl
-from django_bgtasks.worker.loop import FORGET_WORKERS_AFTER
 
 # ProgressBar was defined here, and is still importable from here.
 __all__ = ["Command", "ProgressBar"]

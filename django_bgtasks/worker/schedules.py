@@ -1,0 +1,85 @@
+"""A worker's schedule upkeep: each scheduled task's slot on its lease row.
+
+A schedule only says which slot comes after an instant of the database's
+clock (:mod:`django_bgtasks.background.schedules`); here the workers keep the
+row's next slot in step with the tasks they run, claim a slot that is due,
+and skip one that comes while the task is still running.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from django_bgtasks.background.functions import BackgroundTaskFunction
+from django_bgtasks.core.states import DueRow, WorkClaim
+from django_bgtasks.models import BackgroundTask
+
+
+def ensure_schedules(
+    tasks: Iterable[BackgroundTaskFunction[..., Any]], rows: list[DueRow]
+) -> None:
+    """Give each scheduled task of ``tasks`` its first slot, and follow
+    schedule changes: a changed schedule moves the slot earlier only (or
+    removes it), so workers that disagree for a while (a rolling deploy)
+    never keep postponing it. The statement repeats the rule, for races."""
+    by_name = {row.name: row for row in rows}
+    now: dt.datetime | None = rows[0].db_now if rows else None
+    for task in tasks:
+        row, schedule = by_name.get(task.name), task.effective_schedule
+        text = schedule.text if schedule is not None else ""
+        if row is not None and row.schedule == text and row.next_run_at is not None:
+            continue
+        if schedule is None and (row is None or not row.schedule):
+            continue
+        if now is None:
+            now = BackgroundTask.objects.work.clock()
+        next_slot = schedule.next_after(now) if schedule is not None else None
+        if _comes_first(row, next_slot):
+            continue  # the slot another schedule set comes first: keep it
+        BackgroundTask.objects.work.ensure_schedule(
+            task.name, schedule=text, next_slot=next_slot, ttl=task.effective_ttl
+        )
+
+
+def slot_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
+    """The row's slot is due, and the task has a schedule to move it on by."""
+    return bool(row.slot_due and row.next_run_at and task.effective_schedule is not None)
+
+
+def claim_slot(
+    task: BackgroundTaskFunction[..., Any], row: DueRow, owner: str
+) -> WorkClaim | None:
+    """Claim the due slot (:func:`slot_due`), moving the row on to the next one."""
+    schedule = task.effective_schedule
+    assert row.next_run_at is not None and schedule is not None
+    return BackgroundTask.objects.work.claim_scheduled(
+        row.name,
+        owner,
+        task.effective_ttl,
+        due=row.next_run_at,
+        next_slot=schedule.next_after(row.db_now),
+        schedule=schedule.text,
+    )
+
+
+def skip_slot_while_running(task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
+    """The task is held by a live holder: a slot that comes meanwhile is
+    skipped (and counted), not queued up behind the run."""
+    if row.running and slot_due(task, row):
+        schedule = task.effective_schedule
+        assert row.next_run_at is not None and schedule is not None
+        BackgroundTask.objects.work.skip_slot(
+            row.name,
+            due=row.next_run_at,
+            next_slot=schedule.next_after(row.db_now),
+            schedule=schedule.text,
+        )
+
+
+def _comes_first(row: DueRow | None, next_slot: dt.datetime | None) -> bool:
+    """The row's slot is no later than ``next_slot``, so a changed schedule keeps it."""
+    if row is None or row.next_run_at is None or next_slot is None:
+        return False
+    return row.next_run_at <= next_slot
