@@ -17,7 +17,8 @@ class BgTasksConfig(AppConfig):
         """Register the system checks and import every app's ``tasks`` module."""
         from django.utils.module_loading import autodiscover_modules
 
-        from django_bgtasks import checks  # noqa: F401  (registers the system checks)
+        # Importing a check module registers its checks.
+        from django_bgtasks.checks import database, settings, tasks  # noqa: F401
 
         # Register every app's @background_task functions, so that the admin,
         # the API and the command can start them by name on any replica.

@@ -14,16 +14,24 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import os
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 import uuid
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import connections, transaction
+from django.test import override_settings
 
 from django_bgtasks import compat
 from django_bgtasks.backend import LeaseBackend, task_lease
@@ -32,6 +40,7 @@ from django_bgtasks.queue.execute import execute
 from django_bgtasks.worker.loop import Worker
 from tests import djtasks
 
+ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ["default", "immediate"]
 
 
@@ -622,6 +631,95 @@ def test_checks_refuse_an_unsupported_database(monkeypatch: pytest.MonkeyPatch) 
     # The vendor is all the check reads; no MySQL server is needed to see it refuse.
     monkeypatch.setattr(connections["default"], "vendor", "mysql")
     assert _check({}) == ["bgtasks.E015"]
+
+
+# --- LeaseBackend in TASKS without the app in INSTALLED_APPS ---------------------
+# Django's Tasks framework imports the backend and calls its check() whatever
+# INSTALLED_APPS says; this app's ready() (and so its checks/) never runs then.
+
+WITHOUT_THE_APP = [app for app in django_settings.INSTALLED_APPS if app != "django_bgtasks"]
+
+
+def test_the_backend_without_the_app_is_a_check_error() -> None:
+    backend = LeaseBackend("default", {})
+    with override_settings(INSTALLED_APPS=WITHOUT_THE_APP):
+        [error] = backend.check()
+    assert error.id == "bgtasks.E018" and "INSTALLED_APPS" in error.msg
+    assert '"django_bgtasks"' in error.hint and "migrate" in error.hint
+    assert backend.check() == []  # the app registry is whole again
+
+
+def test_enqueue_and_get_result_without_the_app_say_how_to_fix_it() -> None:
+    backend = LeaseBackend("default", {})
+    with override_settings(INSTALLED_APPS=WITHOUT_THE_APP):
+        with pytest.raises(ImproperlyConfigured, match=r"INSTALLED_APPS.*bgtasks\.E018"):
+            backend.enqueue(djtasks.add, (1, 2), {})
+        with pytest.raises(ImproperlyConfigured, match=r"INSTALLED_APPS"):
+            backend.get_result("00000000-0000-0000-0000-000000000000")
+
+
+# A project whose only mistake is the missing app. Django 5.2 runs the Tasks
+# backends' checks only with the backport's app installed (docs/django-tasks.md).
+NO_APP_SETTINGS = """
+import django
+
+SECRET_KEY = "not-secret"
+USE_TZ = True
+INSTALLED_APPS = ["django_tasks"] if django.VERSION < (6,) else []
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+TASKS = {"default": {"BACKEND": "django_bgtasks.backend.LeaseBackend"}}
+"""
+
+NO_APP_SCRIPT = """
+from importlib import import_module
+
+import django
+
+django.setup()
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from django_bgtasks import compat
+
+try:
+    call_command("check")
+except SystemCheckError as exc:
+    print(exc)
+
+
+@import_module(compat.SOURCE).task
+def job():
+    pass
+
+
+try:
+    job.enqueue()
+except ImproperlyConfigured as exc:
+    print("ImproperlyConfigured:", exc)
+"""
+
+
+def test_a_project_with_the_backend_and_without_the_app(tmp_path: Path) -> None:
+    """The models can't even be imported there (RuntimeError), so this runs in
+    a process of its own: in this one they were imported long ago."""
+    (tmp_path / "no_app_settings.py").write_text(NO_APP_SETTINGS)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]),
+        "DJANGO_SETTINGS_MODULE": "no_app_settings",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(NO_APP_SCRIPT)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "bgtasks.E018" in done.stdout and "RuntimeError" not in done.stderr
+    assert "ImproperlyConfigured: TASKS['default']" in done.stdout
 
 
 def _thread(target: Any, *args: Any) -> threading.Thread:

@@ -1,7 +1,7 @@
 """What the system checks read from the database server: a PostgreSQL
 server's replication settings, a MySQL/MariaDB server's settings and the
 storage engines of the app's tables. Constant statements, run here (the
-checks themselves live in :mod:`django_bgtasks.checks`).
+checks themselves live in :mod:`django_bgtasks.checks.database`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 # What the replication check reads from the lease database's PostgreSQL
-# (checks.py): whether this is a standby, the primary's synchronous standbys
-# as configured and as connected, and this session's synchronous_commit. A
-# user without pg_monitor (or pg_read_all_stats) sees pg_stat_replication's
-# rows with sync_state NULL: counted apart, so the check can say so.
+# (checks/database.py): whether this is a standby, the primary's synchronous
+# standbys as configured and as connected, and this session's
+# synchronous_commit. A user without pg_monitor (or pg_read_all_stats) sees
+# pg_stat_replication's rows with sync_state NULL: counted apart, so the
+# check can say so.
 POSTGRESQL_REPLICATION = """
     SELECT pg_is_in_recovery(),
         current_setting('synchronous_standby_names'),
@@ -51,7 +52,7 @@ def postgresql_replication(connection: BaseDatabaseWrapper) -> PostgreSQLReplica
     )
 
 
-# What the database checks read from a MySQL/MariaDB server (checks.py).
+# What the database checks read from a MySQL/MariaDB server (checks/database.py).
 MYSQL_SERVER_SETTINGS = """
     SELECT @@session.time_zone, @@global.system_time_zone, @@session.sql_mode,
         @@global.log_bin, @@global.binlog_format

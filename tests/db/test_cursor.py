@@ -16,7 +16,7 @@ from django.conf import settings as django_settings
 from django.db import DatabaseError, connections
 from django.test.utils import CaptureQueriesContext
 
-from django_bgtasks import checks
+from django_bgtasks.checks.database import check_prepared_statements
 from django_bgtasks.db import cursor as db_cursor
 from django_bgtasks.models import BackgroundTask
 from tests.tools import needs_pgbouncer
@@ -205,14 +205,14 @@ def test_a_pooled_connection_says_once_that_it_runs_unprepared(
 @pytest.mark.parametrize("value", ["yes", 1, 0, []])
 def test_a_bad_setting(settings: Any, value: Any) -> None:
     settings.BGTASKS_PREPARED_STATEMENTS = value
-    [error] = checks.check_prepared_statements()
+    [error] = check_prepared_statements()
     assert error.id == "bgtasks.E017" and repr(value) in error.msg
 
 
 @pytest.mark.parametrize("value", [None, True, False])
 def test_good_settings(settings: Any, value: Any) -> None:
     settings.BGTASKS_PREPARED_STATEMENTS = value
-    assert checks.check_prepared_statements() == []
+    assert check_prepared_statements() == []
 
 
 def test_forced_on_behind_transaction_pooling_warns(settings: Any) -> None:
@@ -221,6 +221,6 @@ def test_forced_on_behind_transaction_pooling_warns(settings: Any) -> None:
     databases["default"] = {**databases["default"], "DISABLE_SERVER_SIDE_CURSORS": True}
     with pytest.warns(UserWarning, match="Overriding setting DATABASES"):
         settings.DATABASES = databases
-    [warning] = checks.check_prepared_statements()
+    [warning] = check_prepared_statements()
     assert warning.id == "bgtasks.W005" and "1.21" in warning.msg
     assert "max_prepared_statements" in warning.hint

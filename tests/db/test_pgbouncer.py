@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from django.db import DatabaseError, connections, transaction
 
-from django_bgtasks import checks
+from django_bgtasks.checks.database import check_prepared_statements
 from django_bgtasks.db import cursor as db_cursor
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests import pgbouncer
@@ -84,7 +84,7 @@ def test_defaults_behind_transaction_pooling_prepare_nothing_and_work(on: Any) -
             assert not db_cursor.prepares(connections[TRANSACTION])
     with another_client_holds_a_server_connection(TRANSACTION):
         assert objects.release("pooled", "a", {"n": 2}, token=lease.token)
-    assert checks.check_prepared_statements() == []
+    assert check_prepared_statements() == []
     [run] = TaskRun.objects.for_task("pooled")
     assert (run.token, run.value, run.outcome) == (lease.token, {"n": 2}, "succeeded")
 
@@ -98,7 +98,7 @@ def test_prepared_statements_forced_on_fail_behind_pgbouncer_before_1_21(
     on(TRANSACTION, prepared=True)
     with monkeypatch.context() as patch:
         patch.setitem(connections[TRANSACTION].settings_dict, "DISABLE_SERVER_SIDE_CURSORS", True)
-        [warning] = checks.check_prepared_statements()
+        [warning] = check_prepared_statements()
     assert warning.id == "bgtasks.W005"
     try:
         assert objects.try_claim("forced-1", "a", ttl=30)  # the claim is prepared here
@@ -132,7 +132,7 @@ def test_session_pooling_keeps_prepared_statements_and_the_client_on_one_connect
     on: Any,
 ) -> None:
     on(SESSION, prepared=True)
-    assert checks.check_prepared_statements() == []  # no DISABLE_SERVER_SIDE_CURSORS
+    assert check_prepared_statements() == []  # no DISABLE_SERVER_SIDE_CURSORS
     assert db_cursor.prepares(connections[SESSION])
     first = server_pid(SESSION)
     with another_client_holds_a_server_connection(SESSION):

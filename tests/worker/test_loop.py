@@ -591,24 +591,25 @@ def test_a_site_schedule_replaces_the_registered_one(settings: Any) -> None:
 
 
 def test_checks_for_the_executor_and_site_schedules(settings: Any) -> None:
-    from django_bgtasks import checks
+    from django_bgtasks.checks.settings import check_executor
+    from django_bgtasks.checks.tasks import check_schedules
 
-    assert checks.check_executor() == []
+    assert check_executor() == []
     settings.BGTASKS_EXECUTOR = "celery"
-    [error] = checks.check_executor()
+    [error] = check_executor()
     assert error.id == "bgtasks.E007" and "'celery'" in error.msg and "worker" in error.hint
 
-    assert checks.check_schedules() == []
+    assert check_schedules() == []
     settings.BGTASKS_SCHEDULES = {"surface-quick": "61 * * * *", "surface-slow": None}
-    [error] = checks.check_schedules()
+    [error] = check_schedules()
     assert error.id == "bgtasks.E008" and "surface-quick" in error.msg and "cron" in error.hint
     settings.BGTASKS_SCHEDULES = {"surface-quick": dt.timedelta(0)}
-    assert [m.id for m in checks.check_schedules()] == ["bgtasks.E008"]
+    assert [m.id for m in check_schedules()] == ["bgtasks.E008"]
     settings.BGTASKS_SCHEDULES = {"no-such-task": dt.timedelta(minutes=1)}
-    [warning] = checks.check_schedules()
+    [warning] = check_schedules()
     assert warning.id == "bgtasks.W002" and "no-such-task" in warning.msg
     settings.BGTASKS_SCHEDULES = ["surface-quick"]
-    assert [m.id for m in checks.check_schedules()] == ["bgtasks.E008"]
+    assert [m.id for m in check_schedules()] == ["bgtasks.E008"]
 
 
 def test_a_bad_site_schedule_stops_the_worker_before_it_starts(

@@ -1,15 +1,17 @@
-"""System checks for the ``BGTASKS_*`` settings and the lease database.
+"""System checks of the lease database (``BGTASKS_DATABASE``): its alias,
+vendor and version, the routers, prepared statements, a MySQL/MariaDB
+server's settings, and PostgreSQL's synchronous replication.
 
 The ordinary checks connect to no database: the vendor comes from the ENGINE,
 and SQLite's version from the library Python links against. The MySQL/MariaDB
 server's own settings can only be read from the server, so
 :func:`check_mysql_server` is a database check, as Django's own MySQL checks
-are: ``migrate`` runs it, and ``check --database ALIAS``.
+are: ``migrate`` runs it, and ``check --database ALIAS``; so is
+:func:`check_sync_replication`.
 """
 
 from __future__ import annotations
 
-import difflib
 import sqlite3
 from typing import Any
 
@@ -17,15 +19,12 @@ from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections, router
-from django.utils.module_loading import import_string
 
-from django_bgtasks.conf import EXECUTORS, PREFIX, SETTING_NAMES, conf, lease_backends
+from django_bgtasks.conf import conf
 from django_bgtasks.db.mysql import MIN_MARIADB_VERSION, MIN_MYSQL_VERSION
 from django_bgtasks.db.probes import mysql_server, postgresql_replication
 from django_bgtasks.db.sqlite import MIN_SQLITE_VERSION
 from django_bgtasks.db.vendors import SUPPORTED_VENDORS, vendor_list
-from django_bgtasks.limits import MAX_TTL, MIN_TTL
-from django_bgtasks.validation import is_finite_number, max_value_bytes
 
 
 @register()
@@ -109,94 +108,6 @@ def check_separate_database(**kwargs: Any) -> list[CheckMessage]:
 
 
 @register()
-def check_timing(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E005 (bad ``BGTASKS_TTL``), E002 (heartbeat interval not below
-    ttl/2, of ``BGTASKS_TTL``, of a registered task's own ttl, or of a
-    ``LeaseBackend``'s ``OPTIONS["TTL"]``)."""
-    from django_bgtasks.background.functions import registered_tasks
-
-    ttl, interval = conf.TTL, conf.HEARTBEAT_INTERVAL
-    if not is_finite_number(ttl) or not MIN_TTL <= ttl <= MAX_TTL:
-        return [
-            Error(
-                f"BGTASKS_TTL is {ttl!r}; it must be a number of seconds from {MIN_TTL:g} "
-                f"to {MAX_TTL:g}.",
-                hint=(
-                    "The default is 120. Below 0.1 s a heartbeat and a database round trip "
-                    "no longer fit in a lease."
-                ),
-                id="bgtasks.E005",
-            )
-        ]
-    if interval is not None and (not is_finite_number(interval) or not 0 < interval < ttl / 2):
-        return [
-            Error(
-                f"BGTASKS_HEARTBEAT_INTERVAL is {interval!r}; it must be above 0 and below "
-                f"half of BGTASKS_TTL ({ttl / 2:g} s).",
-                hint=(
-                    "A heartbeat that fails once must be retried before the lease expires. "
-                    "Leave it unset (None) to renew every ttl/3."
-                ),
-                id="bgtasks.E002",
-            )
-        ]
-    if interval is None:
-        return []
-    # Each task's own ttl too: registering one reads no setting (its module is
-    # imported at start-up), so this is where a ttl the interval does not fit
-    # is said, before its first run refuses to start.
-    messages: list[CheckMessage] = [
-        Error(
-            f"BGTASKS_HEARTBEAT_INTERVAL is {interval!r}; the task {name!r} has a ttl of "
-            f"{task.ttl:g} s, so it must be below {task.ttl / 2:g} s.",
-            hint=(
-                "Lower BGTASKS_HEARTBEAT_INTERVAL, leave it unset (None) to renew every "
-                "ttl/3, or give the task a longer ttl."
-            ),
-            id="bgtasks.E002",
-        )
-        for name, task in registered_tasks().items()
-        if task.ttl is not None and interval >= task.ttl / 2
-    ]
-    # The Django Tasks a worker claims are renewed with the same interval
-    # (queued.py), against the ttl their backend gave them. (A TTL that is not
-    # a number of seconds is the backend's own check, bgtasks.E016.)
-    for alias, params in lease_backends().items():
-        options = params.get("OPTIONS")
-        backend_ttl = options.get("TTL") if isinstance(options, dict) else None
-        if is_finite_number(backend_ttl) and backend_ttl > 0 and interval >= backend_ttl / 2:
-            messages.append(
-                Error(
-                    f"BGTASKS_HEARTBEAT_INTERVAL is {interval!r}; TASKS[{alias!r}] gives its "
-                    f'tasks a TTL of {backend_ttl:g} s (OPTIONS["TTL"]), so it must be below '
-                    f"{backend_ttl / 2:g} s.",
-                    hint=(
-                        "Lower BGTASKS_HEARTBEAT_INTERVAL, leave it unset (None) to renew every "
-                        'ttl/3, or raise the backend\'s OPTIONS["TTL"].'
-                    ),
-                    id="bgtasks.E002",
-                )
-            )
-    return messages
-
-
-@register()
-def check_progress_interval(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E014 (bad ``BGTASKS_PROGRESS_INTERVAL``)."""
-    interval = conf.PROGRESS_INTERVAL
-    if not is_finite_number(interval) or interval < 0:
-        return [
-            Error(
-                f"BGTASKS_PROGRESS_INTERVAL is {interval!r}; it must be a number of seconds, "
-                "0 or more.",
-                hint="The default is 0.5; 0 writes every update() at once.",
-                id="bgtasks.E014",
-            )
-        ]
-    return []
-
-
-@register()
 def check_prepared_statements(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E017 (bad ``BGTASKS_PREPARED_STATEMENTS``), W005 (forced on
     where the database is said to be behind transaction pooling)."""
@@ -225,210 +136,6 @@ def check_prepared_statements(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     return []
-
-
-@register()
-def check_push(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E020 (bad ``BGTASKS_CHANGES_POLL_INTERVAL``) and bgtasks.E021
-    (bad ``BGTASKS_EVENTS_KEEPALIVE``)."""
-    errors: list[CheckMessage] = []
-    poll = conf.CHANGES_POLL_INTERVAL
-    if not is_finite_number(poll) or not 0 < poll <= 60:
-        errors.append(
-            Error(
-                f"BGTASKS_CHANGES_POLL_INTERVAL is {poll!r}; it must be a number of seconds "
-                "above 0, at most 60.",
-                hint=(
-                    "The default is 0.5: on SQLite and MySQL the change feed reads the "
-                    "leases that often, once per process."
-                ),
-                id="bgtasks.E020",
-            )
-        )
-    keepalive = conf.EVENTS_KEEPALIVE
-    if not is_finite_number(keepalive) or not 0 < keepalive <= 300:
-        errors.append(
-            Error(
-                f"BGTASKS_EVENTS_KEEPALIVE is {keepalive!r}; it must be a number of seconds "
-                "above 0, at most 300.",
-                hint=(
-                    "The default is 15: proxies close a silent connection after 30 to 60 s, "
-                    "and a stream checks its access again at each keepalive."
-                ),
-                id="bgtasks.E021",
-            )
-        )
-    return errors
-
-
-@register()
-def check_history(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E006 (bad ``BGTASKS_HISTORY_DAYS``)."""
-    days = conf.HISTORY_DAYS
-    if not is_finite_number(days) or days < 0:
-        return [
-            Error(
-                f"BGTASKS_HISTORY_DAYS is {days!r}; it must be a number of days, 0 or more.",
-                hint="The default is 30.",
-                id="bgtasks.E006",
-            )
-        ]
-    return []
-
-
-@register()
-def check_max_value_bytes(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E019 (``BGTASKS_MAX_VALUE_BYTES`` not a whole number of bytes above 0)."""
-    try:
-        max_value_bytes()  # the rule the lease operations apply
-    except TypeError:
-        return [
-            Error(
-                f"BGTASKS_MAX_VALUE_BYTES is {conf.MAX_VALUE_BYTES!r}; it must be a whole "
-                "number of bytes above 0.",
-                hint=(
-                    "The default is 1048576 (1 MiB); write 1 << 20 or 1_048_576, not a "
-                    'string such as "1MB". Values larger than it are refused, and results '
-                    "larger than it are not stored."
-                ),
-                id="bgtasks.E019",
-            )
-        ]
-    return []
-
-
-@register()
-def check_setting_names(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.W006 (a ``BGTASKS_*`` setting the app does not read: a misspelling,
-    which would otherwise leave the default in force without a word)."""
-    known = [name.removeprefix(PREFIX) for name in SETTING_NAMES]
-    messages: list[CheckMessage] = []
-    for name in sorted(dir(settings)):
-        if not name.startswith(PREFIX) or name in SETTING_NAMES:
-            continue
-        # Compared without the prefix, which every name shares and which
-        # would make any two of them look alike.
-        close = difflib.get_close_matches(name.removeprefix(PREFIX), known, n=1)
-        hint = f"Did you mean {PREFIX}{close[0]}? " if close else ""
-        messages.append(
-            Warning(
-                f"{name} is not a django-bgtasks setting, so it changes nothing.",
-                hint=f"{hint}The settings are listed in docs/settings.md.",
-                id="bgtasks.W006",
-            )
-        )
-    return messages
-
-
-@register()
-def check_time_zone(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.W001 (``USE_TZ = False``)."""
-    if not settings.USE_TZ:
-        return [
-            Warning(
-                "USE_TZ is False. Lease times come from the database clock in UTC, so "
-                "times shown by Django will be off by your UTC offset.",
-                hint="Set USE_TZ = True (Django's default).",
-                id="bgtasks.W001",
-            )
-        ]
-    return []
-
-
-@register()
-def check_executor(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E007 (bad ``BGTASKS_EXECUTOR``)."""
-    executor = conf.EXECUTOR
-    if executor not in EXECUTORS:
-        return [
-            Error(
-                f"BGTASKS_EXECUTOR is {executor!r}; it must be one of "
-                f"{', '.join(map(repr, EXECUTORS))}.",
-                hint=(
-                    '"thread" (the default) runs "run now" in the web process; "worker" files '
-                    "a request that `manage.py bgtasks worker` performs."
-                ),
-                id="bgtasks.E007",
-            )
-        ]
-    return []
-
-
-@register()
-def check_schedules(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E008 (a bad ``BGTASKS_SCHEDULES`` entry), W002 (one for no registered task)."""
-    from django_bgtasks.background.functions import registered_tasks
-    from django_bgtasks.background.schedules import parse_schedule
-
-    schedules: object = conf.SCHEDULES
-    if not isinstance(schedules, dict):
-        return [
-            Error(
-                f"BGTASKS_SCHEDULES is {type(schedules).__name__}; it must be a dict of task "
-                "names to schedules.",
-                hint='For example {"log-cleanup": "0 3 * * *", "sync": timedelta(minutes=5)}.',
-                id="bgtasks.E008",
-            )
-        ]
-    messages: list[CheckMessage] = []
-    registered = registered_tasks()
-    for name, schedule in schedules.items():
-        try:
-            parse_schedule(schedule)
-        except (TypeError, ValueError) as exc:
-            messages.append(
-                Error(
-                    f"BGTASKS_SCHEDULES[{name!r}]: {exc}",
-                    hint="Use a datetime.timedelta above zero, a five-field cron string "
-                    "(minute hour day-of-month month day-of-week), or None for no schedule.",
-                    id="bgtasks.E008",
-                )
-            )
-        if name not in registered:
-            messages.append(
-                Warning(
-                    f"BGTASKS_SCHEDULES names {name!r}, which no @background_task registers.",
-                    hint=f"Registered: {', '.join(registered) or 'none'}.",
-                    id="bgtasks.W002",
-                )
-            )
-    return messages
-
-
-@register()
-def check_api_authentication(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E009 (a ``BGTASKS_API_AUTHENTICATION`` entry that can't be imported)."""
-    paths: object = conf.API_AUTHENTICATION
-    hint = (
-        "List dotted paths to callables (request) -> user | None, e.g. "
-        '["django_bgtasks.authentication.signed_token"]; see docs/security.md.'
-    )
-    if isinstance(paths, str) or not isinstance(paths, list | tuple):
-        return [
-            Error(
-                f"BGTASKS_API_AUTHENTICATION is {paths!r}; it must be a list of dotted paths.",
-                hint=hint,
-                id="bgtasks.E009",
-            )
-        ]
-    messages: list[CheckMessage] = []
-    for path in paths:
-        try:
-            hook = import_string(path) if isinstance(path, str) else None
-        except ImportError as exc:
-            problem = f"can't be imported: {exc}"
-        else:
-            if callable(hook):
-                continue
-            problem = "is not a callable" if isinstance(path, str) else "is not a dotted path"
-        messages.append(
-            Error(
-                f"BGTASKS_API_AUTHENTICATION: {path!r} {problem}.",
-                hint=hint,
-                id="bgtasks.E009",
-            )
-        )
-    return messages
 
 
 # sql_mode flags that change what the MySQL statements mean: MariaDB's
