@@ -78,5 +78,20 @@ class Progress:
                 return None
             return (self._last_write or 0.0) + self.interval
 
+    def wait_for_write(self, next_beat: float, stop: threading.Event) -> float | None:
+        """For the heartbeat thread: wait until ``next_beat`` (monotonic) or
+        the pending value's :meth:`deadline`, whichever comes first. Returns
+        the time it woke if a renewal is due now; ``None`` if it was woken
+        early (by a newer pending value, or ``stop``)."""
+        self.wake.clear()
+        due = self.deadline()
+        wake_at = next_beat if due is None else min(next_beat, due)
+        self.wake.wait(max(wake_at - time.monotonic(), 0.0))
+        now = time.monotonic()
+        due = self.deadline()
+        if stop.is_set() or (now < next_beat and (due is None or now < due)):
+            return None
+        return now
+
     def _due(self, now: float) -> bool:
         return self._last_write is None or now - self._last_write >= self.interval

@@ -4,14 +4,8 @@ While the body runs, a heartbeat thread renews the lease every
 ``BGTASKS_HEARTBEAT_INTERVAL`` (a third of the ttl by default) on its own
 connection, so a body that is silent for minutes keeps its lease.
 
-The holder gives the lease up as *lost* when a renewal is refused (the lease was
-taken over or force-released) or when no renewal has succeeded for a whole ttl:
-failing renewals are retried until then, then it stops (Kubernetes'
-renew-deadline rule). That deadline is measured from when the last successful
-renewal was *sent*, on this process's monotonic clock. It never judges anyone
-else's lease (the database's clock does that); it only makes this holder give
-up no later than the database would let another take over, even when the
-database can't be reached to say so, or this process was paused.
+The holder gives the lease up as *lost* by the renew-deadline rule that every
+holder here shares (:mod:`django_bgtasks.core.holding`).
 
 A lost lease is never released by its old holder: ``check()``, ``update()`` and
 ``fence()`` raise :class:`LeaseLost`, and the next claim records the run as lost.
@@ -30,16 +24,16 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
 from django_bgtasks.choices import Outcome, Trigger
+from django_bgtasks.core.holding import Holder
 from django_bgtasks.core.leases import KEEP_VALUE, last_claim_sent
 from django_bgtasks.core.progress import NOTHING, Progress
 from django_bgtasks.core.states import Lease, Renewal, WorkClaim
-from django_bgtasks.db.outages import Stopped, close_connection, retry_until_deadline
 from django_bgtasks.exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
@@ -57,7 +51,7 @@ logger = logging.getLogger("django_bgtasks")
 _T = TypeVar("_T")
 
 
-class RunningLease:
+class RunningLease(Holder):
     """A lease this process holds while its work runs.
 
     ``name``, ``owner``, ``token`` and ``ttl`` are those of the claim. Call
@@ -65,11 +59,13 @@ class RunningLease:
     raise :class:`LeaseLost` or :class:`TaskCancelled` when the work must stop.
     """
 
+    logger = logger
+    describe = "lease {!r}"
+
     def __init__(
         self,
         lease: Lease,
         *,
-        interval: float,
         claimed_at: float,
         attempt: int = 1,
         trigger: str = Trigger.MANUAL,
@@ -77,88 +73,28 @@ class RunningLease:
         stopping: threading.Event | None = None,
     ) -> None:
         self.lease = lease
-        self.interval = interval
+        super().__init__(lease, claimed_at=claimed_at, stopping=stopping)
         self.attempt = attempt
         self.trigger = trigger
         self.resume_from = resume_from
-        self._stopping = stopping
-        self._lock = threading.Lock()
         # Writes of the value (the body's and the heartbeat thread's) go one
         # at a time, so an older value never lands after a newer one.
         self._write_lock = threading.Lock()
         self._progress = Progress(progress_interval())
         self._max_bytes = max_value_bytes()
-        self._deadline = claimed_at + lease.ttl
-        self._lost: str | None = None
-        self._cancel_requested = False
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
         self._done = threading.Event()
-        # Set by whichever ends the run first: finish() (its own thread) or
-        # interrupt() (a worker stopping at once): the run is released once.
-        self._ending = False
         self.result: Any = None
         self.exception: BaseException | None = None
         # How the run ended (an ``Outcome``), once it was released; ``None``
         # before, and when the lease was lost.
         self.outcome: str | None = None
 
-    def __repr__(self) -> str:
-        return f"<RunningLease {self.name!r} token={self.token} owner={self.owner!r}>"
-
     @property
     def name(self) -> str:
         """The task name."""
         return self.lease.name
 
-    @property
-    def owner(self) -> str:
-        """This holder's identity, as stored in the lease row."""
-        return self.lease.owner
-
-    @property
-    def token(self) -> int:
-        """The fencing token; pass it to any other system that can check it."""
-        return self.lease.token
-
-    @property
-    def ttl(self) -> float:
-        """The lease duration in seconds."""
-        return self.lease.ttl
-
-    @property
-    def lost(self) -> bool:
-        """``True`` once this holder has given the lease up (see :class:`LeaseLost`)."""
-        self._check_deadline()
-        return self._lost is not None
-
-    @property
-    def stopping(self) -> bool:
-        """``True`` once the worker running this task began a graceful shutdown."""
-        return self._stopping is not None and self._stopping.is_set()
-
-    @property
-    def cancel_requested(self) -> bool:
-        """``True`` once a heartbeat has brought an operator's cancel request."""
-        return self._cancel_requested
-
-    def log_extra(self) -> dict[str, Any]:
-        """The ``extra`` of every log record about this lease: ``task`` (the
-        name), ``token`` and ``owner`` (keys no ``LogRecord`` attribute uses)."""
-        return {"task": self.name, "token": self.token, "owner": self.owner}
-
     # --- what the work calls -----------------------------------------------------
-
-    def check(self) -> None:
-        """Raise :class:`LeaseLost` if the lease is gone, or
-        :class:`TaskCancelled` if an operator asked to stop. No database access:
-        it reports what the heartbeat thread last learned. Raises
-        :class:`WorkerStopping` (a ``TaskCancelled``) when the worker is stopping."""
-        self._raise_if_lost()
-        if self._cancel_requested:
-            raise TaskCancelled(self.name)
-        if self.stopping:
-            raise WorkerStopping(self.name)
 
     def update(self, value: Any, *, flush: bool = False) -> None:
         """Report ``value`` (progress, partial results).
@@ -231,8 +167,8 @@ class RunningLease:
         """Claim ``name`` and start renewing it, or return ``None`` if it is
         held (after waiting up to ``wait`` seconds for it, if given)."""
         ttl = validate_ttl(ttl)
-        interval = heartbeat_interval(ttl)
-        progress_interval()  # bad settings are refused before the claim
+        heartbeat_interval(ttl)  # bad settings are refused before the claim
+        progress_interval()
         max_value_bytes()
         lease = BackgroundTask.objects.try_claim(
             name, owner, value, ttl=ttl, run_args=run_args, wait=wait
@@ -240,7 +176,7 @@ class RunningLease:
         if lease is None:
             return None
         # The ttl counts from when the successful try was sent, not from the wait.
-        return cls(lease, interval=interval, claimed_at=last_claim_sent())._started()
+        return cls(lease, claimed_at=last_claim_sent())._started()
 
     @classmethod
     def from_work(
@@ -250,7 +186,6 @@ class RunningLease:
         renewed from now on; ``stopping`` is the worker's shutdown flag."""
         running = cls(
             claim.lease,
-            interval=heartbeat_interval(claim.lease.ttl),
             claimed_at=claimed_at,
             attempt=claim.attempt,
             trigger=trigger,
@@ -260,69 +195,31 @@ class RunningLease:
         return running._started()
 
     def _started(self) -> RunningLease:
-        self._start_heartbeat()
+        self._start_heartbeat(f"bgtasks-heartbeat:{self.name}")
         lease_claimed.send(BackgroundTask, name=self.name, owner=self.owner, token=self.token)
         return self
 
-    def finish(self, exc: BaseException | None, *, result: Any = None) -> None:
-        """Stop renewing and release with the outcome ``exc`` implies:
-        succeeded (``None``), interrupted (:class:`WorkerStopping`), cancelled
-        (:class:`TaskCancelled`) or failed, storing ``result`` (what the work
-        returned) with the run. A failure is logged with its traceback
-        (``logger.exception`` on ``django_bgtasks``), here and only here.
-        Work that returned a ``result`` which can't be stored (it does not
-        encode, or is too large) fails without a traceback, its error and
-        ``result_note`` saying why, and is never retried: its work is done.
-
-        A lost lease is not released. If the work itself succeeded, the loss is
-        raised as :class:`LeaseLost`, since it ran without the lease for a while;
-        otherwise the work's own exception is left to propagate.
-        """
+    def finish(self, exc: BaseException | None, *, result: Any = None) -> bool:
+        """Stop renewing and release with the outcome ``exc`` implies
+        (:func:`_outcome`), storing ``result`` (what the work returned) with
+        the run. A lost lease is not released. If the work itself succeeded,
+        the loss is raised as :class:`LeaseLost`, since it ran without the
+        lease for a while; otherwise the work's own exception propagates.
+        ``True`` if it was released here."""
         if not self._begin_end():
-            return  # interrupt() released it: this thread's end comes too late
+            return False  # interrupt() released it: this thread's end comes too late
         self._stop_heartbeat()
         try:
-            outcome: Outcome
-            if exc is None:
-                outcome, error = Outcome.SUCCEEDED, ""
-                not_stored = _unstorable(result)
-                if not_stored:
-                    # The work is done, so the run must not be retried; it is
-                    # not a success either, since what it returned is lost: it
-                    # fails, as a Django Task that returns such a value does
-                    # (queued.execute), and result_note tells the worker not
-                    # to retry it (worker.retry_due).
-                    outcome, error = Outcome.FAILED, f"{UNSTORED_RESULT}: {not_stored}"
-                    logger.error(
-                        "task %r (token %s) on %s: %s",
-                        self.name,
-                        self.token,
-                        self.owner,
-                        error,
-                        extra=self.log_extra(),
-                    )
-            elif isinstance(exc, LeaseLost):
-                return
-            elif isinstance(exc, WorkerStopping):
-                outcome, error = Outcome.INTERRUPTED, str(exc)
-            elif isinstance(exc, TaskCancelled):
-                outcome, error = Outcome.CANCELLED, str(exc)
-            else:
-                outcome, error = Outcome.FAILED, "".join(traceback.format_exception(exc))
-                logger.exception(
-                    "task %r (token %s) failed on %s: %s",
-                    self.name,
-                    self.token,
-                    self.owner,
-                    _summary(exc),
-                    exc_info=exc,
-                    extra=self.log_extra(),
-                )
+            ended = _outcome(self, exc, result)
+            if ended is None:
+                return False  # a lost lease is not released
             try:
-                self._release(outcome, error, result)
+                self._release(*ended, result)
             except LeaseLost:
                 if exc is None:
                     raise
+                return False
+            return True
         finally:
             self._done.set()
 
@@ -333,24 +230,7 @@ class RunningLease:
         worker stopping at once (a second SIGTERM/SIGINT), whose process exits
         right after. ``False`` when the run had already ended, or its lease
         was lost: nothing is written then."""
-        if not self._begin_end():
-            return False
-        self._stop_heartbeat()
-        try:
-            self._release(Outcome.INTERRUPTED, str(WorkerStopping(self.name)), None)
-        except LeaseLost:
-            return False
-        finally:
-            self._done.set()
-        return True
-
-    def _begin_end(self) -> bool:
-        """``True`` for the first caller only (finish() or interrupt())."""
-        with self._lock:
-            if self._ending:
-                return False
-            self._ending = True
-            return True
+        return self.finish(WorkerStopping(self.name))
 
     def _release(self, outcome: str, error: str, result: Any) -> None:
         if self._progress.take() is None:
@@ -377,42 +257,17 @@ class RunningLease:
 
     # --- renewing ----------------------------------------------------------------
 
-    def _start_heartbeat(self) -> None:
-        self._heartbeat = threading.Thread(
-            target=self._beat, name=f"bgtasks-heartbeat:{self.name}", daemon=True
-        )
-        self._heartbeat.start()
-
-    def _stop_heartbeat(self) -> None:
-        self._stop.set()
+    def _wake_heartbeat(self) -> None:
         self._progress.wake.set()
-        if self._heartbeat is not None:
-            # A renewal stuck on a dead network must not hold up the exit past
-            # the deadline; the thread is a daemon and finishes on its own.
-            self._heartbeat.join(timeout=max(self._remaining(), 0.0) + 1.0)
 
-    def _beat(self) -> None:
+    def _beat_loop(self) -> None:
         """Renew every ``interval``, and write a coalesced value at its deadline."""
         next_beat = time.monotonic() + self.interval
-        try:
-            while not self._stop.is_set():
-                self._progress.wake.clear()
-                due = self._progress.deadline()
-                wake_at = next_beat if due is None else min(next_beat, due)
-                self._progress.wake.wait(max(wake_at - time.monotonic(), 0.0))
-                now = time.monotonic()
-                due = self._progress.deadline()
-                if self._stop.is_set() or (now < next_beat and (due is None or now < due)):
-                    continue  # stopping, or woken early by a new pending value
+        while not self._stop.is_set():
+            now = self._progress.wait_for_write(next_beat, self._stop)
+            if now is not None:
                 self._renew(stop=self._stop)
                 next_beat = now + self.interval
-        except (LeaseLost, Stopped):
-            pass
-        except Exception as exc:  # a bug, not an outage: give the lease up loudly
-            logger.exception("heartbeat of %r failed", self.name, extra=self.log_extra())
-            self._declare_lost(f"heartbeat failed: {exc!r}")
-        finally:
-            close_connection()
 
     def _renew(self, *, stop: threading.Event | None = None) -> None:
         """Renew, writing the pending value if there is one, and record what
@@ -437,61 +292,63 @@ class RunningLease:
             self._declare_lost("the lease was taken over or released by an operator")
             self._raise_if_lost()
             return
-        with self._lock:
-            self._deadline = max(self._deadline, sent + self.ttl)
-            if renewal.cancel_requested:
-                self._cancel_requested = True
+        self._renewed(sent, cancel_requested=renewal.cancel_requested)
 
-    def _retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
-        """``call()``, retried while the database can't be reached, until the
-        renew deadline passes (then :class:`LeaseLost`) or ``stop`` is set."""
-        return retry_until_deadline(
-            call,
-            name=f"lease {self.name!r}",
-            interval=self.interval,
-            remaining=self._remaining,
-            raise_if_lost=self._raise_if_lost,
-            logger=logger,
-            stop=stop,
-            extra=self.log_extra(),
-        )
-
-    def _remaining(self) -> float:
-        return self._deadline - time.monotonic()
-
-    # --- losing ------------------------------------------------------------------
-
-    def _check_deadline(self) -> None:
-        if self._lost is None and self._remaining() <= 0:
-            self._declare_lost(
-                f"not renewed within the ttl ({self.ttl:g} s): the database was unreachable "
-                "or this process was paused"
-            )
-
-    def _declare_lost(self, reason: str) -> None:
-        with self._lock:
-            if self._lost is not None:
-                return
-            self._lost = reason
-        logger.warning(
-            "lease %r (token %s) lost: %s",
-            self.name,
-            self.token,
-            reason,
-            extra=self.log_extra(),
-        )
+    def _on_lost(self, reason: str) -> None:
         lease_lost.send(
             BackgroundTask, name=self.name, owner=self.owner, token=self.token, reason=reason
         )
 
-    def _raise_if_lost(self) -> None:
-        self._check_deadline()
-        if self._lost is not None:
-            raise LeaseLost(self.name, self._lost)
-
 
 # The error of a run whose return value can't be stored (see finish()).
 UNSTORED_RESULT = "its return value could not be stored, so the run failed and is not retried"
+
+
+def _outcome(
+    running: RunningLease, exc: BaseException | None, result: Any
+) -> tuple[Outcome, str] | None:
+    """The outcome and error ``running``'s end records: succeeded (``exc``
+    is ``None``), interrupted (:class:`WorkerStopping`), cancelled
+    (:class:`TaskCancelled`) or failed; ``None`` for a lost lease (nothing
+    is released). A failure is logged with its traceback (``logger.exception``
+    on ``django_bgtasks``), here and only here. Work that returned a
+    ``result`` which can't be stored (it does not encode, or is too large)
+    fails without a traceback, its error and ``result_note`` saying why, and
+    is never retried: its work is done."""
+    if isinstance(exc, LeaseLost):
+        return None
+    if isinstance(exc, WorkerStopping):
+        return Outcome.INTERRUPTED, str(exc)
+    if isinstance(exc, TaskCancelled):
+        return Outcome.CANCELLED, str(exc)
+    if exc is not None:
+        logger.exception(
+            "task %r (token %s) failed on %s: %s",
+            running.name,
+            running.token,
+            running.owner,
+            _summary(exc),
+            exc_info=exc,
+            extra=running.log_extra(),
+        )
+        return Outcome.FAILED, "".join(traceback.format_exception(exc))
+    not_stored = _unstorable(result)
+    if not not_stored:
+        return Outcome.SUCCEEDED, ""
+    # The work is done, so the run must not be retried; it is not a success
+    # either, since what it returned is lost: it fails, as a Django Task that
+    # returns such a value does (queue/execute.py), and result_note tells the
+    # worker not to retry it (worker/rescue.py's retry_due).
+    error = f"{UNSTORED_RESULT}: {not_stored}"
+    logger.error(
+        "task %r (token %s) on %s: %s",
+        running.name,
+        running.token,
+        running.owner,
+        error,
+        extra=running.log_extra(),
+    )
+    return Outcome.FAILED, error
 
 
 def _unstorable(result: Any) -> str:

@@ -37,17 +37,16 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.utils.module_loading import import_string
 
 from django_bgtasks import compat
+from django_bgtasks.core.holding import Holder
 from django_bgtasks.core.states import as_datetime
-from django_bgtasks.db.outages import Stopped, close_connection, retry_until_deadline
 from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
 from django_bgtasks.queue.manager import FAILED, READY, RUNNING, SUCCESSFUL, Claim, QueueManager
-from django_bgtasks.validation import clean_error, encode_value, heartbeat_interval
+from django_bgtasks.validation import clean_error, encode_value
 
 if TYPE_CHECKING:
     from django_bgtasks.models import QueuedTask
@@ -64,27 +63,30 @@ _running: set[QueuedLease] = set()
 _running_lock = threading.Lock()
 
 
-class QueuedLease:
+class QueuedLease(Holder):
     """The lease of a queued task while it runs here. ``update(progress)``
     stores progress and renews; ``check()`` raises :class:`TaskCancelled`
     (an operator's cancel), :class:`WorkerStopping` (the worker's graceful
     stop) or :class:`LeaseLost`."""
 
-    def __init__(self, claim: Claim, *, stopping: threading.Event | None = None) -> None:
+    logger = logger
+    describe = "queued task {}"
+
+    def __init__(
+        self,
+        claim: Claim,
+        *,
+        stopping: threading.Event | None = None,
+        claimed_at: float | None = None,
+    ) -> None:
         self.claim = claim
-        self.interval = heartbeat_interval(claim.ttl)
-        self._stopping = stopping
-        self._deadline = time.monotonic() + claim.ttl
-        self._lost: str | None = None
-        self._cancel_requested = False
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(
+            claim,
+            claimed_at=time.monotonic() if claimed_at is None else claimed_at,
+            stopping=stopping,
+        )
         # When the run ended, by the database's clock (set by the finish).
         self.finished_at: dt.datetime | None = None
-        # Set by whichever ends the run first: its own thread, or interrupt()
-        # (a worker stopping at once): the row is finished once.
-        self._ending = False
 
     @property
     def name(self) -> str:
@@ -92,27 +94,9 @@ class QueuedLease:
         return f"{self.claim.task_path} {self.claim.uuid}"
 
     @property
-    def token(self) -> int:
-        """The fencing token of this run (rises on every claim of the task)."""
-        return self.claim.token
-
-    @property
     def attempt(self) -> int:
         """1 on the first run, 2 on the first retry, ..."""
         return self.claim.attempts
-
-    @property
-    def cancel_requested(self) -> bool:
-        """``True`` once a heartbeat brought an operator's cancel."""
-        return self._cancel_requested
-
-    def check(self) -> None:
-        """Raise if the run must stop (see the class docstring). No database access."""
-        self._raise_if_lost()
-        if self._cancel_requested:
-            raise TaskCancelled(self.name)
-        if self._stopping is not None and self._stopping.is_set():
-            raise WorkerStopping(self.name)
 
     def update(self, progress: Any) -> None:
         """Store ``progress`` (JSON) and renew, then :meth:`check`."""
@@ -130,49 +114,14 @@ class QueuedLease:
         ended or its lease was lost)."""
         if not self._begin_end():
             return RUNNING
-        self.stop()
+        self._stop_heartbeat()
         return _finish(self, READY, refund=True, ending=False)
-
-    def _begin_end(self) -> bool:
-        """``True`` for the first caller only (the run's end or interrupt())."""
-        with self._lock:
-            if self._ending:
-                return False
-            self._ending = True
-            return True
 
     # --- the heartbeat -------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the heartbeat thread."""
-        self._thread = threading.Thread(
-            target=self._beat, name=f"bgtasks-queued:{self.claim.uuid}", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop the heartbeat thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=max(self._deadline - time.monotonic(), 0.0) + 1.0)
-
-    @property
-    def lost(self) -> bool:
-        """``True`` once this run has given its lease up."""
-        self._check_deadline()
-        return self._lost is not None
-
-    def _beat(self) -> None:
-        try:
-            while not self._stop.wait(self.interval):
-                self._renew(stop=self._stop)
-        except (LeaseLost, Stopped):
-            pass
-        except Exception as exc:  # a bug, not an outage: give the lease up loudly
-            logger.exception("queued task %s: heartbeat failed", self.name)
-            self._declare_lost(f"heartbeat failed: {exc!r}")
-        finally:
-            close_connection()
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._renew(stop=self._stop)
 
     def _renew(
         self,
@@ -185,44 +134,12 @@ class QueuedLease:
             sent = time.monotonic()
             return sent, _queue().renew(self.claim, progress=progress, set_progress=set_progress)
 
-        sent, answer = self.retrying(attempt, stop=stop)
+        sent, answer = self._retrying(attempt, stop=stop)
         if answer is None:
             self._declare_lost("the task was recovered or its lease taken over")
             self._raise_if_lost()
             return
-        with self._lock:
-            self._deadline = max(self._deadline, sent + self.claim.ttl)
-            if answer:
-                self._cancel_requested = True
-
-    def retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
-        """``call()`` (a fenced write of this run's), retried on a new
-        connection while the database can't be reached, until the lease's
-        deadline passes (then :class:`LeaseLost`) or ``stop`` is set."""
-        return retry_until_deadline(
-            call,
-            name=f"queued task {self.name}",
-            interval=self.interval,
-            remaining=lambda: self._deadline - time.monotonic(),
-            raise_if_lost=self._raise_if_lost,
-            logger=logger,
-            stop=stop,
-        )
-
-    def _check_deadline(self) -> None:
-        if self._lost is None and time.monotonic() >= self._deadline:
-            self._declare_lost(f"not renewed within the ttl ({self.claim.ttl:g} s)")
-
-    def _declare_lost(self, reason: str) -> None:
-        with self._lock:
-            if self._lost is None:
-                self._lost = reason
-                logger.warning("queued task %s (token %d) lost: %s", self.name, self.token, reason)
-
-    def _raise_if_lost(self) -> None:
-        self._check_deadline()
-        if self._lost is not None:
-            raise LeaseLost(self.name, self._lost)
+        self._renewed(sent, cancel_requested=answer)
 
 
 def _queue() -> QueueManager:
@@ -312,11 +229,15 @@ def _running_result(task: Any, claim: Claim) -> Any:
     )
 
 
-def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
+def execute(
+    claim: Claim, *, stopping: threading.Event | None = None, claimed_at: float | None = None
+) -> str:
     """Run ``claim``'s task here under its lease and record how it ended (see
     the module docstring). Returns the status it was left in (``RUNNING``
-    when the lease was lost and nothing could be written)."""
-    lease = QueuedLease(claim, stopping=stopping)
+    when the lease was lost and nothing could be written). ``claimed_at``
+    is when the claim was sent (``time.monotonic()``; now, if not given):
+    the lease's renew deadline counts from then."""
+    lease = QueuedLease(claim, stopping=stopping, claimed_at=claimed_at)
     with _running_lock:
         _running.add(lease)
     try:
@@ -337,7 +258,7 @@ def _execute(lease: QueuedLease, claim: Claim) -> str:
         )
     except Exception as exc:  # nothing to run: no attempt can succeed
         return _finish(lease, FAILED, error=_error(exc))
-    lease.start()
+    lease._start_heartbeat(f"bgtasks-queued:{claim.uuid}")
     result = _running_result(task, claim)
     sender = type(task.get_backend())
     token = _current.set(lease)
@@ -352,13 +273,13 @@ def _execute(lease: QueuedLease, claim: Claim) -> str:
         else:
             value = task.call(*claim.args, **claim.kwargs)
     except LeaseLost:
-        lease.stop()
+        lease._stop_heartbeat()
         return RUNNING
     except WorkerStopping:
-        lease.stop()
+        lease._stop_heartbeat()
         return _finish(lease, READY, refund=True)
     except TaskCancelled as exc:
-        lease.stop()
+        lease._stop_heartbeat()
         return _finished(lease, result, sender, FAILED, error=_error(exc))
     except BaseException as exc:
         # Any BaseException too (SystemExit, KeyboardInterrupt, GeneratorExit,
@@ -366,7 +287,7 @@ def _execute(lease: QueuedLease, claim: Claim) -> str:
         # task, since signals reach the main thread only (and the command makes
         # SIGINT a graceful stop). Re-raised, it would end the thread for good
         # and leave the row RUNNING until its ttl.
-        lease.stop()
+        lease._stop_heartbeat()
         logger.exception("queued task %s failed on attempt %d", lease.name, claim.attempts)
         retry = claim.attempts < claim.max_attempts and not lease.cancel_requested
         if retry:
@@ -374,7 +295,8 @@ def _execute(lease: QueuedLease, claim: Claim) -> str:
         return _finished(lease, result, sender, FAILED, error=_error(exc))
     finally:
         _current.reset(token)
-        lease.stop()  # (again: stopping is idempotent, and must happen on every way out)
+        # (Again: stopping is idempotent, and must happen on every way out.)
+        lease._stop_heartbeat()
     if lease.lost:
         return RUNNING
     try:
@@ -444,7 +366,7 @@ def _finish(
         )
 
     try:
-        written = lease.retrying(attempt)
+        written = lease._retrying(attempt)
     except LeaseLost:
         return RUNNING  # (logged as lost when it was declared)
     if isinstance(written, dt.datetime):

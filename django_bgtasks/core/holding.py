@@ -1,0 +1,238 @@
+"""What every lease holder in this process shares, whichever kind of work it
+holds: a ``@background_task`` run (:class:`~django_bgtasks.core.runner.RunningLease`)
+or a Django Task (:class:`~django_bgtasks.queue.execute.QueuedLease`).
+
+One rule for both, the renew deadline: a holder gives its lease up as *lost*
+when a renewal is refused (the lease was taken over, force-released or
+recovered) or when no renewal has succeeded for a whole ttl. Failing
+renewals are retried until then, then it stops (Kubernetes' renew-deadline
+rule). The deadline is measured from when the claim, then the last
+successful renewal, was *sent*, on this process's monotonic clock. It never
+judges anyone else's lease (the database's clock does that); it only makes
+this holder give up no later than the database would let another take over,
+even when the database can't be reached to say so, or this process was paused.
+
+``check()`` reports what the heartbeat thread last learned, without a
+statement: :class:`LeaseLost`, an operator's :class:`TaskCancelled`, or the
+worker's graceful stop (:class:`WorkerStopping`). A run ends once: by its own
+thread, or by a worker stopping at once (``interrupt()``), whichever comes
+first (:meth:`Holder._begin_end`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from django_bgtasks.db.outages import Stopped, close_connection, retry_until_deadline
+from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
+from django_bgtasks.validation import heartbeat_interval
+
+_T = TypeVar("_T")
+
+
+class Held(Protocol):
+    """What a claim returned, as a holder reads it (a ``Lease``, a queue ``Claim``)."""
+
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def token(self) -> int: ...
+
+    @property
+    def ttl(self) -> float: ...
+
+
+class Holder:
+    """A lease held here while its work runs, renewed by a heartbeat thread.
+
+    ``held`` is what the claim returned (its ``owner``, ``token`` and
+    ``ttl``); a subclass says how the lease is named (``name``,
+    ``described``), how its heartbeat renews (:meth:`_beat_loop`), and logs
+    on its ``logger``."""
+
+    logger: logging.Logger
+
+    def __init__(
+        self,
+        held: Held,
+        *,
+        claimed_at: float,
+        stopping: threading.Event | None,
+    ) -> None:
+        self._held = held
+        self.interval = heartbeat_interval(held.ttl)
+        self._stopping = stopping
+        self._deadline = claimed_at + held.ttl
+        self._lost: str | None = None
+        self._cancel_requested = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        # Set by whichever ends the run first: its own thread, or interrupt()
+        # (a worker stopping at once): the run is ended once.
+        self._ending = False
+
+    # --- what a subclass says of its lease ------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The name its errors carry."""
+        raise NotImplementedError
+
+    @property
+    def owner(self) -> str:
+        """This holder's identity, as stored in the row."""
+        return self._held.owner
+
+    @property
+    def token(self) -> int:
+        """The fencing token; pass it to any other system that can check it."""
+        return self._held.token
+
+    @property
+    def ttl(self) -> float:
+        """The lease duration in seconds."""
+        return self._held.ttl
+
+    # How log lines name a lease of the subclass, from its ``name``.
+    describe = "{}"
+
+    @property
+    def described(self) -> str:
+        """How log lines name this lease."""
+        return self.describe.format(self.name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} token={self.token} owner={self.owner!r}>"
+
+    # --- what the work reads -------------------------------------------------
+
+    @property
+    def lost(self) -> bool:
+        """``True`` once this holder has given the lease up (see :class:`LeaseLost`)."""
+        self._check_deadline()
+        return self._lost is not None
+
+    @property
+    def stopping(self) -> bool:
+        """``True`` once the worker running this work began a graceful shutdown."""
+        return self._stopping is not None and self._stopping.is_set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        """``True`` once a heartbeat has brought an operator's cancel request."""
+        return self._cancel_requested
+
+    def log_extra(self) -> dict[str, Any]:
+        """The ``extra`` of every log record about this lease: ``task`` (the
+        name), ``token`` and ``owner`` (keys no ``LogRecord`` attribute uses)."""
+        return {"task": self.name, "token": self.token, "owner": self.owner}
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` if the lease is gone, or
+        :class:`TaskCancelled` if an operator asked to stop. No database access:
+        it reports what the heartbeat thread last learned. Raises
+        :class:`WorkerStopping` (a ``TaskCancelled``) when the worker is stopping."""
+        self._raise_if_lost()
+        if self._cancel_requested:
+            raise TaskCancelled(self.name)
+        if self.stopping:
+            raise WorkerStopping(self.name)
+
+    # --- the heartbeat -------------------------------------------------------
+
+    def _start_heartbeat(self, thread_name: str) -> None:
+        self._heartbeat = threading.Thread(target=self._beat, name=thread_name, daemon=True)
+        self._heartbeat.start()
+
+    def _stop_heartbeat(self) -> None:
+        """Stop the heartbeat thread (idempotent)."""
+        self._stop.set()
+        self._wake_heartbeat()
+        if self._heartbeat is not None:
+            # A renewal stuck on a dead network must not hold up the exit past
+            # the deadline; the thread is a daemon and finishes on its own.
+            self._heartbeat.join(timeout=max(self._remaining(), 0.0) + 1.0)
+
+    def _wake_heartbeat(self) -> None:
+        """Wake a heartbeat that waits on something other than ``_stop``."""
+
+    def _beat(self) -> None:
+        try:
+            self._beat_loop()
+        except (LeaseLost, Stopped):
+            pass
+        except Exception as exc:  # a bug, not an outage: give the lease up loudly
+            self.logger.exception("%s: heartbeat failed", self.described, extra=self.log_extra())
+            self._declare_lost(f"heartbeat failed: {exc!r}")
+        finally:
+            close_connection()
+
+    def _beat_loop(self) -> None:
+        """Renew until ``_stop`` is set (raising ``LeaseLost`` or ``Stopped`` ends it)."""
+        raise NotImplementedError
+
+    def _renewed(self, sent: float, *, cancel_requested: bool) -> None:
+        """A renewal sent at ``sent`` (monotonic) succeeded: the deadline moves on."""
+        with self._lock:
+            self._deadline = max(self._deadline, sent + self.ttl)
+            if cancel_requested:
+                self._cancel_requested = True
+
+    def _retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
+        """``call()`` (a fenced write of this holder's), retried on a new
+        connection while the database can't be reached, until the renew
+        deadline passes (then :class:`LeaseLost`) or ``stop`` is set."""
+        return retry_until_deadline(
+            call,
+            name=self.described,
+            interval=self.interval,
+            remaining=self._remaining,
+            raise_if_lost=self._raise_if_lost,
+            logger=self.logger,
+            stop=stop,
+            extra=self.log_extra(),
+        )
+
+    def _remaining(self) -> float:
+        return self._deadline - time.monotonic()
+
+    # --- ending, and losing --------------------------------------------------
+
+    def _begin_end(self) -> bool:
+        """``True`` for the first caller only (the run's own end, or interrupt())."""
+        with self._lock:
+            if self._ending:
+                return False
+            self._ending = True
+            return True
+
+    def _check_deadline(self) -> None:
+        if self._lost is None and self._remaining() <= 0:
+            self._declare_lost(
+                f"not renewed within the ttl ({self.ttl:g} s): the database was unreachable "
+                "or this process was paused"
+            )
+
+    def _declare_lost(self, reason: str) -> None:
+        with self._lock:
+            if self._lost is not None:
+                return
+            self._lost = reason
+        self.logger.warning(
+            "%s (token %s) lost: %s", self.described, self.token, reason, extra=self.log_extra()
+        )
+        self._on_lost(reason)
+
+    def _on_lost(self, reason: str) -> None:
+        """Told once, when the lease is given up."""
+
+    def _raise_if_lost(self) -> None:
+        self._check_deadline()
+        if self._lost is not None:
+            raise LeaseLost(self.name, self._lost)
