@@ -22,8 +22,9 @@ as ``Last-Event-ID``: when nothing changed since, the stream goes on without
 repeating anything; otherwise it starts with every watched task's current
 state, so the client misses nothing whichever replica it reaches.
 
-Access is the JSON API's rule (:func:`views.access_refusal`), checked when a
-stream opens: a 403 JSON error and no data for anyone else. It is checked
+Access is the JSON API's rule
+(:func:`~django_bgtasks.http.access.access_refusal`), checked when a stream
+opens: a 403 JSON error and no data for anyone else. It is checked
 again at each keepalive: a session that ended (logout, a new password), a
 user who lost the permission, or an expired watch URL ends the stream with
 ``event: end``. That check is shared: a process checks each session (or
@@ -74,8 +75,8 @@ from django.urls import reverse
 from django_bgtasks import authentication
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.http.api import (
-    access_refusal,
+from django_bgtasks.http.access import access_refusal
+from django_bgtasks.http.responses import (
     conditional_json,
     endpoint,
     error,
