@@ -194,7 +194,7 @@ def breakdown(cookie: str, batches: int = 5, calls: int = 400) -> dict[str, floa
     from django.contrib.sessions.backends.db import SessionStore
     from django.http import JsonResponse
 
-    from django_bgtasks.http import api as views
+    from django_bgtasks.http import responses
     from django_bgtasks.models import BackgroundTask
 
     user_id = SessionStore(cookie).load()["_auth_user_id"]
@@ -214,7 +214,7 @@ def breakdown(cookie: str, batches: int = 5, calls: int = 400) -> dict[str, floa
         "user row + permissions": permissions,
         "get_state()": lambda: BackgroundTask.objects.get_state(TASK),
         "TaskState.as_json()": state.as_json,
-        "views.etag()": lambda: views.etag([item]),
+        "responses.etag()": lambda: responses.etag([item]),
         "JsonResponse(state)": lambda: JsonResponse(item),
         "JsonResponse({})": lambda: JsonResponse({}),
     }

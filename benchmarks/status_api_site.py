@@ -63,7 +63,8 @@ def _urlpatterns() -> list[Any]:
     from django.http import HttpRequest, JsonResponse
     from django.urls import include, path
 
-    from django_bgtasks.http.api import error, user_may
+    from django_bgtasks.http.responses import error
+    from django_bgtasks.operations.permissions import user_may
 
     def empty(request: HttpRequest) -> JsonResponse:
         return JsonResponse({})

@@ -10,7 +10,7 @@ raise ``PermissionDenied``, which ends the search with a 403.
 A hook authenticates from something a browser never sends on its own (an
 ``Authorization: Bearer`` header, not a cookie), so a request it vouched for is
 not exposed to cross-site request forgery, and the API's writes do not ask it
-for a CSRF token (:func:`django_bgtasks.http.api.authenticated`).
+for a CSRF token (:func:`django_bgtasks.http.access.authenticated`).
 
 The built-in hook is :func:`signed_token`, for tokens that
 ``manage.py bgtasks token USERNAME`` prints (:func:`make_token`): a

@@ -40,8 +40,8 @@ from django_bgtasks.admin.columns import (
 )
 from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
 from django_bgtasks.background.functions import registered_tasks
-from django_bgtasks.http import events
-from django_bgtasks.http.api import outside_request_transactions
+from django_bgtasks.http.events import events as event_stream
+from django_bgtasks.http.responses import outside_request_transactions
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 
@@ -274,7 +274,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             path("status/", wrap(self.status_view), name=f"{prefix}_status"),
             # The event stream checks access itself (the API's rule, the
             # admin's too), and is async: not wrapped in the sync admin_view.
-            path("events/", events.events, name=f"{prefix}_events"),
+            path("events/", event_stream, name=f"{prefix}_events"),
             path("<str:name>/run/", wrap(self.run_view), name=f"{prefix}_run"),
             path("<str:name>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
             path("<str:name>/release/", wrap(self.release_view), name=f"{prefix}_release"),

@@ -32,7 +32,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.http.api import outside_request_transactions, task_list_response
+from django_bgtasks.http.responses import outside_request_transactions, task_list_response
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations

@@ -338,7 +338,7 @@ def test_streams_opened_all_at_once_each_get_their_state_and_every_change(
     # their reads queue for a slot, and every one opens.
     from concurrent.futures import ThreadPoolExecutor
 
-    from django_bgtasks.http.events import READ_SLOTS
+    from django_bgtasks.http.stream import READ_SLOTS
 
     BackgroundTask.objects.try_claim("job", "elsewhere", {"done": 0})
     count = READ_SLOTS * 4
@@ -357,32 +357,3 @@ def test_streams_opened_all_at_once_each_get_their_state_and_every_change(
     finally:
         for stream in streams:
             stream.close()
-
-
-def test_a_process_checks_a_session_once_a_keepalive_however_many_streams_ask(
-    settings: Any,
-) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from django_bgtasks.http.events import _SharedChecks
-
-    settings.BGTASKS_EVENTS_KEEPALIVE = 0.5
-    checks = _SharedChecks()
-    made: list[str] = []
-
-    def work(key: str) -> bool:
-        made.append(key)
-        time.sleep(0.05)  # while the others ask: they wait for this answer
-        return key == "session:a"
-
-    def ask(key: str) -> bool:
-        return checks.check(key, lambda: work(key))
-
-    with ThreadPoolExecutor(20) as pool:
-        answers = list(pool.map(ask, ["session:a"] * 10 + ["session:b"] * 10))
-    assert answers == [True] * 10 + [False] * 10
-    assert sorted(made) == ["session:a", "session:b"]
-    assert checks.fresh("session:a") is True and checks.fresh("session:c") is None
-    time.sleep(0.6)  # the answer is no longer fresh: the next asker checks again
-    assert checks.fresh("session:a") is None
-    assert ask("session:a") is True and made.count("session:a") == 2

@@ -1,0 +1,105 @@
+"""The bodies of the JSON API's writes: ``RunForm`` and ``CancelForm``.
+
+A body is a JSON object or a form; it may hold only the write's optional
+fields, each checked by its rule of :mod:`django_bgtasks.validation`.
+:func:`post_options` reads one, or answers the 400 naming the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, JsonResponse
+
+from django_bgtasks.http.responses import error
+from django_bgtasks.validation import validate_token, validate_ttl
+
+
+class _Option(forms.Field):
+    """An optional field of a POST body, checked by a rule of ``validation``.
+
+    A JSON body's value is taken as it is (the rule refuses a wrong type); a
+    form's text is converted with ``parse`` first.
+    """
+
+    def __init__(
+        self, label: str, kind: str, parse: Callable[[str], Any], rule: Callable[[Any], Any]
+    ) -> None:
+        super().__init__(required=False, label=label)
+        self.kind, self.parse, self.rule = kind, parse, rule
+        self.from_text = True
+
+    def to_python(self, value: Any) -> Any:
+        if value is None or not self.from_text:
+            return value
+        try:
+            return self.parse(value)
+        except ValueError:
+            raise ValidationError(f"{self.label} must be {self.kind}, not {value!r}") from None
+
+
+class _OptionsForm(forms.Form):
+    """The optional fields of a POST, from a JSON object or a form; no others."""
+
+    def __init__(self, data: dict[str, Any], *, from_text: bool) -> None:
+        super().__init__(data)
+        for field in self.fields.values():
+            if isinstance(field, _Option):
+                field.from_text = from_text
+
+    def clean(self) -> dict[str, Any]:
+        # Unknown fields are refused before any value meets its rule (text
+        # that is no number at all was refused already, by its field): the
+        # order in which this API named what is wrong before it used a form.
+        unknown = sorted(set(self.data) - set(self.fields))
+        if unknown:
+            only = " and ".join(repr(name) for name in self.fields)
+            raise ValidationError(
+                f"Unknown field(s): {', '.join(unknown)}. Only {only} is accepted."
+            )
+        cleaned = self.cleaned_data
+        for name, field in self.fields.items():
+            if isinstance(field, _Option) and cleaned.get(name) is not None:
+                try:
+                    cleaned[name] = field.rule(cleaned[name])
+                except (ValueError, TypeError) as exc:
+                    self.add_error(name, str(exc))
+        return cleaned
+
+
+class RunForm(_OptionsForm):
+    """``POST <name>/run/``: an optional ``ttl`` for this run (``validate_ttl``)."""
+
+    ttl = _Option("ttl", "a number of seconds", float, validate_ttl)
+
+
+class CancelForm(_OptionsForm):
+    """``POST <name>/cancel/``: an optional ``token``, the claim to cancel (``validate_token``)."""
+
+    token = _Option("token", "a whole number", int, validate_token)
+
+
+def post_options(
+    request: HttpRequest, form_class: type[_OptionsForm]
+) -> dict[str, Any] | JsonResponse:
+    """The POST's fields, cleaned by ``form_class``; or a 400 naming the first problem."""
+    if request.content_type == "application/json":
+        try:
+            data = json.loads(request.body or b"{}")
+        except ValueError as exc:
+            return error(400, f"The body is not valid JSON: {exc}")
+        if not isinstance(data, dict):
+            return error(400, "The body must be a JSON object.")
+        form = form_class(data, from_text=False)
+    else:
+        fields = {key: request.POST[key] for key in request.POST if key != "csrfmiddlewaretoken"}
+        form = form_class(fields, from_text=True)
+    if not form.is_valid():
+        return error(
+            400, next(str(message) for errors in form.errors.values() for message in errors)
+        )
+    return form.cleaned_data
