@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from django.apps import apps
 from django.db import DatabaseError, connections
 
 from django_bgtasks.conf import conf
+from django_bgtasks.core import store
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.db import postgresql
 from django_bgtasks.db.cursor import behind_transaction_pooling, direct_session
@@ -355,14 +355,8 @@ class Feed:
 
     # --- reading and handing out ------------------------------------------------------
 
-    def _read(self, statement: str, params: dict[str, Any]) -> list[Any]:
-        # Looked up, not imported: models -> leases -> changes stays one-way.
-        manager: Any = apps.get_model("django_bgtasks", "BackgroundTask").objects
-        rows: list[Any] = manager.read(statement, params, using=self.alias)
-        return rows
-
     def _resync(self) -> None:
-        rows = self._read("list_states", {})
+        rows = store.read("list_states", {}, using=self.alias)
         states = {state.name: state for state in map(TaskState.from_row, rows)}
         for name in set(self._keys) - set(states):
             self._seen(name, None)
@@ -372,7 +366,7 @@ class Feed:
         self.synced.set()
 
     def _refresh(self, name: str) -> None:
-        rows = self._read("get_state", {"name": name})
+        rows = store.read("get_state", {"name": name}, using=self.alias)
         self._seen(name, TaskState.from_row(rows[0]) if rows else None)
 
     def _refresh_ran_out(self) -> None:
