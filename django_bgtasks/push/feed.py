@@ -264,7 +264,7 @@ class Feed:
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                listener = self._connect(psycopg)
+                listener = _listener(self.alias, psycopg)
             except psycopg.Error as exc:
                 logger.warning("bgtasks: change listener cannot connect (%s); retrying", exc)
                 self._stop.wait(backoff)
@@ -280,6 +280,7 @@ class Feed:
                     conf.CHANGES_POLL_INTERVAL,
                 )
                 return False
+            self.listener_pid = listener.info.backend_pid
             try:
                 self.connects += 1
                 # Whatever changed while nobody listened: read it all, and
@@ -306,28 +307,6 @@ class Feed:
                 self.listener_pid = None
                 listener.close()
         return True
-
-    def _connect(self, psycopg: Any) -> Any:
-        """The listening connection, or ``None`` (closed) when it is not a
-        direct one (db.cursor.direct_session), where a LISTEN would not last."""
-        params = dict(connections[self.alias].get_connection_params())
-        params.pop("autocommit", None)
-        listener = psycopg.connect(**params, autocommit=True)
-        try:
-            if not direct_session(listener):
-                listener.close()
-                return None
-            # Named only once proved direct: a pooler would keep the name on its
-            # server connection, and operators would count a listener that isn't.
-            listener.execute(postgresql.NAME_APPLICATION, [postgresql.CHANGES_APPLICATION])
-            listener.execute(postgresql.LISTEN_CHANGES)
-            listener.execute(postgresql.LISTEN_QUEUE)
-        except BaseException:
-            # The caller retries on a new connection: this one must not stay open.
-            listener.close()
-            raise
-        self.listener_pid = listener.info.backend_pid
-        return listener
 
     def _queue_ready(self, queue: str | None) -> None:
         """A Django Task of ``queue`` (``None``: of any) may be ready: wake its watchers."""
@@ -398,6 +377,29 @@ class Feed:
         change = Change(name, state)
         for watcher in watchers:
             watcher.push(change)
+
+
+def _listener(alias: str, psycopg: Any) -> Any:
+    """A connection of ``alias`` listening on both channels, or ``None``
+    (closed) when it is not a direct one (db.cursor.direct_session), where a
+    LISTEN would not last."""
+    params = dict(connections[alias].get_connection_params())
+    params.pop("autocommit", None)
+    listener = psycopg.connect(**params, autocommit=True)
+    try:
+        if not direct_session(listener):
+            listener.close()
+            return None
+        # Named only once proved direct: a pooler would keep the name on its
+        # server connection, and operators would count a listener that isn't.
+        listener.execute(postgresql.NAME_APPLICATION, [postgresql.CHANGES_APPLICATION])
+        listener.execute(postgresql.LISTEN_CHANGES)
+        listener.execute(postgresql.LISTEN_QUEUE)
+    except BaseException:
+        # The caller retries on a new connection: this one must not stay open.
+        listener.close()
+        raise
+    return listener
 
 
 def _notified_name(payload: str) -> str | None:

@@ -119,7 +119,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/cursor.py:fetch_all",
         "db/cursor.py:execute",
         # The change feed's LISTEN (db/postgresql.LISTEN_CHANGES), on its own connection.
-        "push/feed.py:_connect",
+        "push/feed.py:_listener",
         # The session proof's one constant statement (cursor.SESSION_ENDPOINTS):
         # whether a connection reaches PostgreSQL directly, not through a pooler.
         "db/cursor.py:direct_session",
