@@ -656,6 +656,7 @@ def mysql_breakdown(
     Django's cursor, through vendors.run(), through the manager."""
     from django.db import connection
 
+    from django_bgtasks.core import store
     from django_bgtasks.db import mysql, vendors
     from django_bgtasks.models import BackgroundTask
 
@@ -679,7 +680,7 @@ def mysql_breakdown(
             f"  ({ours_us - seed_us:+.0f})"
         )
 
-    statements = BackgroundTask.objects._statements(connection)
+    statements = store.statements(connection)
     params = {"name": "beat", "owner": "bench-owner", "token": token}
     renew = statements.renew.split(mysql.MYSQL_STEP)[0]
     connection.ensure_connection()
@@ -741,12 +742,13 @@ def breakdown(seed: psycopg.Connection, beat: tuple[str, int]) -> None:
 
     from django.db import connections
 
+    from django_bgtasks.core import store
     from django_bgtasks.models import BackgroundTask
 
     name, token = beat
     use_alias("prepared")  # the manager call, on the same connection
     prepared = connections["prepared"]
-    statements = BackgroundTask.objects._statements(prepared)
+    statements = store.statements(prepared)
     params = {"name": name, "owner": "bench-owner", "token": token}
     cursor = seed.cursor()
     # Our SQL on the very connection Django uses, so the next step isolates

@@ -141,6 +141,7 @@ def main() -> None:
 
     from django.db import connection
 
+    from django_bgtasks.core import store
     from django_bgtasks.models import BackgroundTask
 
     objects = BackgroundTask.objects
@@ -148,7 +149,7 @@ def main() -> None:
     objects.filter(name="bench-notify").delete()
     lease = objects.try_claim("bench-notify", "bench-owner", {"done": 0}, ttl=86400)
     assert lease is not None
-    statements = objects._statements(connection)
+    statements = store.statements(connection)
     params = {"name": "bench-notify", "owner": "bench-owner", "token": lease.token}
     params_value = {**params, "value": '{"done": 5, "total": 100}'}
 

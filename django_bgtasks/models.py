@@ -21,6 +21,33 @@ from django_bgtasks.queue.manager import QueueManager
 
 __all__ = ["BackgroundTask", "Outcome", "QueuedTask", "TaskRun", "Trigger", "Worker"]
 
+# A run's columns, on its lease row (the current or last run) and on its
+# history row alike: each defined once, so the two tables can't drift apart.
+
+
+def _trigger() -> models.CharField[str, str]:
+    """What started the run (:class:`~django_bgtasks.choices.Trigger`); blank
+    for runs from before the column existed."""
+    return models.CharField(
+        _("trigger"),
+        max_length=limits.TRIGGER_LENGTH,
+        choices=Trigger.choices,
+        blank=True,
+        default="",
+        db_default="",
+    )
+
+
+def _result_note() -> models.CharField[str, str]:
+    """Why the run's result was not stored, when it could not be."""
+    return models.CharField(
+        _("result note"),
+        max_length=limits.MAX_RESULT_NOTE_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
+    )
+
 
 class BackgroundTask(models.Model):
     """One task name: its lease and its shared state. Written only through
@@ -53,14 +80,7 @@ class BackgroundTask(models.Model):
     # The current (or last) run: what started it, which attempt it is, its
     # arguments (so that a resume or retry runs with the same ones), the
     # schedule slot it runs for, and how many slots were skipped while it ran.
-    trigger = models.CharField(
-        _("trigger"),
-        max_length=limits.TRIGGER_LENGTH,
-        choices=Trigger.choices,
-        blank=True,
-        default="",
-        db_default="",
-    )
+    trigger = _trigger()
     attempt = models.IntegerField(_("attempt"), default=0, db_default=0)
     run_args = models.JSONField(_("arguments"), null=True, blank=True)
     scheduled_for = models.DateTimeField(_("scheduled for"), null=True, blank=True)
@@ -84,13 +104,7 @@ class BackgroundTask(models.Model):
     # What the current (or last) run's function returned, set by its release
     # (reset by every claim); or, when it could not be stored, why not.
     result = models.JSONField(_("result"), null=True, blank=True)
-    result_note = models.CharField(
-        _("result note"),
-        max_length=limits.MAX_RESULT_NOTE_LENGTH,
-        blank=True,
-        default="",
-        db_default="",
-    )
+    result_note = _result_note()
 
     objects = LeaseManager()
 
@@ -120,26 +134,13 @@ class TaskRun(models.Model):
     )
     error = models.TextField(_("error"), blank=True, default="")
     value = models.JSONField(_("final value"), null=True, blank=True)
-    trigger = models.CharField(
-        _("trigger"),
-        max_length=limits.TRIGGER_LENGTH,
-        choices=Trigger.choices,
-        blank=True,
-        default="",
-        db_default="",
-    )
+    trigger = _trigger()
     attempt = models.IntegerField(_("attempt"), default=0, db_default=0)
     scheduled_for = models.DateTimeField(_("scheduled for"), null=True, blank=True)
     skipped = models.IntegerField(_("slots skipped"), default=0, db_default=0)
     # What the run's function returned (JSON), or why it was not stored.
     result = models.JSONField(_("result"), null=True, blank=True)
-    result_note = models.CharField(
-        _("result note"),
-        max_length=limits.MAX_RESULT_NOTE_LENGTH,
-        blank=True,
-        default="",
-        db_default="",
-    )
+    result_note = _result_note()
 
     objects = RunQuerySet.as_manager()
 

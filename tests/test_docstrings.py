@@ -17,10 +17,12 @@ import pytest
 import django_bgtasks
 from django_bgtasks.background.functions import BackgroundTaskFunction
 from django_bgtasks.core.leases import LeaseManager, RunQuerySet, TaskState
+from django_bgtasks.core.requests import OperatorRequests
 from django_bgtasks.core.runner import RunningLease
 
 API_CLASSES = [
     LeaseManager,
+    OperatorRequests,  # BackgroundTask.objects' operator operations and reads
     RunQuerySet,
     RunningLease,
     TaskState,

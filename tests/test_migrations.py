@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connections
 
+from django_bgtasks.core import store
 from django_bgtasks.db import postgresql
 from django_bgtasks.db.rules import Statements
 from django_bgtasks.models import BackgroundTask, TaskRun
@@ -23,7 +24,7 @@ objects = BackgroundTask.objects
 def statements(alias: str) -> tuple[Statements, str]:
     """The lease statements for ``alias``, and how they write a history row."""
     connection = connections[alias]
-    rendered = objects._statements(connection)
+    rendered = store.statements(connection)
     return rendered, f"INSERT INTO {connection.ops.quote_name(TaskRun._meta.db_table)}"
 
 

@@ -1,7 +1,8 @@
 """The workers' lease operations: ``BackgroundTask.objects.work``.
 
-Each is one statement from :mod:`django_bgtasks.db`, in autocommit, like the
-lease operations of :mod:`django_bgtasks.core.leases`: the poll that finds due
+Each is one statement from :mod:`django_bgtasks.db`, run by
+:mod:`django_bgtasks.core.store` in autocommit, like the lease operations of
+:mod:`django_bgtasks.core.leases`: the poll that finds due
 work (a read, so an idle worker writes nothing), the claims that start a
 requested, scheduled, resumed or retried run, and the workers' own heartbeat
 rows. Every claim is a compare-and-set decided by the database's clock, so
@@ -12,9 +13,10 @@ exactly one wins.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Protocol
+from typing import Any
 
 from django_bgtasks.choices import Outcome, Trigger
+from django_bgtasks.core import store
 from django_bgtasks.core.states import (
     DueRow,
     Lease,
@@ -33,34 +35,18 @@ from django_bgtasks.validation import (
 )
 
 
-class StatementRunner(Protocol):
-    """What :class:`WorkQueue` needs of the lease manager."""
-
-    def write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
-        """Run one write statement in autocommit."""
-
-    def read(self, statement: str, params: dict[str, Any]) -> list[Any]:
-        """Run one read statement."""
-
-    def time_param(self, value: dt.datetime) -> Any:
-        """``value`` as this vendor's statements take a time."""
-
-
 class WorkQueue:
     """The statements a ``bgtasks worker`` runs; see the module docstring."""
-
-    def __init__(self, runner: StatementRunner) -> None:
-        self._runner = runner
 
     # --- the poll ------------------------------------------------------------
 
     def due(self) -> list[DueRow]:
         """Every lease row, as the workers' poll needs it, with the database's clock."""
-        return [DueRow.from_row(row) for row in self._runner.read("due_work", {})]
+        return [DueRow.from_row(row) for row in store.read("due_work", {})]
 
     def clock(self) -> dt.datetime:
         """The database's clock now (for a first schedule slot, when no row exists)."""
-        now = as_datetime(self._runner.read("clock", {})[0][0])
+        now = as_datetime(store.read("clock", {})[0][0])
         assert now is not None
         return now
 
@@ -84,8 +70,8 @@ class WorkQueue:
         row on to ``next_slot`` of ``schedule``; only while the database's clock
         is before it."""
         extra = {
-            "due": self._runner.time_param(due),
-            "next": self._runner.time_param(next_slot),
+            "due": store.time_param(due),
+            "next": store.time_param(next_slot),
             "schedule": schedule,
         }
         return self._claim("claim_scheduled", name, owner, ttl, Trigger.SCHEDULE, extra)
@@ -146,7 +132,7 @@ class WorkQueue:
     ) -> WorkClaim | None:
         name, owner, ttl = validate_name(name), validate_owner(owner), validate_ttl(ttl)
         params = {"name": name, "owner": owner, "ttl": ttl, "trigger": trigger.value, **extra}
-        rows = self._runner.write(statement, statement, params)
+        rows = store.write(statement, statement, params)
         if not rows:
             return None
         return WorkClaim.from_row(lambda token: Lease(name, owner, token, ttl), rows[0])
@@ -158,10 +144,10 @@ class WorkQueue:
     ) -> bool:
         """The slot ``due`` came while ``name`` still runs: move on to
         ``next_slot`` of ``schedule`` and count the skip on the running run."""
-        params = {"name": validate_name(name), "due": self._runner.time_param(due)}
-        params["next"] = self._runner.time_param(next_slot)
+        params = {"name": validate_name(name), "due": store.time_param(due)}
+        params["next"] = store.time_param(next_slot)
         params["schedule"] = schedule
-        return bool(self._runner.write("skip_slot", "skip_slot", params))
+        return bool(store.write("skip_slot", "skip_slot", params))
 
     def ensure_schedule(
         self, name: str, *, schedule: str, next_slot: dt.datetime | None, ttl: float
@@ -171,10 +157,10 @@ class WorkQueue:
         params = {
             "name": validate_name(name),
             "schedule": schedule,
-            "next": None if next_slot is None else self._runner.time_param(next_slot),
+            "next": None if next_slot is None else store.time_param(next_slot),
             "ttl": validate_ttl(ttl),
         }
-        return bool(self._runner.write("ensure_schedule", "ensure_schedule", params))
+        return bool(store.write("ensure_schedule", "ensure_schedule", params))
 
     # --- the workers' own rows -------------------------------------------------
 
@@ -200,26 +186,26 @@ class WorkQueue:
             "running": encode_value(running),
             "ttl": validate_ttl(ttl),
         }
-        self._runner.write("worker_beat", "worker_beat", params)
+        store.write("worker_beat", "worker_beat", params)
 
     def gone(self, worker: str) -> None:
         """Remove worker ``worker``'s row: it stopped cleanly."""
-        self._runner.write("worker_gone", "worker_gone", {"id": worker})
+        store.write("worker_gone", "worker_gone", {"id": worker})
 
     def forget_workers(self, silent_for: float) -> int:
         """Remove the rows of workers silent for more than ``silent_for``
         seconds, and past their own ttl (killed ones, which could not remove
         their own), by the database's clock. How many."""
         params = {"seconds": float(silent_for)}
-        return len(self._runner.write("forget_workers", "forget_workers", params))
+        return len(store.write("forget_workers", "forget_workers", params))
 
     def workers(self) -> list[WorkerState]:
         """Every worker's last report, with its age and whether it is silent by
         the database's clock; a silent worker's runs as their lease rows say
         (:meth:`WorkerState.with_runs`)."""
-        workers = [WorkerState.from_row(row) for row in self._runner.read("list_workers", {})]
+        workers = [WorkerState.from_row(row) for row in store.read("list_workers", {})]
         if not any(worker.silent and worker.running for worker in workers):
             return [worker.with_runs({}) for worker in workers]
-        rows = self._runner.read("list_states", {})
+        rows = store.read("list_states", {})
         states = {state.name: state for state in map(TaskState.from_row, rows)}
         return [worker.with_runs(states) for worker in workers]

@@ -1,11 +1,13 @@
-"""The lease operations: ``BackgroundTask.objects``.
+"""The lease operations: ``BackgroundTask.objects``, the holder's here, the
+operator's requests and the reads in :mod:`django_bgtasks.core.requests`.
 
 Each operation validates its arguments (raising ``ValueError``/``TypeError``
 before any SQL), then runs exactly one statement from :mod:`django_bgtasks.db`
-on the ``BGTASKS_DATABASE`` connection, in autocommit: when a write returns, it
-is committed and every replica sees it. A write inside ``transaction.atomic()``
-is refused with :class:`~django_bgtasks.exceptions.InAtomicBlock` rather than
-left to be rolled back with the caller's transaction; see docs/api.md.
+(through :mod:`django_bgtasks.core.store`) on the ``BGTASKS_DATABASE``
+connection, in autocommit: when a write returns, it is committed and every
+replica sees it. A write inside ``transaction.atomic()`` is refused with
+:class:`~django_bgtasks.exceptions.InAtomicBlock` rather than left to be
+rolled back with the caller's transaction; see docs/api.md.
 """
 
 from __future__ import annotations
@@ -17,30 +19,22 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connections, models
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from django_bgtasks.background import registry
 from django_bgtasks.choices import Outcome, Trigger
 from django_bgtasks.conf import conf
+from django_bgtasks.core import store
 from django_bgtasks.core.claims import WorkQueue
+from django_bgtasks.core.requests import OperatorRequests
 from django_bgtasks.core.states import Lease, Renewal, TaskState
-from django_bgtasks.db import vendors
-from django_bgtasks.db.rules import Statements
-from django_bgtasks.exceptions import (
-    FenceOnOtherDatabase,
-    InAtomicBlock,
-    NotInAtomicBlock,
-    UnknownTask,
-)
-from django_bgtasks.limits import HOST_LENGTH, MAX_OWNER_LENGTH
+from django_bgtasks.exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock
+from django_bgtasks.limits import HOST_LENGTH
 from django_bgtasks.validation import (
-    check_arguments,
     clean_error,
     encode_result,
     encode_value,
@@ -116,12 +110,11 @@ def default_owner() -> str:
     return _owner_for_pid[1]
 
 
-class LeaseManager(models.Manager["BackgroundTask"]):
-    """The atomic lease operations. Each is one SQL statement and one round trip."""
+class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
+    """The atomic lease operations. Each is one SQL statement and one round trip.
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._rendered: dict[str, Statements] = {}
+    The holder's operations are here; the operator's requests and the reads
+    are :class:`~django_bgtasks.core.requests.OperatorRequests`'."""
 
     def get_queryset(self) -> models.QuerySet[BackgroundTask]:
         """ORM reads of the lease table, on the ``BGTASKS_DATABASE`` alias."""
@@ -167,9 +160,9 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         }
         if not wait:
             _sent.at = time.monotonic()
-            rows = self._write("try_claim", "claim", params)
+            rows = store.write("try_claim", "claim", params)
             return Lease(name, owner, int(rows[0][0]), ttl) if rows else None
-        if self._connection().in_atomic_block:
+        if store.connection().in_atomic_block:
             raise InAtomicBlock("try_claim")
         return self._claim_waiting(params, wait)
 
@@ -186,7 +179,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
             while True:
                 watcher.take()
                 _sent.at = time.monotonic()
-                rows = self._write("try_claim", "claim", params)
+                rows = store.write("try_claim", "claim", params)
                 if rows:
                     return Lease(name, owner, int(rows[0][0]), ttl)
                 left = deadline - time.monotonic()
@@ -209,10 +202,10 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         then writes nothing. The runner uses this to see cancel requests."""
         params = self._holder_params(name, owner, token)
         if value is KEEP_VALUE:
-            rows = self._write("heartbeat", "renew", params)
+            rows = store.write("heartbeat", "renew", params)
         else:
             params["value"] = encode_value(value)
-            rows = self._write("update_state", "renew_with_value", params)
+            rows = store.write("update_state", "renew_with_value", params)
         return Renewal(cancel_requested=bool(rows[0][0])) if rows else None
 
     def update_state(self, name: str, owner: str, value: Any, *, token: int | None = None) -> bool:
@@ -250,7 +243,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         params["outcome"] = validate_outcome(outcome)
         params["error"] = clean_error(error)
         params["result"], params["result_note"] = encode_result(result)
-        return bool(self._write("release", "release", params))
+        return bool(store.write("release", "release", params))
 
     def fence(self, name: str, owner: str, token: int, *, using: str | None = None) -> bool:
         """Inside the caller's ``transaction.atomic()``: lock the lease row until
@@ -272,7 +265,7 @@ class LeaseManager(models.Manager["BackgroundTask"]):
         alias = conf.DATABASE
         if using is not None and using != alias:
             raise FenceOnOtherDatabase(alias, [using])
-        connection = self._connection()
+        connection = store.connection()
         if using is None:
             others = sorted(
                 other.alias
@@ -283,118 +276,12 @@ class LeaseManager(models.Manager["BackgroundTask"]):
                 raise FenceOnOtherDatabase(alias, others)
         if not connection.in_atomic_block:
             raise NotInAtomicBlock("fence")
-        return bool(self._run(connection, "fence", params))
-
-    # --- operator operations -------------------------------------------------
-
-    def force_release(self, name: str, *, token: int | None = None) -> bool:
-        """End whoever holds ``name`` (outcome ``released-by-operator``). The
-        old holder's later heartbeat, update and release then fail.
-
-        With ``token``, only that claim is ended: an operator who confirmed
-        releasing the run they saw never ends a newer one that took over since.
-        """
-        params = {
-            "name": validate_name(name),
-            "token": validate_token(token),
-            "outcome": Outcome.RELEASED_BY_OPERATOR.value,
-            "error": "released by an operator",
-        }
-        return bool(self._write("force_release", "force_release", params))
-
-    def request_cancel(self, name: str, *, token: int | None = None) -> bool:
-        """Ask a live holder to stop; it sees this on its next heartbeat.
-        ``False`` when nobody holds the lease. A new claim clears the request.
-
-        With ``token``, only that claim is asked: an operator who cancels the
-        run they saw never cancels a newer one that took over since.
-        """
-        params = {"name": validate_name(name), "token": validate_token(token)}
-        return bool(self._write("request_cancel", "request_cancel", params))
-
-    def expire_stale(
-        self,
-        name: str | None = None,
-        *,
-        token: int | None = None,
-        error: str = "lease expired: no heartbeat within the ttl",
-    ) -> int:
-        """End every lease whose holder went silent past its ttl (or only
-        ``name``'s, with ``token`` only that claim), recording those runs as
-        ``lost`` with ``error``. Returns how many. (A takeover does the same
-        for one lease; this is for tasks nobody claims again.)"""
-        params = {
-            "name": None if name is None else validate_name(name),
-            "token": validate_token(token),
-            "outcome": Outcome.LOST.value,
-            "error": clean_error(error),
-        }
-        return len(self._write("expire_stale", "expire_stale", params))
-
-    def request_run(
-        self,
-        name: str,
-        *,
-        args: Sequence[Any] = (),
-        kwargs: dict[str, Any] | None = None,
-        requested_by: str = "",
-        ttl: float | None = None,
-    ) -> bool:
-        """Ask the workers to run ``name`` with these arguments. ``False`` when
-        a request is already pending (at most one per task). A request made
-        while the task runs is kept and performed after that run; exactly one
-        worker performs it.
-
-        Refused with nothing written: a name no process runs, neither
-        registered here nor reported by a ``bgtasks worker`` (:class:`UnknownTask`,
-        a ``LookupError``); arguments the function registered here can't take
-        (a ``TypeError``, as the call would raise; a task known only from a
-        worker's report can't be checked here); arguments JSON can't encode
-        (a ``TypeError``). ``ttl=None``: the registered task's, else
-        ``BGTASKS_TTL``."""
-        name = validate_name(name)
-        if not isinstance(args, list | tuple):
-            raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
-        if kwargs is not None and not isinstance(kwargs, dict):
-            raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
-        if not isinstance(requested_by, str):
-            raise TypeError(f"requested_by must be a str, not {type(requested_by).__name__}")
-        task = registry.get(name)
-        if task is not None:
-            check_arguments(task.func, args, kwargs or {}, passed_first=True, task=repr(name))
-            if ttl is None:
-                ttl = task.ttl
-        params = {
-            "name": name,
-            "ttl": validate_ttl(ttl),
-            "request": encode_value({"args": list(args), "kwargs": dict(kwargs or {})}),
-            "requested_by": clean_error(requested_by)[:MAX_OWNER_LENGTH],
-        }
-        # The one rule for "a worker will run it": registered in this process
-        # (the site's code), or reported by a worker (one that runs tasks this
-        # process doesn't import). Not "has a row": lease() makes rows for
-        # names no worker runs, and their requests would be pending forever.
-        if task is None and not any(name in worker.tasks for worker in self.work.workers()):
-            raise UnknownTask(name)
-        return bool(self._write("request_run", "request_run", params))
+        return bool(store.read("fence", params))
 
     @property
     def work(self) -> WorkQueue:
         """The workers' own lease operations (claims of due work, their heartbeats)."""
-        return WorkQueue(self)
-
-    # --- reads -----------------------------------------------------------------
-
-    def get_state(self, name: str) -> TaskState | None:
-        """The task's state as every replica sees it, or ``None`` if never claimed."""
-        rows = self._run(self._connection(), "get_state", {"name": validate_name(name)})
-        return TaskState.from_row(rows[0]) if rows else None
-
-    def list_states(self) -> list[TaskState]:
-        """Every task's state, by name."""
-        return [
-            TaskState.from_row(row) for row in self._run(self._connection(), "list_states", {})
-        ]
+        return WorkQueue()
 
     # --- async twins: each runs the sync method in asgiref's sync thread -------
 
@@ -403,11 +290,11 @@ class LeaseManager(models.Manager["BackgroundTask"]):
     aupdate_state = async_twin(update_state)
     aheartbeat = async_twin(heartbeat)
     arelease = async_twin(release)
-    arequest_run = async_twin(request_run)
-    aget_state = async_twin(get_state)
-    alist_states = async_twin(list_states)
-    aforce_release = async_twin(force_release)
-    arequest_cancel = async_twin(request_cancel)
+    arequest_run = async_twin(OperatorRequests.request_run)
+    aget_state = async_twin(OperatorRequests.get_state)
+    alist_states = async_twin(OperatorRequests.list_states)
+    aforce_release = async_twin(OperatorRequests.force_release)
+    arequest_cancel = async_twin(OperatorRequests.request_cancel)
 
     # --- plumbing --------------------------------------------------------------
 
@@ -418,50 +305,6 @@ class LeaseManager(models.Manager["BackgroundTask"]):
             "owner": validate_owner(owner),
             "token": validate_token(token),
         }
-
-    @staticmethod
-    def _connection() -> BaseDatabaseWrapper:
-        return connections[conf.DATABASE]
-
-    def _statements(self, connection: BaseDatabaseWrapper) -> Statements:
-        # Kept per vendor: every operation needs them, the tables don't change.
-        try:
-            return self._rendered[connection.vendor]
-        except KeyError:
-            pass
-        # The history model is the lease model's sibling in the app registry:
-        # looked up, not imported, so models -> leases -> db stays one-way.
-        meta = self.model._meta
-        run, worker = (meta.apps.get_model(meta.app_label, m)._meta for m in ("TaskRun", "Worker"))
-        rendered = vendors.statements(
-            connection, task=meta.db_table, run=run.db_table, worker=worker.db_table
-        )
-        self._rendered[connection.vendor] = rendered
-        return rendered
-
-    def write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
-        """Run one write ``statement`` in autocommit (refused inside ``atomic()``)."""
-        return self._write(operation, statement, params)
-
-    def read(
-        self, statement: str, params: dict[str, Any], *, using: str | None = None
-    ) -> list[Any]:
-        """Run one read ``statement`` (on the alias ``using``, by default
-        ``BGTASKS_DATABASE``)."""
-        connection = self._connection() if using is None else connections[using]
-        return self._run(connection, statement, params)
-
-    def time_param(self, value: dt.datetime) -> Any:
-        """``value`` as the lease database's statements take a time."""
-        return vendors.time_param(self._connection(), value)
-
-    def _write(self, operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
-        return vendors.write(self._connection(), operation, self._statements, statement, params)
-
-    def _run(
-        self, connection: BaseDatabaseWrapper, statement: str, params: dict[str, Any]
-    ) -> list[Any]:
-        return vendors.read(connection, self._statements, statement, params)
 
 
 class RunQuerySet(models.QuerySet["TaskRun"]):

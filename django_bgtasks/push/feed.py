@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from django.apps import apps
 from django.db import DatabaseError, connections
 
 from django_bgtasks.conf import conf
+from django_bgtasks.core import store
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.db import postgresql
 from django_bgtasks.db.cursor import behind_transaction_pooling, direct_session
@@ -264,7 +264,7 @@ class Feed:
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                listener = self._connect(psycopg)
+                listener = _listener(self.alias, psycopg)
             except psycopg.Error as exc:
                 logger.warning("bgtasks: change listener cannot connect (%s); retrying", exc)
                 self._stop.wait(backoff)
@@ -280,6 +280,7 @@ class Feed:
                     conf.CHANGES_POLL_INTERVAL,
                 )
                 return False
+            self.listener_pid = listener.info.backend_pid
             try:
                 self.connects += 1
                 # Whatever changed while nobody listened: read it all, and
@@ -307,28 +308,6 @@ class Feed:
                 listener.close()
         return True
 
-    def _connect(self, psycopg: Any) -> Any:
-        """The listening connection, or ``None`` (closed) when it is not a
-        direct one (db.cursor.direct_session), where a LISTEN would not last."""
-        params = dict(connections[self.alias].get_connection_params())
-        params.pop("autocommit", None)
-        listener = psycopg.connect(**params, autocommit=True)
-        try:
-            if not direct_session(listener):
-                listener.close()
-                return None
-            # Named only once proved direct: a pooler would keep the name on its
-            # server connection, and operators would count a listener that isn't.
-            listener.execute(postgresql.NAME_APPLICATION, [postgresql.CHANGES_APPLICATION])
-            listener.execute(postgresql.LISTEN_CHANGES)
-            listener.execute(postgresql.LISTEN_QUEUE)
-        except BaseException:
-            # The caller retries on a new connection: this one must not stay open.
-            listener.close()
-            raise
-        self.listener_pid = listener.info.backend_pid
-        return listener
-
     def _queue_ready(self, queue: str | None) -> None:
         """A Django Task of ``queue`` (``None``: of any) may be ready: wake its watchers."""
         with self._lock:
@@ -355,14 +334,8 @@ class Feed:
 
     # --- reading and handing out ------------------------------------------------------
 
-    def _read(self, statement: str, params: dict[str, Any]) -> list[Any]:
-        # Looked up, not imported: models -> leases -> changes stays one-way.
-        manager: Any = apps.get_model("django_bgtasks", "BackgroundTask").objects
-        rows: list[Any] = manager.read(statement, params, using=self.alias)
-        return rows
-
     def _resync(self) -> None:
-        rows = self._read("list_states", {})
+        rows = store.read("list_states", {}, using=self.alias)
         states = {state.name: state for state in map(TaskState.from_row, rows)}
         for name in set(self._keys) - set(states):
             self._seen(name, None)
@@ -372,7 +345,7 @@ class Feed:
         self.synced.set()
 
     def _refresh(self, name: str) -> None:
-        rows = self._read("get_state", {"name": name})
+        rows = store.read("get_state", {"name": name}, using=self.alias)
         self._seen(name, TaskState.from_row(rows[0]) if rows else None)
 
     def _refresh_ran_out(self) -> None:
@@ -404,6 +377,29 @@ class Feed:
         change = Change(name, state)
         for watcher in watchers:
             watcher.push(change)
+
+
+def _listener(alias: str, psycopg: Any) -> Any:
+    """A connection of ``alias`` listening on both channels, or ``None``
+    (closed) when it is not a direct one (db.cursor.direct_session), where a
+    LISTEN would not last."""
+    params = dict(connections[alias].get_connection_params())
+    params.pop("autocommit", None)
+    listener = psycopg.connect(**params, autocommit=True)
+    try:
+        if not direct_session(listener):
+            listener.close()
+            return None
+        # Named only once proved direct: a pooler would keep the name on its
+        # server connection, and operators would count a listener that isn't.
+        listener.execute(postgresql.NAME_APPLICATION, [postgresql.CHANGES_APPLICATION])
+        listener.execute(postgresql.LISTEN_CHANGES)
+        listener.execute(postgresql.LISTEN_QUEUE)
+    except BaseException:
+        # The caller retries on a new connection: this one must not stay open.
+        listener.close()
+        raise
+    return listener
 
 
 def _notified_name(payload: str) -> str | None:

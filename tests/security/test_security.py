@@ -36,6 +36,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 import django_bgtasks
+from django_bgtasks.core import store
 from django_bgtasks.db import rules, vendors
 from django_bgtasks.http.events import watch_url
 from django_bgtasks.models import BackgroundTask, TaskRun, Worker
@@ -93,8 +94,8 @@ def _execute_calls() -> list[str]:
 
 
 def test_sql_is_executed_in_one_place_with_parameters() -> None:
-    # db/vendors.run runs the statements of db/ (the lease manager and the
-    # queue's hand them to it through vendors.read/write): through
+    # db/vendors.run runs the statements of db/ (core/store.py and the
+    # queue's manager hand them to it through vendors.read/write): through
     # db/cursor.fetch_all, or on MySQL through db/mysql.py's readers, which
     # run each statement and read its result (_rows, _count, _renew, _upsert,
     # _claim; _claim_update and _last_insert_id a claim's token);
@@ -118,7 +119,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/cursor.py:fetch_all",
         "db/cursor.py:execute",
         # The change feed's LISTEN (db/postgresql.LISTEN_CHANGES), on its own connection.
-        "push/feed.py:_connect",
+        "push/feed.py:_listener",
         # The session proof's one constant statement (cursor.SESSION_ENDPOINTS):
         # whether a connection reaches PostgreSQL directly, not through a pooler.
         "db/cursor.py:direct_session",
@@ -155,7 +156,7 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
         run=TaskRun._meta.db_table,
         worker=Worker._meta.db_table,
     )
-    assert rendered is objects._statements(connection)
+    assert rendered is store.statements(connection)
     for field in fields(rules.Statements):
         text = getattr(rendered, field.name)
         # Left after rendering: only %(param)s placeholders and literal %%.
