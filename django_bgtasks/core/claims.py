@@ -13,6 +13,7 @@ exactly one wins.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 from django_bgtasks.choices import Outcome, Trigger
@@ -132,10 +133,11 @@ class WorkQueue:
     ) -> WorkClaim | None:
         name, owner, ttl = validate_name(name), validate_owner(owner), validate_ttl(ttl)
         params = {"name": name, "owner": owner, "ttl": ttl, "trigger": trigger.value, **extra}
+        sent = time.monotonic()
         rows = store.write(statement, statement, params)
         if not rows:
             return None
-        return WorkClaim.from_row(lambda token: Lease(name, owner, token, ttl), rows[0])
+        return WorkClaim.from_row(lambda token: Lease(name, owner, token, ttl, sent), rows[0])
 
     # --- schedules -------------------------------------------------------------
 

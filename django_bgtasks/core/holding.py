@@ -46,12 +46,17 @@ class Held(Protocol):
     @property
     def ttl(self) -> float: ...
 
+    @property
+    def sent_at(self) -> float:
+        """When the claim was sent (``time.monotonic()``): the renew deadline counts from it."""
+        ...
+
 
 class Holder:
     """A lease held here while its work runs, renewed by a heartbeat thread.
 
-    ``held`` is what the claim returned (its ``owner``, ``token`` and
-    ``ttl``); a subclass says how the lease is named (``name``,
+    ``held`` is what the claim returned (its ``owner``, ``token``, ``ttl``
+    and ``sent_at``); a subclass says how the lease is named (``name``,
     ``described``), how its heartbeat renews (:meth:`_beat_loop`), and logs
     on its ``logger``."""
 
@@ -61,13 +66,12 @@ class Holder:
         self,
         held: Held,
         *,
-        claimed_at: float,
         stopping: threading.Event | None,
     ) -> None:
         self._held = held
         self.interval = heartbeat_interval(held.ttl)
         self._stopping = stopping
-        self._deadline = claimed_at + held.ttl
+        self._deadline = held.sent_at + held.ttl
         self._lost: str | None = None
         self._cancel_requested = False
         self._lock = threading.Lock()

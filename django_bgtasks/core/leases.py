@@ -17,7 +17,6 @@ import functools
 import os
 import secrets
 import socket
-import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -84,14 +83,6 @@ def async_twin(
 
 
 _owner_for_pid: tuple[int, str] | None = None
-_sent = threading.local()
-
-
-def last_claim_sent() -> float:
-    """When this thread last sent a claim (``time.monotonic()``): where a
-    holder's own count of its ttl starts, even after a claim that waited."""
-    at: float = _sent.at
-    return at
 
 
 def host_name() -> str:
@@ -159,9 +150,9 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
             "args": encode_value(run_args),
         }
         if not wait:
-            _sent.at = time.monotonic()
+            sent = time.monotonic()
             rows = store.write("try_claim", "claim", params)
-            return Lease(name, owner, int(rows[0][0]), ttl) if rows else None
+            return Lease(name, owner, int(rows[0][0]), ttl, sent) if rows else None
         if store.connection().in_atomic_block:
             raise InAtomicBlock("try_claim")
         return self._claim_waiting(params, wait)
@@ -178,10 +169,10 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
         with changes.watch([name], using=conf.DATABASE) as watcher:
             while True:
                 watcher.take()
-                _sent.at = time.monotonic()
+                sent = time.monotonic()
                 rows = store.write("try_claim", "claim", params)
                 if rows:
-                    return Lease(name, owner, int(rows[0][0]), ttl)
+                    return Lease(name, owner, int(rows[0][0]), ttl, sent)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None

@@ -31,7 +31,7 @@ from asgiref.sync import sync_to_async
 
 from django_bgtasks.choices import Outcome, Trigger
 from django_bgtasks.core.holding import Holder
-from django_bgtasks.core.leases import KEEP_VALUE, last_claim_sent
+from django_bgtasks.core.leases import KEEP_VALUE
 from django_bgtasks.core.progress import NOTHING, Progress
 from django_bgtasks.core.states import Lease, Renewal, WorkClaim
 from django_bgtasks.exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
@@ -66,14 +66,13 @@ class RunningLease(Holder):
         self,
         lease: Lease,
         *,
-        claimed_at: float,
         attempt: int = 1,
         trigger: str = Trigger.MANUAL,
         resume_from: Any = None,
         stopping: threading.Event | None = None,
     ) -> None:
         self.lease = lease
-        super().__init__(lease, claimed_at=claimed_at, stopping=stopping)
+        super().__init__(lease, stopping=stopping)
         self.attempt = attempt
         self.trigger = trigger
         self.resume_from = resume_from
@@ -175,18 +174,16 @@ class RunningLease(Holder):
         )
         if lease is None:
             return None
-        # The ttl counts from when the successful try was sent, not from the wait.
-        return cls(lease, claimed_at=last_claim_sent())._started()
+        return cls(lease)._started()
 
     @classmethod
     def from_work(
-        cls, claim: WorkClaim, *, trigger: str, claimed_at: float, stopping: threading.Event
+        cls, claim: WorkClaim, *, trigger: str, stopping: threading.Event
     ) -> RunningLease:
-        """A worker's claim (sent at ``claimed_at``, by the monotonic clock),
-        renewed from now on; ``stopping`` is the worker's shutdown flag."""
+        """A worker's claim, renewed from now on; ``stopping`` is the
+        worker's shutdown flag."""
         running = cls(
             claim.lease,
-            claimed_at=claimed_at,
             attempt=claim.attempt,
             trigger=trigger,
             resume_from=claim.resume_from,

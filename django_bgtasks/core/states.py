@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from django.utils import timezone
@@ -25,12 +25,15 @@ from django_bgtasks.validation import is_finite_number
 @dataclass(frozen=True, slots=True)
 class Lease:
     """A successful claim. ``token`` is the fencing token: pass it to every
-    write, and to any other system that can check it."""
+    write, and to any other system that can check it. ``sent_at`` is when
+    this process sent the claim that won it (``time.monotonic()``): where
+    the holder's own count of the ttl starts, even after a claim that waited."""
 
     name: str
     owner: str
     token: int
     ttl: float
+    sent_at: float = field(default=0.0, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

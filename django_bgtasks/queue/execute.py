@@ -77,12 +77,10 @@ class QueuedLease(Holder):
         claim: Claim,
         *,
         stopping: threading.Event | None = None,
-        claimed_at: float | None = None,
     ) -> None:
         self.claim = claim
         super().__init__(
             claim,
-            claimed_at=time.monotonic() if claimed_at is None else claimed_at,
             stopping=stopping,
         )
         # When the run ended, by the database's clock (set by the finish).
@@ -229,15 +227,11 @@ def _running_result(task: Any, claim: Claim) -> Any:
     )
 
 
-def execute(
-    claim: Claim, *, stopping: threading.Event | None = None, claimed_at: float | None = None
-) -> str:
+def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
     """Run ``claim``'s task here under its lease and record how it ended (see
     the module docstring). Returns the status it was left in (``RUNNING``
-    when the lease was lost and nothing could be written). ``claimed_at``
-    is when the claim was sent (``time.monotonic()``; now, if not given):
-    the lease's renew deadline counts from then."""
-    lease = QueuedLease(claim, stopping=stopping, claimed_at=claimed_at)
+    when the lease was lost and nothing could be written)."""
+    lease = QueuedLease(claim, stopping=stopping)
     with _running_lock:
         _running.add(lease)
     try:

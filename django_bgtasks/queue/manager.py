@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -64,9 +65,12 @@ class Claim:
     owner: str
     token: int
     ttl: float
+    # When this process sent the claim (``time.monotonic()``): the holder's
+    # renew deadline counts from it (core/holding.py).
+    sent_at: float
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...], owner: str) -> Claim:
+    def from_row(cls, row: tuple[Any, ...], owner: str, sent_at: float) -> Claim:
         """From the claim's RETURNING row (``db.rules.CLAIM_COLUMNS``)."""
         arguments = json_column(row[7])
         return cls(
@@ -89,6 +93,7 @@ class Claim:
             owner=owner,
             token=int(row[15]),
             ttl=float(row[16]),
+            sent_at=sent_at,
         )
 
 
@@ -150,8 +155,9 @@ class QueueManager(models.Manager["QueuedTask"]):
             "all": queues is None,
             "queues": names if connection.vendor == "postgresql" else json.dumps(names),
         }
+        sent = time.monotonic()
         rows = self._write("claim", params)
-        return Claim.from_row(rows[0], owner) if rows else None
+        return Claim.from_row(rows[0], owner, sent) if rows else None
 
     def renew(
         self, claim: Claim, *, progress: Any = None, set_progress: bool = False

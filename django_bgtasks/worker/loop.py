@@ -265,15 +265,12 @@ class Worker:
             return False
         if len(self._runs) >= self.concurrency:
             return False
-        claimed_at = time.monotonic()
         claimed = claim_due(task, row, self.id)
         work = claimed[1] if claimed else None
         if claimed is None or work is None:
             return False  # nothing owed, or another worker won it
         trigger = claimed[0]
-        running = RunningLease.from_work(
-            work, trigger=trigger, claimed_at=claimed_at, stopping=self.stopping
-        )
+        running = RunningLease.from_work(work, trigger=trigger, stopping=self.stopping)
         logger.info(
             "task %r started (token %d, %s, attempt %d)",
             task.name,

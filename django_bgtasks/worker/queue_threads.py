@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 
 from django.db import DatabaseError
 
@@ -127,9 +126,6 @@ class QueueThreads:
             while not self.stopping.is_set():
                 # Cleared before the claim: a task ready after it sets it again.
                 wakeup.clear()
-                # The lease's renew deadline counts from here (an upper bound
-                # of when the claim was sent), as a background run's does.
-                sent = time.monotonic()
                 try:
                     claim = self.claim(give_back=unsure)
                     unsure = False
@@ -150,7 +146,7 @@ class QueueThreads:
                     if not self.stopping.is_set():
                         wakeup.wait(spread(self.poll))
                     continue
-                self._run(claim, sent, backoff)
+                self._run(claim, backoff)
         finally:
             if unsure:  # stopping before the database came back: one last try
                 with contextlib.suppress(DatabaseError), self._claiming:
@@ -158,7 +154,7 @@ class QueueThreads:
                     self._give_back_unheld()
             close_connection()
 
-    def _run(self, claim: Claim, sent: float, backoff: float) -> None:
+    def _run(self, claim: Claim, backoff: float) -> None:
         """Run one claimed task to its end, logged; never raise."""
         # Imported here: it needs Django's Tasks framework (django.tasks or the
         # backport), which a worker of background tasks alone may not have.
@@ -172,7 +168,7 @@ class QueueThreads:
             claim.attempts,
         )
         try:
-            status = execute(claim, stopping=self.stopping, claimed_at=sent)
+            status = execute(claim, stopping=self.stopping)
         except TRANSIENT_ERRORS as exc:
             # Its end could not be written before the lease's deadline: the
             # row is recovered after its ttl.
