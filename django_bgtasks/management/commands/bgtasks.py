@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -47,31 +46,20 @@ from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import EXECUTOR_THREAD, conf
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.limits import FORGET_WORKERS_AFTER
 from django_bgtasks.management import foreground, reads, workers
 from django_bgtasks.management.terminal import ProgressBar, stop_on_signals, write_json
-from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import allowed
+from django_bgtasks.operations.prune import WouldPrune, history_days, prune
 from django_bgtasks.validation import heartbeat_interval, validate_token, validate_ttl
 
 # ProgressBar was defined here, and is still importable from here.
 __all__ = ["Command", "ProgressBar"]
 
-# Bounds for --days and --interval: beyond them the date arithmetic and the
-# wait overflow (and neither makes sense for history or a refresh).
-MAX_HISTORY_DAYS = 36500
+# The bound for --interval: beyond it the wait overflows (and it makes no
+# sense for a refresh).
 MAX_WATCH_INTERVAL = 86400.0
-
-
-def history_days(days: float) -> float:
-    """``--days`` (or ``BGTASKS_HISTORY_DAYS``): from 0 to ``MAX_HISTORY_DAYS``."""
-    if not (math.isfinite(days) and 0 <= days <= MAX_HISTORY_DAYS):
-        raise ValueError(
-            f"--days must be 0 or more, and at most {MAX_HISTORY_DAYS}, not {days:g}."
-        )
-    return days
 
 
 def watch_interval(interval: float) -> float:
@@ -92,7 +80,8 @@ def watch_iterations(iterations: int) -> int:
 
 
 # Each option that takes a value, by dest: how its text is read, and the rule
-# the value must pass (for ttl and token, the lease operations' own).
+# the value must pass (for ttl and token, the lease operations' own; for days,
+# the prune operation's).
 OPTION_RULES: dict[str, tuple[type[float] | type[int], Callable[[Any], Any]]] = {
     "ttl": (float, validate_ttl),
     "token": (int, validate_token),
@@ -422,43 +411,26 @@ class Command(BaseCommand):
             )
 
     def handle_prune(self, *, days: float | None, dry_run: bool, **_: Any) -> None:
-        if days is None:
-            with _bad_input_refused():
-                days = history_days(conf.HISTORY_DAYS)
-        old_runs = TaskRun.objects.older_than(days)
-        old_queued = QueuedTask.objects.finished_before(days)
-        if dry_run:
-            silent = [state.name for state in BackgroundTask.objects.list_states() if state.stale]
-            names = f": {', '.join(silent)}" if silent else ""
-            self.stdout.write(f"Would record {len(silent)} silent holder(s) as lost{names}.")
+        with _bad_input_refused():
+            result = prune(days, dry_run=dry_run)
+        ago = f"that finished more than {result.days:g} day(s) ago."
+        if isinstance(result, WouldPrune):
+            names = f": {', '.join(result.silent)}" if result.silent else ""
             self.stdout.write(
-                f"Would delete {old_runs.count()} run(s) that finished more than {days:g} "
-                "day(s) ago."
+                f"Would record {len(result.silent)} silent holder(s) as lost{names}."
             )
-            self.stdout.write(
-                f"Would delete {old_queued.count()} Django Task result(s) that finished more "
-                f"than {days:g} day(s) ago."
-            )
+            self.stdout.write(f"Would delete {result.runs} run(s) {ago}")
+            self.stdout.write(f"Would delete {result.queued} Django Task result(s) {ago}")
             return
-        expired = BackgroundTask.objects.expire_stale()
-        deleted, _by_model = old_runs.delete()
-        deleted_queued, _by_model = old_queued.delete()
-        forgot = BackgroundTask.objects.work.forget_workers(FORGET_WORKERS_AFTER)
-        self.stdout.write(f"Recorded {expired} silent holder(s) as lost.")
+        self.stdout.write(f"Recorded {result.expired} silent holder(s) as lost.")
         self.stdout.write(
-            f"Forgot {forgot} worker(s) silent for more than "
-            f"{display.seconds(FORGET_WORKERS_AFTER)} (killed: they could not remove their rows)."
+            f"Forgot {result.workers} worker(s) silent for more than "
+            f"{display.seconds(result.workers_silent_for)} (killed: they could not remove "
+            "their rows)."
         )
+        self.stdout.write(self.style.SUCCESS(f"Deleted {result.runs} run(s) {ago}"))
         self.stdout.write(
-            self.style.SUCCESS(
-                f"Deleted {deleted} run(s) that finished more than {days:g} day(s) ago."
-            )
-        )
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"Deleted {deleted_queued} Django Task result(s) that finished more than "
-                f"{days:g} day(s) ago."
-            )
+            self.style.SUCCESS(f"Deleted {result.queued} Django Task result(s) {ago}")
         )
 
     def handle_token(self, *, username: str, max_age: int, **_: Any) -> None:
