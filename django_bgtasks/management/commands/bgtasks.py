@@ -18,8 +18,8 @@ This module is a thin adapter: the subcommands and their options are declared
 in ``management/arguments.py``, and ``handle_<subcommand>`` calls the
 operation (:mod:`django_bgtasks.operations`; ``prune``'s rule is
 ``operations/prune.py``) and puts its result into output. The read
-subcommands' pages are laid out in ``management/reads.py``, ``run``'s
-foreground loop is ``management/foreground.py``, and the terminal drawing
+subcommands' pages are laid out in ``management/reads.py``, ``run``'s claim
+and foreground loop is ``management/foreground.py``, and the terminal drawing
 is :mod:`django_bgtasks.management.terminal`. A new subcommand is one function
 in ``management/arguments.py`` and one ``handle_<name>`` method.
 """
@@ -27,7 +27,6 @@ in ``management/arguments.py`` and one ``handle_<name>`` method.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -39,11 +38,10 @@ from django.utils import timezone
 
 from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background.functions import registered_tasks
-from django_bgtasks.conf import EXECUTOR_THREAD, conf
-from django_bgtasks.core.runner import RunningLease
+from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.management import arguments, foreground, reads, workers
-from django_bgtasks.management.terminal import stop_on_signals, write_json
+from django_bgtasks.management.terminal import write_json
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import allowed
@@ -132,34 +130,7 @@ class Command(BaseCommand):
         )
 
     def handle_run(self, *, name: str, ttl: float | None, **_: Any) -> None:
-        stop, interrupts = threading.Event(), [0]
-        # Signals are handled from before the claim: an interrupt just after
-        # it is a cancel request like any other, never a KeyboardInterrupt
-        # that leaves the lease held.
-        with stop_on_signals(stop, interrupts):
-            running = self._start(name, ttl)
-            self.stdout.write(
-                f"Running {name!r} here as {running.owner}, token {running.token}. "
-                "Ctrl-C asks it to stop."
-            )
-            final = foreground.follow(running, self.stdout, self.style, stop, interrupts)
-        foreground.report(self.stdout, self.style, running, final)
-
-    def _start(self, name: str, ttl: float | None) -> RunningLease:
-        with _bad_input_refused():
-            # Here, in the foreground, whatever BGTASKS_EXECUTOR says.
-            result = operations.start(name, ttl=ttl, executor=EXECUTOR_THREAD)
-        if isinstance(result, operations.NotRegistered):
-            known = ", ".join(result.registered) or "none"
-            raise CommandError(
-                f"No background task is registered as {name!r} (registered: {known})."
-            )
-        if isinstance(result, operations.AlreadyHeld):
-            held = result.state
-            holder = f"{held.owner} (token {held.token})" if held else "another owner"
-            raise CommandError(f"Task {name!r} is already running on {holder}.")
-        assert isinstance(result, operations.Started)  # not a request: executor "thread"
-        return result.running
+        foreground.run(self.stdout, self.style, name=name, ttl=ttl)
 
     def handle_release(self, *, name: str, force: bool, token: int | None, **_: Any) -> None:
         state = self._state(name)
