@@ -1,9 +1,10 @@
-"""``bgtasks run``: following a run that this process started, in the foreground.
+"""``bgtasks run``: a run that this process starts, followed in the foreground.
 
-The claim is :func:`django_bgtasks.operations.writes.start`'s, and the command words
-its refusals. Here: the progress bar until the run ends, the first Ctrl-C (or
-SIGTERM) as a cancel request for this run, the second as giving its lease up,
-and the run's end in words, or as a ``CommandError`` when it did not succeed.
+The claim is :func:`django_bgtasks.operations.writes.start`'s, and
+:func:`run` words its refusals. Here: the progress bar until the run ends, the
+first Ctrl-C (or SIGTERM) as a cancel request for this run, the second as
+giving its lease up, and the run's end in words, or as a ``CommandError`` when
+it did not succeed.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from django.core.management.base import CommandError, OutputWrapper
 from django.core.management.color import Style
 
 from django_bgtasks.choices import Outcome
+from django_bgtasks.conf import EXECUTOR_THREAD
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.exceptions import LeaseLost, TaskCancelled
-from django_bgtasks.management.terminal import ProgressBar, printable
+from django_bgtasks.management.terminal import ProgressBar, printable, stop_on_signals
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
@@ -27,7 +29,40 @@ from django_bgtasks.operations import writes as operations
 RUN_POLL_SECONDS = 0.2
 
 
-def follow(
+def run(stdout: OutputWrapper, style: Style, *, name: str, ttl: float | None) -> None:
+    """``run NAME``: claim ``name`` here, follow it to its end, and say how it ended."""
+    stop, interrupts = threading.Event(), [0]
+    # Signals are handled from before the claim: an interrupt just after
+    # it is a cancel request like any other, never a KeyboardInterrupt
+    # that leaves the lease held.
+    with stop_on_signals(stop, interrupts):
+        running = _start(name, ttl)
+        stdout.write(
+            f"Running {name!r} here as {running.owner}, token {running.token}. "
+            "Ctrl-C asks it to stop."
+        )
+        final = _follow(running, stdout, style, stop, interrupts)
+    _report(stdout, style, running, final)
+
+
+def _start(name: str, ttl: float | None) -> RunningLease:
+    try:
+        # Here, in the foreground, whatever BGTASKS_EXECUTOR says.
+        result = operations.start(name, ttl=ttl, executor=EXECUTOR_THREAD)
+    except (ValueError, TypeError) as exc:
+        raise CommandError(str(exc)) from None
+    if isinstance(result, operations.NotRegistered):
+        known = ", ".join(result.registered) or "none"
+        raise CommandError(f"No background task is registered as {name!r} (registered: {known}).")
+    if isinstance(result, operations.AlreadyHeld):
+        held = result.state
+        holder = f"{held.owner} (token {held.token})" if held else "another owner"
+        raise CommandError(f"Task {name!r} is already running on {holder}.")
+    assert isinstance(result, operations.Started)  # not a request: executor "thread"
+    return result.running
+
+
+def _follow(
     running: RunningLease,
     stdout: OutputWrapper,
     style: Style,
@@ -81,7 +116,7 @@ def _abandon(running: RunningLease) -> None:
     )
 
 
-def report(
+def _report(
     stdout: OutputWrapper, style: Style, running: RunningLease, state: TaskState | None
 ) -> None:
     """Say how the run ended: success and its result, or a ``CommandError``."""

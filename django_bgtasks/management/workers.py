@@ -1,107 +1,31 @@
 """What the ``bgtasks`` worker subcommands do: ``worker``, ``workers`` and ``request``.
 
-The command (``management/commands/bgtasks.py``) declares them with
-:func:`add_arguments` and hands its parsed options here; failures are
-``CommandError``s, as everywhere in the command.
+The command (``management/commands/bgtasks.py``) declares them
+(``management/arguments.py``) and hands its parsed options here; failures
+are ``CommandError``s, as everywhere in the command.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import logging
-import math
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from django.core.management.base import CommandError, CommandParser, OutputWrapper
+from django.core.management.base import CommandError, OutputWrapper
 from django.core.management.color import Style
 
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import lease_backends
 from django_bgtasks.core.states import WorkerState
 from django_bgtasks.exceptions import UnknownTask
-from django_bgtasks.limits import MAX_GRACE, MAX_POLL
 from django_bgtasks.management.terminal import Cell, stop_on_signals, write_json, write_table
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 from django_bgtasks.worker.loop import Worker
 
 WORKER_COLUMNS = ("WORKER", "HOST", "PID", "STATE", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
-
-
-def add_arguments(add_parser: Callable[[str, str], CommandParser]) -> None:
-    """Declare ``worker``, ``workers`` and ``request``."""
-    worker = add_parser(
-        "worker",
-        "Run requested, scheduled, resumed and retried runs until SIGTERM or Ctrl-C "
-        "(any number of workers, on any number of hosts).",
-    )
-    worker.add_argument(
-        "--task",
-        action="append",
-        dest="task_names",
-        metavar="NAME",
-        default=None,
-        help="Run only this task (repeatable; default: every registered task).",
-    )
-    worker.add_argument(
-        "--queue",
-        action="append",
-        dest="queues",
-        metavar="NAME",
-        default=None,
-        help="Run the Django Tasks of this queue (repeatable; default: every queue, when "
-        "TASKS uses django_bgtasks.backend.LeaseBackend).",
-    )
-    worker.add_argument(
-        "--concurrency",
-        type=_positive_int,
-        default=4,
-        help="Runs at once, each in its own thread (default: %(default)r).",
-    )
-    worker.add_argument(
-        "--poll",
-        type=_seconds(0.001, MAX_POLL),
-        default=1.0,
-        help="At most this many seconds between looks for due work; a change to one of "
-        "its tasks (a request, a release) wakes it sooner (default: %(default)r).",
-    )
-    worker.add_argument(
-        "--grace",
-        type=_seconds(0, MAX_GRACE),
-        default=30.0,
-        help="On SIGTERM, seconds to wait for running tasks to stop (default: %(default)r).",
-    )
-    worker.add_argument(
-        "--once", action="store_true", help="Do what is due now, wait for it, and exit."
-    )
-
-    workers = add_parser("workers", "Every worker, as it last reported itself.")
-    workers.add_argument(
-        "--json", action="store_true", dest="json_output", help="Print only JSON."
-    )
-
-    request = add_parser(
-        "request", "Ask a worker to run a registered task (one pending request per task)."
-    )
-    request.add_argument("name", help="The registered task's name.")
-    request.add_argument(
-        "--args",
-        type=_json_of(list, "a JSON list"),
-        default=[],
-        dest="task_args",
-        help="Positional arguments, as a JSON list (default: none).",
-    )
-    request.add_argument(
-        "--kwargs",
-        type=_json_of(dict, "a JSON object"),
-        default={},
-        dest="task_kwargs",
-        help="Keyword arguments, as a JSON object (default: none).",
-    )
 
 
 def run_worker(
@@ -230,44 +154,6 @@ def request(
     if not accepted:
         raise CommandError(f"Task {name!r} already has a pending request.")
     stdout.write(style.SUCCESS(f"Requested {name!r}; a worker will run it."))
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
-
-
-def _seconds(low: float, high: float) -> Callable[[str], float]:
-    def seconds(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be a number of seconds, not {text!r}"
-            ) from None
-        if not (math.isfinite(value) and low <= value <= high):
-            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, not {text}")
-        return value
-
-    return seconds
-
-
-def _json_of(kind: type, described: str) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"is not valid JSON: {exc}") from None
-        if not isinstance(value, kind):
-            raise argparse.ArgumentTypeError(f"must be {described}, not {text!r}")
-        return value
-
-    return parse
 
 
 @contextlib.contextmanager

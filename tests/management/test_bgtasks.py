@@ -251,7 +251,7 @@ def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
     from django.core.management.base import OutputWrapper
     from django.core.management.color import no_style
 
-    from django_bgtasks.management.commands.bgtasks import ProgressBar
+    from django_bgtasks.management.terminal import ProgressBar
 
     screen = Terminal()
     bar = ProgressBar(OutputWrapper(screen), no_style())

@@ -10,24 +10,23 @@ replica. ``list`` and ``show`` include registered tasks that never ran
 (status ``never run``). ``--json`` (on ``list`` and ``show``) prints only
 JSON, in the API's shape (``operations.task_json()``). Failures raise
 ``CommandError``: a message on stderr and exit status 1. An option value that
-breaks its rule (``OPTION_RULES``) is refused while the command line is
-parsed, as argparse refuses any bad argument (usage on stderr, exit status 2;
-from ``call_command``, a ``CommandError``).
+breaks its rule is refused while the command line is parsed, as argparse
+refuses any bad argument (usage on stderr, exit status 2; from
+``call_command``, a ``CommandError``).
 
-This module is the argument adapter: ``Command.add_arguments`` declares each
-subcommand, and ``handle_<subcommand>`` puts what it does into output. The
-read subcommands' pages are laid out in ``management/reads.py``, ``run``'s
-foreground loop is ``management/foreground.py``, and the terminal drawing is
-:mod:`django_bgtasks.management.terminal`. A new subcommand is one ``add_parser`` call in
-``add_arguments`` and one ``handle_<name>`` method.
+This module is a thin adapter: the subcommands and their options are declared
+in ``management/arguments.py``, and ``handle_<subcommand>`` calls the
+operation (:mod:`django_bgtasks.operations`; ``prune``'s rule is
+``operations/prune.py``) and puts its result into output. The read
+subcommands' pages are laid out in ``management/reads.py``, ``run``'s claim
+and foreground loop is ``management/foreground.py``, and the terminal drawing
+is :mod:`django_bgtasks.management.terminal`. A new subcommand is one function
+in ``management/arguments.py`` and one ``handle_<name>`` method.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import math
-import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -37,120 +36,17 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from django_bgtasks.authentication import (
-    DEFAULT_MAX_AGE,
-    SIGNED_TOKEN,
-    make_token,
-    validate_max_age,
-)
+from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background.functions import registered_tasks
-from django_bgtasks.conf import EXECUTOR_THREAD, conf
-from django_bgtasks.core.runner import RunningLease
+from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.limits import FORGET_WORKERS_AFTER
-from django_bgtasks.management import foreground, reads, workers
-from django_bgtasks.management.terminal import ProgressBar, stop_on_signals, write_json
-from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
+from django_bgtasks.management import arguments, foreground, reads, workers
+from django_bgtasks.management.terminal import write_json
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import allowed
-from django_bgtasks.validation import heartbeat_interval, validate_token, validate_ttl
-
-# ProgressBar was defined here, and is still importable from here.
-__all__ = ["Command", "ProgressBar"]
-
-# Bounds for --days and --interval: beyond them the date arithmetic and the
-# wait overflow (and neither makes sense for history or a refresh).
-MAX_HISTORY_DAYS = 36500
-MAX_WATCH_INTERVAL = 86400.0
-
-
-def history_days(days: float) -> float:
-    """``--days`` (or ``BGTASKS_HISTORY_DAYS``): from 0 to ``MAX_HISTORY_DAYS``."""
-    if not (math.isfinite(days) and 0 <= days <= MAX_HISTORY_DAYS):
-        raise ValueError(
-            f"--days must be 0 or more, and at most {MAX_HISTORY_DAYS}, not {days:g}."
-        )
-    return days
-
-
-def watch_interval(interval: float) -> float:
-    """``--interval``: above 0 and at most ``MAX_WATCH_INTERVAL`` seconds."""
-    if not 0 < interval <= MAX_WATCH_INTERVAL:
-        raise ValueError(
-            f"--interval must be above 0 and at most {MAX_WATCH_INTERVAL:g} seconds, "
-            f"not {interval:g}."
-        )
-    return interval
-
-
-def watch_iterations(iterations: int) -> int:
-    """``--iterations``: 1 or more."""
-    if iterations < 1:
-        raise ValueError(f"--iterations must be 1 or more, not {iterations}.")
-    return iterations
-
-
-# Each option that takes a value, by dest: how its text is read, and the rule
-# the value must pass (for ttl and token, the lease operations' own).
-OPTION_RULES: dict[str, tuple[type[float] | type[int], Callable[[Any], Any]]] = {
-    "ttl": (float, validate_ttl),
-    "token": (int, validate_token),
-    "days": (float, history_days),
-    "interval": (float, watch_interval),
-    "iterations": (int, watch_iterations),
-    "max_age": (int, validate_max_age),
-}
-
-
-def option_type(dest: str) -> Callable[[str], Any]:
-    """The argparse ``type=`` of option ``dest``, so that a bad value is
-    refused while the command line is parsed, with its rule's message."""
-    parse, rule = OPTION_RULES[dest]
-
-    def convert(text: str) -> Any:
-        try:
-            value = parse(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid {parse.__name__} value: {text!r}") from None
-        try:
-            return rule(value)
-        except (ValueError, TypeError) as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return convert
-
-
-def _common_options() -> CommandParser:
-    """Django's common options (``-v``, ``--settings``, ``--pythonpath``,
-    ``--traceback``, the colour options, ``--skip-checks``), for each
-    subcommand's parser. Django declares them on the command's parser, which
-    argparse lets stand only before the subcommand, and people type
-    ``bgtasks worker -v 3``. SUPPRESS: a value only when given, so that one
-    given before the subcommand stays. (``--settings`` and ``--pythonpath``
-    are applied before any parser runs: ``ManagementUtility`` finds them
-    anywhere on the command line.)"""
-    common = CommandParser(add_help=False)
-    suppress = argparse.SUPPRESS
-    common.add_argument(
-        "-v",
-        "--verbosity",
-        type=int,
-        choices=[0, 1, 2, 3],
-        default=suppress,
-        help="Verbosity level (0 to 3; default 1).",
-    )
-    common.add_argument("--settings", default=suppress, help="A settings module to use.")
-    common.add_argument("--pythonpath", default=suppress, help="A directory to add to sys.path.")
-    flags = {
-        "--traceback": "Display a full stack trace on CommandError exceptions.",
-        "--no-color": "Don't colorize the command output.",
-        "--force-color": "Force colorization of the command output.",
-        "--skip-checks": "Skip system checks.",
-    }
-    for flag, help_text in flags.items():
-        common.add_argument(flag, action="store_true", default=suppress, help=help_text)
-    return common
+from django_bgtasks.operations.prune import WouldPrune, prune
+from django_bgtasks.validation import heartbeat_interval
 
 
 class Command(BaseCommand):
@@ -163,102 +59,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        common = _common_options()
-        subcommands = parser.add_subparsers(
-            dest="subcommand", required=True, metavar="SUBCOMMAND", title="subcommands"
-        )
-
-        def add_parser(name: str, summary: str) -> CommandParser:
-            subparser: CommandParser = subcommands.add_parser(name, parents=[common], help=summary)
-            return subparser
-
-        list_ = add_parser("list", "Every task's state.")
-        _json_option(list_)
-
-        show = add_parser("show", "One task, and its runs.")
-        show.add_argument("name", help="The task's name.")
-        _json_option(show)
-
-        run = add_parser(
-            "run",
-            "Run a registered task here, in the foreground, under its lease. "
-            "Ctrl-C asks it to stop; a second Ctrl-C abandons it.",
-        )
-        run.add_argument("name", help="The registered task's name.")
-        run.add_argument(
-            "--ttl",
-            type=option_type("ttl"),
-            default=None,
-            help="Lease duration in seconds for this run (default: the task's own, "
-            "else BGTASKS_TTL).",
-        )
-
-        release = add_parser(
-            "release", "End a task's lease whoever holds it (for a holder that died or hangs)."
-        )
-        release.add_argument("name", help="The task's name.")
-        release.add_argument(
-            "--force",
-            action="store_true",
-            help="Really end the holder's lease. Without it, only say who holds it.",
-        )
-        _token_option(release, "Release")
-
-        cancel = add_parser("cancel", "Ask a task's holder to stop.")
-        cancel.add_argument("name", help="The task's name.")
-        _token_option(cancel, "Cancel")
-
-        prune = add_parser(
-            "prune",
-            "Record silent holders as lost, and delete old run history "
-            "(each task's newest run is kept).",
-        )
-        prune.add_argument(
-            "--days",
-            type=option_type("days"),
-            default=None,
-            help="Keep this many days of run history (default: BGTASKS_HISTORY_DAYS).",
-        )
-        prune.add_argument(
-            "--dry-run", action="store_true", help="Only say what would be changed."
-        )
-
-        watch = add_parser("watch", "A table of every task, refreshed until Ctrl-C.")
-        watch.add_argument(
-            "--interval",
-            type=option_type("interval"),
-            default=1.0,
-            help="Seconds between refreshes (default: %(default)r).",
-        )
-        watch.add_argument(
-            "--iterations",
-            type=option_type("iterations"),
-            default=None,
-            help="Stop after this many tables (default: run until Ctrl-C or SIGTERM).",
-        )
-
-        token = add_parser(
-            "token",
-            "Print a bearer token for the JSON API, for a script or service acting as "
-            "USERNAME (see BGTASKS_API_AUTHENTICATION).",
-        )
-        token.add_argument("username", help="An active staff user who may view tasks.")
-        token.add_argument(
-            "--max-age",
-            type=option_type("max_age"),
-            default=DEFAULT_MAX_AGE,
-            metavar="SECONDS",
-            help="How long the token is valid, in seconds (default: %(default)r, 30 days).",
-        )
-        workers.add_arguments(add_parser)
+        arguments.add_arguments(parser)
 
     def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
         # call_command("bgtasks", "prune", days=-1) hands values over by
         # keyword, past argparse and its type= checks: the same rules apply.
         with _bad_input_refused():
-            for dest, (_parse, rule) in OPTION_RULES.items():
-                if options.get(dest) is not None:
-                    options[dest] = rule(options[dest])
+            options = arguments.checked(options)
         handler: Callable[..., None] = getattr(self, f"handle_{subcommand}")
         handler(**options)
 
@@ -323,34 +130,7 @@ class Command(BaseCommand):
         )
 
     def handle_run(self, *, name: str, ttl: float | None, **_: Any) -> None:
-        stop, interrupts = threading.Event(), [0]
-        # Signals are handled from before the claim: an interrupt just after
-        # it is a cancel request like any other, never a KeyboardInterrupt
-        # that leaves the lease held.
-        with stop_on_signals(stop, interrupts):
-            running = self._start(name, ttl)
-            self.stdout.write(
-                f"Running {name!r} here as {running.owner}, token {running.token}. "
-                "Ctrl-C asks it to stop."
-            )
-            final = foreground.follow(running, self.stdout, self.style, stop, interrupts)
-        foreground.report(self.stdout, self.style, running, final)
-
-    def _start(self, name: str, ttl: float | None) -> RunningLease:
-        with _bad_input_refused():
-            # Here, in the foreground, whatever BGTASKS_EXECUTOR says.
-            result = operations.start(name, ttl=ttl, executor=EXECUTOR_THREAD)
-        if isinstance(result, operations.NotRegistered):
-            known = ", ".join(result.registered) or "none"
-            raise CommandError(
-                f"No background task is registered as {name!r} (registered: {known})."
-            )
-        if isinstance(result, operations.AlreadyHeld):
-            held = result.state
-            holder = f"{held.owner} (token {held.token})" if held else "another owner"
-            raise CommandError(f"Task {name!r} is already running on {holder}.")
-        assert isinstance(result, operations.Started)  # not a request: executor "thread"
-        return result.running
+        foreground.run(self.stdout, self.style, name=name, ttl=ttl)
 
     def handle_release(self, *, name: str, force: bool, token: int | None, **_: Any) -> None:
         state = self._state(name)
@@ -422,43 +202,26 @@ class Command(BaseCommand):
             )
 
     def handle_prune(self, *, days: float | None, dry_run: bool, **_: Any) -> None:
-        if days is None:
-            with _bad_input_refused():
-                days = history_days(conf.HISTORY_DAYS)
-        old_runs = TaskRun.objects.older_than(days)
-        old_queued = QueuedTask.objects.finished_before(days)
-        if dry_run:
-            silent = [state.name for state in BackgroundTask.objects.list_states() if state.stale]
-            names = f": {', '.join(silent)}" if silent else ""
-            self.stdout.write(f"Would record {len(silent)} silent holder(s) as lost{names}.")
+        with _bad_input_refused():
+            result = prune(days, dry_run=dry_run)
+        ago = f"that finished more than {result.days:g} day(s) ago."
+        if isinstance(result, WouldPrune):
+            names = f": {', '.join(result.silent)}" if result.silent else ""
             self.stdout.write(
-                f"Would delete {old_runs.count()} run(s) that finished more than {days:g} "
-                "day(s) ago."
+                f"Would record {len(result.silent)} silent holder(s) as lost{names}."
             )
-            self.stdout.write(
-                f"Would delete {old_queued.count()} Django Task result(s) that finished more "
-                f"than {days:g} day(s) ago."
-            )
+            self.stdout.write(f"Would delete {result.runs} run(s) {ago}")
+            self.stdout.write(f"Would delete {result.queued} Django Task result(s) {ago}")
             return
-        expired = BackgroundTask.objects.expire_stale()
-        deleted, _by_model = old_runs.delete()
-        deleted_queued, _by_model = old_queued.delete()
-        forgot = BackgroundTask.objects.work.forget_workers(FORGET_WORKERS_AFTER)
-        self.stdout.write(f"Recorded {expired} silent holder(s) as lost.")
+        self.stdout.write(f"Recorded {result.expired} silent holder(s) as lost.")
         self.stdout.write(
-            f"Forgot {forgot} worker(s) silent for more than "
-            f"{display.seconds(FORGET_WORKERS_AFTER)} (killed: they could not remove their rows)."
+            f"Forgot {result.workers} worker(s) silent for more than "
+            f"{display.seconds(result.workers_silent_for)} (killed: they could not remove "
+            "their rows)."
         )
+        self.stdout.write(self.style.SUCCESS(f"Deleted {result.runs} run(s) {ago}"))
         self.stdout.write(
-            self.style.SUCCESS(
-                f"Deleted {deleted} run(s) that finished more than {days:g} day(s) ago."
-            )
-        )
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"Deleted {deleted_queued} Django Task result(s) that finished more than "
-                f"{days:g} day(s) ago."
-            )
+            self.style.SUCCESS(f"Deleted {result.queued} Django Task result(s) {ago}")
         )
 
     def handle_token(self, *, username: str, max_age: int, **_: Any) -> None:
@@ -497,25 +260,6 @@ class Command(BaseCommand):
         if state is None:
             raise CommandError(f"No task named {name!r} has run, and none is registered.")
         return state
-
-
-def _json_option(parser: CommandParser) -> None:
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        dest="json_output",
-        help="Print only JSON: TaskState.as_json(), the JSON API's shape.",
-    )
-
-
-def _token_option(parser: CommandParser, verb: str) -> None:
-    parser.add_argument(
-        "--token",
-        type=option_type("token"),
-        default=None,
-        help=f"{verb} only if this claim (fencing token) still holds the lease "
-        "(default: the claim seen when the command starts).",
-    )
 
 
 @contextlib.contextmanager
