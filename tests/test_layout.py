@@ -321,3 +321,192 @@ def test_a_json_column_is_decoded_in_one_place() -> None:
     assert [where.partition(":")[0] for where in decodes] == ["django_bgtasks.core.states"], (
         decodes
     )
+
+
+# --- layers: nothing imports upwards (CONTRIBUTING.md, "The layers") ---------------------
+
+# Bottom first. A module may import its own layer's and the layers below;
+# the package's __init__ (the lazy public names) sits above them all.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "values",
+        (
+            "limits",
+            "choices",
+            "exceptions",
+            "signals",
+            "compat",
+            "background.registry",
+            "core.progress",
+        ),
+    ),
+    (
+        "rules",
+        (
+            "conf",
+            "validation",
+            "authentication",
+            "background.schedules",
+            "core.states",
+            "db",
+        ),
+    ),
+    (
+        "storage",
+        (
+            "core.store",
+            "core.claims",
+            "core.requests",
+            "core.leases",
+            "core.holding",
+            "push",
+            "queue.manager",
+            "models",
+        ),
+    ),
+    ("running", ("core.runner", "background.functions", "queue.execute", "backend")),
+    ("worker", ("worker",)),
+    ("operator", ("operations", "checks")),
+    ("surfaces", ("admin", "http", "management", "urls", "events", "apps")),
+]
+SURFACES = ("admin", "http", "management")
+# What one surface may take from another: http's shared parts, and the event
+# stream's view, which the admin mounts under its own URL.
+SHARED_BY_SURFACES = ("http.responses", "http.access", "http.events")
+
+
+def _local(module: str) -> str:
+    return module.removeprefix("django_bgtasks").lstrip(".")
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def layer_of(module: str) -> int:
+    """The index of ``module``'s layer in LAYERS (the package itself: above them all)."""
+    local = _local(module)
+    if local == "":
+        return len(LAYERS)
+    found = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if _within(local, prefix)
+    ]
+    assert found, f"{module} is in no layer of LAYERS: place it there"
+    return max(found)[1]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for each import of a module on a higher layer, or of
+    another surface (but for SHARED_BY_SURFACES)."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        for target in sorted(imports):
+            if layer_of(target) > layer_of(module):
+                found.append(f"{_local(module)} -> {_local(target)} (upwards)")
+                continue
+            here = next((s for s in SURFACES if _within(_local(module), s)), None)
+            there = next((s for s in SURFACES if _within(_local(target), s)), None)
+            if here and there and here != there and _local(target) not in SHARED_BY_SURFACES:
+                found.append(f"{_local(module)} -> {_local(target)} (another surface)")
+    return found
+
+
+def test_no_module_imports_a_higher_layer_or_another_surface() -> None:
+    graph = import_graph(PACKAGE)
+    assert layer_of("django_bgtasks.db.mysql") < layer_of("django_bgtasks.models")
+    assert upward_imports(graph) == []
+
+
+def test_the_layer_check_can_fail() -> None:
+    graph = {
+        "django_bgtasks.models": {"django_bgtasks.worker.loop"},
+        "django_bgtasks.admin.views": {"django_bgtasks.management.terminal"},
+        "django_bgtasks.admin.options": {"django_bgtasks.http.responses"},
+    }
+    assert upward_imports(graph) == [
+        "admin.views -> management.terminal (another surface)",
+        "models -> worker.loop (upwards)",
+    ]
+
+
+# --- sizes: a class a reader can hold in mind, a module a reader can finish ---------------
+
+MAX_CLASS_LINES = 250
+MAX_MODULE_LINES = 500
+
+
+def oversized(trees: dict[str, ast.Module], sources: dict[str, str]) -> list[str]:
+    found = []
+    for module, tree in trees.items():
+        lines = len(sources[module].splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{module}: {lines} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_CLASS_LINES:
+                    found.append(f"{module}.{node.name}: {size} lines")
+    return found
+
+
+def test_no_class_over_250_lines_and_no_module_over_500() -> None:
+    sources = {module: path.read_text() for module, path in module_files(PACKAGE).items()}
+    trees = {module: ast.parse(text) for module, text in sources.items()}
+    assert oversized(trees, sources) == []
+    big = "class Big:\n" + "    x = 1\n" * 250
+    assert oversized({"m": ast.parse(big)}, {"m": big}) == ["m.Big: 251 lines"]
+
+
+# --- every state and status spelled once (choices.py) ------------------------------------
+
+
+def _spelled_values() -> set[str]:
+    from django_bgtasks import choices
+
+    kinds = (choices.Status, choices.Outcome, choices.QueueStatus, choices.WorkerRunStatus)
+    return {member.value for kind in kinds for member in kind}
+
+
+def literal_statuses(tree: ast.AST, values: set[str]) -> list[int]:
+    """Lines that spell a state or status instead of naming its choice: a
+    comparison with one, ``status=``/``outcome=`` given one, ``x or "lost"``,
+    or one quoted as an SQL literal (``'READY'``) in a string."""
+    quoted = {f"'{value}'" for value in values}
+    found = []
+    for node in ast.walk(tree):
+        operands: list[ast.expr] = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.BoolOp):
+            operands = node.values
+        elif isinstance(node, ast.keyword) and node.arg in ("status", "outcome"):
+            operands = [node.value]
+        for operand in operands:
+            elements = operand.elts if isinstance(operand, ast.Tuple | ast.Set | ast.List) else []
+            for item in [operand, *elements]:
+                if isinstance(item, ast.Constant) and item.value in values:
+                    found.append(item.lineno)
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and any(spelled in node.value for spelled in quoted)
+        ):
+            found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_every_state_and_status_is_spelled_once_in_choices() -> None:
+    values = _spelled_values()
+    spelled = [
+        f"{module}:{line}"
+        for module, tree in _trees().items()
+        if module != "django_bgtasks.choices"
+        for line in literal_statuses(tree, values)
+    ]
+    assert spelled == [], f"spelled out instead of named from choices.py: {spelled}"
+    sample = 'if row.status == "READY" or x:\n    f(outcome="lost")\nSQL = "a = \'FAILED\'"\n'
+    assert literal_statuses(ast.parse(sample), values) == [1, 2, 3]
+

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from django_bgtasks.choices import Outcome
 from django_bgtasks.core.runner import RunningLease
 
 logger = logging.getLogger("django_bgtasks.worker")
@@ -56,7 +57,7 @@ class Runs:
                     name,
                     running.token,
                     running.attempt,
-                    running.outcome or "lost",
+                    running.outcome or Outcome.LOST,
                 )
 
     def wait(
