@@ -143,8 +143,9 @@ SETTING_NAMES: tuple[str, ...] = tuple(
 conf = Settings()
 
 
-# Django's TASKS setting names the backend by its dotted path.
-LEASE_BACKEND = "django_bgtasks.backend.LeaseBackend"
+# Where LeaseBackend is defined: settings name it by its public path,
+# django_bgtasks.backend.LeaseBackend, which re-exports it.
+LEASE_BACKEND = "django_bgtasks.queue.backend.LeaseBackend"
 
 
 def lease_backends() -> dict[str, dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Django Tasks for tests/test_backend.py and tests/faults/test_backend_workers.py.
+"""Django Tasks for tests/queue/test_backend.py and tests/faults/test_backend_workers.py.
 
 Plain module-level functions under ``@task``, written against Django's public
 Tasks API only (``django.tasks`` or the backport, whichever is installed);

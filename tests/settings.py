@@ -178,7 +178,7 @@ else:
 
 
 # Django Tasks (issue 13): the app's backend, one that retries, and Django's
-# ImmediateBackend, which tests/test_backend.py runs the shared behaviour on.
+# ImmediateBackend, which tests/queue/test_backend.py runs the shared behaviour on.
 try:
     import django.tasks  # noqa: F401
 

@@ -364,7 +364,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "models",
         ),
     ),
-    ("running", ("core.runner", "background.functions", "queue.execute", "backend")),
+    (
+        "running",
+        ("core.runner", "background.functions", "queue.execute", "queue.backend", "backend"),
+    ),
     ("worker", ("worker",)),
     ("operator", ("operations", "checks")),
     ("surfaces", ("admin", "http", "management", "urls", "events", "apps")),
@@ -509,4 +512,3 @@ def test_every_state_and_status_is_spelled_once_in_choices() -> None:
     assert spelled == [], f"spelled out instead of named from choices.py: {spelled}"
     sample = 'if row.status == "READY" or x:\n    f(outcome="lost")\nSQL = "a = \'FAILED\'"\n'
     assert literal_statuses(ast.parse(sample), values) == [1, 2, 3]
-

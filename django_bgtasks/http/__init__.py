@@ -1,0 +1,2 @@
+"""The HTTP surfaces: the JSON status API and the event stream, and what they
+share."""

@@ -1,0 +1,2 @@
+"""Django Tasks on a lease: the backend (``LeaseBackend``), its queue's operations
+(``QueuedTask.objects``), and running one claimed task."""

@@ -40,7 +40,7 @@ from django_bgtasks.queue.execute import execute
 from django_bgtasks.worker.loop import Worker
 from tests import djtasks
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ["default", "immediate"]
 
 
