@@ -33,6 +33,7 @@ class Status(models.TextChoices):
         return self.value.replace(" ", "-")
 
 
+# The classes here are alike on purpose: each names the values of its own column.
 class Outcome(models.TextChoices):
     """How a run ended."""
 

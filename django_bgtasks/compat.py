@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from django.tasks.signals import task_enqueued, task_finished, task_started
 else:
     try:
+        # Alike the import above on purpose: mypy reads that one (django.tasks only),
+        # Python this one, with the backport's spellings as the fallback.
         from django.tasks import (
             DEFAULT_TASK_QUEUE_NAME,
             Task,

@@ -53,6 +53,8 @@ class BackgroundTask(models.Model):
     """One task name: its lease and its shared state. Written only through
     ``BackgroundTask.objects`` (:class:`~django_bgtasks.core.leases.LeaseManager`)."""
 
+    # Fields alike QueuedTask's on purpose: each model declares its own table's
+    # columns (the migrations record them), and both rows are leases.
     name = models.CharField(_("name"), max_length=limits.MAX_NAME_LENGTH, primary_key=True)
     value = models.JSONField(_("value"), null=True, blank=True)
     running = models.BooleanField(_("running"), default=False)

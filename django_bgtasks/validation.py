@@ -89,39 +89,37 @@ def validate_ttl(ttl: object) -> float:
     """A lease duration in seconds, ``None`` meaning ``BGTASKS_TTL``."""
     if ttl is None:
         ttl = conf.TTL
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        raise TypeError(f"ttl must be a number of seconds, not {type(ttl).__name__}")
-    try:
-        ttl = float(ttl)
-    except OverflowError:  # an int beyond any float
-        raise ValueError(f"ttl must be at most {MAX_TTL:g} seconds") from None
-    if not math.isfinite(ttl) or ttl <= 0:
-        raise ValueError(f"ttl must be a positive, finite number of seconds, not {ttl!r}")
-    if ttl < MIN_TTL:
+    seconds = _check_seconds("ttl", ttl, zero=False)
+    if seconds < MIN_TTL:
         raise ValueError(
-            f"ttl must be at least {MIN_TTL:g} seconds, not {ttl:g}: a heartbeat and a "
+            f"ttl must be at least {MIN_TTL:g} seconds, not {seconds:g}: a heartbeat and a "
             "database round trip must fit in it"
         )
-    if ttl > MAX_TTL:
-        raise ValueError(f"ttl must be at most {MAX_TTL:g} seconds, not {ttl:g}")
-    return ttl
+    return seconds
 
 
 def validate_wait(wait: object) -> float | None:
     """How long a claim may wait for a held lease, in seconds; ``None`` or 0: not at all."""
     if wait is None:
         return None
-    if isinstance(wait, bool) or not isinstance(wait, int | float):
-        raise TypeError(f"wait must be a number of seconds, not {type(wait).__name__}")
+    return _check_seconds("wait", wait, zero=True)
+
+
+def _check_seconds(kind: str, value: object, *, zero: bool) -> float:
+    """``value`` as a float of seconds: an int or float (not a bool), finite,
+    not negative (and with ``zero`` false, above 0), at most ``MAX_TTL``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{kind} must be a number of seconds, not {type(value).__name__}")
     try:
-        wait = float(wait)
-    except OverflowError:
-        raise ValueError(f"wait must be at most {MAX_TTL:g} seconds") from None
-    if not math.isfinite(wait) or wait < 0:
-        raise ValueError(f"wait must be a non-negative, finite number of seconds, not {wait!r}")
-    if wait > MAX_TTL:
-        raise ValueError(f"wait must be at most {MAX_TTL:g} seconds, not {wait:g}")
-    return wait
+        seconds = float(value)
+    except OverflowError:  # an int beyond any float
+        raise ValueError(f"{kind} must be at most {MAX_TTL:g} seconds") from None
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        least = "non-negative" if zero else "positive"
+        raise ValueError(f"{kind} must be a {least}, finite number of seconds, not {seconds!r}")
+    if seconds > MAX_TTL:
+        raise ValueError(f"{kind} must be at most {MAX_TTL:g} seconds, not {seconds:g}")
+    return seconds
 
 
 def validate_token(token: object) -> int | None:

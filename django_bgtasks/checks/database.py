@@ -107,6 +107,7 @@ def check_separate_database(**kwargs: Any) -> list[CheckMessage]:
     return messages
 
 
+# Alike the checks beside it on purpose: each has its own setting, id, message and hint.
 @register()
 def check_prepared_statements(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E017 (bad ``BGTASKS_PREPARED_STATEMENTS``), W005 (forced on

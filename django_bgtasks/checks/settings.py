@@ -67,6 +67,7 @@ def check_push(**kwargs: Any) -> list[CheckMessage]:
     return errors
 
 
+# Alike the checks beside it on purpose: each has its own setting, id, message and hint.
 @register()
 def check_history(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.E006 (bad ``BGTASKS_HISTORY_DAYS``)."""
@@ -103,6 +104,7 @@ def check_max_value_bytes(**kwargs: Any) -> list[CheckMessage]:
     return []
 
 
+# Alike the checks beside it on purpose: each has its own setting, id, message and hint.
 @register()
 def check_setting_names(**kwargs: Any) -> list[CheckMessage]:
     """bgtasks.W006 (a ``BGTASKS_*`` setting the app does not read: a misspelling,

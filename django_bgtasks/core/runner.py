@@ -152,6 +152,7 @@ class RunningLease(Holder):
 
     # --- lifecycle ---------------------------------------------------------------
 
+    # Its parameters are alike LeaseManager.try_claim()'s on purpose: it passes each on.
     @classmethod
     def claim(
         cls,
@@ -379,6 +380,7 @@ def _claim_or_raise(
     return running
 
 
+# Parameters alike RunningLease.claim()'s on purpose: the same claim, as a with block.
 @contextlib.contextmanager
 def lease(
     name: str,

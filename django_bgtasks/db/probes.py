@@ -92,6 +92,7 @@ def mysql_server(
         engines = sorted((str(table), str(engine)) for table, engine in cursor.fetchall())
         cursor.execute(MYSQL_SYSDATE_MOVES)
         sysdate_moves = bool(cursor.fetchone()[1])
+    # Alike postgresql_replication()'s on purpose: each vendor's row, read into its own fields.
     return MySQLServer(
         time_zone=str(time_zone),
         system_time_zone=str(system_zone),

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django_bgtasks.background.functions import BackgroundTaskFunction, get_task, registered_tasks
 from django_bgtasks.conf import EXECUTOR_WORKER, conf
@@ -132,6 +133,9 @@ class NeverRun:
     registered: bool
 
 
+# CancelRequested, Released and NotRunning are alike on purpose (and so are the
+# queued answers below): a type an answer, so that a surface matches on what
+# happened and mypy sees that it words every case.
 @dataclass(frozen=True, slots=True)
 class CancelRequested:
     """The holder was asked to stop; it sees this at its next heartbeat."""
@@ -165,6 +169,7 @@ class TookOverSince:
 StartResult = Started | Requested | AlreadyHeld | AlreadyRequested | NotRegistered
 CancelResult = CancelRequested | NotRunning | TookOverSince | NeverRun
 ReleaseResult = Released | NotRunning | TookOverSince | NeverRun
+_Done = TypeVar("_Done", CancelRequested, Released)
 
 
 def start(
@@ -209,12 +214,7 @@ def request_cancel(name: str, *, token: int | None = None) -> CancelResult:
     """Ask the live holder of ``name`` to stop; with ``token``, only that claim,
     so that an operator never cancels a newer run that took over since."""
     requested = BackgroundTask.objects.request_cancel(name, token=token)
-    state = BackgroundTask.objects.get_state(name)
-    if state is None:
-        return NeverRun(name, name in registered_tasks())
-    if requested:
-        return CancelRequested(state)
-    return _refused(token, state)
+    return _answer(name, token, requested, CancelRequested)
 
 
 def force_release(name: str, *, token: int) -> ReleaseResult:
@@ -223,15 +223,19 @@ def force_release(name: str, *, token: int) -> ReleaseResult:
     they saw, never a newer one that took over since."""
     token = _required_token(token)
     released = BackgroundTask.objects.force_release(name, token=token)
+    return _answer(name, token, released, Released)
+
+
+def _answer(
+    name: str, token: int | None, done: bool, answer: Callable[[TaskState], _Done]
+) -> _Done | NotRunning | TookOverSince | NeverRun:
+    """What an operator's cancel or release did, read back after the write:
+    ``answer(state)`` when it was ``done``; else why not."""
     state = BackgroundTask.objects.get_state(name)
     if state is None:
         return NeverRun(name, name in registered_tasks())
-    if released:
-        return Released(state)
-    return _refused(token, state)
-
-
-def _refused(token: int | None, state: TaskState) -> NotRunning | TookOverSince:
+    if done:
+        return answer(state)
     if token is not None and state.token != token:
         return TookOverSince(token, state)
     return NotRunning(state)

@@ -177,15 +177,21 @@ def load_task(path: str, **changes: Any) -> Any:
     return dataclasses.replace(found, **changes)
 
 
+def _enqueued_task(queued: QueuedTask | Claim) -> Any:
+    """The ``Task`` a queued row (or a claim of it) names, with the options it
+    was enqueued with: its priority, queue, backend and ``run_after``."""
+    return load_task(
+        queued.task_path,
+        priority=queued.priority,
+        queue_name=queued.queue_name,
+        backend=queued.backend,
+        run_after=queued.run_after,
+    )
+
+
 def result_from_row(row: QueuedTask) -> Any:
     """A ``TaskResult`` with what ``row`` holds."""
-    task = load_task(
-        row.task_path,
-        priority=row.priority,
-        queue_name=row.queue_name,
-        backend=row.backend,
-        run_after=row.run_after,
-    )
+    task = _enqueued_task(row)
     args_kwargs = row.args_kwargs or {}
     result: Any = compat.TaskResult(
         task=task,
@@ -243,13 +249,7 @@ def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
 
 def _execute(lease: QueuedLease, claim: Claim) -> str:
     try:
-        task = load_task(
-            claim.task_path,
-            priority=claim.priority,
-            queue_name=claim.queue_name,
-            backend=claim.backend,
-            run_after=claim.run_after,
-        )
+        task = _enqueued_task(claim)
     except Exception as exc:  # nothing to run: no attempt can succeed
         return _finish(lease, FAILED, error=_error(exc))
     lease._start_heartbeat(f"bgtasks-queued:{claim.uuid}")

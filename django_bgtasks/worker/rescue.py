@@ -59,6 +59,8 @@ def claim_again(
     )
 
 
+# Alike claim_again() on purpose: each calls its own compare-and-set (a retry also
+# waits out its delay), with the arguments every claim of a due row takes.
 def claim_retry(
     task: BackgroundTaskFunction[..., Any], row: DueRow, owner: str
 ) -> WorkClaim | None:
