@@ -380,7 +380,7 @@ STATEMENTS = Statements(
         ) s
         ORDER BY host, pid
     """,
-    clock="SELECT {now}",
+    clock="SELECT {now} AS db_now",
 )
 
 # How each statement is run and read (see the readers above).

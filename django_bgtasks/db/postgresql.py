@@ -113,7 +113,7 @@ STATEMENTS = Statements(
             WHERE {holder}
             RETURNING {run_columns}
         ), {record_ended}
-        SELECT 1 FROM ended
+        SELECT 1 AS matched FROM ended
     """,
     force_release="""
         WITH ended AS (
@@ -124,13 +124,13 @@ STATEMENTS = Statements(
                 AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
             RETURNING {run_columns}
         ), {record_ended}
-        SELECT 1 FROM ended
+        SELECT 1 AS matched FROM ended
     """,
     request_cancel="""
         UPDATE {task} SET cancel_requested = true
         WHERE name = %(name)s AND running AND {live}
             AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     # Ends every lease whose holder went silent, as lost, as of its last heartbeat.
     expire_stale="""
@@ -143,7 +143,7 @@ STATEMENTS = Statements(
                 AND (%(token)s::bigint IS NULL OR token = %(token)s::bigint)
             RETURNING {run_columns}
         ), {record_ended}
-        SELECT 1 FROM ended
+        SELECT 1 AS matched FROM ended
     """,
     # Locks the row for the caller's transaction: a takeover, whose claim
     # locks the same row, waits until that transaction ends. A no-op write,
@@ -152,7 +152,7 @@ STATEMENTS = Statements(
     # before the holder froze inside its fenced transaction would otherwise
     # renew the lease on a staleness check made before the freeze; with a new
     # row version it re-checks staleness by the clock after the wait.
-    fence="UPDATE {task} SET updated_at = updated_at WHERE {holder} RETURNING 1",
+    fence="UPDATE {task} SET updated_at = updated_at WHERE {holder} RETURNING 1 AS matched",
     get_state="SELECT {state_columns} FROM {state_source} WHERE name = %(name)s",
     list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
     # A pending request: kept on the row (created if need be), at most one.
@@ -164,7 +164,7 @@ STATEMENTS = Statements(
         SET requested_at = clock_timestamp(), requested_by = excluded.requested_by,
             request = excluded.request
         WHERE t.requested_at IS NULL
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,
@@ -184,7 +184,7 @@ STATEMENTS = Statements(
         WHERE (t.next_run_at IS NULL AND excluded.next_run_at IS NOT NULL)
             OR (t.schedule IS DISTINCT FROM excluded.schedule
                 AND (excluded.next_run_at IS NULL OR excluded.next_run_at < t.next_run_at))
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     # The workers' poll: a read, so an idle loop writes nothing.
     due_work="""
@@ -205,15 +205,15 @@ STATEMENTS = Statements(
             %(running)s::jsonb, clock_timestamp(), clock_timestamp(), %(ttl)s)
         ON CONFLICT (id) DO UPDATE
         SET running = excluded.running, updated_at = excluded.updated_at
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
-    worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
+    worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1 AS matched",
     # Never a row whose own ttl is longer (a worker that is merely slow to beat).
     forget_workers="""
         DELETE FROM {worker}
         WHERE updated_at < clock_timestamp()
             - GREATEST(%(seconds)s, ttl) * interval '1 second'
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     list_workers="""
         SELECT {worker_columns} FROM (
@@ -222,7 +222,7 @@ STATEMENTS = Statements(
         ) s
         ORDER BY host, pid
     """,
-    clock="SELECT clock_timestamp()",
+    clock="SELECT clock_timestamp() AS db_now",
 )
 
 

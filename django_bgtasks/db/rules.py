@@ -51,15 +51,15 @@ from dataclasses import dataclass
 from django_bgtasks.choices import QueueStatus
 
 # Column order of every state read; states.TaskState.from_row() relies on it.
-STATE_COLUMNS = """name, value, running AND NOT stale, owner, token, ttl, started_at,
-    finished_at, updated_at, cancel_requested, outcome, error, stale, heartbeat_age,
-    requested_at, next_run_at, attempt, trigger, result, result_note"""
+STATE_COLUMNS = """name, value, running AND NOT stale AS running, owner, token, ttl,
+    started_at, finished_at, updated_at, cancel_requested, outcome, error, stale,
+    heartbeat_age, requested_at, next_run_at, attempt, trigger, result, result_note"""
 RUN_COLUMNS = """name, token, owner, started_at, finished_at, outcome, error, value,
     trigger, attempt, scheduled_for, skipped, result, result_note"""
 # Column order of the workers' poll; states.DueRow.from_row() relies on it.
-DUE_COLUMNS = """name, token, running AND NOT stale, stale, attempt, outcome,
-    requested_at IS NOT NULL, schedule, next_run_at, slot_due, finished_age, db_now,
-    result_note <> ''"""
+DUE_COLUMNS = """name, token, running AND NOT stale AS running, stale, attempt, outcome,
+    requested_at IS NOT NULL AS requested, schedule, next_run_at, slot_due, finished_age,
+    db_now, result_note <> '' AS result_not_stored"""
 # The workers' list (states.WorkerState.from_row()): ``age`` is the seconds since
 # the row's last beat by the database's clock, and ``silent`` compares it with the
 # ttl the worker stated, so no replica's clock decides that a worker is gone.
@@ -150,7 +150,7 @@ CLAIM_RETRY = """
 SKIP_SLOT = """
     UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1, schedule = %(schedule)s
     WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot} AND {before_next}
-    RETURNING 1
+    RETURNING 1 AS matched
 """
 
 

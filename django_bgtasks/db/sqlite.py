@@ -105,30 +105,30 @@ STATEMENTS = Statements(
             outcome = %(outcome)s, error = %(error)s, result = %(result)s,
             result_note = %(result_note)s
         WHERE {holder}
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     force_release="""
         UPDATE {task}
         SET running = 0, finished_at = {now}, outcome = %(outcome)s, error = %(error)s
         WHERE name = %(name)s AND running AND (%(token)s IS NULL OR token = %(token)s)
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     request_cancel="""
         UPDATE {task} SET cancel_requested = 1
         WHERE name = %(name)s AND running AND NOT ({stale})
             AND (%(token)s IS NULL OR token = %(token)s)
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     expire_stale="""
         UPDATE {task}
         SET running = 0, finished_at = updated_at, outcome = %(outcome)s, error = %(error)s
         WHERE running AND {stale} AND (%(name)s IS NULL OR name = %(name)s)
             AND (%(token)s IS NULL OR token = %(token)s)
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     # SQLite has no row locks: a no-op write takes the database's write lock,
     # which every takeover needs too, until the caller's transaction ends.
-    fence="UPDATE {task} SET updated_at = updated_at WHERE {holder} RETURNING 1",
+    fence="UPDATE {task} SET updated_at = updated_at WHERE {holder} RETURNING 1 AS matched",
     get_state="SELECT {state_columns} FROM {state_source} WHERE name = %(name)s",
     list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
     request_run="""
@@ -139,7 +139,7 @@ STATEMENTS = Statements(
         SET requested_at = excluded.requested_at, requested_by = excluded.requested_by,
             request = excluded.request
         WHERE t.requested_at IS NULL
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,
@@ -156,7 +156,7 @@ STATEMENTS = Statements(
             OR (t.schedule IS NOT excluded.schedule
                 AND (excluded.next_run_at IS NULL
                     OR julianday(excluded.next_run_at) < julianday(t.next_run_at)))
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     due_work=f"""
         SELECT {{due_columns}} FROM (
@@ -175,13 +175,13 @@ STATEMENTS = Statements(
             {now}, %(ttl)s)
         ON CONFLICT (id) DO UPDATE
         SET running = excluded.running, updated_at = excluded.updated_at
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
-    worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1",
+    worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1 AS matched",
     forget_workers=f"""
         DELETE FROM {{worker}}
         WHERE {_AGE} > max(%(seconds)s, ttl)
-        RETURNING 1
+        RETURNING 1 AS matched
     """,
     list_workers=f"""
         SELECT {{worker_columns}} FROM (
@@ -190,7 +190,7 @@ STATEMENTS = Statements(
         )
         ORDER BY host, pid
     """,
-    clock="SELECT {now}",
+    clock="SELECT {now} AS db_now",
 )
 
 
