@@ -47,7 +47,7 @@ class WorkQueue:
 
     def clock(self) -> dt.datetime:
         """The database's clock now (for a first schedule slot, when no row exists)."""
-        now = as_datetime(store.read("clock", {})[0][0])
+        now = as_datetime(store.read("clock", {})[0]["db_now"])
         assert now is not None
         return now
 

@@ -152,7 +152,7 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
         if not wait:
             sent = time.monotonic()
             rows = store.write("try_claim", "claim", params)
-            return Lease(name, owner, int(rows[0][0]), ttl, sent) if rows else None
+            return Lease(name, owner, int(rows[0]["token"]), ttl, sent) if rows else None
         if store.connection().in_atomic_block:
             raise InAtomicBlock("try_claim")
         return self._claim_waiting(params, wait)
@@ -172,7 +172,7 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
                 sent = time.monotonic()
                 rows = store.write("try_claim", "claim", params)
                 if rows:
-                    return Lease(name, owner, int(rows[0][0]), ttl, sent)
+                    return Lease(name, owner, int(rows[0]["token"]), ttl, sent)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
@@ -197,7 +197,7 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
         else:
             params["value"] = encode_value(value)
             rows = store.write("update_state", "renew_with_value", params)
-        return Renewal(cancel_requested=bool(rows[0][0])) if rows else None
+        return Renewal(cancel_requested=bool(rows[0]["cancel_requested"])) if rows else None
 
     def update_state(self, name: str, owner: str, value: Any, *, token: int | None = None) -> bool:
         """Write ``value`` and refresh the heartbeat. ``False``, with nothing

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -77,32 +77,31 @@ class TaskState:
     result_note: str = ""
 
     @classmethod
-    def from_row(cls, row: Sequence[Any]) -> TaskState:
-        """Build from a row in ``db.rules.STATE_COLUMNS`` order, as either vendor returns it."""
-        (name, value, running, owner, token, ttl, started_at, finished_at, updated_at,
-         cancel_requested, outcome, error, stale, heartbeat_age, requested_at, next_run_at,
-         attempt, trigger, result, result_note) = row  # fmt: skip
+    def from_row(cls, row: Mapping[str, Any]) -> TaskState:
+        """Build from a state read's row, by the names of ``db.rules.STATE_COLUMNS``
+        (one per field), as every vendor returns it."""
+        heartbeat_age = row["heartbeat_age"]
         return cls(
-            name=name,
-            value=json_column(value),
-            running=bool(running),
-            owner=owner,
-            token=int(token),
-            ttl=float(ttl),
-            started_at=as_datetime(started_at),
-            finished_at=as_datetime(finished_at),
-            updated_at=as_datetime(updated_at),
-            cancel_requested=bool(cancel_requested),
-            outcome=outcome,
-            error=error,
-            stale=bool(stale),
+            name=row["name"],
+            value=json_column(row["value"]),
+            running=bool(row["running"]),
+            owner=row["owner"],
+            token=int(row["token"]),
+            ttl=float(row["ttl"]),
+            started_at=as_datetime(row["started_at"]),
+            finished_at=as_datetime(row["finished_at"]),
+            updated_at=as_datetime(row["updated_at"]),
+            cancel_requested=bool(row["cancel_requested"]),
+            outcome=row["outcome"],
+            error=row["error"],
+            stale=bool(row["stale"]),
             heartbeat_age=None if heartbeat_age is None else float(heartbeat_age),
-            requested_at=as_datetime(requested_at),
-            next_run_at=as_datetime(next_run_at),
-            attempt=int(attempt),
-            trigger=trigger,
-            result=json_column(result),
-            result_note=result_note,
+            requested_at=as_datetime(row["requested_at"]),
+            next_run_at=as_datetime(row["next_run_at"]),
+            attempt=int(row["attempt"]),
+            trigger=row["trigger"],
+            result=json_column(row["result"]),
+            result_note=row["result_note"],
         )
 
     @classmethod
@@ -206,26 +205,26 @@ class DueRow:
     result_not_stored: bool = False
 
     @classmethod
-    def from_row(cls, row: Sequence[Any]) -> DueRow:
-        """Build from a row in ``db.rules.DUE_COLUMNS`` order, as either vendor returns it."""
-        (name, token, running, stale, attempt, outcome, requested, schedule, next_run_at,
-         slot_due, finished_age, db_now, result_not_stored) = row  # fmt: skip
-        now = as_datetime(db_now)
+    def from_row(cls, row: Mapping[str, Any]) -> DueRow:
+        """Build from a poll's row, by the names of ``db.rules.DUE_COLUMNS`` (one
+        per field), as every vendor returns it."""
+        now = as_datetime(row["db_now"])
         assert now is not None  # the statement always selects the clock
+        finished_age = row["finished_age"]
         return cls(
-            name=name,
-            token=int(token),
-            running=bool(running),
-            stale=bool(stale),
-            attempt=int(attempt),
-            outcome=outcome,
-            requested=bool(requested),
-            schedule=schedule,
-            next_run_at=as_datetime(next_run_at),
-            slot_due=bool(slot_due),
+            name=row["name"],
+            token=int(row["token"]),
+            running=bool(row["running"]),
+            stale=bool(row["stale"]),
+            attempt=int(row["attempt"]),
+            outcome=row["outcome"],
+            requested=bool(row["requested"]),
+            schedule=row["schedule"],
+            next_run_at=as_datetime(row["next_run_at"]),
+            slot_due=bool(row["slot_due"]),
             finished_age=None if finished_age is None else float(finished_age),
             db_now=now,
-            result_not_stored=bool(result_not_stored),
+            result_not_stored=bool(row["result_not_stored"]),
         )
 
 
@@ -241,14 +240,13 @@ class WorkClaim:
     resume_from: Any
 
     @classmethod
-    def from_row(cls, lease_of: Callable[[int], Lease], row: Sequence[Any]) -> WorkClaim:
-        """Build from a claim's ``RETURNING token, attempt, run_args, value``."""
-        token, attempt, run_args, value = row
-        run_args, value = json_column(run_args), json_column(value)
+    def from_row(cls, lease_of: Callable[[int], Lease], row: Mapping[str, Any]) -> WorkClaim:
+        """Build from a claim's ``RETURNING token, attempt, run_args, value``, by name."""
+        run_args, value = json_column(row["run_args"]), json_column(row["value"])
         run_args = run_args if isinstance(run_args, dict) else {}
         return cls(
-            lease=lease_of(int(token)),
-            attempt=int(attempt),
+            lease=lease_of(int(row["token"])),
+            attempt=int(row["attempt"]),
             args=tuple(run_args.get("args", ())),
             kwargs=dict(run_args.get("kwargs", {})),
             resume_from=value,
@@ -309,21 +307,21 @@ class WorkerState:
     runs: tuple[WorkerRun, ...] = ()
 
     @classmethod
-    def from_row(cls, row: Sequence[Any]) -> WorkerState:
-        """Build from a row in ``db.rules.WORKER_COLUMNS`` order."""
-        id_, host, pid, tasks, concurrency, running, started_at, updated_at, age, ttl, silent = row
+    def from_row(cls, row: Mapping[str, Any]) -> WorkerState:
+        """Build from a row of the workers' list, by the names of
+        ``db.rules.WORKER_COLUMNS`` (one per field but ``runs``)."""
         return cls(
-            id=id_,
-            host=host,
-            pid=int(pid),
-            tasks=list(json_column(tasks)),
-            concurrency=int(concurrency),
-            running=list(json_column(running)),
-            started_at=as_datetime(started_at),
-            updated_at=as_datetime(updated_at),
-            age=float(age),
-            ttl=float(ttl),
-            silent=bool(silent),
+            id=row["id"],
+            host=row["host"],
+            pid=int(row["pid"]),
+            tasks=list(json_column(row["tasks"])),
+            concurrency=int(row["concurrency"]),
+            running=list(json_column(row["running"])),
+            started_at=as_datetime(row["started_at"]),
+            updated_at=as_datetime(row["updated_at"]),
+            age=float(row["age"]),
+            ttl=float(row["ttl"]),
+            silent=bool(row["silent"]),
         )
 
     def with_runs(self, states: Mapping[str, TaskState]) -> WorkerState:

@@ -20,6 +20,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.conf import conf
 from django_bgtasks.db import vendors
+from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import Statements
 
 # Kept per vendor: every operation needs them, the tables don't change.
@@ -48,14 +49,14 @@ def statements(connection: BaseDatabaseWrapper) -> Statements:
     return rendered
 
 
-def write(operation: str, statement: str, params: dict[str, Any]) -> list[Any]:
+def write(operation: str, statement: str, params: dict[str, Any]) -> list[Row]:
     """Run one write ``statement`` in autocommit; inside ``atomic()`` it is
     refused with :class:`~django_bgtasks.exceptions.InAtomicBlock` naming
     ``operation``."""
     return vendors.write(connection(), operation, statements, statement, params)
 
 
-def read(statement: str, params: dict[str, Any], *, using: str | None = None) -> list[Any]:
+def read(statement: str, params: dict[str, Any], *, using: str | None = None) -> list[Row]:
     """Run one read ``statement`` (on the alias ``using``, by default
     ``BGTASKS_DATABASE``)."""
     return vendors.read(connection(using), statements, statement, params)

@@ -40,6 +40,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
 from django_bgtasks.conf import conf
+from django_bgtasks.db.rows import Row, named
 
 # The name it had when this module was cursors.py: sites filter their logs by it.
 logger = logging.getLogger("django_bgtasks.cursors")
@@ -164,18 +165,19 @@ def behind_transaction_pooling(connection: BaseDatabaseWrapper) -> bool:
     return bool(connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False))
 
 
-def fetch_all(connection: BaseDatabaseWrapper, query: str, params: dict[str, Any]) -> list[Any]:
+def fetch_all(connection: BaseDatabaseWrapper, query: str, params: dict[str, Any]) -> list[Row]:
     """Execute one of the app's statements on ``connection`` and return its
-    rows: prepared where :func:`prepares`, else on Django's plain cursor."""
+    rows, by column name (:func:`~django_bgtasks.db.rows.named`): prepared
+    where :func:`prepares`, else on Django's plain cursor."""
     if prepares(connection):
         # Not closed: the connection's prepared-statement cursor, kept for
         # the next statement.
         cursor = prepared_cursor(connection)
         cursor.execute(query, params)
-        return list(cursor.fetchall())
+        return named(cursor)
     with connection.cursor() as plain:
         plain.execute(query, params)
-        return list(plain.fetchall())
+        return named(plain)
 
 
 def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:

@@ -41,6 +41,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from django_bgtasks.db.rows import Row, matched, named
 from django_bgtasks.db.rules import (
     CLAIM_REQUEST,
     CLAIM_RETRY,
@@ -107,58 +108,60 @@ FRAGMENTS = {
 
 
 # --- How a statement is run, and its result read -----------------------------------------
-# Each returns the rows as RETURNING gives them on PostgreSQL and SQLite.
+# Each returns the rows as RETURNING gives them on PostgreSQL and SQLite: by
+# column name (db/rows.py), with the names those statements give them.
 
-Reader = Callable[[BaseDatabaseWrapper, str, str, dict[str, Any]], list[Any]]
+Reader = Callable[[BaseDatabaseWrapper, str, str, dict[str, Any]], list[Row]]
 _ER_DUP_ENTRY = 1062
 
 
 def _rows(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Any]:
+) -> list[Row]:
     """A read: its rows."""
     with connection.cursor() as cursor:
         cursor.execute(query, params)
-        return list(cursor.fetchall())
+        return named(cursor)
 
 
 def _count(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Any]:
-    """A write: one row per matched row."""
+) -> list[Row]:
+    """A write: one ``matched`` row per matched row (``RETURNING 1 AS matched``)."""
     with connection.cursor() as cursor:
         cursor.execute(query, params)
-        return [(1,)] * cursor.rowcount
+        return matched(cursor.rowcount)
 
 
 def _renew(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Any]:
-    """A heartbeat: ``(cancel_requested,)`` from which step matched, if one did."""
+) -> list[Row]:
+    """A heartbeat: its ``cancel_requested``, from which step matched, if one did."""
     with connection.cursor() as cursor:
         for cancel_requested, step in enumerate(query.split(MYSQL_STEP)):
             cursor.execute(step, params)
             if cursor.rowcount:
-                return [(cancel_requested,)]
+                return [{"cancel_requested": cancel_requested}]
         return []
 
 
 def _upsert(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Any]:
+) -> list[Row]:
     """The UPDATE, and only if it matched nothing the INSERT, and if that hits
     a row inserted meanwhile the UPDATE again (each step a compare-and-set in
-    autocommit). A claim hands back its token, its LAST_INSERT_ID(expr), read
-    in the UPDATE's own query (:func:`_claim_update`); the others ``(1,)``."""
+    autocommit). A claim hands back its ``token``, its LAST_INSERT_ID(expr),
+    read in the UPDATE's own query (:func:`_claim_update`); the others a
+    ``matched`` row."""
     update, insert = query.split(MYSQL_STEP)
     with connection.cursor() as cursor:
         if statement != "claim":
             cursor.execute(update, params)
-            matched = bool(cursor.rowcount)
+            updated = bool(cursor.rowcount)
         else:
             token = _claim_update(connection, cursor, update, params)
-            matched = token is not None
-        if not matched:
+            updated = token is not None
+        if not updated:
             try:
                 cursor.execute(insert, params)
             except IntegrityError as exc:
@@ -166,17 +169,17 @@ def _upsert(
                     raise
                 if statement != "claim":
                     cursor.execute(update, params)
-                    return [(1,)] if cursor.rowcount else []
+                    return matched(1) if cursor.rowcount else []
                 token = _claim_update(connection, cursor, update, params)
-                return [] if token is None else [(token,)]
+                return [] if token is None else [{"token": token}]
             # An INSERT fires no trigger: its reply carries the token.
             token = _last_insert_id(cursor)
-        return [(token,)] if statement == "claim" else [(1,)]
+        return [{"token": token}] if statement == "claim" else matched(1)
 
 
 def _claim(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Any]:
+) -> list[Row]:
     """A worker's claim and the read of what it claimed: two statements in
     one transaction on this connection."""
     update, select = query.split(MYSQL_STEP)
@@ -185,14 +188,14 @@ def _claim(
         if not cursor.rowcount:
             return []
         cursor.execute(select, params)
-        return list(cursor.fetchall())
+        return named(cursor)
 
 
 # A claim's UPDATE and the read of its token, sent as one query (one round
 # trip) when the connection allows several statements in one (mysqlclient's
 # default, CLIENT.MULTI_STATEMENTS; ``OPTIONS = {"multi_statements": False}``
 # turns it off, and then the SELECT is a second round trip).
-_CLAIMED_TOKEN = f"{MYSQL_STEP}SELECT LAST_INSERT_ID()"
+_CLAIMED_TOKEN = f"{MYSQL_STEP}SELECT LAST_INSERT_ID() AS token"
 _CLIENT_MULTI_STATEMENTS = 1 << 16  # MySQLdb.constants.CLIENT.MULTI_STATEMENTS
 
 
@@ -216,18 +219,19 @@ def _claim_update(
     # An error in the UPDATE (a lock wait timeout, a deadlock) raises here,
     # and the server runs nothing after it.
     cursor.execute(update + _CLAIMED_TOKEN, params)
-    matched = cursor.rowcount
+    claimed = cursor.rowcount
     cursor.nextset()
-    [(token,)] = cursor.fetchall()
-    return int(token) if matched else None
+    [row] = named(cursor)
+    return int(row["token"]) if claimed else None
 
 
 def _last_insert_id(cursor: Any) -> int:
     """The LAST_INSERT_ID(expr) the statement just run on ``cursor`` set."""
     if cursor.lastrowid:
         return int(cursor.lastrowid)
-    cursor.execute("SELECT LAST_INSERT_ID()")
-    return int(cursor.fetchone()[0])
+    cursor.execute("SELECT LAST_INSERT_ID() AS token")
+    [row] = named(cursor)
+    return int(row["token"])
 
 
 # --- The statements ----------------------------------------------------------------------
@@ -413,9 +417,9 @@ READERS: dict[str, Reader] = {
 
 def run(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Any]:
+) -> list[Row]:
     """Execute the rendered ``query`` of field ``statement`` and return its
-    rows, as RETURNING gives them on PostgreSQL and SQLite."""
+    rows by column name, as RETURNING gives them on PostgreSQL and SQLite."""
     return READERS[statement](connection, statement, query, params)
 
 

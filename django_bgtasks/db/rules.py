@@ -50,19 +50,26 @@ from dataclasses import dataclass
 
 from django_bgtasks.choices import QueueStatus
 
-# Column order of every state read; states.TaskState.from_row() relies on it.
+# The result columns of every statement are read by name (db/rows.py), never by
+# position: the names, an alias for every expression, are what the readers rely
+# on (tests/db/test_vendors.py checks them), and the order is free.
+
+# Every state read; core.states.TaskState.from_row() reads these names.
 STATE_COLUMNS = """name, value, running AND NOT stale AS running, owner, token, ttl,
     started_at, finished_at, updated_at, cancel_requested, outcome, error, stale,
     heartbeat_age, requested_at, next_run_at, attempt, trigger, result, result_note"""
+# A run's history row, as PostgreSQL's statements that end a run copy it from
+# the lease row (db.postgresql's record_ended): not a result. INSERT ... SELECT
+# pairs columns by position, so it names this one list on both sides.
 RUN_COLUMNS = """name, token, owner, started_at, finished_at, outcome, error, value,
     trigger, attempt, scheduled_for, skipped, result, result_note"""
-# Column order of the workers' poll; states.DueRow.from_row() relies on it.
+# The workers' poll; core.states.DueRow.from_row() reads these names.
 DUE_COLUMNS = """name, token, running AND NOT stale AS running, stale, attempt, outcome,
     requested_at IS NOT NULL AS requested, schedule, next_run_at, slot_due, finished_age,
     db_now, result_note <> '' AS result_not_stored"""
-# The workers' list (states.WorkerState.from_row()): ``age`` is the seconds since
-# the row's last beat by the database's clock, and ``silent`` compares it with the
-# ttl the worker stated, so no replica's clock decides that a worker is gone.
+# The workers' list (core.states.WorkerState.from_row()): ``age`` is the seconds
+# since the row's last beat by the database's clock, and ``silent`` compares it
+# with the ttl the worker stated, so no replica's clock decides that a worker is gone.
 WORKER_COLUMNS = (
     "id, host, pid, tasks, concurrency, running, started_at, updated_at, age, ttl, "
     "age > ttl AS silent"
@@ -156,7 +163,7 @@ SKIP_SLOT = """
 
 # --- The Django Tasks queue (not on MySQL/MariaDB yet: bgtasks.E015) -----------------------
 
-# What a claim returns; queue.Claim.from_row() relies on the order.
+# What a claim returns; queue.manager.Claim.from_row() reads these names.
 CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_context,
     args_kwargs, run_after, enqueued_at, started_at, last_attempted_at, attempts,
     max_attempts, worker_ids, token, ttl"""

@@ -1,7 +1,8 @@
 """The vendors django-bgtasks runs on, and the one place their statements are
 rendered and run: :func:`statements` (the lease operations and the workers'),
 :func:`queue_statements` (the Django Tasks queue), :func:`read`,
-:func:`write` (the one refusal inside ``atomic()``), :func:`run` and
+:func:`write` (the one refusal inside ``atomic()``), :func:`run` (each
+hands back rows by column name: :mod:`~django_bgtasks.db.rows`) and
 :func:`time_param`. Each vendor's statements are in its own module
 (:mod:`~django_bgtasks.db.postgresql`, :mod:`~django_bgtasks.db.sqlite`,
 :mod:`~django_bgtasks.db.mysql`); the rules they keep, in
@@ -20,6 +21,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.db import mysql, postgresql, sqlite
 from django_bgtasks.db.cursor import fetch_all
+from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import STATUSES, QueueStatements, Statements
 from django_bgtasks.exceptions import InAtomicBlock
 
@@ -111,9 +113,10 @@ def read(
     statements_of: Callable[[BaseDatabaseWrapper], Statements | QueueStatements],
     statement: str,
     params: dict[str, Any],
-) -> list[Any]:
+) -> list[Row]:
     """Run field ``statement`` of the set ``statements_of(connection)`` (a
-    manager's rendered statements) on ``connection``, and return its rows."""
+    manager's rendered statements) on ``connection``, and return its rows,
+    each a dict by column name (:mod:`~django_bgtasks.db.rows`)."""
     query: str = getattr(statements_of(connection), statement)
     return run(connection, statement, query, params)
 
@@ -124,7 +127,7 @@ def write(
     statements_of: Callable[[BaseDatabaseWrapper], Statements | QueueStatements],
     statement: str,
     params: dict[str, Any],
-) -> list[Any]:
+) -> list[Row]:
     """As :func:`read`, for a write, which must be durable when it returns:
     refused inside ``transaction.atomic()`` (:class:`InAtomicBlock`, naming
     ``operation``), before anything is rendered or sent."""
@@ -135,11 +138,12 @@ def write(
 
 def run(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Any]:
-    """Execute the rendered ``query`` of field ``statement`` and return its rows,
-    as RETURNING gives them on PostgreSQL and SQLite: one statement there, run
-    prepared where the cursor may (:mod:`~django_bgtasks.db.cursor`). MySQL
-    runs and reads each its own way (:data:`django_bgtasks.db.mysql.READERS`)."""
+) -> list[Row]:
+    """Execute the rendered ``query`` of field ``statement`` and return its rows
+    by column name, as RETURNING gives them on PostgreSQL and SQLite: one
+    statement there, run prepared where the cursor may
+    (:mod:`~django_bgtasks.db.cursor`). MySQL runs and reads each its own way
+    (:data:`django_bgtasks.db.mysql.READERS`), into rows of the same names."""
     if connection.vendor == "mysql":
         return mysql.run(connection, statement, query, params)
     return fetch_all(connection, query, params)

@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import as_datetime, json_column
 from django_bgtasks.db import vendors
+from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import QueueStatements
 from django_bgtasks.validation import encode_value, validate_owner
 
@@ -70,29 +71,29 @@ class Claim:
     sent_at: float
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...], owner: str, sent_at: float) -> Claim:
-        """From the claim's RETURNING row (``db.rules.CLAIM_COLUMNS``)."""
-        arguments = json_column(row[7])
+    def from_row(cls, row: Mapping[str, Any], owner: str, sent_at: float) -> Claim:
+        """From the claim's RETURNING row, by the names of ``db.rules.CLAIM_COLUMNS``."""
+        arguments = json_column(row["args_kwargs"])
         return cls(
-            seq=int(row[0]),
-            uuid=uuid.UUID(str(row[1])),
-            task_path=row[2],
-            backend=row[3],
-            queue_name=row[4],
-            priority=int(row[5]),
-            takes_context=bool(row[6]),
+            seq=int(row["seq"]),
+            uuid=uuid.UUID(str(row["uuid"])),
+            task_path=row["task_path"],
+            backend=row["backend"],
+            queue_name=row["queue_name"],
+            priority=int(row["priority"]),
+            takes_context=bool(row["takes_context"]),
             args=list(arguments["args"]),
             kwargs=dict(arguments["kwargs"]),
-            run_after=as_datetime(row[8]),
-            enqueued_at=as_datetime(row[9]),
-            started_at=as_datetime(row[10]),
-            last_attempted_at=as_datetime(row[11]),
-            attempts=int(row[12]),
-            max_attempts=int(row[13]),
-            worker_ids=list(json_column(row[14])),
+            run_after=as_datetime(row["run_after"]),
+            enqueued_at=as_datetime(row["enqueued_at"]),
+            started_at=as_datetime(row["started_at"]),
+            last_attempted_at=as_datetime(row["last_attempted_at"]),
+            attempts=int(row["attempts"]),
+            max_attempts=int(row["max_attempts"]),
+            worker_ids=list(json_column(row["worker_ids"])),
             owner=owner,
-            token=int(row[15]),
-            ttl=float(row[16]),
+            token=int(row["token"]),
+            ttl=float(row["ttl"]),
             sent_at=sent_at,
         )
 
@@ -170,7 +171,7 @@ class QueueManager(models.Manager["QueuedTask"]):
             "progress": encode_value(progress, kind="progress") if set_progress else None,
         }
         rows = self._write("renew", params)
-        return bool(rows[0][0]) if rows else None
+        return bool(rows[0]["cancel_requested"]) if rows else None
 
     def finish(
         self,
@@ -196,7 +197,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         rows = self._write("finish", params)
         if not rows:
             return None
-        return as_datetime(rows[0][1]) or True
+        return as_datetime(rows[0]["finished_at"]) or True
 
     def ended(self, claim: Claim, *, status: str) -> dt.datetime | bool | None:
         """What :meth:`finish` returned, for a finish whose reply was lost (the
@@ -206,7 +207,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         rows = self._write("ended", {**self._holder(claim), "status": status})
         if not rows:
             return None
-        return as_datetime(rows[0][1]) or True
+        return as_datetime(rows[0]["finished_at"]) or True
 
     def give_back(self, owner: str, *, held: Collection[int]) -> list[uuid.UUID]:
         """Put back in the queue the tasks ``owner`` claimed and does not hold:
@@ -223,13 +224,14 @@ class QueueManager(models.Manager["QueuedTask"]):
             "owner": owner,
             "held": seqs if connection.vendor == "postgresql" else json.dumps(seqs),
         }
-        return [uuid.UUID(str(row[0])) for row in self._write("give_back", params)]
+        return [uuid.UUID(str(row["uuid"])) for row in self._write("give_back", params)]
 
     def recover(self) -> list[tuple[uuid.UUID, str]]:
         """Every running task whose heartbeat is older than its ttl, by the
         database's clock: ready again while attempts remain, else failed with
         an error saying the worker was lost. ``(uuid, new status)`` of each."""
-        return [(uuid.UUID(str(row[0])), row[1]) for row in self._write("recover", {})]
+        rows = self._write("recover", {})
+        return [(uuid.UUID(str(row["uuid"])), row["status"]) for row in rows]
 
     def cancel(self, result_id: uuid.UUID | str) -> str | None:
         """An operator's cancel: a ready task fails at once without running; a
@@ -239,7 +241,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         connection = self._connection()
         field = self.model._meta.get_field("uuid")
         rows = self._write("cancel", {"uuid": field.get_db_prep_value(value, connection)})
-        return str(rows[0][0]) if rows else None
+        return str(rows[0]["status"]) if rows else None
 
     # --- plumbing -----------------------------------------------------------------
 
@@ -254,6 +256,6 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
         return vendors.queue_statements(connection, table=self.model._meta.db_table)
 
-    def _write(self, statement: str, params: dict[str, Any]) -> list[Any]:
+    def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"
         return vendors.write(self._connection(), operation, self._statements, statement, params)
