@@ -1,15 +1,24 @@
 """The statement sets of django_bgtasks/db/: one per vendor, rendered for a
-set of tables and kept, and a clear error for any other vendor. (That the
+set of tables and kept, a clear error for any other vendor, and result
+columns named alike on every vendor, as their readers read them. (That the
 statements take values only as parameters is tested in
 tests/security/test_security.py; what they do, in tests/core/test_leases.py.)"""
 
 from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.db import NotSupportedError, connections
 from django.db.backends.dummy.base import DatabaseWrapper as DummyDatabaseWrapper
 
 from django_bgtasks.db import vendors
+from django_bgtasks.db.rows import MATCHED
 
 
 def test_statements_are_rendered_once_per_vendor_and_set_of_tables() -> None:
@@ -49,3 +58,203 @@ def test_the_queue_statements_are_rendered_once_and_only_where_the_queue_runs() 
     other.vendor = "mysql"
     with pytest.raises(NotSupportedError, match=r"PostgreSQL and SQLite, not 'mysql'.*'legacy'"):
         vendors.queue_statements(other, table="q")
+
+
+# --- Rows are read by name -------------------------------------------------------------
+# Every statement that hands back rows names each of its result columns, and
+# on every vendor the same names: what their readers read (db/rows.py). Checked
+# from the statements' text, without a database; that the rows read right, by
+# the behaviour tests (tests/core/test_leases.py, tests/worker/, ...) on each vendor.
+
+
+def _top_level(sql: str) -> str:
+    """``sql`` with its string literals emptied and whatever is in parentheses
+    collapsed to ``(...)``: what is left is the statement's own clauses."""
+    sql = re.sub(r"'[^']*'", "''", sql)
+    top, depth = [], 0
+    for char in sql:
+        if char == "(":
+            if depth == 0:
+                top.append("(...)")
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0:
+            top.append(char)
+    return "".join(top)
+
+
+def result_columns(sql: str) -> list[str] | None:
+    """The names of the columns ``sql`` hands back (its RETURNING list, else its
+    top-level SELECT's), each an alias or the column it names; ``None`` for a
+    statement that hands back none. An expression without a name fails."""
+    top = _top_level(sql)
+    returning = re.split(r"\bRETURNING\b", top, flags=re.IGNORECASE)
+    if len(returning) > 1:
+        columns = returning[-1]
+    elif selects := re.split(r"\bSELECT\b", top, flags=re.IGNORECASE)[1:]:
+        columns = re.split(r"\bFROM\b", selects[-1], flags=re.IGNORECASE)[0]
+    else:
+        return None
+    names = []
+    for item in (item.strip() for item in columns.split(",")):
+        named = re.fullmatch(r"(?s).*\bAS\s+`?(\w+)`?", item, flags=re.IGNORECASE)
+        bare = re.fullmatch(r"(?:\w+\.)?`?(\w+)`?", item)
+        assert named or bare, f"a result column without a name: {item!r} in {sql}"
+        names.append((named or bare).group(1))  # type: ignore[union-attr]
+    return names
+
+
+class _DescribingCursor:
+    """A MySQL cursor with no server behind it: every write matches one row,
+    and a read hands back one row of the columns its text names."""
+
+    rowcount = 1
+    lastrowid = 7
+
+    def __init__(self) -> None:
+        self.description: list[tuple[str]] | None = None
+
+    def __enter__(self) -> _DescribingCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def execute(self, sql: str, params: object = None) -> None:
+        names = result_columns(sql)
+        self.description = None if names is None else [(name,) for name in names]
+
+    def fetchall(self) -> list[tuple[int, ...]]:
+        return [] if self.description is None else [(0,) * len(self.description)]
+
+
+def _mysql_columns(statement: str, query: str, monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The names of the rows db/mysql.py's reader of ``statement`` builds."""
+    from django_bgtasks.db import mysql
+
+    monkeypatch.setattr(mysql.transaction, "atomic", lambda using: contextlib.nullcontext())
+    connection = SimpleNamespace(
+        cursor=_DescribingCursor, connection=SimpleNamespace(client_flag=0), alias="fake"
+    )
+    rows = mysql.run(connection, statement, query, {})  # type: ignore[arg-type]
+    assert len(rows) == 1, (statement, rows)
+    return set(rows[0])
+
+
+def _rendered(vendor: str, queue: bool = False) -> dict[str, str]:
+    connection: Any = SimpleNamespace(
+        vendor=vendor, alias="fake", ops=SimpleNamespace(quote_name=lambda name: f'"{name}"')
+    )
+    if queue:
+        rendered: Any = vendors.queue_statements(connection, table="q_names")
+    else:
+        rendered = vendors.statements(connection, task="t_names", run="r_names", worker="w_names")
+    return {field.name: getattr(rendered, field.name) for field in dataclasses.fields(rendered)}
+
+
+class _Reading(dict[str, Any]):
+    """A row that records which of its columns a reader reads."""
+
+    def __init__(self, names: set[str]) -> None:
+        samples = {
+            "uuid": "12345678-1234-5678-1234-567812345678",
+            "args_kwargs": '{"args": [], "kwargs": {}}',
+            "db_now": "2026-01-01 00:00:00",
+        }
+        json_lists = {"tasks", "running", "worker_ids"}
+        super().__init__(
+            {name: "[]" if name in json_lists else samples.get(name, 0) for name in names}
+        )
+        self.read: set[str] = set()
+
+    def __getitem__(self, name: str) -> Any:
+        self.read.add(name)
+        return super().__getitem__(name)
+
+
+def _whole_rows() -> dict[str, Callable[[Mapping[str, Any]], object]]:
+    """The statements whose rows a ``from_row`` reads whole, and that reader."""
+    from django_bgtasks.core.states import DueRow, Lease, TaskState, WorkClaim, WorkerState
+
+    def work_claim(row: Mapping[str, Any]) -> object:
+        return WorkClaim.from_row(lambda token: Lease("job", "a", token, 30.0), row)
+
+    return {
+        "get_state": TaskState.from_row,
+        "list_states": TaskState.from_row,
+        "due_work": DueRow.from_row,
+        "list_workers": WorkerState.from_row,
+        **dict.fromkeys(
+            ("claim_request", "claim_scheduled", "claim_resume", "claim_retry"), work_claim
+        ),
+    }
+
+
+# The names the other readers take from a row (core/leases.py, core/claims.py,
+# queue/manager.py); a statement in neither table hands back rows that are only
+# counted (``matched``).
+READ_BY_NAME = {
+    "claim": {"token"},
+    "renew": {"cancel_requested"},
+    "renew_with_value": {"cancel_requested"},
+    "clock": {"db_now"},
+}
+QUEUE_READ_BY_NAME = {
+    "renew": {"cancel_requested"},
+    "finish": {"finished_at"},
+    "ended": {"finished_at"},
+    "recover": {"uuid", "status"},
+    "cancel": {"status"},
+    "give_back": {"uuid"},
+}
+
+
+def test_every_vendor_names_the_result_columns_its_readers_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Lease and worker statements: the same names on PostgreSQL, SQLite and
+    MySQL (where db/mysql.py builds some rows itself), every one named, and
+    exactly what each reader reads."""
+    whole = _whole_rows()
+    by_vendor = {vendor: _rendered(vendor) for vendor in vendors.SUPPORTED_VENDORS}
+    for statement, query in by_vendor["postgresql"].items():
+        names = result_columns(query)
+        assert names is not None and len(set(names)) == len(names), (statement, names)
+        assert set(names) == set(result_columns(by_vendor["sqlite"][statement]) or ()), statement
+        mysql = by_vendor["mysql"][statement]
+        assert _mysql_columns(statement, mysql, monkeypatch) == set(names), statement
+        if statement in whole:
+            row = _Reading(set(names))
+            whole[statement](row)
+            assert row.read == set(names), statement
+        else:
+            assert set(names) >= READ_BY_NAME.get(statement, set()), statement
+            if statement not in READ_BY_NAME:
+                assert names == [MATCHED], statement
+
+
+def test_every_queue_vendor_names_the_result_columns_its_readers_read() -> None:
+    """The Django Tasks queue's statements, on each vendor it runs on."""
+    from django_bgtasks.queue.manager import Claim
+
+    for vendor in vendors.QUEUE_VENDORS:
+        for statement, query in _rendered(vendor, queue=True).items():
+            names = result_columns(query)
+            assert names is not None and len(set(names)) == len(names), (vendor, statement)
+            if statement == "claim":
+                row = _Reading(set(names))
+                Claim.from_row(row, "a", 0.0)
+                assert row.read == set(names), vendor
+            else:
+                assert set(names) >= QUEUE_READ_BY_NAME[statement], (vendor, statement)
+
+
+def test_the_result_columns_parser_sees_what_a_statement_hands_back() -> None:
+    """What the tests above rely on: an unnamed expression fails, a write
+    without RETURNING hands back nothing, parentheses and strings hide theirs."""
+    assert result_columns("UPDATE t SET a = (SELECT b FROM c) WHERE d") is None
+    assert result_columns("WITH e AS (UPDATE t RETURNING x) SELECT 1 AS m FROM e") == ["m"]
+    assert result_columns("SELECT s.a, `b`, f(a, ',') AS c FROM (SELECT 1) s") == ["a", "b", "c"]
+    with pytest.raises(AssertionError, match="without a name"):
+        result_columns("UPDATE t SET a = 1 RETURNING a > 1")
