@@ -311,7 +311,7 @@ QUEUE = QueueStatements(
 )
 
 
-# --- Change notifications (django_bgtasks.changes) ------------------------------
+# --- Change notifications (django_bgtasks.push.feed) ----------------------------
 # PostgreSQL: migration 0008's trigger notifies this channel, with JSON
 # {"name": ..., "token": ...}, for every change of a lease row but a bare
 # heartbeat; each process's one listening connection runs LISTEN_CHANGES, and
