@@ -204,6 +204,7 @@ class DueRow:
     # so it is not retried (runner.RunningLease.finish).
     result_not_stored: bool = False
 
+    # Alike TaskState.from_row() on purpose: a field from each column of its own statement.
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> DueRow:
         """Build from a poll's row, by the names of ``db.rules.DUE_COLUMNS`` (one

@@ -70,6 +70,7 @@ class Claim:
     # renew deadline counts from it (core/holding.py).
     sent_at: float
 
+    # Alike core.states' from_row()s on purpose: a field from each column of its own statement.
     @classmethod
     def from_row(cls, row: Mapping[str, Any], owner: str, sent_at: float) -> Claim:
         """From the claim's RETURNING row, by the names of ``db.rules.CLAIM_COLUMNS``."""
