@@ -10,6 +10,9 @@ runs first; this test finds it the day it is written.
 from __future__ import annotations
 
 import ast
+import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -512,3 +515,81 @@ def test_every_state_and_status_is_spelled_once_in_choices() -> None:
     assert spelled == [], f"spelled out instead of named from choices.py: {spelled}"
     sample = 'if row.status == "READY" or x:\n    f(outcome="lost")\nSQL = "a = \'FAILED\'"\n'
     assert literal_statuses(ast.parse(sample), values) == [1, 2, 3]
+
+
+# --- no block written twice, or a comment where it stands says why ----------------------
+
+PAIR = re.compile(r"^D\d+ (?P<a>\S+):(?P<a1>\d+)-(?P<a2>\d+) ~ (?P<b>\S+):(?P<b1>\d+)-(?P<b2>\d+)")
+# A pair may stay when a comment where it stands (within it or the three lines
+# above it, or anywhere in the function or class it is part of) says why the
+# two are alike: "# Alike ...".
+EXPLAINED = re.compile(r"#.*\balike\b", re.IGNORECASE)
+
+
+def _where_it_stands(path: Path, first: int, last: int) -> list[str]:
+    """The lines of ``path`` a pair's explanation may be on."""
+    lines = path.read_text().splitlines()
+    start = first
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.end_lineno is not None
+            and node.lineno <= first <= node.end_lineno
+        ):
+            start = min(start, node.lineno)
+    return lines[max(min(start, first) - 4, 0) : last]
+
+
+def unexplained_pairs(report: str, root: Path) -> list[str]:
+    """The rows of a ``duplicates`` report, outside the migrations, whose two
+    places carry no "alike" comment."""
+    found = []
+    for line in report.splitlines():
+        match = PAIR.match(line)
+        if match is None or "migrations/" in match["a"] + match["b"]:
+            continue
+        places = [
+            (root / match[side], int(match[side + "1"]), int(match[side + "2"]))
+            for side in ("a", "b")
+        ]
+        if not any(
+            EXPLAINED.search(text)
+            for path, first, last in places
+            for text in _where_it_stands(path, first, last)
+        ):
+            found.append(line)
+    return found
+
+
+def test_no_block_is_written_twice_unless_a_comment_says_why() -> None:
+    command = shutil.which("duplicates")
+    if command is None:
+        pytest.skip("the duplicates command (the project's tool library) is not on PATH")
+    report = subprocess.run(
+        [command, "--repo", ".", "--most", "200", "--seconds", "120"],
+        cwd=PACKAGE,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert "incomplete:" not in report, report
+    assert "files read" in report.splitlines()[0], report
+    unexplained = unexplained_pairs(report, PACKAGE)
+    assert unexplained == [], "\n".join(unexplained)
+
+
+def test_the_pair_check_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n" * 10)
+    (tmp_path / "b.py").write_text("# Alike on purpose: two vendors.\n" + "x = 1\n" * 10)
+    (tmp_path / "c.py").write_text(
+        "def f():\n    # Alike g() on purpose.\n" + "    x = 1\n" * 20 + "x = 2\n" * 10
+    )
+    report = (
+        "D1 a.py:1-8 ~ a.py:2-9\nD2 a.py:1-8 ~ b.py:2-9\nD3 migrations/m.py:1-8 ~ a.py:1-8\n"
+        "D4 a.py:1-8 ~ c.py:15-20\nD5 a.py:1-8 ~ c.py:25-30\n"
+    )
+    assert unexplained_pairs(report, tmp_path) == [
+        "D1 a.py:1-8 ~ a.py:2-9",
+        "D5 a.py:1-8 ~ c.py:25-30",
+    ]

@@ -77,6 +77,8 @@ class WorkQueue:
         }
         return self._claim("claim_scheduled", name, owner, ttl, Trigger.SCHEDULE, extra)
 
+    # Alike claim_retry() on purpose: each claim is its own compare-and-set
+    # statement, with the arguments that statement needs.
     def claim_resume(
         self,
         name: str,

@@ -81,6 +81,7 @@ class TaskState:
         """Build from a state read's row, by the names of ``db.rules.STATE_COLUMNS``
         (one per field), as every vendor returns it."""
         heartbeat_age = row["heartbeat_age"]
+        # Alike the other from_row()s on purpose: each names its own fields.
         return cls(
             name=row["name"],
             value=json_column(row["value"]),
@@ -212,6 +213,7 @@ class DueRow:
         now = as_datetime(row["db_now"])
         assert now is not None  # the statement always selects the clock
         finished_age = row["finished_age"]
+        # Alike the other from_row()s on purpose: each names its own fields.
         return cls(
             name=row["name"],
             token=int(row["token"]),

@@ -65,6 +65,7 @@ def _names(columns: str) -> str:
     return columns.replace("trigger", "`trigger`")
 
 
+# Alike in sqlite.py on purpose: the same fragments, in each vendor's clock.
 FRAGMENTS = {
     "now": _NOW,
     "live": f"updated_at >= {_NOW} - {_TTL}",

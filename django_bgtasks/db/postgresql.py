@@ -166,6 +166,8 @@ STATEMENTS = Statements(
         WHERE t.requested_at IS NULL
         RETURNING 1 AS matched
     """,
+    # (Alike in sqlite.py on purpose: the same statements, in each vendor's
+    # own spelling of casts, booleans and the clock.)
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,
     claim_resume=CLAIM_RESUME,

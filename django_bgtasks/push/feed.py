@@ -292,9 +292,9 @@ class Feed:
                 while not self._stop.is_set():
                     for notification in listener.notifies(timeout=self._slice()):
                         if notification.channel == postgresql.QUEUE_CHANNEL:
-                            self._queue_ready(_notified_queue(notification.payload))
+                            self._queue_ready(_notified(notification.payload, "queue", "queue"))
                             continue
-                        name = _notified_name(notification.payload)
+                        name = _notified(notification.payload, "name", "change")
                         if name is not None:
                             self._guarded(functools.partial(self._refresh, name))
                     self._refresh_ran_out()
@@ -402,23 +402,16 @@ def _listener(alias: str, psycopg: Any) -> Any:
     return listener
 
 
-def _notified_name(payload: str) -> str | None:
+def _notified(payload: str, key: str, kind: str) -> str | None:
+    """``key`` of a notification's JSON payload: a ``bgtasks_changes`` task's
+    name, a ``bgtasks_queue`` queue. ``None`` if unreadable (for a queue:
+    wake every queue)."""
     try:
-        name = json.loads(payload)["name"]
+        found = json.loads(payload)[key]
     except (ValueError, KeyError, TypeError):
-        logger.warning("bgtasks: unexpected change notification %r", payload)
+        logger.warning("bgtasks: unexpected %s notification %r", kind, payload)
         return None
-    return name if isinstance(name, str) else None
-
-
-def _notified_queue(payload: str) -> str | None:
-    """The queue of a ``bgtasks_queue`` payload; ``None`` (wake every queue) if unreadable."""
-    try:
-        queue = json.loads(payload)["queue"]
-    except (ValueError, KeyError, TypeError):
-        logger.warning("bgtasks: unexpected queue notification %r", payload)
-        return None
-    return queue if isinstance(queue, str) else None
+    return found if isinstance(found, str) else None
 
 
 _feeds: dict[tuple[int, str], Feed] = {}
