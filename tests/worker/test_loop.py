@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -415,11 +416,48 @@ def test_a_worker_logs_each_run_start_and_end_at_info(
     caplog.set_level("INFO", logger="django_bgtasks")
     a_worker_runs("w-echo")
     assert objects.request_run("w-echo", kwargs={"n": 5})
-    Worker([make_task("w-echo", echo)], poll=0.02).run(once=True)
+    worker = Worker([make_task("w-echo", sleeps_then_echoes)], poll=0.02)
+    worker.run(once=True)
     (run,) = runs("w-echo")
-    lines = [r.getMessage() for r in caplog.records if r.name == "django_bgtasks.worker"]
+    records = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
+    lines = [r.getMessage() for r in records]
+    assert lines[0] == f"worker {worker.id}: 1 task(s) (w-echo), queue(s) (none), " + (
+        "concurrency 4, poll 0.02 s"
+    )
     assert f"task 'w-echo' started (token {run.token}, request, attempt 1)" in lines
-    assert f"task 'w-echo' (token {run.token}, attempt 1) ended: succeeded" in lines
+    # The end says how the run ended and how long it took (its history's duration,
+    # by this process's clock: from the claim to the end of the work).
+    [end] = [r for r in records if " ended: " in r.getMessage()]
+    said = re.fullmatch(
+        rf"task 'w-echo' \(token {run.token}, attempt 1\) ended: succeeded after (\S+) s",
+        end.getMessage(),
+    )
+    assert said is not None and 0.2 <= float(said[1]) <= run.duration + 0.5
+    # The same facts in the records' extra, for structured logging.
+    [start] = [r for r in records if " started " in r.getMessage()]
+    fields = ("task", "token", "owner", "attempt")
+    expected = ["w-echo", run.token, worker.id, 1]
+    assert [getattr(start, key) for key in (*fields, "trigger")] == [*expected, "request"]
+    assert [getattr(end, key) for key in (*fields, "outcome")] == [*expected, "succeeded"]
+    assert float(said[1]) == pytest.approx(end.duration, abs=0.001)  # type: ignore[attr-defined]
+
+
+def sleeps_then_echoes(lease: RunningLease, n: int = 0) -> dict[str, int]:
+    time.sleep(0.2)
+    return echo(lease, n)
+
+
+def test_a_workers_start_up_line_names_its_tasks_and_its_queues() -> None:
+    tasks = [make_task("w-echo", echo), make_task("w-other", echo)]
+    workers = {
+        "2 task(s) (w-echo, w-other), queue(s) (none)": Worker(tasks, poll=0.5),
+        "0 task(s) (none), queue(s) (default, emails)": Worker(
+            [], poll=0.5, queues=["emails", "default"]
+        ),
+        "2 task(s) (w-echo, w-other), queue(s) (all)": Worker(tasks, poll=0.5, run_queued=True),
+    }
+    for said, worker in workers.items():
+        assert worker.start_up_line() == f"worker {worker.id}: {said}, concurrency 4, poll 0.5 s"
 
 
 def test_djangos_verbosity_option_is_accepted_after_the_worker_subcommand(
@@ -865,3 +903,4 @@ def test_an_idle_queue_thread_claims_an_enqueued_task_at_once_on_postgresql(
         thread.join(WITHIN)
         connections.close_all()
     assert not thread.is_alive() and time.monotonic() - started < WITHIN
+
