@@ -54,8 +54,12 @@ START_LIMIT = 60.0  # seconds for the workers to start
 TIMELINE_LIMIT = 45.0  # seconds; the whole story takes about ten
 WORKER_COMMAND = ["bgtasks", "worker", "--task", TASK, "--poll", f"{POLL:g}"]
 
-# What the workers log (demo_site/settings.py's LOGGING): "INFO django_bgtasks.worker: ...".
-LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (django_bgtasks[\w.]*): (.*)$")
+# What the workers log (demo_site/settings.py's LOGGING):
+# "2026-01-02 03:04:05,678 INFO django_bgtasks.worker: ..." (the timeline has its own times).
+LOG_LINE = re.compile(
+    r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} )?"
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (django_bgtasks[\w.]*): (.*)$"
+)
 STARTED = re.compile(r"^task '[^']+' started \(token (\d+), (\w+), attempt (\d+)\)$")
 
 

@@ -80,6 +80,8 @@ class Holder:
         # Set by whichever ends the run first: its own thread, or interrupt()
         # (a worker stopping at once): the run is ended once.
         self._ending = False
+        # When that was (``time.monotonic()``): where :attr:`duration` stops.
+        self._ended_at: float | None = None
 
     # --- what a subclass says of its lease ------------------------------------
 
@@ -131,6 +133,14 @@ class Holder:
     def cancel_requested(self) -> bool:
         """``True`` once a heartbeat has brought an operator's cancel request."""
         return self._cancel_requested
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the claim (when it was sent) to the run's end, or to
+        now while it runs: what the worker's log says a run took. By this
+        process's monotonic clock; the history's duration is the database's."""
+        end = time.monotonic() if self._ended_at is None else self._ended_at
+        return max(end - self._held.sent_at, 0.0)
 
     def log_extra(self) -> dict[str, Any]:
         """The ``extra`` of every log record about this lease: ``task`` (the
@@ -214,6 +224,7 @@ class Holder:
             if self._ending:
                 return False
             self._ending = True
+            self._ended_at = time.monotonic()
             return True
 
     def _check_deadline(self) -> None:

@@ -23,6 +23,7 @@ from django_bgtasks.management.terminal import (
     CLEAR_SCREEN,
     Cell,
     outcome_cell,
+    plain,
     printable,
     status_cell,
     stop_on_signals,
@@ -102,34 +103,55 @@ def show_list(
         stdout.write("No background task has run, and none is registered.")
 
 
-def show_task(stdout: OutputWrapper, style: Style, state: TaskState) -> None:
-    """``show``: one task's fields, its error and value, and its recent runs."""
+# The labels of ``show``, padded to the longest of them all, so that the
+# values line up alike whichever fields a task shows.
+SHOW_WIDTH = len("cancel requested")
+
+
+def task_fields(state: TaskState, style: Style) -> list[tuple[str, Cell]]:
+    """What is true of the task now, and nothing else. Always its name,
+    status, token and ttl. While its lease is held (running, or stale): the
+    holder, its last heartbeat and whether a cancel was asked for, and no
+    finish or outcome. Once the run ended: when, and how, and no holder,
+    heartbeat or cancel request (a cancel asked for during a run that then
+    ended is history, not the task's state). The rest only when there is one:
+    progress, start and duration, the run's trigger and attempt, a pending
+    request, the next slot."""
+    held = state.held
     fields: list[tuple[str, Cell]] = [
         ("name", state.name),
         ("status", status_cell(state, style)),
         ("progress", display.progress_label(state)),
-        ("owner", state.owner),
+        ("owner", state.owner if held else ""),
         ("token", str(state.token)),
         ("ttl", f"{state.ttl:g} s"),
-        ("last heartbeat", display.ago(state.heartbeat_age)),
+        ("last heartbeat", display.ago(state.heartbeat_age) if held else ""),
         ("started", display.when(state.started_at)),
-        ("finished", display.when(state.finished_at)),
+        ("finished", "" if held else display.when(state.finished_at)),
         ("duration", display.seconds(state.duration)),
-        ("cancel requested", "yes" if state.cancel_requested else "no"),
-        ("outcome", outcome_cell(state.outcome, style)),
+        ("cancel requested", ("yes" if state.cancel_requested else "no") if held else ""),
+        ("outcome", "" if held else outcome_cell(state.outcome, style)),
         ("trigger", state.trigger),
-        ("attempt", str(state.attempt)),
+        ("attempt", str(state.attempt) if state.attempt else ""),
         ("requested", display.when(state.requested_at)),
         ("next run", display.when(state.next_run_at)),
     ]
-    width = max(len(label) for label, _cell in fields)
-    for label, cell in fields:
-        stdout.write(f"{label.ljust(width)}  {styled(cell)}")
+    return [(label, cell) for label, cell in fields if plain(cell)]
+
+
+def show_task(stdout: OutputWrapper, style: Style, state: TaskState) -> None:
+    """``show``: one task's fields (:func:`task_fields`), its error and
+    value, and its recent runs."""
+    for label, cell in task_fields(state, style):
+        stdout.write(f"{label.ljust(SHOW_WIDTH)}  {styled(cell)}")
     if state.error:
         stdout.write("error:")
         stdout.write(printable(state.error.rstrip()))
-    stdout.write("value:")
-    stdout.write(printable(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True)))
+    if state.value is not None:
+        stdout.write("value:")
+        stdout.write(
+            printable(json.dumps(state.value, indent=2, ensure_ascii=False, sort_keys=True))
+        )
     if state.result is not None:
         stdout.write("result:")
         stdout.write(
@@ -214,7 +236,9 @@ QUEUED_COLUMNS = (
 
 def _queued_status(row: QueuedTask, style: Style) -> Cell:
     paint = {SUCCESSFUL: style.SUCCESS, FAILED: style.ERROR, RUNNING: style.WARNING}
-    label = row.status.lower() + (" (cancel requested)" if row.cancel_requested else "")
+    # A cancel asked for while it ran, and it finished anyway, is not its state now.
+    cancelling = row.cancel_requested and row.status == RUNNING
+    label = row.status.lower() + (" (cancel requested)" if cancelling else "")
     painter = paint.get(row.status)
     return (label, painter) if painter is not None else label
 
@@ -267,7 +291,8 @@ def show_queued(stdout: OutputWrapper, style: Style, row: QueuedTask) -> None:
         ("priority", str(row.priority)),
         ("attempts", f"{row.attempts} of {row.max_attempts}"),
         ("progress", _queued_progress(row)),
-        ("worker", row.owner),
+        # The worker running it now; ``workers`` are all that ever ran it.
+        ("worker", row.owner if row.status == RUNNING else ""),
         ("workers", ", ".join(row.worker_ids or [])),
         ("token", str(row.token)),
         ("enqueued", display.when(row.enqueued_at)),
@@ -276,9 +301,11 @@ def show_queued(stdout: OutputWrapper, style: Style, row: QueuedTask) -> None:
         ("finished", display.when(row.finished_at)),
         ("duration", display.seconds(run_duration(row.started_at, row.finished_at))),
     ]
+    # Only what there is, aligned alike for every task.
     width = max(len(label) for label, _cell in fields)
     for label, cell in fields:
-        stdout.write(f"{label.ljust(width)}  {styled(cell)}")
+        if plain(cell):
+            stdout.write(f"{label.ljust(width)}  {styled(cell)}")
     for number, error in enumerate(row.errors or [], start=1):
         stdout.write("")
         stdout.write(

@@ -29,8 +29,11 @@ from django_bgtasks.operations import display
 # terminal and never with --no-color, so captured output has no escapes.
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 # Without a terminal (logs, pipes), the progress bar writes a line when the
-# percentage changes, and otherwise at most this often.
+# percentage or the status changes, and otherwise at most this often.
 PLAIN_PROGRESS_EVERY = 5.0
+# What turns, on a terminal, in place of a bar for a run that reports no
+# progress (ASCII, so that any terminal and font draws it).
+SPINNER = "|/-\\"
 
 # A table cell: plain text, or text and the style to draw it in.
 Cell = str | tuple[str, Callable[[str], str]]
@@ -163,9 +166,14 @@ def write_table(
 class ProgressBar:
     """A progress line for ``run``, written through the command's stdout.
 
-    On a terminal it is redrawn in place (``\\r``); otherwise (a log, a pipe, a
-    test) it prints a line when the percentage changes. Django's own output
-    wrapper is enough for this, so the app needs no progress-bar dependency.
+    A run that reports progress gets a bar; one that reports none, a spinner
+    and the time it has run (``| running for 4.2 s``), then how it ended
+    (``succeeded after 6.0 s``). On a terminal it is redrawn in place
+    (``\\r``), the spinner turning at each redraw; otherwise (a log, a pipe,
+    a test) it prints a line, without the spinner, when the percentage or the
+    status changes, else at most every ``PLAIN_PROGRESS_EVERY`` seconds.
+    Django's own output wrapper is enough for this, so the app needs no
+    progress-bar dependency.
     """
 
     WIDTH = 30
@@ -175,26 +183,40 @@ class ProgressBar:
         self.style = style
         self.tty = stdout.isatty()
         self.drawn = ""
-        self.percent: int | None = None
+        self.written: tuple[int | None, str] | None = None
         self.written_at = 0.0
+        self.turns = 0
 
     def line(self, state: TaskState) -> str:
-        """The bar, the progress label (or the status) and the value's other keys."""
+        """The bar and the progress label (or the spinner, the status and the
+        time), and the value's other keys."""
         progress = state.progress
         if progress is None:
-            bar = "[" + "?" * self.WIDTH + "]"
+            parts = [self._unmeasured(state)]
         else:
             filled = int(progress * self.WIDTH)
             bar = "[" + "#" * filled + "-" * (self.WIDTH - filled) + "]"
-        parts = [bar, display.progress_label(state) or state.status]
+            parts = [bar, display.progress_label(state)]
         extra = value_summary(state.value)
         if extra:
             parts.append(extra)
         return " ".join(parts)
 
+    def _unmeasured(self, state: TaskState) -> str:
+        """A run without progress: ``| running for 4.2 s`` while it runs (the
+        spinner on a terminal only), ``succeeded after 6.0 s`` once it ended."""
+        took = display.seconds(state.duration)
+        if state.running:
+            spinner = f"{SPINNER[self.turns % len(SPINNER)]} " if self.tty else ""
+            return f"{spinner}{state.status} for {took}" if took else f"{spinner}{state.status}"
+        ended = state.outcome or display.status_text(state)
+        return f"{ended} after {took}" if took else ended
+
     def draw(self, state: TaskState) -> None:
         """Show ``state``, if it changed what the line says."""
         text = self.line(state)
+        if self.tty:
+            self.turns += 1  # the next frame of the spinner, at the next redraw
         if text == self.drawn:
             return
         if self.tty:
@@ -204,11 +226,11 @@ class ProgressBar:
             self.stdout.flush()
         else:
             progress = state.progress
-            percent = None if progress is None else int(progress * 100)
+            said = (None if progress is None else int(progress * 100), str(state.status))
             now = time.monotonic()
-            if percent == self.percent and now - self.written_at < PLAIN_PROGRESS_EVERY:
+            if said == self.written and now - self.written_at < PLAIN_PROGRESS_EVERY:
                 return
-            self.percent, self.written_at = percent, now
+            self.written, self.written_at = said, now
             self.stdout.write(text)
         self.drawn = text
 

@@ -73,7 +73,7 @@ from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
 from django_bgtasks.worker.queue_threads import QueueThreads
-from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join
+from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join, log_started
 from django_bgtasks.worker.stopping import Stopping, hand_back
 
 if TYPE_CHECKING:
@@ -126,14 +126,7 @@ class Worker:
 
     def run(self, *, once: bool = False) -> None:
         """Work until :meth:`stop`; with ``once``, until nothing is due or running."""
-        logger.info(
-            "worker %s: %d task(s) (%s), concurrency %d, poll %g s",
-            self.id,
-            len(self.tasks),
-            ", ".join(self.tasks) or "none",
-            self.concurrency,
-            self.poll,
-        )
+        logger.info("%s", self.start_up_line())
         backoff = self.poll
         self._once = once
         if self.run_queued:
@@ -169,6 +162,20 @@ class Worker:
             if queue_watcher is not None:
                 queue_watcher.close()
             self._shut_down()
+
+    def start_up_line(self) -> str:
+        """What the worker logs as it starts: its id, its tasks, the Django
+        Tasks queues it claims from (``default, emails``; ``all`` for every
+        queue, without ``--queue``; ``none`` when it runs no Django Tasks),
+        its concurrency and its poll."""
+        if not self.run_queued:
+            queues = "none"
+        else:
+            queues = "all" if self.queues is None else ", ".join(self.queues)
+        return (
+            f"worker {self.id}: {len(self.tasks)} task(s) ({', '.join(self.tasks) or 'none'}), "
+            f"queue(s) ({queues}), concurrency {self.concurrency}, poll {self.poll:g} s"
+        )
 
     def stop(self) -> None:
         """Begin a graceful stop: claim nothing more, and tell the runs to stop."""
@@ -271,13 +278,7 @@ class Worker:
             return False  # nothing owed, or another worker won it
         trigger = claimed[0]
         running = RunningLease.from_work(work, trigger=trigger, stopping=self.stopping)
-        logger.info(
-            "task %r started (token %d, %s, attempt %d)",
-            task.name,
-            running.token,
-            trigger,
-            running.attempt,
-        )
+        log_started(running)
         thread = task.run_in_thread(running, work.args, work.kwargs)
         self._runs.add(running, thread)
         return True

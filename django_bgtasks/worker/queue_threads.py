@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
+from typing import Any
 
 from django.db import DatabaseError
 
@@ -161,11 +163,13 @@ class QueueThreads:
         from django_bgtasks.queue.execute import execute
 
         logger.info(
-            "queued task %s %s started (token %d, attempt %d)",
+            "queued task %s %s started (token %d, attempt %d, queue %s)",
             claim.task_path,
             claim.uuid,
             claim.token,
             claim.attempts,
+            claim.queue_name,
+            extra={**_extra(claim), "queue": claim.queue_name},
         )
         try:
             status = execute(claim, stopping=self.stopping)
@@ -187,14 +191,35 @@ class QueueThreads:
         finally:
             with self._claiming:
                 self._held.discard(claim.seq)
-        logger.info(
-            "queued task %s %s (token %d, attempt %d) ended: %s",
-            claim.task_path,
-            claim.uuid,
-            claim.token,
-            claim.attempts,
-            ended(status),
-        )
+        log_ended(claim, status, time.monotonic() - claim.sent_at)
+
+
+def log_ended(claim: Claim, status: str, duration: float) -> None:
+    """Say at INFO how ``claim``'s run ended (the status it left the row in,
+    :func:`ended`), after ``duration`` seconds, with its token and attempt;
+    the record's ``extra`` has them as ``outcome`` (the status), ``duration``,
+    ``token`` and ``attempt``."""
+    logger.info(
+        "queued task %s %s (token %d, attempt %d) ended: %s after %.3f s",
+        claim.task_path,
+        claim.uuid,
+        claim.token,
+        claim.attempts,
+        ended(status),
+        duration,
+        extra={**_extra(claim), "outcome": status, "duration": duration},
+    )
+
+
+def _extra(claim: Claim) -> dict[str, Any]:
+    """The ``extra`` of a queued run's log records: as a ``QueuedLease``'s
+    (``task``, ``token``, ``owner``), and its ``attempt``."""
+    return {
+        "task": f"{claim.task_path} {claim.uuid}",
+        "token": claim.token,
+        "owner": claim.owner,
+        "attempt": claim.attempts,
+    }
 
 
 def ended(status: str) -> str:

@@ -52,13 +52,7 @@ class Runs:
         for name, (running, thread) in list(self._runs.items()):
             if not thread.is_alive():
                 del self._runs[name]
-                logger.info(
-                    "task %r (token %d, attempt %d) ended: %s",
-                    name,
-                    running.token,
-                    running.attempt,
-                    running.outcome or Outcome.LOST,
-                )
+                log_ended(running)
 
     def wait(
         self, deadline: float, grace: float, waiting: Callable[[threading.Thread], bool]
@@ -77,6 +71,41 @@ class Runs:
                 running.token,
                 grace,
             )
+
+
+def log_started(running: RunningLease) -> None:
+    """Say at INFO that a worker started ``running``: the task, the token,
+    the trigger and the attempt (also in the record's ``extra``)."""
+    logger.info(
+        "task %r started (token %d, %s, attempt %d)",
+        running.name,
+        running.token,
+        running.trigger,
+        running.attempt,
+        extra={**running.log_extra(), "attempt": running.attempt, "trigger": str(running.trigger)},
+    )
+
+
+def log_ended(running: RunningLease) -> None:
+    """Say at INFO how ``running`` ended (its outcome, ``lost`` when its lease
+    was), after how long, with its token and attempt; the record's ``extra``
+    has them as ``outcome``, ``duration`` (seconds), ``token`` and ``attempt``."""
+    outcome = running.outcome or Outcome.LOST
+    duration = running.duration
+    logger.info(
+        "task %r (token %d, attempt %d) ended: %s after %.3f s",
+        running.name,
+        running.token,
+        running.attempt,
+        outcome,
+        duration,
+        extra={
+            **running.log_extra(),
+            "attempt": running.attempt,
+            "outcome": str(outcome),
+            "duration": duration,
+        },
+    )
 
 
 def join(

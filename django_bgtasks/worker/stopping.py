@@ -18,7 +18,8 @@ from django.db import DatabaseError
 
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.db.outages import close_connection
-from django_bgtasks.worker.queue_threads import ended
+from django_bgtasks.worker.queue_threads import log_ended as log_queued_ended
+from django_bgtasks.worker.runs import log_ended
 
 if TYPE_CHECKING:  # it needs Django's Tasks framework, which a worker may lack
     from django_bgtasks.queue.execute import QueuedLease
@@ -77,13 +78,7 @@ def _write(runs: list[RunningLease], queued: list[QueuedLease]) -> None:
         for running in runs:
             try:
                 if running.interrupt():
-                    logger.info(
-                        "task %r (token %d, attempt %d) ended: %s",
-                        running.name,
-                        running.token,
-                        running.attempt,
-                        running.outcome,
-                    )
+                    log_ended(running)
             except DatabaseError as exc:
                 logger.warning("task %r: not handed back: %s", running.name, exc)
         for lease in queued:
@@ -92,12 +87,6 @@ def _write(runs: list[RunningLease], queued: list[QueuedLease]) -> None:
             except DatabaseError as exc:
                 logger.warning("queued task %s: not handed back: %s", lease.name, exc)
             else:
-                logger.info(
-                    "queued task %s (token %d, attempt %d) ended: %s",
-                    lease.name,
-                    lease.token,
-                    lease.attempt,
-                    ended(status),
-                )
+                log_queued_ended(lease.claim, status, lease.duration)
     finally:
         close_connection()

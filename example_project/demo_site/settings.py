@@ -74,12 +74,16 @@ DEMO_STORAGE_ROOT = DATA_DIR / "storage"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"short": {"format": "%(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "short"}},
+    # A time on every line (docs/operations.md, "Logging"): demo.py reads past it.
+    "formatters": {"timed": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "timed"}},
     "loggers": {
         # The runner says when a lease is lost; the demo wants to show that.
-        "django_bgtasks": {"handlers": ["console"], "level": "WARNING"},
+        "django_bgtasks": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # And `bgtasks worker` says what it claims and when it stops.
         "django_bgtasks.worker": {"level": "INFO"},
+        # Django's own lines about Django Tasks, through the same formatter.
+        "django.tasks": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "django_tasks": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }

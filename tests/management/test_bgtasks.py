@@ -5,6 +5,7 @@ the embedded PostgreSQL, tests/conftest.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from django_bgtasks import RunningLease, background_task
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.core.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
@@ -155,6 +157,68 @@ def test_show_refuses_unknown_or_bad_names(site_alias: str, name: str, message: 
         bgtasks("show", name)
 
 
+def field_lines(out: str) -> dict[str, str]:
+    """``show``'s fields (the lines before the value, the error or the runs), by label."""
+    fields = {}
+    for line in out.splitlines():
+        if line.endswith(":") or line.startswith(("value:", "error:", "result:", "recent runs")):
+            break
+        label, _, value = line.partition("  ")
+        fields[label] = value.strip()
+    return fields
+
+
+def test_show_prints_only_what_is_true_of_the_task_now(site_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", {"done": 1, "total": 2}, ttl=30)
+    assert objects.request_cancel("cleanup")
+
+    running = field_lines(bgtasks("show", "cleanup"))
+    assert running.items() >= {
+        "status": "cancel requested", "owner": "worker-1", "cancel requested": "yes",
+        "progress": "50% (1/2)", "token": "1",
+    }.items()  # fmt: skip
+    assert "last heartbeat" in running and "duration" in running
+    # Not ended: no finish, no outcome (a run's outcome is written at its end).
+    assert not {"finished", "outcome"} & set(running)
+
+    # It finished anyway: the cancel it was asked for is history, not its state,
+    # and nobody holds it, or beats for it, any more.
+    objects.release("cleanup", "worker-1", {"done": 2, "total": 2}, token=lease.token)
+    out = bgtasks("show", "cleanup")
+    ended = field_lines(out)
+    assert ended.items() >= {
+        "status": "idle", "outcome": "succeeded", "progress": "100% (2/2)", "token": "1",
+        "attempt": "1", "trigger": "manual",
+    }.items()  # fmt: skip
+    assert not {"cancel requested", "owner", "last heartbeat"} & set(ended)
+    assert {"started", "finished", "duration"} <= set(ended)
+    assert "cancel requested" not in out
+    # Every label is padded alike, whichever fields a task shows.
+    assert "status            idle" in out and "outcome           succeeded" in out
+
+
+def test_show_of_a_django_task_says_cancel_requested_only_while_it_runs(
+    tasks_site_alias: str,
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.execute import execute
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 2)
+    claim = QueuedTask.objects.claim("command-test-worker", queues=None)
+    assert claim is not None
+    bgtasks("cancel", result.id)
+    running = bgtasks("show", result.id)
+    assert "running (cancel requested)" in running
+    assert re.search(r"^worker +command-test-worker$", running, re.M)
+    execute(claim)  # it did not look, and succeeded
+    ended = bgtasks("show", result.id)
+    assert "status     successful\n" in ended and "cancel" not in ended
+    assert not re.search(r"^worker ", ended, re.M)  # nobody runs it now
+    assert re.search(r"^workers +command-test-worker$", ended, re.M)  # who did
+    assert "run after" not in ended  # a field with nothing to say is left out
+
+
 # --- run --------------------------------------------------------------------------------------
 
 
@@ -167,6 +231,23 @@ def test_run_runs_in_the_foreground_with_a_progress_bar(site_alias: str) -> None
     assert 'result: {"counted": 3}' in out
     state = objects.get_state("surface-quick")
     assert (state.running, state.outcome, state.ttl) == (False, "succeeded", 30.0)
+
+
+def test_run_of_a_task_without_progress_says_how_long_it_has_run(site_alias: str) -> None:
+    @background_task(name="surface-ticks", ttl=30)
+    def ticks(lease: RunningLease) -> str:
+        time.sleep(0.7)
+        return "ticked"
+
+    out = bgtasks("run", "surface-ticks")
+
+    # Not a bar of question marks, nor "idle" once it ended: the time it has run,
+    # then how it ended (in a pipe: without the spinner, a line per status).
+    assert "?" not in out and "idle" not in out, out
+    lines = out.splitlines()
+    assert re.fullmatch(r"running for \d+\.\d s", lines[1]), out
+    assert re.fullmatch(r"succeeded after \d+\.\d s", lines[2]), out
+    assert lines[3].startswith("'surface-ticks' succeeded (token 1) in ")
 
 
 def test_run_takes_a_ttl(site_alias: str) -> None:
@@ -265,6 +346,36 @@ def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
     # Each redraw returns to the line's start and covers the longer line before it.
     assert screen.getvalue() == f"\r{first}\r{second.ljust(len(first))}\n"
     assert "\x1b" not in screen.getvalue()
+
+
+def test_a_run_without_progress_turns_a_spinner_and_counts_its_time_on_a_terminal() -> None:
+    from django.core.management.base import OutputWrapper
+    from django.core.management.color import no_style
+
+    from django_bgtasks.management.terminal import ProgressBar
+
+    screen = Terminal()
+    bar = ProgressBar(OutputWrapper(screen), no_style())
+    for age in (0.1, 0.3, 0.5, 0.7, 0.9):
+        bar.draw(dataclasses.replace(state(None), heartbeat_age=age))
+    running = state(None)
+    ended = dataclasses.replace(
+        running,
+        running=False,
+        finished_at=running.started_at + dt.timedelta(seconds=1),
+        outcome="succeeded",
+    )
+    bar.draw(ended)
+    bar.draw(ended)  # unchanged: nothing
+    bar.close()
+
+    frames = [
+        f"{spin} running for {age} s"
+        for spin, age in zip("|/-\\|", ("0.1", "0.3", "0.5", "0.7", "0.9"), strict=True)
+    ]
+    assert screen.getvalue() == "".join(f"\r{frame}" for frame in frames) + (
+        "\rsucceeded after 1.0 s\n"
+    )
 
 
 # --- release and cancel ---------------------------------------------------------------------

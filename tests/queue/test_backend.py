@@ -594,16 +594,38 @@ def test_the_worker_command_runs_queued_tasks(tasks_alias: str) -> None:
 
 
 def test_the_worker_logs_each_queued_run_at_info(
-    tasks_alias: str, caplog: pytest.LogCaptureFixture
+    tasks_alias: str, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     caplog.set_level("INFO", logger="django_bgtasks")
-    good, bad = djtasks.add.enqueue(1, 1), djtasks.fails.enqueue("no")
-    Worker([], concurrency=1, poll=0.05, queues=["default"]).run(once=True)
-    lines = [r.getMessage() for r in caplog.records if r.name == "django_bgtasks.worker"]
-    for result, ended in ((good, "SUCCESSFUL"), (bad, "FAILED")):
+    good, bad = djtasks.sleeps.enqueue(str(tmp_path / "said"), 0.2), djtasks.fails.enqueue("no")
+    worker = Worker([], concurrency=1, poll=0.05, queues=["default"])
+    worker.run(once=True)
+    records = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
+    lines = [r.getMessage() for r in records]
+    # A worker of the queue alone names its queues as it starts.
+    assert lines[0].endswith(": 0 task(s) (none), queue(s) (default), concurrency 1, poll 0.05 s")
+    for result, ended, least in ((good, "SUCCESSFUL", 0.2), (bad, "FAILED", 0.0)):
         path = f"tests.djtasks.{result.task.name}"
-        assert f"queued task {path} {result.id} started (token 1, attempt 1)" in lines
-        assert f"queued task {path} {result.id} (token 1, attempt 1) ended: {ended}" in lines
+        said = f"queued task {path} {result.id} started (token 1, attempt 1, queue default)"
+        assert said in lines
+        # The end: how it ended, after how long, and the same in the record's extra.
+        start, end = [r for r in records if r.getMessage().startswith(f"queued task {path} ")]
+        assert (start.queue, start.attempt) == ("default", 1)  # type: ignore[attr-defined]
+        said = re.fullmatch(
+            rf"queued task {path} {result.id} \(token 1, attempt 1\) ended: {ended} "
+            r"after (\S+) s",
+            end.getMessage(),
+        )
+        assert said is not None and least <= float(said[1]) < least + 5
+        assert float(said[1]) == pytest.approx(end.duration, abs=0.001)  # type: ignore[attr-defined]
+        fields = ("task", "token", "owner", "attempt", "outcome")
+        assert {key: getattr(end, key) for key in fields} == {
+            "task": f"{path} {result.id}",
+            "token": 1,
+            "owner": worker.id,
+            "attempt": 1,
+            "outcome": ended,
+        }
 
 
 # --- system checks ------------------------------------------------------------------

@@ -7,12 +7,17 @@ registry the surfaces' tests see is unchanged."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import datetime as dt
 import functools
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +32,7 @@ from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.push import feed as changes
 from django_bgtasks.worker.loop import Worker, spread
 from tests.dbtools import a_worker_runs
-from tests.procs import wait_until
+from tests.procs import ROOT, wait_until, worker_env
 
 objects = BackgroundTask.objects
 
@@ -415,11 +420,48 @@ def test_a_worker_logs_each_run_start_and_end_at_info(
     caplog.set_level("INFO", logger="django_bgtasks")
     a_worker_runs("w-echo")
     assert objects.request_run("w-echo", kwargs={"n": 5})
-    Worker([make_task("w-echo", echo)], poll=0.02).run(once=True)
+    worker = Worker([make_task("w-echo", sleeps_then_echoes)], poll=0.02)
+    worker.run(once=True)
     (run,) = runs("w-echo")
-    lines = [r.getMessage() for r in caplog.records if r.name == "django_bgtasks.worker"]
+    records = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
+    lines = [r.getMessage() for r in records]
+    assert lines[0] == f"worker {worker.id}: 1 task(s) (w-echo), queue(s) (none), " + (
+        "concurrency 4, poll 0.02 s"
+    )
     assert f"task 'w-echo' started (token {run.token}, request, attempt 1)" in lines
-    assert f"task 'w-echo' (token {run.token}, attempt 1) ended: succeeded" in lines
+    # The end says how the run ended and how long it took (its history's duration,
+    # by this process's clock: from the claim to the end of the work).
+    [end] = [r for r in records if " ended: " in r.getMessage()]
+    said = re.fullmatch(
+        rf"task 'w-echo' \(token {run.token}, attempt 1\) ended: succeeded after (\S+) s",
+        end.getMessage(),
+    )
+    assert said is not None and 0.2 <= float(said[1]) <= run.duration + 0.5
+    # The same facts in the records' extra, for structured logging.
+    [start] = [r for r in records if " started " in r.getMessage()]
+    fields = ("task", "token", "owner", "attempt")
+    expected = ["w-echo", run.token, worker.id, 1]
+    assert [getattr(start, key) for key in (*fields, "trigger")] == [*expected, "request"]
+    assert [getattr(end, key) for key in (*fields, "outcome")] == [*expected, "succeeded"]
+    assert float(said[1]) == pytest.approx(end.duration, abs=0.001)  # type: ignore[attr-defined]
+
+
+def sleeps_then_echoes(lease: RunningLease, n: int = 0) -> dict[str, int]:
+    time.sleep(0.2)
+    return echo(lease, n)
+
+
+def test_a_workers_start_up_line_names_its_tasks_and_its_queues() -> None:
+    tasks = [make_task("w-echo", echo), make_task("w-other", echo)]
+    workers = {
+        "2 task(s) (w-echo, w-other), queue(s) (none)": Worker(tasks, poll=0.5),
+        "0 task(s) (none), queue(s) (default, emails)": Worker(
+            [], poll=0.5, queues=["emails", "default"]
+        ),
+        "2 task(s) (w-echo, w-other), queue(s) (all)": Worker(tasks, poll=0.5, run_queued=True),
+    }
+    for said, worker in workers.items():
+        assert worker.start_up_line() == f"worker {worker.id}: {said}, concurrency 4, poll 0.5 s"
 
 
 def test_djangos_verbosity_option_is_accepted_after_the_worker_subcommand(
@@ -865,3 +907,70 @@ def test_an_idle_queue_thread_claims_an_enqueued_task_at_once_on_postgresql(
         thread.join(WITHIN)
         connections.close_all()
     assert not thread.is_alive() and time.monotonic() - started < WITHIN
+
+
+# --- the documented LOGGING ------------------------------------------------------------------
+
+TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) \S+: ")
+
+
+def documented_logging(where: str) -> dict[str, Any]:
+    """The ``LOGGING`` of docs/operations.md (its python block), or of the
+    example site's settings, as written there."""
+    text = Path(ROOT, where).read_text()
+    if where.endswith(".md"):
+        blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+        [text] = [block for block in blocks if block.startswith("LOGGING = {")]
+    [assignment] = [
+        node
+        for node in ast.parse(text).body
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "LOGGING"
+    ]
+    logging: dict[str, Any] = ast.literal_eval(assignment.value)
+    return logging
+
+
+@pytest.mark.parametrize("where", ["docs/operations.md", "example_project/demo_site/settings.py"])
+def test_the_documented_logging_gives_every_line_of_a_worker_a_timestamp(
+    sqlite_alias: str, where: str
+) -> None:
+    """A real ``bgtasks worker`` with the LOGGING the docs (and the demo) give,
+    DEBUG on (Django's own console handler too): every line it writes has a
+    time, once, Django's "Task id=... state=..." lines included."""
+    from tests import djtasks
+
+    assert objects.request_run("surface-quick")
+    result = djtasks.add.enqueue(1, 2)
+    env = worker_env(
+        sqlite_alias,
+        LOGGING=documented_logging(where),
+        DEBUG=True,
+        TASKS={"default": {"BACKEND": "django_bgtasks.backend.LeaseBackend"}},
+    )
+    worker = ["bgtasks", "worker", "--task", "surface-quick", "--queue", "default", "--once"]
+    process = subprocess.run(
+        [sys.executable, "-m", "django", *worker, "--settings", "tests.worker_settings"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr
+    lines = process.stderr.splitlines()
+    assert lines and [line for line in lines if not TIMESTAMPED.match(line)] == [], lines
+    said = [TIMESTAMPED.sub("", line) for line in lines]
+    assert said[0].endswith(
+        ": 1 task(s) (surface-quick), queue(s) (default), concurrency 4, poll 1 s"
+    ), said
+    start, end = [line for line in said if line.startswith("task 'surface-quick' ")]
+    assert start == "task 'surface-quick' started (token 1, request, attempt 1)"
+    assert re.fullmatch(r"task 'surface-quick' \(token 1, attempt 1\) ended: succeeded after "
+                        r"\d+\.\d{3} s", end)  # fmt: skip
+    # Django's own lines: once each, with their time.
+    django_lines = [line for line in said if line.startswith("Task id=")]
+    assert django_lines == [
+        f"Task id={result.id} path=tests.djtasks.add state={state}"
+        for state in ("RUNNING", "SUCCESSFUL")
+    ], lines
