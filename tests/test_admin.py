@@ -773,11 +773,56 @@ def test_django_tasks_are_listed_with_their_columns(
         assert result.id in html
     assert "successful" in html and "failed" in html and "ready" in html
     assert "tests.djtasks.add" in html and ">other<" in html and ">7<" in html
-    pk = QueuedTask.objects.using(tasks_site_alias).get(uuid=failed.id).pk
-    detail = superuser.get(f"{QUEUED}{pk}/change/")
+    detail = superuser.get(f"{QUEUED}{failed.id}/change/")
     page = detail.content.decode()
     assert escape("<b>broken</b>") in page and "<b>broken</b>" not in page
     assert "builtins.ValueError" in page
+
+
+def test_a_django_task_is_found_by_its_id_and_old_links_follow_it(
+    tasks_site_alias: str, superuser: Client, make_staff: Any
+) -> None:
+    """get_result()'s id, the API's and the admin's URL are one: the
+    result's UUID. A link by the row's sequence number (the primary key,
+    which these URLs carried before) is sent on to it."""
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 2)
+    seq = QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id).seq
+    page = f"{QUEUED}{result.id}/change/"
+    assert superuser.get(f"/bgtasks/django-tasks/{result.id}/").json()["id"] == result.id
+    assert f'<a href="{page}">{result.id}</a>' in superuser.get(QUEUED).content.decode()
+    detail = superuser.get(page)
+    assert detail.status_code == 200 and result.id in detail.content.decode()
+    assert superuser.get(f"{QUEUED}{result.id}/history/").status_code == 200
+
+    for old, new in [
+        (f"{QUEUED}{seq}/change/", page),
+        (f"{QUEUED}{seq}/history/", f"{QUEUED}{result.id}/history/"),
+    ]:
+        response = superuser.get(old)
+        assert (response.status_code, response["Location"]) == (302, new)
+    assert superuser.get(f"{QUEUED}{seq}/", follow=True).redirect_chain[-1] == (page, 302)
+
+    gone = "No Django task has the id “{}”: it never existed, or it finished more than " + (
+        "BGTASKS_HISTORY_DAYS ago and bgtasks prune deleted it."
+    )
+    for missing in ("00000000-0000-4000-8000-000000000000", str(seq + 1000)):
+        response = superuser.get(f"{QUEUED}{missing}/change/", follow=True)
+        assert response.redirect_chain == [(QUEUED, 302)]
+        assert messages_of(response) == [gone.format(missing)]
+    response = superuser.get(f"{QUEUED}add/change/", follow=True)
+    assert messages_of(response) == [
+        "“add” is not a Django task's id: that is the UUID of its result "
+        "(get_result().id, the JSON API's “id”, bgtasks show)."
+    ]
+
+    # Who may not see Django tasks learns nothing, not even where one went.
+    stranger = Client()
+    stranger.force_login(make_staff("stranger"))
+    for old in (page, f"{QUEUED}{seq}/change/", f"{QUEUED}{seq}/history/"):
+        assert stranger.get(old).status_code == 403
 
 
 def test_the_cancel_action_needs_the_change_permission(
@@ -814,7 +859,7 @@ def test_nobody_can_save_a_django_task(tasks_site_alias: str, superuser: Client)
     assert claim is not None and execute(claim) == "SUCCESSFUL"
     table = QueuedTask.objects.using(tasks_site_alias)
     before = table.filter(uuid=result.id).values().get()
-    page = f"{QUEUED}{before['seq']}/change/"
+    page = f"{QUEUED}{result.id}/change/"
 
     detail = superuser.get(page)
     assert detail.status_code == 200

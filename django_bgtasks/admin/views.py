@@ -17,7 +17,7 @@ a ``bgtasks worker`` performs instead.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.templatetags.admin_urls import admin_urlname
@@ -44,7 +44,7 @@ else:  # ModelAdmin is generic only in django-stubs
     TaskModelAdmin = admin.ModelAdmin
 
 
-def admin_url(model_admin: TaskModelAdmin, page: str, *args: str) -> str:
+def admin_url(model_admin: admin.ModelAdmin[Any], page: str, *args: str) -> str:
     """The URL of one of ``model_admin``'s pages: ``"changelist"``, ``"run"``…"""
     # (The filter's argument is typed as a template hands it over.)
     name = admin_urlname(model_admin.opts, SafeString(page))
