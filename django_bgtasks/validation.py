@@ -15,6 +15,7 @@ strings are stored as the strings Django writes for them everywhere else.
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -292,6 +293,74 @@ def validate_outcome(outcome: object) -> str:
         allowed = sorted(str(value) for value in HOLDER_OUTCOMES)
         raise ValueError(f"outcome must be one of {allowed}, not {outcome!r}")
     return str(outcome)
+
+
+def _kind(value: object) -> str:
+    """What ``value`` is, in words that also fit a value decoded from JSON."""
+    if value is None:
+        return "null (None)"
+    json_kinds = {bool: "a boolean", str: "a string", int: "a number", float: "a number"}
+    json_kinds |= {list: "an array (a list)", dict: "an object (a dict)"}
+    return json_kinds.get(type(value), type(value).__name__)
+
+
+def validate_args(args: object) -> list[Any]:
+    """A run's positional arguments: a list or tuple (a JSON array), as a
+    list; ``None`` means none."""
+    if args is None:
+        return []
+    if not isinstance(args, list | tuple):
+        raise TypeError(f"args must be a list or tuple (a JSON array), not {_kind(args)}")
+    return list(args)
+
+
+def validate_kwargs(kwargs: object) -> dict[str, Any]:
+    """A run's keyword arguments: a dict (a JSON object) whose keys are
+    strings; ``None`` means none."""
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, dict):
+        raise TypeError(f"kwargs must be a dict (a JSON object), not {_kind(kwargs)}")
+    for key in kwargs:
+        if not isinstance(key, str):
+            raise TypeError(f"kwargs' keys must be strings, not {_kind(key)}")
+    return dict(kwargs)
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """``text`` as JSON (bytes: in UTF-8, -16 or -32, as JSON allows); a
+    ``ValueError`` that names ``what`` for text that is not JSON, or nested
+    too deep for Python's parser."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{what} is nested too deeply") from None
+
+
+# The one JSON form of a run's arguments, as a request stores them too.
+ARGUMENTS_EXAMPLE = '{"args": [1, 2], "kwargs": {"days": 7}}'
+
+
+def arguments_from_json(text: str) -> tuple[list[Any], dict[str, Any]]:
+    """``(args, kwargs)`` from one JSON object of the form
+    ``{"args": [...], "kwargs": {...}}`` (each key optional; blank text: no
+    arguments), for a surface that takes them in one field. A ``ValueError``
+    for text that is no such object, a ``TypeError`` for an ``args`` or
+    ``kwargs`` of the wrong type."""
+    if not text.strip():
+        return [], {}
+    data = parse_json(text, "the arguments field")
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"the arguments must be a JSON object such as {ARGUMENTS_EXAMPLE}, not {_kind(data)}"
+        )
+    unknown = sorted(set(data) - {"args", "kwargs"})
+    if unknown:
+        keys = ", ".join(map(repr, unknown))
+        raise ValueError(f"the arguments may have only the keys 'args' and 'kwargs', not {keys}")
+    return validate_args(data.get("args")), validate_kwargs(data.get("kwargs"))
 
 
 def check_arguments(

@@ -457,6 +457,128 @@ def test_run_now_refuses_a_task_that_needs_arguments_with_the_reason(
     assert (rows(site_alias), runs(site_alias)) == before
 
 
+def test_run_now_with_arguments_runs_the_task_with_them_and_logs_them(
+    site_alias: str, superuser: Client, settle: Any
+) -> None:
+    detail = change_url("surface-sum")
+    page = superuser.get(detail).content.decode()
+    # The detail page's JSON field: open, since surface-sum(lease, numbers) needs one.
+    assert '<details class="bgtasks-arguments" open>' in page
+    assert f'action="{url("surface-sum", "run")}"' in page and 'name="arguments"' in page
+    assert "The arguments of surface-sum(numbers), as one JSON object:" in page
+
+    arguments = '{"args": [[1, 2, 3]]}'
+    response = superuser.post(
+        url("surface-sum", "run"), {"arguments": arguments, "next": detail}, follow=True
+    )
+
+    assert response.redirect_chain == [(detail, 302)]
+    [message] = messages_of(response)
+    assert message.startswith("Started “surface-sum” (token 1) on ")
+    assert settle("surface-sum").outcome == "succeeded"
+    assert [run["result"] for run in runs(site_alias, "surface-sum")] == [6]
+    [(object_id, change)] = logged()
+    assert object_id == "surface-sum"
+    assert change.startswith('Ran now with {"args": [[1, 2, 3]], "kwargs": {}} (token 1, owner ')
+
+
+def test_run_now_with_arguments_for_a_worker_files_them(
+    site_alias: str, superuser: Client, settings: Any
+) -> None:
+    settings.BGTASKS_EXECUTOR = "worker"
+    arguments = '{"kwargs": {"numbers": [4, 5]}}'
+
+    response = superuser.post(url("surface-sum", "run"), {"arguments": arguments}, follow=True)
+
+    assert messages_of(response) == ["Requested “surface-sum”; a worker will run it."]
+    row = objects.get(name="surface-sum")
+    assert (row.request, row.requested_by) == (
+        {"args": [], "kwargs": {"numbers": [4, 5]}},
+        "admin: root",
+    )
+    [(object_id, change)] = logged()
+    assert object_id == "surface-sum"
+    assert change == (
+        'Requested a run for a worker with {"args": [], "kwargs": {"numbers": [4, 5]}}.'
+    )
+
+
+@pytest.mark.parametrize("executor", ["thread", "worker"])
+@pytest.mark.parametrize(
+    ("name", "arguments", "reason"),
+    [
+        # surface-quick(lease, total=3), surface-sum(lease, numbers): tests/testapp
+        (
+            "surface-sum",
+            '{"args": [1,',
+            "the arguments field is not valid JSON: Expecting value: line 1 column 13 (char 12)",
+        ),
+        (
+            "surface-sum",
+            "[[1, 2]]",
+            'the arguments must be a JSON object such as {"args": [1, 2], "kwargs": '
+            '{"days": 7}}, not an array (a list)',
+        ),
+        (
+            "surface-sum",
+            '{"arg": [[1]]}',
+            "the arguments may have only the keys 'args' and 'kwargs', not 'arg'",
+        ),
+        (
+            "surface-sum",
+            '{"args": {"numbers": [1]}}',
+            "args must be a list or tuple (a JSON array), not an object (a dict)",
+        ),
+        (
+            "surface-sum",
+            '{"kwargs": [[1]]}',
+            "kwargs must be a dict (a JSON object), not an array (a list)",
+        ),
+        (
+            "surface-quick",
+            '{"kwargs": {"bogus": 1}}',
+            "task 'surface-quick' can't take these arguments: "
+            "got an unexpected keyword argument 'bogus'",
+        ),
+        (
+            "surface-sum",
+            '{"kwargs": {}}',
+            "task 'surface-sum' can't take these arguments: "
+            "missing a required argument: 'numbers'",
+        ),
+    ],
+)
+def test_run_now_refuses_bad_arguments_with_the_reason_and_writes_nothing(
+    site_alias: str,
+    superuser: Client,
+    settings: Any,
+    executor: str,
+    name: str,
+    arguments: str,
+    reason: str,
+) -> None:
+    settings.BGTASKS_EXECUTOR = executor
+    before = (rows(site_alias), runs(site_alias))
+
+    response = superuser.post(url(name, "run"), {"arguments": arguments}, follow=True)
+
+    assert messages_of(response) == [f"“{name}” can't be started here: {reason}"]
+    assert (rows(site_alias), runs(site_alias)) == before and logged() == []
+
+
+def test_the_arguments_field_is_only_for_operators_of_registered_tasks(
+    site_alias: str, superuser: Client, viewer: Client
+) -> None:
+    lease = objects.try_claim("adhoc", "worker-1", ttl=30)
+    objects.release("adhoc", "worker-1", token=lease.token)
+    quick = superuser.get(change_url("surface-quick")).content.decode()
+    # surface-quick(lease, total=3) needs none: the field is there, closed.
+    assert '<details class="bgtasks-arguments">' in quick
+    assert "The arguments of surface-quick(total=3), as one JSON object:" in quick
+    assert 'name="arguments"' not in viewer.get(change_url("surface-quick")).content.decode()
+    assert 'name="arguments"' not in superuser.get(change_url("adhoc")).content.decode()
+
+
 def test_run_now_for_a_worker_refuses_a_task_no_worker_runs(
     site_alias: str, superuser: Client, settings: Any
 ) -> None:
@@ -773,11 +895,56 @@ def test_django_tasks_are_listed_with_their_columns(
         assert result.id in html
     assert "successful" in html and "failed" in html and "ready" in html
     assert "tests.djtasks.add" in html and ">other<" in html and ">7<" in html
-    pk = QueuedTask.objects.using(tasks_site_alias).get(uuid=failed.id).pk
-    detail = superuser.get(f"{QUEUED}{pk}/change/")
+    detail = superuser.get(f"{QUEUED}{failed.id}/change/")
     page = detail.content.decode()
     assert escape("<b>broken</b>") in page and "<b>broken</b>" not in page
     assert "builtins.ValueError" in page
+
+
+def test_a_django_task_is_found_by_its_id_and_old_links_follow_it(
+    tasks_site_alias: str, superuser: Client, make_staff: Any
+) -> None:
+    """get_result()'s id, the API's and the admin's URL are one: the
+    result's UUID. A link by the row's sequence number (the primary key,
+    which these URLs carried before) is sent on to it."""
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 2)
+    seq = QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id).seq
+    page = f"{QUEUED}{result.id}/change/"
+    assert superuser.get(f"/bgtasks/django-tasks/{result.id}/").json()["id"] == result.id
+    assert f'<a href="{page}">{result.id}</a>' in superuser.get(QUEUED).content.decode()
+    detail = superuser.get(page)
+    assert detail.status_code == 200 and result.id in detail.content.decode()
+    assert superuser.get(f"{QUEUED}{result.id}/history/").status_code == 200
+
+    for old, new in [
+        (f"{QUEUED}{seq}/change/", page),
+        (f"{QUEUED}{seq}/history/", f"{QUEUED}{result.id}/history/"),
+    ]:
+        response = superuser.get(old)
+        assert (response.status_code, response["Location"]) == (302, new)
+    assert superuser.get(f"{QUEUED}{seq}/", follow=True).redirect_chain[-1] == (page, 302)
+
+    gone = "No Django task has the id “{}”: it never existed, or it finished more than " + (
+        "BGTASKS_HISTORY_DAYS ago and bgtasks prune deleted it."
+    )
+    for missing in ("00000000-0000-4000-8000-000000000000", str(seq + 1000)):
+        response = superuser.get(f"{QUEUED}{missing}/change/", follow=True)
+        assert response.redirect_chain == [(QUEUED, 302)]
+        assert messages_of(response) == [gone.format(missing)]
+    response = superuser.get(f"{QUEUED}add/change/", follow=True)
+    assert messages_of(response) == [
+        "“add” is not a Django task's id: that is the UUID of its result "
+        "(get_result().id, the JSON API's “id”, bgtasks show)."
+    ]
+
+    # Who may not see Django tasks learns nothing, not even where one went.
+    stranger = Client()
+    stranger.force_login(make_staff("stranger"))
+    for old in (page, f"{QUEUED}{seq}/change/", f"{QUEUED}{seq}/history/"):
+        assert stranger.get(old).status_code == 403
 
 
 def test_the_cancel_action_needs_the_change_permission(
@@ -814,7 +981,7 @@ def test_nobody_can_save_a_django_task(tasks_site_alias: str, superuser: Client)
     assert claim is not None and execute(claim) == "SUCCESSFUL"
     table = QueuedTask.objects.using(tasks_site_alias)
     before = table.filter(uuid=result.id).values().get()
-    page = f"{QUEUED}{before['seq']}/change/"
+    page = f"{QUEUED}{result.id}/change/"
 
     detail = superuser.get(page)
     assert detail.status_code == 200

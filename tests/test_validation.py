@@ -25,6 +25,7 @@ from django_bgtasks.background.functions import get_task
 from django_bgtasks.limits import MIN_TTL
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.validation import (
+    arguments_from_json,
     encode_result,
     encode_value,
     validate_name,
@@ -398,3 +399,43 @@ def test_request_arguments_the_task_cannot_take_are_refused(
         lambda: get_task(name).request(*args, **kwargs),
     ]:
         assert_refused(refusal_alias, call, TypeError, reason)
+
+
+# --- a run's arguments, from the surfaces' JSON ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "arguments"),
+    [
+        ("", ([], {})),
+        ("  \n", ([], {})),
+        ("{}", ([], {})),
+        ('{"args": [1, "a"]}', ([1, "a"], {})),
+        ('{"kwargs": {"days": 7}}', ([], {"days": 7})),
+        ('{"args": [[1]], "kwargs": {"x": null}}', ([[1]], {"x": None})),
+        ('{"args": null, "kwargs": null}', ([], {})),
+    ],
+)
+def test_arguments_from_one_json_field(text: str, arguments: Any) -> None:
+    assert arguments_from_json(text) == arguments
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "match"),
+    [
+        ("{", ValueError, "the arguments field is not valid JSON: "),
+        ("[" * 100_000, ValueError, "the arguments field is nested too deeply"),
+        ("[1]", ValueError, "must be a JSON object such as "),
+        ('"x"', ValueError, "not a string"),
+        ('{"args": [], "kw": {}}', ValueError, "only the keys 'args' and 'kwargs', not 'kw'"),
+        ('{"args": "1"}', TypeError, "args must be a list or tuple (a JSON array), not a string"),
+        ('{"args": {}}', TypeError, "not an object (a dict)"),
+        ('{"kwargs": [1]}', TypeError, "kwargs must be a dict (a JSON object), not an array"),
+        ('{"kwargs": true}', TypeError, "not a boolean"),
+    ],
+)
+def test_arguments_that_are_no_such_json_are_refused_with_the_reason(
+    text: str, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=re.escape(match)):
+        arguments_from_json(text)

@@ -44,6 +44,7 @@ from django_bgtasks.http.events import events as event_stream
 from django_bgtasks.http.responses import outside_request_transactions
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
+from django_bgtasks.validation import ARGUMENTS_EXAMPLE
 
 # Owner, token and heartbeat share a column, and so do the start and the
 # duration (the finish on hover), so that the list fits a laptop's screen
@@ -202,6 +203,16 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             context["bgtasks_buttons"] = (
                 self.operate(obj) if context["bgtasks_can_operate"] else ""
             )
+        task = registered_tasks().get(obj.name) if obj is not None else None
+        if task is not None and context["bgtasks_can_operate"]:
+            # Run now with arguments (change_form.html), checked by start().
+            signature, required = display.parameters(task.func)
+            context["bgtasks_arguments"] = {
+                "run_url": admin_url(self, "run", task.name),
+                "signature": f"{task.name}{signature}",
+                "required": required,
+                "example": ARGUMENTS_EXAMPLE,
+            }
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def _live_context(self, request: HttpRequest) -> dict[str, Any]:

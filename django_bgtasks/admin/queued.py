@@ -2,6 +2,12 @@
 queued, running and recent tasks with their status, queue, priority, attempts,
 progress, worker, duration and errors; and the operator's cancel.
 
+A task's page is found by its id, the one ``get_result()``, the JSON API and
+``bgtasks show`` use (the row's ``uuid``):
+``/admin/django_bgtasks/queuedtask/<id>/change/``, and the list links there.
+An old link by the row's sequence number (its primary key) is sent on to
+that URL; an id no task has goes to the list, with a message saying why.
+
 Read-only, with the background tasks' permission rule
 (:mod:`django_bgtasks.operations.permissions`): view to see, change to cancel. The
 cancel action calls ``operations.cancel_queued()``, as the command does; a
@@ -11,15 +17,21 @@ only by the queue's fenced operations).
 
 from __future__ import annotations
 
+import re
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from django_bgtasks.admin.views import admin_url
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import run_duration
 from django_bgtasks.models import QueuedTask
@@ -32,6 +44,18 @@ if TYPE_CHECKING:
     QueuedModelAdmin = admin.ModelAdmin[QueuedTask]
 else:  # ModelAdmin is generic only in django-stubs
     QueuedModelAdmin = admin.ModelAdmin
+
+# The row's sequence number (its primary key), which these URLs carried
+# before they carried the task's id.
+SEQUENCE = re.compile("[0-9]{1,18}")  # below 2**63: a bigint, on every database
+
+
+class QueuedChangeList(ChangeList):
+    """The list, whose rows link to each task's page by its id."""
+
+    def url_for_result(self, result: Model) -> str:
+        assert isinstance(result, QueuedTask)
+        return admin_url(self.model_admin, "change", quote(str(result.uuid)))
 
 
 class QueuedTaskAdmin(QueuedModelAdmin):
@@ -78,6 +102,65 @@ class QueuedTaskAdmin(QueuedModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueuedTask]:
         return super().get_queryset(request).using(conf.DATABASE)
+
+    # --- a task's pages, by its id --------------------------------------------------
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return QueuedChangeList
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> QueuedTask | None:
+        """The Django Task whose id (its result's, a UUID) is ``object_id``."""
+        if from_field is not None:
+            return super().get_object(request, object_id, from_field)
+        if not _is_uuid(object_id):
+            return None
+        return self.get_queryset(request).filter(uuid=uuid.UUID(object_id)).first()
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        # The page is a view for everyone: no POST (see has_change_permission).
+        if request.method == "POST":
+            raise PermissionDenied
+        elsewhere = self._elsewhere(request, object_id, "change")
+        return elsewhere or super().change_view(request, object_id, *args, **kwargs)
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        elsewhere = self._elsewhere(request, object_id, "history")
+        return elsewhere or super().history_view(request, object_id, *args, **kwargs)
+
+    def _elsewhere(self, request: HttpRequest, object_id: str, page: str) -> HttpResponse | None:
+        """``None`` when ``object_id`` names a Django Task: Django's own view
+        shows it. Else an old link by the row's sequence number (the primary
+        key, which these URLs used to carry) is sent on to the task's own
+        URL, and any other id goes to the list, with a message that says
+        where the task went or what an id is. Refused first (403) for whoever
+        may not see Django Tasks, so that no answer tells them what exists."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        object_id = unquote(object_id)
+        if self.get_object(request, object_id) is not None:
+            return None
+        if SEQUENCE.fullmatch(object_id):
+            row = self.get_queryset(request).filter(seq=int(object_id)).first()
+            if row is not None:
+                return HttpResponseRedirect(admin_url(self, page, str(row.uuid)))
+        if SEQUENCE.fullmatch(object_id) or _is_uuid(object_id):
+            text = _(
+                "No Django task has the id “%(id)s”: it never existed, or it finished more "
+                "than BGTASKS_HISTORY_DAYS ago and bgtasks prune deleted it."
+            )
+        else:
+            text = _(
+                "“%(id)s” is not a Django task's id: that is the UUID of its result "
+                "(get_result().id, the JSON API's “id”, bgtasks show)."
+            )
+        self.message_user(request, text % {"id": object_id}, messages.WARNING)
+        return HttpResponseRedirect(admin_url(self, "changelist"))
 
     # --- permissions: the background tasks' rule --------------------------------
 
@@ -163,3 +246,11 @@ class QueuedTaskAdmin(QueuedModelAdmin):
                 self.message_user(request, f"{row.uuid} had already finished.", messages.WARNING)
             else:
                 self.message_user(request, f"{row.uuid} no longer exists.", messages.WARNING)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True

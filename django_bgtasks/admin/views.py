@@ -17,7 +17,7 @@ a ``bgtasks worker`` performs instead.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.templatetags.admin_urls import admin_urlname
@@ -28,6 +28,7 @@ from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -36,7 +37,10 @@ from django_bgtasks.http.responses import outside_request_transactions, task_lis
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
-from django_bgtasks.validation import validate_token
+from django_bgtasks.validation import arguments_from_json, validate_name, validate_token
+
+# How much of a run's arguments the task's history (LogEntry) keeps.
+LOGGED_ARGUMENTS = 500
 
 if TYPE_CHECKING:
     TaskModelAdmin = admin.ModelAdmin[BackgroundTask]
@@ -44,7 +48,7 @@ else:  # ModelAdmin is generic only in django-stubs
     TaskModelAdmin = admin.ModelAdmin
 
 
-def admin_url(model_admin: TaskModelAdmin, page: str, *args: str) -> str:
+def admin_url(model_admin: admin.ModelAdmin[Any], page: str, *args: str) -> str:
     """The URL of one of ``model_admin``'s pages: ``"changelist"``, ``"run"``…"""
     # (The filter's argument is typed as a template hands it over.)
     name = admin_urlname(model_admin.opts, SafeString(page))
@@ -63,16 +67,29 @@ class OperatorViews(TaskModelAdmin):
 
     # --- operations: what the row buttons and the actions did, in words ---------
 
-    def start_task(self, request: HttpRequest, name: str) -> None:
-        """Run now: start ``name`` in this process, and say how that went."""
+    def start_task(self, request: HttpRequest, name: str, arguments: str = "") -> None:
+        """Run now: start ``name`` in this process, with ``arguments`` (the
+        detail page's JSON field, ``{"args": [...], "kwargs": {...}}``; blank:
+        none), and say how that went."""
+        given = ""  # the arguments, for the task's history
         try:
-            result = operations.start(name, requested_by=f"admin: {request.user}")
+            validate_name(name)
         except ValueError:  # a name no task can have, so not a registered one
-            result = operations.NotRegistered(name, ())
-        except TypeError as exc:  # the task needs arguments, which Run now can't give
-            text = _("“%(name)s” can't be started here: %(reason)s")
-            self.message_user(request, text % {"name": name, "reason": exc}, messages.ERROR)
-            return
+            result: operations.StartResult = operations.NotRegistered(name, ())
+        else:
+            try:
+                args, kwargs = arguments_from_json(arguments)
+                if args or kwargs:
+                    given = " with " + Truncator(
+                        json.dumps({"args": args, "kwargs": kwargs})
+                    ).chars(LOGGED_ARGUMENTS)
+                result = operations.start(
+                    name, args=args, kwargs=kwargs, requested_by=f"admin: {request.user}"
+                )
+            except (ValueError, TypeError) as exc:  # arguments the task can't take
+                text = _("“%(name)s” can't be started here: %(reason)s")
+                self.message_user(request, text % {"name": name, "reason": exc}, messages.ERROR)
+                return
         match result:
             case operations.Started(running):
                 self._done(
@@ -80,14 +97,14 @@ class OperatorViews(TaskModelAdmin):
                     name,
                     _("Started “%(name)s” (token %(token)s) on %(owner)s.")
                     % {"name": name, "token": running.token, "owner": running.owner},
-                    f"Ran now (token {running.token}, owner {running.owner}).",
+                    f"Ran now{given} (token {running.token}, owner {running.owner}).",
                 )
             case operations.Requested(state):
                 self._done(
                     request,
                     name,
                     _("Requested “%(name)s”; a worker will run it.") % {"name": name},
-                    "Requested a run for a worker.",
+                    f"Requested a run for a worker{given}.",
                 )
             case operations.AlreadyRequested():
                 text = _("“%(name)s” already has a pending request.")
@@ -170,7 +187,7 @@ class OperatorViews(TaskModelAdmin):
     @method_decorator(require_POST)
     def run_view(self, request: HttpRequest, name: str) -> HttpResponseBase:
         self.check_operator(request)
-        self.start_task(request, name)
+        self.start_task(request, name, request.POST.get("arguments", ""))
         return self._back(request)
 
     @outside_request_transactions

@@ -25,6 +25,8 @@ from django_bgtasks.validation import (
     check_arguments,
     clean_error,
     encode_value,
+    validate_args,
+    validate_kwargs,
     validate_name,
     validate_token,
     validate_ttl,
@@ -102,21 +104,18 @@ class OperatorRequests:
         (a ``TypeError``). ``ttl=None``: the registered task's, else
         ``BGTASKS_TTL``."""
         name = validate_name(name)
-        if not isinstance(args, list | tuple):
-            raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
-        if kwargs is not None and not isinstance(kwargs, dict):
-            raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
+        args, kwargs = validate_args(args), validate_kwargs(kwargs)
         if not isinstance(requested_by, str):
             raise TypeError(f"requested_by must be a str, not {type(requested_by).__name__}")
         task = registry.get(name)
         if task is not None:
-            check_arguments(task.func, args, kwargs or {}, passed_first=True, task=repr(name))
+            check_arguments(task.func, args, kwargs, passed_first=True, task=repr(name))
             if ttl is None:
                 ttl = task.ttl
         params = {
             "name": name,
             "ttl": validate_ttl(ttl),
-            "request": encode_value({"args": list(args), "kwargs": dict(kwargs or {})}),
+            "request": encode_value({"args": args, "kwargs": kwargs}),
             "requested_by": clean_error(requested_by)[:MAX_OWNER_LENGTH],
         }
         # The one rule for "a worker will run it": registered in this process

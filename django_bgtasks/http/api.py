@@ -4,10 +4,11 @@
   registered ones that never ran included (status ``never run``);
 * ``GET <prefix>/<name>/``: one ``TaskState`` (a registered task's ``never
   run`` one if it has not run), or 404;
-* ``POST <prefix>/<name>/run/``: start a registered task here, 202 (409 when
-  it is held, 404 when no task is registered by that name, 400 on bad input);
-  with ``BGTASKS_EXECUTOR = "worker"``, file a request for a worker, 202 (409
-  when one is already pending);
+* ``POST <prefix>/<name>/run/``: start a registered task here, with the
+  body's optional ``args`` and ``kwargs``, 202 (409 when it is held, 404 when
+  no task is registered by that name, 400 on bad input, arguments the task
+  can't take too); with ``BGTASKS_EXECUTOR = "worker"``, file a request for a
+  worker, 202 (409 when one is already pending);
 * ``POST <prefix>/<name>/cancel/``: ask the holder to stop, 202 (409 when
   nobody holds it, or when an optional ``token`` no longer does; 404 when the
   task has never run; 400 on bad input).
@@ -116,13 +117,20 @@ def task_detail(request: HttpRequest, name: str) -> HttpResponse:
 @_operation
 def task_run(request: HttpRequest, name: str) -> HttpResponse:
     """Start the registered task ``name`` in a thread of this process, under its
-    lease; with ``BGTASKS_EXECUTOR = "worker"``, file a request for a worker."""
+    lease, with the body's ``args`` and ``kwargs``; with ``BGTASKS_EXECUTOR =
+    "worker"``, file a request for a worker."""
     options = post_options(request, RunForm)
     if isinstance(options, JsonResponse):
         return options
     try:
-        result = operations.start(name, ttl=options["ttl"], requested_by=f"api: {request.user}")
-    except (ValueError, TypeError) as exc:  # the ttl against the heartbeat setting
+        result = operations.start(
+            name,
+            args=options["args"],
+            kwargs=options["kwargs"],
+            ttl=options["ttl"],
+            requested_by=f"api: {request.user}",
+        )
+    except (ValueError, TypeError) as exc:  # arguments the task can't take; the ttl
         return error(400, str(exc))
     if isinstance(result, operations.NotRegistered):
         return error(404, f"No background task is registered as {name!r}.")

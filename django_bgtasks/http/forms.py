@@ -7,7 +7,6 @@ fields, each checked by its rule of :mod:`django_bgtasks.validation`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +15,13 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, JsonResponse
 
 from django_bgtasks.http.responses import error
-from django_bgtasks.validation import validate_token, validate_ttl
+from django_bgtasks.validation import (
+    parse_json,
+    validate_args,
+    validate_kwargs,
+    validate_token,
+    validate_ttl,
+)
 
 
 class _Option(forms.Field):
@@ -42,6 +47,11 @@ class _Option(forms.Field):
             raise ValidationError(f"{self.label} must be {self.kind}, not {value!r}") from None
 
 
+def _json(what: str) -> Callable[[str], Any]:
+    """A form field's text read as JSON (a ``ValueError`` that says why not)."""
+    return lambda text: parse_json(text, what)
+
+
 class _OptionsForm(forms.Form):
     """The optional fields of a POST, from a JSON object or a form; no others."""
 
@@ -57,10 +67,9 @@ class _OptionsForm(forms.Form):
         # order in which this API named what is wrong before it used a form.
         unknown = sorted(set(self.data) - set(self.fields))
         if unknown:
-            only = " and ".join(repr(name) for name in self.fields)
-            raise ValidationError(
-                f"Unknown field(s): {', '.join(unknown)}. Only {only} is accepted."
-            )
+            *others, last = (repr(name) for name in self.fields)
+            only = f"{', '.join(others)} and {last} are" if others else f"{last} is"
+            raise ValidationError(f"Unknown field(s): {', '.join(unknown)}. Only {only} accepted.")
         cleaned = self.cleaned_data
         for name, field in self.fields.items():
             if isinstance(field, _Option) and cleaned.get(name) is not None:
@@ -72,9 +81,15 @@ class _OptionsForm(forms.Form):
 
 
 class RunForm(_OptionsForm):
-    """``POST <name>/run/``: an optional ``ttl`` for this run (``validate_ttl``)."""
+    """``POST <name>/run/``: an optional ``ttl`` for this run (``validate_ttl``),
+    and the run's ``args`` (a list) and ``kwargs`` (an object): in a JSON
+    body as they are, in a form as JSON text. Their types are checked here
+    (``validate_args``, ``validate_kwargs``) and against the task's function
+    by ``operations.start()``, as for every surface."""
 
     ttl = _Option("ttl", "a number of seconds", float, validate_ttl)
+    args = _Option("args", "a JSON array", _json("args"), validate_args)
+    kwargs = _Option("kwargs", "a JSON object", _json("kwargs"), validate_kwargs)
 
 
 class CancelForm(_OptionsForm):
@@ -89,9 +104,9 @@ def post_options(
     """The POST's fields, cleaned by ``form_class``; or a 400 naming the first problem."""
     if request.content_type == "application/json":
         try:
-            data = json.loads(request.body or b"{}")
+            data = parse_json(request.body or b"{}", "The body")
         except ValueError as exc:
-            return error(400, f"The body is not valid JSON: {exc}")
+            return error(400, str(exc))
         if not isinstance(data, dict):
             return error(400, "The body must be a JSON object.")
         form = form_class(data, from_text=False)

@@ -16,7 +16,6 @@ and one ``handle_<name>`` method on the command.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,13 @@ from django.core.management.base import CommandParser
 from django_bgtasks.authentication import DEFAULT_MAX_AGE, validate_max_age
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
 from django_bgtasks.operations.prune import history_days
-from django_bgtasks.validation import validate_token, validate_ttl
+from django_bgtasks.validation import (
+    parse_json,
+    validate_args,
+    validate_kwargs,
+    validate_token,
+    validate_ttl,
+)
 
 # The bound for --interval: beyond it the wait overflows (and it makes no
 # sense for a refresh).
@@ -136,8 +141,27 @@ def _show(show: CommandParser) -> None:
     _json_option(show)
 
 
+def _task_arguments(parser: CommandParser) -> None:
+    """``--args`` and ``--kwargs``, the run's arguments (``run`` and ``request``)."""
+    parser.add_argument(
+        "--args",
+        type=_json_of(validate_args, "args"),
+        default=[],
+        dest="task_args",
+        help="Positional arguments, as a JSON list (default: none).",
+    )
+    parser.add_argument(
+        "--kwargs",
+        type=_json_of(validate_kwargs, "kwargs"),
+        default={},
+        dest="task_kwargs",
+        help="Keyword arguments, as a JSON object (default: none).",
+    )
+
+
 def _run(run: CommandParser) -> None:
     run.add_argument("name", help="The registered task's name.")
+    _task_arguments(run)
     _ruled(
         run,
         "--ttl",
@@ -230,20 +254,7 @@ def _workers(workers: CommandParser) -> None:
 
 def _request(request: CommandParser) -> None:
     request.add_argument("name", help="The registered task's name.")
-    request.add_argument(
-        "--args",
-        type=_json_of(list, "a JSON list"),
-        default=[],
-        dest="task_args",
-        help="Positional arguments, as a JSON list (default: none).",
-    )
-    request.add_argument(
-        "--kwargs",
-        type=_json_of(dict, "a JSON object"),
-        default={},
-        dest="task_kwargs",
-        help="Keyword arguments, as a JSON object (default: none).",
-    )
+    _task_arguments(request)
 
 
 # --- the worker options' value types ---------------------------------------------------------
@@ -274,15 +285,15 @@ def _seconds(low: float, high: float) -> Callable[[str], float]:
     return seconds
 
 
-def _json_of(kind: type, described: str) -> Callable[[str], Any]:
+def _json_of(rule: Callable[[Any], Any], what: str) -> Callable[[str], Any]:
+    """JSON text whose value must pass ``rule`` (``validation``'s, as for
+    every surface's arguments)."""
+
     def parse(text: str) -> Any:
         try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"is not valid JSON: {exc}") from None
-        if not isinstance(value, kind):
-            raise argparse.ArgumentTypeError(f"must be {described}, not {text!r}")
-        return value
+            return rule(parse_json(text, what))
+        except (ValueError, TypeError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
 

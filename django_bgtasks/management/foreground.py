@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 from django.core.management.base import CommandError, OutputWrapper
 from django.core.management.color import Style
@@ -29,14 +30,24 @@ from django_bgtasks.operations import writes as operations
 RUN_POLL_SECONDS = 0.2
 
 
-def run(stdout: OutputWrapper, style: Style, *, name: str, ttl: float | None) -> None:
-    """``run NAME``: claim ``name`` here, follow it to its end, and say how it ended."""
+def run(
+    stdout: OutputWrapper,
+    style: Style,
+    *,
+    name: str,
+    ttl: float | None,
+    args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> None:
+    """``run NAME``: claim ``name`` here (with ``args`` and ``kwargs``, checked
+    by ``operations.start()`` as for every surface), follow it to its end,
+    and say how it ended."""
     stop, interrupts = threading.Event(), [0]
     # Signals are handled from before the claim: an interrupt just after
     # it is a cancel request like any other, never a KeyboardInterrupt
     # that leaves the lease held.
     with stop_on_signals(stop, interrupts):
-        running = _start(name, ttl)
+        running = _start(name, ttl, args, kwargs)
         stdout.write(
             f"Running {name!r} here as {running.owner}, token {running.token}. "
             "Ctrl-C asks it to stop."
@@ -45,10 +56,14 @@ def run(stdout: OutputWrapper, style: Style, *, name: str, ttl: float | None) ->
     _report(stdout, style, running, final)
 
 
-def _start(name: str, ttl: float | None) -> RunningLease:
+def _start(
+    name: str, ttl: float | None, args: list[Any] | None, kwargs: dict[str, Any] | None
+) -> RunningLease:
     try:
         # Here, in the foreground, whatever BGTASKS_EXECUTOR says.
-        result = operations.start(name, ttl=ttl, executor=EXECUTOR_THREAD)
+        result = operations.start(
+            name, args=args, kwargs=kwargs, ttl=ttl, executor=EXECUTOR_THREAD
+        )
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc)) from None
     if isinstance(result, operations.NotRegistered):

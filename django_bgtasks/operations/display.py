@@ -12,7 +12,9 @@ together.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 from django.utils import timezone
@@ -112,3 +114,25 @@ def worker_run(run: WorkerRun) -> str:
     if run.status == WorkerRunStatus.TAKEN_OVER:
         return f"{run.name} (taken over by {run.owner}, token {run.token})"
     return f"{run.name} (ended: {run.outcome or 'no row'})"
+
+
+def parameters(func: Callable[..., Any]) -> tuple[str, bool]:
+    """What a ``@background_task`` function takes after its lease, as Python
+    writes a signature without its annotations (``(numbers, total=3)``), and
+    whether any of it is required; ``("", False)`` for a function whose
+    signature Python can't read."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # some builtins and C callables
+        return "", False
+    taken = [
+        parameter.replace(annotation=inspect.Parameter.empty)
+        for parameter in list(signature.parameters.values())[1:]
+    ]
+    required = any(
+        parameter.default is inspect.Parameter.empty
+        and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+        for parameter in taken
+    )
+    text = str(signature.replace(parameters=taken, return_annotation=inspect.Signature.empty))
+    return text, required

@@ -11,17 +11,17 @@ lists: every task with a row, and every registered task, also one that has
 never run (its state then says ``never run``). ``task_json()`` is the one JSON
 shape of a task, for the API and ``bgtasks --json``.
 
-Bad input (a malformed name, ttl or token) raises ``ValueError``/``TypeError``
-before anything is written, as the lease operations do. Every state here is
-read back from the database after the write, so what a surface reports is
-what every replica sees.
+Bad input (a malformed name, ttl or token; arguments the task can't take)
+raises ``ValueError``/``TypeError`` before anything is written, as the lease
+operations do. Every state here is read back from the database after the
+write, so what a surface reports is what every replica sees.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -32,7 +32,12 @@ from django_bgtasks.core.states import TaskState, run_duration
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.queue.manager import FINISHED, RUNNING
-from django_bgtasks.validation import validate_name, validate_token
+from django_bgtasks.validation import (
+    validate_args,
+    validate_kwargs,
+    validate_name,
+    validate_token,
+)
 
 # --- which tasks there are -------------------------------------------------------------
 
@@ -175,23 +180,35 @@ _Done = TypeVar("_Done", CancelRequested, Released)
 def start(
     name: str,
     *,
+    args: Sequence[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
     ttl: float | None = None,
     requested_by: str = "",
     executor: str | None = None,
 ) -> StartResult:
-    """Run the registered task ``name`` now: with ``BGTASKS_EXECUTOR = "thread"``
-    (the default) claim it and run it in a thread of this process; with
-    ``"worker"``, file a request that a ``bgtasks worker`` performs
-    (``request_run()``: also for a task only a worker registered).
-    ``executor`` overrides the setting (``bgtasks run`` always runs here).
-    :class:`NotRegistered` when nothing here (or, for a request, no worker)
-    can run it; a ``TypeError`` when the task needs arguments."""
+    """Run the registered task ``name`` now, with ``args`` and ``kwargs``: with
+    ``BGTASKS_EXECUTOR = "thread"`` (the default) claim it and run it in a
+    thread of this process; with ``"worker"``, file a request that a
+    ``bgtasks worker`` performs (``request_run()``: also for a task only a
+    worker registered). ``executor`` overrides the setting (``bgtasks run``
+    always runs here). :class:`NotRegistered` when nothing here (or, for a
+    request, no worker) can run it.
+
+    Every surface's arguments meet the same rules here, before anything is
+    written: ``args`` a list, ``kwargs`` a dict (``validate_args()``,
+    ``validate_kwargs()``; ``None`` is none), and arguments the function
+    registered here takes, as the call would (``check_arguments()``, run by
+    ``task.start()`` and ``request_run()``): else a ``TypeError`` with the
+    reason. A request's arguments must also encode as JSON."""
     name = validate_name(name)
+    args, kwargs = validate_args(args), validate_kwargs(kwargs)
     if (executor or conf.EXECUTOR) == EXECUTOR_WORKER:
         # request_run() decides what a worker can run (also a task only the
-        # workers import) and whether the task takes no arguments.
+        # workers import) and whether the task takes these arguments.
         try:
-            filed = BackgroundTask.objects.request_run(name, requested_by=requested_by, ttl=ttl)
+            filed = BackgroundTask.objects.request_run(
+                name, args=args, kwargs=kwargs, requested_by=requested_by, ttl=ttl
+            )
         except UnknownTask:
             return NotRegistered(name, tuple(registered_tasks()))
         state = BackgroundTask.objects.get_state(name)
@@ -204,7 +221,7 @@ def start(
         return NotRegistered(name, tuple(registered_tasks()))
     if ttl is not None:
         task = task.options(ttl=ttl)
-    running = task.start()
+    running = task.start(*args, **kwargs)  # checks the arguments before the claim
     if running is None:
         return AlreadyHeld(BackgroundTask.objects.get_state(name))
     return Started(running)

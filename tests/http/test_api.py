@@ -324,6 +324,10 @@ def test_a_run_for_a_worker_answers_404_unless_a_worker_can_run_it(
     assert response.status_code == 202 and response.json()["status"] == "requested"
 
 
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.mark.parametrize("executor", ["thread", "worker"])
 @pytest.mark.parametrize(
     ("body", "content_type", "message"),
     [
@@ -331,21 +335,89 @@ def test_a_run_for_a_worker_answers_404_unless_a_worker_can_run_it(
         ('{"ttl": 0}', "application/json", "positive"),
         ('{"ttl": "30"}', "application/json", "number"),
         ('{"ttl": 1e9}', "application/json", "at most"),
-        ('{"ttl": 30, "args": [1]}', "application/json", "Unknown field(s): args"),
+        (
+            '{"ttl": 30, "steps": [1]}',
+            "application/json",
+            "Unknown field(s): steps. Only 'ttl', 'args' and 'kwargs' are accepted.",
+        ),
         ("[30]", "application/json", "JSON object"),
         ("{not json", "application/json", "not valid JSON"),
-        ("ttl=soon", "application/x-www-form-urlencoded", "number of seconds"),
-        ("ttl=30&steps=9", "application/x-www-form-urlencoded", "Unknown field(s): steps"),
+        ("[" * 100_000, "application/json", "The body is nested too deeply"),
+        ("ttl=soon", FORM, "number of seconds"),
+        ("ttl=30&steps=9", FORM, "Unknown field(s): steps"),
+        # The arguments: surface-quick(lease, total=3), tests/testapp
+        (
+            '{"args": {"total": 1}}',
+            "application/json",
+            "args must be a list or tuple (a JSON array), not an object (a dict)",
+        ),
+        (
+            '{"kwargs": [1]}',
+            "application/json",
+            "kwargs must be a dict (a JSON object), not an array (a list)",
+        ),
+        (
+            '{"kwargs": {"bogus": 1}}',
+            "application/json",
+            "task 'surface-quick' can't take these arguments: "
+            "got an unexpected keyword argument 'bogus'",
+        ),
+        ('{"args": [1, 2]}', "application/json", "too many positional arguments"),
+        ("args=[1,", FORM, "args must be a JSON array, not '[1,'"),
+        ("args=3", FORM, "args must be a list or tuple (a JSON array), not a number"),
+        ("kwargs=nope", FORM, "kwargs must be a JSON object, not 'nope'"),
+        ('kwargs={"total": 1, "bogus": 2}', FORM, "unexpected keyword argument 'bogus'"),
     ],
 )
 def test_run_answers_400_for_bad_input_and_starts_nothing(
-    site_alias: str, operator: Client, body: str, content_type: str, message: str
+    site_alias: str,
+    operator: Client,
+    settings: Any,
+    executor: str,
+    body: str,
+    content_type: str,
+    message: str,
 ) -> None:
+    settings.BGTASKS_EXECUTOR = executor
     response = operator.post("/bgtasks/surface-quick/run/", body, content_type=content_type)
 
     assert response.status_code == 400
     assert message in response.json()["error"]
     assert rows(site_alias) == [] and runs(site_alias) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        ('{"args": [[1, 2, 3]], "ttl": 20}', "application/json"),
+        ('kwargs={"numbers": [1, 2, 3]}&ttl=20', FORM),
+    ],
+    ids=["json", "form"],
+)
+def test_run_passes_the_arguments_to_the_task(
+    site_alias: str, operator: Client, settle: Any, body: str, content_type: str
+) -> None:
+    # surface-sum(lease, numbers), tests/testapp
+    response = operator.post("/bgtasks/surface-sum/run/", body, content_type=content_type)
+
+    assert response.status_code == 202
+    state = settle("surface-sum")
+    assert (state.outcome, state.ttl) == ("succeeded", 20.0)
+    assert [run["result"] for run in runs(site_alias, "surface-sum")] == [6]
+
+
+def test_run_for_a_worker_files_the_arguments(
+    site_alias: str, operator: Client, settings: Any
+) -> None:
+    settings.BGTASKS_EXECUTOR = "worker"
+    response = post_json(operator, "/bgtasks/surface-sum/run/", {"kwargs": {"numbers": [4]}})
+
+    assert response.status_code == 202 and response.json()["status"] == "requested"
+    row = objects.get(name="surface-sum")
+    assert (row.request, row.requested_by) == (
+        {"args": [], "kwargs": {"numbers": [4]}},
+        "api: operator",
+    )
 
 
 def test_run_answers_400_for_a_bad_name(site_alias: str, operator: Client) -> None:

@@ -255,19 +255,52 @@ def test_run_takes_a_ttl(site_alias: str) -> None:
     assert objects.get_state("surface-quick").ttl == 7.0
 
 
+def test_run_passes_its_arguments_to_the_task(site_alias: str) -> None:
+    # surface-sum(lease, numbers), surface-quick(lease, total=3): tests/testapp
+    assert "result: 6" in bgtasks("run", "surface-sum", "--args", "[[1, 2, 3]]")
+    out = bgtasks("run", "surface-quick", "--kwargs", '{"total": 2}')
+    assert "] 100% (2/2)" in out and 'result: {"counted": 2}' in out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["nope"], "No background task is registered as 'nope'"),
         (["surface-quick", "--ttl", "0"], "ttl must be a positive"),
         (["surface-quick", "--ttl", "1e9"], "at most"),
+        # The arguments, as `bgtasks request` checks them: surface-quick(lease,
+        # total=3), surface-sum(lease, numbers), tests/testapp
+        (
+            ["surface-quick", "--kwargs", '{"bogus": 1}'],
+            "task 'surface-quick' can't take these arguments: "
+            "got an unexpected keyword argument 'bogus'",
+        ),
+        (["surface-quick", "--args", "[1, 2]"], "too many positional arguments"),
+        (["surface-sum"], "missing a required argument: 'numbers'"),
+        (
+            ["surface-sum", "--args", '{"numbers": [1]}'],
+            "argument --args: args must be a list or tuple (a JSON array), not an object",
+        ),
+        (
+            ["surface-sum", "--kwargs", "[[1]]"],
+            "argument --kwargs: kwargs must be a dict (a JSON object), not an array",
+        ),
+        (["surface-sum", "--kwargs", "{nope"], "argument --kwargs: kwargs is not valid JSON: "),
     ],
 )
 def test_run_refuses_bad_input_and_writes_nothing(
     site_alias: str, args: list[str], message: str
 ) -> None:
-    with pytest.raises(CommandError, match=message):
+    with pytest.raises(CommandError, match=re.escape(message)):
         bgtasks("run", *args)
+    assert rows(site_alias) == []
+
+
+def test_run_checks_arguments_handed_over_past_argparse(site_alias: str) -> None:
+    with pytest.raises(CommandError, match=re.escape("args must be a list or tuple")):
+        call_command("bgtasks", "run", "surface-sum", task_args="[1]")
+    with pytest.raises(CommandError, match=re.escape("kwargs must be a dict")):
+        call_command("bgtasks", "run", "surface-sum", task_kwargs=[1])
     assert rows(site_alias) == []
 
 

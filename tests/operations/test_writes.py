@@ -10,6 +10,7 @@ bad input raises before anything is written.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -36,6 +37,7 @@ from tests.dbtools import a_worker_runs, backdate, rows, runs
 objects = BackgroundTask.objects
 SLOW = "surface-slow"  # registered in tests/testapp/tasks.py; runs a minute unless cancelled
 QUICK = "surface-quick"  # registered there too; finishes at once
+SUM = "surface-sum"  # registered there too; needs its numbers
 
 
 R = TypeVar("R")
@@ -134,6 +136,45 @@ def test_start_takes_a_ttl_for_this_run(db_alias: str, settle: Callable[..., Any
     state = settle(QUICK)
     assert (state.ttl, state.outcome, state.value) == (45.0, "succeeded", {"done": 3, "total": 3})
     assert result.running.wait(5) and result.running.result == {"counted": 3}
+
+
+def test_start_passes_its_arguments_to_the_run_and_to_a_request(
+    db_alias: str, settle: Callable[..., Any], settings: Any
+) -> None:
+    # surface-sum(lease, numbers), tests/testapp
+    result = expect(operations.start(SUM, args=[[1, 2]]), Started)
+    assert settle(SUM).outcome == "succeeded"
+    assert result.running.wait(5) and result.running.result == 3
+
+    settings.BGTASKS_EXECUTOR = "worker"
+    requested = expect(operations.start(SUM, kwargs={"numbers": [5]}), Requested)
+    assert requested.state.status == "requested"
+    assert BackgroundTask.objects.get(name=SUM).request == {"args": [], "kwargs": {"numbers": [5]}}
+
+
+@pytest.mark.parametrize("executor", ["thread", "worker"])
+@pytest.mark.parametrize(
+    ("name", "arguments", "match"),
+    [
+        # surface-quick(lease, total=3), surface-sum(lease, numbers), tests/testapp
+        (QUICK, {"args": "[1]"}, "args must be a list or tuple (a JSON array), not a string"),
+        (QUICK, {"kwargs": [1]}, "kwargs must be a dict (a JSON object), not an array (a list)"),
+        (QUICK, {"kwargs": {1: 3}}, "kwargs' keys must be strings, not a number"),
+        (QUICK, {"kwargs": {"bogus": 1}}, "got an unexpected keyword argument 'bogus'"),
+        (QUICK, {"args": [1, 2]}, "too many positional arguments"),
+        (QUICK, {"args": [1], "kwargs": {"total": 1}}, "multiple values for argument 'total'"),
+        (SUM, {}, "task 'surface-sum' can't take these arguments: missing a required argument"),
+    ],
+)
+def test_start_refuses_arguments_the_task_cant_take_and_writes_nothing(
+    refusal_alias: str, settings: Any, executor: str, name: str, arguments: Any, match: str
+) -> None:
+    """One rule for every surface (the admin's Run now, the API's run/, bgtasks
+    run and request), whichever executor: checked before anything is written."""
+    settings.BGTASKS_EXECUTOR = executor
+    with pytest.raises(TypeError, match=re.escape(match)):
+        operations.start(name, **arguments)
+    assert rows(refusal_alias) == [] and runs(refusal_alias) == []
 
 
 # --- request_cancel -----------------------------------------------------------------------

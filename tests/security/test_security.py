@@ -342,8 +342,8 @@ def test_no_url_lets_an_unprivileged_user_change_anything(
                 if response.status_code == 302:
                     # To the login page, or back to the page, never onwards.
                     # (The Django Tasks' admin pages, given a task name for an
-                    # object id, name no Django Task: the admin's index, with a
-                    # message, as for any missing object.)
+                    # object id, name no Django Task: their list, with a
+                    # message saying what an id is.)
                     back = ("/admin/login/", url)
                     if "/queuedtask/" in url:
                         back = (*back, "/admin/")

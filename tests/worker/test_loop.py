@@ -703,7 +703,7 @@ def test_bgtasks_request_files_one_request_and_refuses_bad_input(db_alias: str) 
         call_command("bgtasks", "request", "surface-quick")
     with pytest.raises(CommandError, match="No background task is registered as 'nope'"):
         call_command("bgtasks", "request", "nope")
-    with pytest.raises(CommandError, match="must be a JSON list"):
+    with pytest.raises(CommandError, match=r"args must be a list or tuple \(a JSON array\)"):
         call_command("bgtasks", "request", "surface-slow", "--args", '{"a": 1}')
     with pytest.raises(CommandError, match="is not valid JSON"):
         call_command("bgtasks", "request", "surface-slow", "--kwargs", "{nope")

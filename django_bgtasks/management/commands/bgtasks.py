@@ -129,8 +129,12 @@ class Command(BaseCommand):
             self.stdout, self.style, name=name, task_args=task_args, task_kwargs=task_kwargs
         )
 
-    def handle_run(self, *, name: str, ttl: float | None, **_: Any) -> None:
-        foreground.run(self.stdout, self.style, name=name, ttl=ttl)
+    def handle_run(
+        self, *, name: str, ttl: float | None, task_args: Any, task_kwargs: Any, **_: Any
+    ) -> None:
+        foreground.run(
+            self.stdout, self.style, name=name, ttl=ttl, args=task_args, kwargs=task_kwargs
+        )
 
     def handle_release(self, *, name: str, force: bool, token: int | None, **_: Any) -> None:
         state = self._state(name)
