@@ -2,7 +2,8 @@
 
 Names are reversed as ``bgtasks:list``, ``bgtasks:task``, ``bgtasks:run`` and
 ``bgtasks:cancel``; Django Tasks' as ``bgtasks:django-tasks``,
-``bgtasks:django-task`` and ``bgtasks:django-task-cancel``. A task name is
+``bgtasks:django-task``, ``bgtasks:django-task-cancel`` and
+``bgtasks:django-task-retry``. A task name is
 always one path segment (names may not contain ``/``, nor be ``.`` or ``..``).
 """
 
@@ -24,9 +25,11 @@ urlpatterns = [
     path("watch/<str:signed>/events/", events.watch_events, name="watch-events"),
     # Django Tasks (LeaseBackend), by result id; before "<name>/", so a
     # background task named "django-tasks" is not reachable by GET here.
+    # (Alike lines on purpose: a route a line, as Django's URLconfs write them.)
     path("django-tasks/", views.queued_list, name="django-tasks"),
     path("django-tasks/<uuid:result_id>/", views.queued_detail, name="django-task"),
     path("django-tasks/<uuid:result_id>/cancel/", views.queued_cancel, name="django-task-cancel"),
+    path("django-tasks/<uuid:result_id>/retry/", views.queued_retry, name="django-task-retry"),
     path("<str:name>/", views.task_detail, name="task"),
     path("<str:name>/events/", events.task_events, name="task-events"),
     path("<str:name>/run/", views.task_run, name="run"),
@@ -36,6 +39,7 @@ urlpatterns = [
     # "<name>/cancel/", which a background task named "django-tasks" keeps.
     path("django-tasks/<str:result_id>/", views.queued_detail),
     path("django-tasks/<str:result_id>/cancel/", views.queued_cancel),
+    path("django-tasks/<str:result_id>/retry/", views.queued_retry),
     # Last of all: any other path ending in "/" is the API's JSON 404. Only
     # those: a path without its slash still reaches CommonMiddleware's
     # APPEND_SLASH redirect when the slashed one is a route above.

@@ -13,6 +13,7 @@ which use the database's clock, so every replica shows the same page.
   never ran) and its status filter;
 * :mod:`.queued`: :class:`QueuedTaskAdmin`, the Django Tasks (LeaseBackend)
   with their cancel action;
+* :mod:`.queued_retry`: their retry, an action and a failed task's button;
 * :mod:`.views`: the operator views (run, cancel, release, status) and the
   release confirmation page.
 

@@ -9,17 +9,20 @@ An old link by the row's sequence number (its primary key) is sent on to
 that URL; an id no task has goes to the list, with a message saying why.
 
 Read-only, with the background tasks' permission rule
-(:mod:`django_bgtasks.operations.permissions`): view to see, change to cancel. The
-cancel action calls ``operations.cancel_queued()``, as the command does; a
-task's page is a view, for superusers too (no Save: the rows are written
-only by the queue's fenced operations).
+(:mod:`django_bgtasks.operations.permissions`): view to see, change to cancel
+and retry. The cancel action calls ``operations.cancel_queued()``, as the
+command does; the retry of a failed task (an action, and a button on its
+page) is :mod:`.queued_retry`'s. A task's page is a view, for superusers too
+(no Save: the rows are written only by the queue's fenced operations). The
+filters show how many tasks each choice has (``show_facets``): the count of
+each status at a glance.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -31,6 +34,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from django_bgtasks.admin.queued_retry import QueuedRetry
 from django_bgtasks.admin.views import admin_url
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import run_duration
@@ -39,11 +43,6 @@ from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import user_may
 from django_bgtasks.queue.manager import RUNNING
-
-if TYPE_CHECKING:
-    QueuedModelAdmin = admin.ModelAdmin[QueuedTask]
-else:  # ModelAdmin is generic only in django-stubs
-    QueuedModelAdmin = admin.ModelAdmin
 
 # The row's sequence number (its primary key), which these URLs carried
 # before they carried the task's id.
@@ -58,7 +57,7 @@ class QueuedChangeList(ChangeList):
         return admin_url(self.model_admin, "change", quote(str(result.uuid)))
 
 
-class QueuedTaskAdmin(QueuedModelAdmin):
+class QueuedTaskAdmin(QueuedRetry):
     """Django Tasks, newest first."""
 
     list_display = (
@@ -74,9 +73,11 @@ class QueuedTaskAdmin(QueuedModelAdmin):
         "duration",
     )
     list_filter = ("status", "queue_name", "backend")
+    # Counts by state (and queue, backend) beside each filter's choices.
+    show_facets = admin.ShowFacets.ALWAYS
     search_fields = ("uuid", "task_path")
     ordering = ("-seq",)
-    actions = ("cancel",)
+    actions = ("cancel", "retry")
     readonly_fields = (
         "uuid",
         "task_path",

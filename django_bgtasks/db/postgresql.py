@@ -20,6 +20,7 @@ from django_bgtasks.db.rules import (
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
     LOST_ERROR_CLASS,
+    QUEUE_RETRY,
     RUN_COLUMNS,
     SKIP_SLOT,
     STATE_COLUMNS,
@@ -310,6 +311,7 @@ QUEUE = QueueStatements(
         WHERE owner = %(owner)s AND status = '{running}' AND NOT (seq = ANY(%(held)s::bigint[]))
         RETURNING uuid
     """,
+    retry=QUEUE_RETRY,
 )
 
 

@@ -176,6 +176,26 @@ LOST_ERROR_CLASS = "django_bgtasks.exceptions.LeaseLost"
 CANCELLED_ERROR_CLASS = "django_bgtasks.exceptions.TaskCancelled"
 
 
+# An operator's retry of a failed task (``QueuedTask.objects.retry``), the
+# same on both vendors: ready now (``run_after`` cleared), its finish and
+# return value cleared, its errors kept as the history of the runs before,
+# and one more attempt when it had used them all. Matched on ``FAILED``, so a
+# task in any other state is untouched; the token is left alone (the next
+# claim raises it, as always). A unique task is put back only while no other
+# run holds its key: the key becomes active again, and the unique index on
+# ``active_key`` would refuse a second holder anyway.
+QUEUE_RETRY = """
+    UPDATE {table} SET status = '{ready}', run_after = NULL, finished_at = NULL,
+        return_value = NULL, cancel_requested = false,
+        max_attempts = CASE WHEN attempts >= max_attempts THEN attempts + 1
+            ELSE max_attempts END,
+        active_key = NULLIF(unique_key, '')
+    WHERE uuid = %(uuid)s AND status = '{failed}'
+        AND NOT EXISTS (SELECT 1 FROM {table} held WHERE held.active_key = {table}.unique_key)
+    RETURNING status
+"""
+
+
 @dataclass(frozen=True)
 class QueueStatements:
     """One vendor's statements of the queue."""
@@ -187,3 +207,4 @@ class QueueStatements:
     cancel: str
     ended: str
     give_back: str
+    retry: str

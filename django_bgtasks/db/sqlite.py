@@ -21,6 +21,7 @@ from django_bgtasks.db.rules import (
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
     LOST_ERROR_CLASS,
+    QUEUE_RETRY,
     SKIP_SLOT,
     STATE_COLUMNS,
     WORKER_COLUMNS,
@@ -270,6 +271,7 @@ QUEUE = QueueStatements(
             AND seq NOT IN (SELECT value FROM json_each(%(held)s))
         RETURNING uuid
     """,
+    retry=QUEUE_RETRY,
 )
 
 

@@ -11,7 +11,10 @@
   worker, 202 (409 when one is already pending);
 * ``POST <prefix>/<name>/cancel/``: ask the holder to stop, 202 (409 when
   nobody holds it, or when an optional ``token`` no longer does; 404 when the
-  task has never run; 400 on bad input).
+  task has never run; 400 on bad input);
+* Django Tasks (``LeaseBackend``), by result id: ``GET <prefix>/django-tasks/``
+  and ``<id>/``; ``POST <id>/cancel/`` and ``POST <id>/retry/`` (a failed
+  task, again: 202; 409 when it is not failed; 404).
 
 A ``TaskState`` is :meth:`TaskState.as_json`, the shape the ``bgtasks``
 command prints too; a GET adds a registered task's ``schedule`` and
@@ -240,12 +243,21 @@ def no_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
     return error(404, f"No endpoint of the bgtasks API at {request.path!r}.")
 
 
-@outside_request_transactions
-@endpoint("POST")
-@authenticated
-@csrf_protect
-@requires("change")
-@_result_id
+def _queued_operation(view: View) -> View:
+    """A write to one Django Task: as :func:`_operation`, on a well-formed id."""
+    return outside_request_transactions(
+        endpoint("POST")(authenticated(csrf_protect(requires("change")(_result_id(view)))))
+    )
+
+
+def _queued_accepted(result_id: str, row: Any) -> HttpResponse:
+    """202 with the Django Task as it is now, and where to poll it."""
+    response = JsonResponse(operations.queued_json(row), status=202)
+    response.headers["Location"] = reverse("bgtasks:django-task", args=[result_id])
+    return response
+
+
+@_queued_operation
 def queued_cancel(request: HttpRequest, result_id: str) -> HttpResponse:
     """``POST <prefix>/django-tasks/<id>/cancel/``: 202 (a ready task will not
     run; a running one stops at its next ``check()``), 404, or 409 when it
@@ -257,6 +269,30 @@ def queued_cancel(request: HttpRequest, result_id: str) -> HttpResponse:
         return error(
             409, "The Django Task already finished.", task=operations.queued_json(result.row)
         )
-    response = JsonResponse(operations.queued_json(result.row), status=202)
-    response.headers["Location"] = reverse("bgtasks:django-task", args=[result_id])
-    return response
+    return _queued_accepted(result_id, result.row)
+
+
+@_queued_operation
+def queued_retry(request: HttpRequest, result_id: str) -> HttpResponse:
+    """``POST <prefix>/django-tasks/<id>/retry/``: run a failed Django Task
+    again, 202 (ready at once, with one more attempt if it had used them
+    all); 404; or 409, with the task, when it is not failed, or when another
+    run of its unique key is ready or running (``held_by``, that task's id)."""
+    result = operations.retry_queued(result_id)
+    if isinstance(result, operations.QueuedUnknown):
+        return error(404, f"No Django Task has the id {result_id!r}.")
+    if isinstance(result, operations.QueuedNotFailed):
+        return error(
+            409,
+            f"The Django Task is {result.row.status}, not FAILED: only a failed task is retried.",
+            task=operations.queued_json(result.row),
+        )
+    if isinstance(result, operations.QueuedKeyHeld):
+        holder = result.holder
+        return error(
+            409,
+            f"Another run of unique key {result.row.unique_key!r} is ready or running.",
+            task=operations.queued_json(result.row),
+            held_by=str(holder.uuid) if holder is not None else None,
+        )
+    return _queued_accepted(result_id, result.row)

@@ -184,6 +184,14 @@ def _cancel(cancel: CommandParser) -> None:
     _token_option(cancel, "Cancel")
 
 
+def _retry(retry: CommandParser) -> None:
+    retry.add_argument(
+        "result_id",
+        metavar="ID",
+        help="The failed Django Task's id: its result's UUID (get_result().id, the API's id).",
+    )
+
+
 def _prune(prune: CommandParser) -> None:
     _ruled(prune, "--days", "Keep this many days of run history (default: BGTASKS_HISTORY_DAYS).")
     prune.add_argument("--dry-run", action="store_true", help="Only say what would be changed.")
@@ -349,6 +357,11 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[CommandParser], None]]] = {
         _release,
     ),
     "cancel": ("Ask a task's holder to stop.", _cancel),
+    "retry": (
+        "Run a failed Django Task again (LeaseBackend): ready at once, with one more "
+        "attempt if it had used them all.",
+        _retry,
+    ),
     "prune": (
         "Record silent holders as lost, and delete old run history "
         "(each task's newest run is kept).",

@@ -1,5 +1,5 @@
 """The operator layer: start, request cancel and force release, each written
-once; and which tasks there are to show.
+once, and a Django Task's cancel and retry; and which tasks there are to show.
 
 The admin, the JSON API and the ``bgtasks`` command call these and only
 translate the result into their own form: a message, a status code, an exit
@@ -31,7 +31,7 @@ from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import TaskState, run_duration
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.models import BackgroundTask, QueuedTask
-from django_bgtasks.queue.manager import FINISHED, RUNNING
+from django_bgtasks.queue.manager import FAILED, FINISHED, RUNNING
 from django_bgtasks.validation import (
     validate_args,
     validate_kwargs,
@@ -349,6 +349,55 @@ def cancel_queued(result_id: str) -> QueuedCancelResult:
     if status is None:
         return QueuedFinished(row)
     return QueuedCancelled(row, started=status == RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRetried:
+    """A failed Django Task is ready to run again (``row``, read back after)."""
+
+    row: QueuedTask
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedNotFailed:
+    """The Django Task is not failed (``row.status`` says what it is); only a
+    failed task is retried, and nothing was done."""
+
+    row: QueuedTask
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedKeyHeld:
+    """A failed unique Django Task whose key another task holds, ready or
+    running (``holder``; ``None`` if it ended in the moment since): it was
+    not retried, so that one run of the key is waiting or running at a time."""
+
+    row: QueuedTask
+    holder: QueuedTask | None
+
+
+QueuedRetryResult = QueuedRetried | QueuedNotFailed | QueuedKeyHeld | QueuedUnknown
+
+
+def retry_queued(result_id: str) -> QueuedRetryResult:
+    """An operator's retry of the failed Django Task ``result_id``, once its
+    cause is fixed (``QueuedTask.objects.retry()``): ready to run at once,
+    with one more attempt if it had used them all. An id that is no UUID
+    names no task: :class:`QueuedUnknown`, with nothing written."""
+    row = queued_task(result_id)
+    if row is None:
+        return QueuedUnknown(str(result_id))
+    retried = QueuedTask.objects.retry(row.uuid)
+    try:
+        row.refresh_from_db(using=conf.DATABASE)
+    except QueuedTask.DoesNotExist:  # pruned in the moment since
+        return QueuedUnknown(str(result_id))
+    if retried:
+        return QueuedRetried(row)
+    if row.status == FAILED and row.unique_key:
+        holder = QueuedTask.objects.using(conf.DATABASE).filter(active_key=row.unique_key).first()
+        return QueuedKeyHeld(row, holder)
+    return QueuedNotFailed(row)
 
 
 def _iso(value: dt.datetime | None) -> str | None:

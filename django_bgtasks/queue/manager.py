@@ -3,7 +3,8 @@
 ``enqueue()`` is an ORM insert on the ``BGTASKS_DATABASE`` alias, so it joins
 the caller's transaction (a rolled-back view enqueues nothing). The workers'
 operations (claim, renew, finish, ended, give_back, recover) and the
-operator's cancel are one statement each from :mod:`django_bgtasks.db`, in autocommit, and
+operator's cancel and retry are one statement each from
+:mod:`django_bgtasks.db`, in autocommit, and
 refuse to run inside ``atomic()`` (:class:`InAtomicBlock`), as the lease
 operations do: a claim or a heartbeat that a rollback could undo would not
 be a lease.
@@ -19,7 +20,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, models
+from django.db import IntegrityError, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
@@ -238,17 +239,39 @@ class QueueManager(models.Manager["QueuedTask"]):
         """An operator's cancel: a ready task fails at once without running; a
         running one is asked to stop (its next ``check()`` raises). The status
         after, or ``None`` when the task is unknown or already finished."""
-        value = uuid.UUID(str(result_id))
-        connection = self._connection()
-        field = self.model._meta.get_field("uuid")
-        rows = self._write("cancel", {"uuid": field.get_db_prep_value(value, connection)})
+        rows = self._write("cancel", {"uuid": self._uuid(result_id)})
         return str(rows[0]["status"]) if rows else None
+
+    def retry(self, result_id: uuid.UUID | str) -> bool:
+        """An operator's retry of a failed task, once its cause is fixed: it is
+        ready to run at once (``run_after`` cleared), its finish and return
+        value cleared, its errors kept, with one more attempt if it had used
+        them all. Whether it was retried: ``False``, with nothing written,
+        when the task is unknown or not ``FAILED``, or is a unique task whose
+        key another ready or running task holds. The next claim raises the
+        token, as for any claim; on PostgreSQL, migration 0010's trigger
+        announces the task ready to the workers. A malformed id is a
+        ``ValueError`` before any SQL."""
+        params = {"uuid": self._uuid(result_id)}
+        try:
+            rows = self._write("retry", params)
+        except IntegrityError:
+            # PostgreSQL: another task took the unique key between the
+            # statement's check and its write (the index refused the second holder).
+            return False
+        return bool(rows)
 
     # --- plumbing -----------------------------------------------------------------
 
     @staticmethod
     def _holder(claim: Claim) -> dict[str, Any]:
         return {"seq": claim.seq, "owner": claim.owner, "token": claim.token}
+
+    def _uuid(self, result_id: uuid.UUID | str) -> Any:
+        """``result_id`` as the ``uuid`` column takes it (a ``ValueError`` if it is no UUID)."""
+        value = uuid.UUID(str(result_id))
+        field = self.model._meta.get_field("uuid")
+        return field.get_db_prep_value(value, self._connection())
 
     @staticmethod
     def _connection() -> BaseDatabaseWrapper:

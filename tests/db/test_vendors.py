@@ -207,6 +207,7 @@ QUEUE_READ_BY_NAME = {
     "recover": {"uuid", "status"},
     "cancel": {"status"},
     "give_back": {"uuid"},
+    "retry": {"status"},
 }
 
 

@@ -559,6 +559,56 @@ def test_django_tasks_list_detail_and_cancel(tasks_site_alias: str, make_staff: 
     assert djtasks.add.get_result(result.id).status == "FAILED"
 
 
+def test_a_failed_django_task_is_retried_and_nothing_else_is(
+    tasks_site_alias: str, make_staff: Any, tmp_path: Any
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    failed = djtasks.add.enqueue(1, 2)
+    QueuedTask.objects.cancel(failed.id)
+    viewer, operator = Client(), Client()
+    viewer.force_login(make_staff("queue-viewer", "view_backgroundtask"))
+    operator.force_login(make_staff("queue-operator", "change_backgroundtask"))
+    url = f"/bgtasks/django-tasks/{failed.id}/retry/"
+    table = QueuedTask.objects.using(tasks_site_alias)
+    before = list(table.values())
+    assert_json_error(viewer.post(url), 403)
+    assert_json_error(Client().post(url), 403)
+    checked = Client(enforce_csrf_checks=True)
+    checked.force_login(make_staff("csrf-operator", "change_backgroundtask"))
+    assert_json_error(checked.post(url), 403)  # no CSRF token
+    for bad in ("not-a-uuid", f"{failed.id}x", str(failed.id)[:-1]):
+        body = assert_json_error(operator.post(f"/bgtasks/django-tasks/{bad}/retry/"), 404)
+        assert body["error"] == f"No Django Task has the id {bad!r}: it is not a UUID."
+    assert list(table.values()) == before
+
+    retried = operator.post(url)
+    assert retried.status_code == 202
+    assert retried["Location"] == f"/bgtasks/django-tasks/{failed.id}/"
+    body = retried.json()
+    assert (body["id"], body["status"], body["max_attempts"]) == (failed.id, "READY", 1)
+    assert len(body["errors"]) == 1 and body["finished_at"] is None
+    before = list(table.values())
+    again = operator.post(url)
+    assert again.status_code == 409
+    assert again.json()["error"] == (
+        "The Django Task is READY, not FAILED: only a failed task is retried."
+    )
+    assert again.json()["task"]["status"] == "READY"
+    missing = operator.post("/bgtasks/django-tasks/00000000-0000-4000-8000-000000000000/retry/")
+    assert assert_json_error(missing, 404)["error"].startswith("No Django Task has the id")
+    assert list(table.values()) == before
+
+    record = str(tmp_path / "record")
+    unique = djtasks.unique_record.enqueue(record, "a")
+    QueuedTask.objects.cancel(unique.id)
+    holder = djtasks.unique_record.enqueue(record, "b")
+    held = operator.post(f"/bgtasks/django-tasks/{unique.id}/retry/")
+    assert held.status_code == 409
+    assert held.json()["held_by"] == holder.id and held.json()["task"]["status"] == "FAILED"
+
+
 # --- every answer is JSON: wrong methods, malformed ids, CSRF, the database down --------------
 
 SOME_ID = "00000000-0000-4000-8000-000000000000"
@@ -592,6 +642,7 @@ def test_a_wrong_method_is_a_json_405_with_the_allowed_ones(
         ("put", "/bgtasks/django-tasks/", "GET, HEAD"),
         ("post", f"/bgtasks/django-tasks/{SOME_ID}/", "GET, HEAD"),
         ("get", f"/bgtasks/django-tasks/{SOME_ID}/cancel/", "POST"),
+        ("get", f"/bgtasks/django-tasks/{SOME_ID}/retry/", "POST"),
         ("post", "/bgtasks/events/", "GET, HEAD"),
         ("post", "/bgtasks/cleanup/events/", "GET, HEAD"),
         ("post", watch, "GET, HEAD"),
@@ -618,6 +669,7 @@ def test_a_malformed_django_task_id_is_a_json_404_with_nothing_written(
         body = assert_json_error(viewer.get(f"/bgtasks/django-tasks/{bad}/"), 404)
         assert body["error"] == f"No Django Task has the id {bad!r}: it is not a UUID."
         assert_json_error(operator.post(f"/bgtasks/django-tasks/{bad}/cancel/"), 404)
+        assert_json_error(operator.post(f"/bgtasks/django-tasks/{bad}/retry/"), 404)
         assert_json_error(Client().get(f"/bgtasks/django-tasks/{bad}/"), 403)  # access first
     row = QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id)
     assert (row.status, row.errors) == ("READY", [])
@@ -670,6 +722,7 @@ def test_the_database_down_is_a_json_503_with_retry_after_and_logged(
             (viewer, "get", f"/bgtasks/django-tasks/{SOME_ID}/"),
             (operator, "post", "/bgtasks/cleanup/cancel/"),
             (operator, "post", f"/bgtasks/django-tasks/{SOME_ID}/cancel/"),
+            (operator, "post", f"/bgtasks/django-tasks/{SOME_ID}/retry/"),
         ]:
             response = getattr(client, method)(url)
             body = assert_json_error(response, 503)
@@ -679,6 +732,6 @@ def test_the_database_down_is_a_json_503_with_retry_after_and_logged(
         embedded_postgres.ensure_postgres_running()
         connections[pg_site_alias].close()
     logged = [r for r in caplog.records if r.name == "django_bgtasks.api"]
-    assert len(logged) == 6 and all(r.levelname == "ERROR" and r.exc_info for r in logged)
+    assert len(logged) == 7 and all(r.levelname == "ERROR" and r.exc_info for r in logged)
     assert "GET /bgtasks/cleanup/: the database is unavailable" in logged[1].getMessage()
     assert viewer.get("/bgtasks/cleanup/").json()["owner"] == "worker-1"  # back again

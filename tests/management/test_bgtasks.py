@@ -803,6 +803,41 @@ def test_list_show_cancel_and_prune_django_tasks(tasks_site_alias: str) -> None:
     assert QueuedTask.objects.using(tasks_site_alias).count() == 0
 
 
+def test_retry_runs_a_failed_django_task_again(tasks_site_alias: str, tmp_path: Any) -> None:
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.execute import execute
+    from tests import djtasks
+
+    failed = djtasks.fails_first.enqueue()
+    claim = QueuedTask.objects.claim("command-test-worker", queues=None)
+    assert claim is not None and execute(claim) == "FAILED"
+    out = bgtasks("retry", failed.id)
+    assert out == f"Retried Django Task {failed.id}: ready to run again (attempt 2 of 2).\n"
+    assert json.loads(bgtasks("show", failed.id, "--json"))["status"] == "READY"
+
+    table = QueuedTask.objects.using(tasks_site_alias)
+    before = list(table.values())
+    with pytest.raises(CommandError, match=f"^Django Task {failed.id} is ready, not failed; "):
+        bgtasks("retry", failed.id)
+    missing = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(CommandError, match=f"^No Django Task has the id '{missing}'\\.$"):
+        bgtasks("retry", missing)
+    with pytest.raises(CommandError, match=r"^'cleanup' is not a Django Task's id: that is"):
+        bgtasks("retry", "cleanup")  # a background task's name is no Django Task's id
+    with pytest.raises(CommandError, match="the following arguments are required: ID"):
+        bgtasks("retry")
+    assert list(table.values()) == before
+    record = str(tmp_path / "record")
+    unique = djtasks.unique_record.enqueue(record, "a")
+    QueuedTask.objects.cancel(unique.id)
+    holder = djtasks.unique_record.enqueue(record, "b")
+    before = list(table.values())
+    held = re.escape(f"unique key 'tests.djtasks.unique_record' ({holder.id}) is ready")
+    with pytest.raises(CommandError, match=held):
+        bgtasks("retry", unique.id)
+    assert list(table.values()) == before
+
+
 @pytest.mark.parametrize(
     ("options", "logged"),
     [

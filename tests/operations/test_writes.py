@@ -405,3 +405,79 @@ def test_bad_input_raises_and_writes_nothing(
     with pytest.raises(error, match=match):
         call()
     assert (rows(db_alias), runs(db_alias)) == before
+
+
+# --- a Django Task's retry -------------------------------------------------------------------
+
+
+def queued_rows(alias: str) -> list[dict[str, Any]]:
+    from django_bgtasks.models import QueuedTask
+
+    return list(QueuedTask.objects.using(alias).order_by("seq").values())
+
+
+def test_retry_queued_puts_a_failed_task_back_and_reads_it_back(tasks_alias: str) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 2)
+    QueuedTask.objects.cancel(result.id)
+    answer = operations.retry_queued(result.id.upper())  # any spelling of the id
+    assert isinstance(answer, operations.QueuedRetried)
+    assert (str(answer.row.uuid), answer.row.status) == (result.id, "READY")
+    assert answer.row == QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert answer.row.max_attempts == 1 and len(answer.row.errors) == 1
+
+
+def test_retry_queued_of_a_task_that_is_not_failed_says_what_it_is_and_writes_nothing(
+    tasks_alias: str,
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.execute import execute
+    from tests import djtasks
+
+    done = djtasks.add.enqueue(1, 1)
+    claim = QueuedTask.objects.claim("w", queues=None)
+    assert claim is not None and execute(claim) == "SUCCESSFUL"
+    running = djtasks.add.enqueue(2, 2)
+    assert QueuedTask.objects.claim("w", queues=None) is not None
+    ready = djtasks.add.enqueue(3, 3)
+    before = queued_rows(tasks_alias)
+    for result, status in ((done, "SUCCESSFUL"), (running, "RUNNING"), (ready, "READY")):
+        answer = operations.retry_queued(result.id)
+        assert type(answer) is operations.QueuedNotFailed
+        assert (str(answer.row.uuid), answer.row.status) == (result.id, status)
+    assert queued_rows(tasks_alias) == before
+
+
+@pytest.mark.parametrize(
+    "result_id", ["00000000-0000-4000-8000-000000000000", "not-a-uuid", "", "1234", " "]
+)
+def test_retry_queued_of_an_unknown_or_malformed_id_is_unknown_and_writes_nothing(
+    tasks_alias: str, result_id: str
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    QueuedTask.objects.cancel(djtasks.add.enqueue(1, 1).id)
+    before = queued_rows(tasks_alias)
+    assert operations.retry_queued(result_id) == operations.QueuedUnknown(result_id)
+    assert queued_rows(tasks_alias) == before
+
+
+def test_retry_queued_of_a_unique_task_whose_key_is_held_names_the_holder(
+    tasks_alias: str, tmp_path: Any
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    record = str(tmp_path / "record")
+    failed = djtasks.unique_record.enqueue(record, "a")
+    QueuedTask.objects.cancel(failed.id)
+    holder = djtasks.unique_record.enqueue(record, "b")
+    before = queued_rows(tasks_alias)
+    answer = operations.retry_queued(failed.id)
+    assert type(answer) is operations.QueuedKeyHeld
+    assert (str(answer.row.uuid), answer.row.status) == (failed.id, "FAILED")
+    assert answer.holder is not None and str(answer.holder.uuid) == holder.id
+    assert queued_rows(tasks_alias) == before

@@ -532,6 +532,151 @@ def test_cancel_while_running_stops_it_at_its_next_check(tasks_alias: str, tmp_p
     assert result.errors[0].exception_class.__name__ == "TaskCancelled"
 
 
+# --- an operator's retry of a failed task ------------------------------------------------
+
+
+def test_a_retry_runs_a_failed_task_again_with_one_more_attempt(tasks_alias: str) -> None:
+    """Its cause fixed, a failed task is ready again at once: its finish and
+    value cleared, its errors kept as history, one more attempt than it had
+    used, the token raised by the next claim as by any claim."""
+    result = djtasks.fails_first.enqueue()
+    assert run_ready() == 1
+    table = QueuedTask.objects.using(tasks_alias)
+    failed = table.get(uuid=result.id)
+    assert (failed.status, failed.attempts, failed.max_attempts) == ("FAILED", 1, 1)
+    assert failed.finished_at is not None
+
+    assert QueuedTask.objects.retry(result.id) is True
+    row = table.get(uuid=result.id)
+    assert (row.status, row.attempts, row.max_attempts) == ("READY", 1, 2)
+    assert (row.finished_at, row.return_value, row.run_after) == (None, None, None)
+    assert row.errors == failed.errors and row.token == failed.token
+    assert (row.started_at, row.worker_ids) == (failed.started_at, failed.worker_ids)
+    assert QueuedTask.objects.retry(result.id) is False  # ready now: not failed
+    claim = QueuedTask.objects.claim("w", queues=None)
+    assert claim is not None and claim.token == failed.token + 1 and claim.attempts == 2
+    assert execute(claim) == "SUCCESSFUL"
+    result.refresh()
+    assert (result.status, result.return_value, len(result.errors)) == ("SUCCESSFUL", 2, 1)
+
+
+def test_a_retry_of_a_task_cancelled_before_it_started_makes_it_ready_now(
+    tasks_alias: str, tmp_path: Any
+) -> None:
+    """Its attempts not used up, it keeps them; its run_after and the
+    cancel are gone."""
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    marker = tmp_path / "ran"
+    result = djtasks.record.using(run_after=later).enqueue(str(marker), "x")
+    assert QueuedTask.objects.cancel(result.id) == "FAILED"
+    assert QueuedTask.objects.retry(uuid.UUID(result.id)) is True
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    assert (row.status, row.run_after, row.cancel_requested) == ("READY", None, False)
+    assert (row.attempts, row.max_attempts, len(row.errors)) == (0, 1, 1)
+    assert run_ready() == 1 and marker.read_text().startswith("x ")
+
+
+def test_a_retry_leaves_a_task_in_any_other_state_untouched(tasks_alias: str) -> None:
+    from django_bgtasks.exceptions import InAtomicBlock
+
+    done = finished(djtasks.add.enqueue(1, 1))
+    running = djtasks.add.enqueue(2, 2)
+    assert QueuedTask.objects.claim("w", queues=None) is not None
+    ready = djtasks.add.enqueue(3, 3)
+    failed = djtasks.add.enqueue(4, 4)
+    QueuedTask.objects.cancel(failed.id)
+    table = QueuedTask.objects.using(tasks_alias)
+    before = list(table.order_by("seq").values())
+    for result_id in (done.id, running.id, ready.id, "00000000-0000-4000-8000-000000000000"):
+        assert QueuedTask.objects.retry(result_id) is False
+    for malformed in ("not-a-uuid", "", f"{failed.id}x"):
+        with pytest.raises(ValueError, match="badly formed hexadecimal UUID string"):
+            QueuedTask.objects.retry(malformed)
+    with transaction.atomic(using=tasks_alias), pytest.raises(InAtomicBlock):
+        QueuedTask.objects.retry(failed.id)
+    assert list(table.order_by("seq").values()) == before
+
+
+def test_a_unique_task_is_retried_only_while_no_other_run_holds_its_key(
+    tasks_alias: str, tmp_path: Any
+) -> None:
+    record = str(tmp_path / "record")
+    first = djtasks.unique_record.enqueue(record, "a")
+    assert QueuedTask.objects.cancel(first.id) == "FAILED"  # frees the key
+    second = djtasks.unique_record.enqueue(record, "b")  # takes it
+    table = QueuedTask.objects.using(tasks_alias)
+    before = table.get(uuid=first.id)
+    assert QueuedTask.objects.retry(first.id) is False
+    assert table.get(uuid=first.id).status == "FAILED" and table.get(uuid=first.id) == before
+    assert run_ready() == 1  # the second ran; the key is free again
+    assert QueuedTask.objects.retry(first.id) is True
+    keys = dict(table.values_list("uuid", "active_key"))
+    assert keys == {uuid.UUID(first.id): "tests.djtasks.unique_record", uuid.UUID(second.id): None}
+    # The retried task holds the key: a new enqueue joins it.
+    assert djtasks.unique_record.enqueue(record, "c").id == first.id
+
+
+def test_a_retry_announces_the_task_ready_on_postgresql(pg_direct_alias: str) -> None:
+    """Migration 0010's trigger fires on an UPDATE of the status to READY:
+    the workers' queue threads claim the retried task at once."""
+    import json
+
+    import psycopg
+
+    from django_bgtasks.db import postgresql
+
+    result = djtasks.add.using(queue_name="other").enqueue(1, 1)
+    QueuedTask.objects.cancel(result.id)
+    params = connections[pg_direct_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute(postgresql.LISTEN_QUEUE)
+        assert QueuedTask.objects.retry(result.id) is True
+        [notification] = list(listener.notifies(timeout=2, stop_after=1))
+    assert json.loads(notification.payload) == {"queue": "other"}
+
+
+def test_a_retry_that_loses_the_unique_key_to_another_writer_writes_nothing(
+    pg_alias: str, tmp_path: Any
+) -> None:
+    """PostgreSQL: another transaction takes the key after the retry's check
+    sees it free; the unique index refuses the retry, which says so."""
+    import psycopg
+
+    record = str(tmp_path / "record")
+    failed = djtasks.unique_record.enqueue(record, "a")
+    QueuedTask.objects.cancel(failed.id)
+    other = djtasks.add.enqueue(1, 1)  # a row whose key the other writer sets
+    table = QueuedTask._meta.db_table
+    params = connections[pg_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    outcome: list[bool] = []
+    with (
+        psycopg.connect(**params) as writer,  # a transaction, held open
+        psycopg.connect(**params, autocommit=True) as watcher,
+    ):
+        writer.execute(
+            f"UPDATE {table} SET active_key = %s WHERE uuid = %s",
+            ["tests.djtasks.unique_record", other.id],
+        )
+        thread = _thread(lambda: outcome.append(QueuedTask.objects.retry(failed.id)))
+        _wait_for(lambda: _waiting_on_a_lock(watcher))
+        writer.commit()
+        thread.join(10)
+    assert outcome == [False]
+    assert QueuedTask.objects.using(pg_alias).get(uuid=failed.id).status == "FAILED"
+
+
+def _waiting_on_a_lock(connection: Any) -> bool:
+    """Whether a session waits on a lock (the retry, on the key's index entry).
+    Asked in autocommit: a transaction would see one snapshot of the activity."""
+    rows = connection.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND datname = current_database()"
+    ).fetchone()
+    return bool(rows and rows[0])
+
+
 def test_a_graceful_stop_puts_the_task_back_without_using_an_attempt(
     tasks_alias: str, tmp_path: Any
 ) -> None:

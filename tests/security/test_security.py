@@ -36,10 +36,11 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 import django_bgtasks
+from django_bgtasks.conf import conf
 from django_bgtasks.core import store
 from django_bgtasks.db import rules, vendors
 from django_bgtasks.http.events import watch_url
-from django_bgtasks.models import BackgroundTask, TaskRun, Worker
+from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun, Worker
 from tests.dbtools import rows, runs
 
 objects = BackgroundTask.objects
@@ -233,7 +234,9 @@ def test_names_made_of_sql_are_stored_as_text(db_alias: str, name: str) -> None:
 
 OWNER_MARK = "worker-s3cr3t"
 VALUE_MARK = "v4lue-s3cr3t"
-ACTIONS = ("run_now", "request_cancel", "force_release")
+ACTIONS = ("run_now", "request_cancel", "force_release", "retry")
+# A Django Task's id that no task has.
+NO_SUCH_ID = "00000000-0000-4000-8000-000000000000"
 
 
 def _routes(patterns: list[Any], prefix: str = "") -> Iterator[str]:
@@ -244,10 +247,10 @@ def _routes(patterns: list[Any], prefix: str = "") -> Iterator[str]:
             yield prefix + str(pattern.pattern)
 
 
-def task_urls(name: str) -> list[str]:
-    """Every URL of the JSON API and of the tasks' admin, for task ``name``.
-    A route with a parameter this doesn't know fails the test, so that a new
-    endpoint can't go untested."""
+def task_urls(name: str, result_id: str = NO_SUCH_ID) -> list[str]:
+    """Every URL of the JSON API and of the tasks' admin, for task ``name``
+    and Django Task ``result_id``. A route with a parameter this doesn't know
+    fails the test, so that a new endpoint can't go untested."""
     urls = []
     for route in _routes(get_resolver().url_patterns):
         if not route.startswith(("bgtasks/", "admin/django_bgtasks/")):
@@ -257,9 +260,9 @@ def task_urls(name: str) -> list[str]:
         url = "/" + route.replace("<str:name>", url_quote(name, safe="")).replace(
             "<path:object_id>", quote(name)
         )
-        # A Django Task's result id: one that exists (the fixture's) is not
-        # needed, since every refusal comes before the lookup.
-        url = url.replace("<uuid:result_id>", "00000000-0000-4000-8000-000000000000")
+        # A Django Task's result id: one no task has (every refusal comes
+        # before the lookup), or a failed task's, which a retry would change.
+        url = url.replace("<uuid:result_id>", result_id)
         # A malformed one, which the views answer with a JSON 404 (urls.py's last routes).
         url = url.replace("<str:result_id>", "not-a-uuid")
         # Any other path: the API's JSON 404 (urls.py's very last route).
@@ -273,15 +276,20 @@ def task_urls(name: str) -> list[str]:
         )
         assert "<" not in unknown and "(" not in unknown, f"unknown parameter in {route!r}"
         urls.append(url)
+        # A Django Task's admin pages by its id too (given a name, they say
+        # what an id is): its page, its history, its retry.
+        if route.startswith("admin/django_bgtasks/queuedtask/<path:object_id>/"):
+            urls.append(url.replace(f"/queuedtask/{quote(name)}/", f"/queuedtask/{result_id}/"))
     return urls
 
 
-def post_data(name: str, token: int) -> dict[str, Any]:
-    """What any of the write endpoints could want, all at once."""
+def post_data(name: str, token: int, url: str = "", seq: int = 0) -> dict[str, Any]:
+    """What any of the write endpoints could want, all at once; the Django
+    Tasks' list selects by sequence number (``seq``, their primary key)."""
     return {
         "token": str(token),
         "ttl": "30",
-        "_selected_action": [name],
+        "_selected_action": [str(seq) if "/queuedtask/" in url else name],
         "index": "0",
         "post": "yes",
         "confirmed": json.dumps({name: token}),
@@ -289,7 +297,17 @@ def post_data(name: str, token: int) -> dict[str, Any]:
 
 
 def snapshot(alias: str) -> Any:
-    return rows(alias), runs(alias), list(LogEntry.objects.values_list("pk", flat=True))
+    queued = list(QueuedTask.objects.using(alias).order_by("seq").values())
+    return rows(alias), runs(alias), list(LogEntry.objects.values_list("pk", flat=True)), queued
+
+
+def failed_django_task() -> Any:
+    """A failed Django Task (cancelled before it ran): ``(its id, its seq)``."""
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 1)
+    QueuedTask.objects.cancel(result.id)
+    return result.id, QueuedTask.objects.using(conf.DATABASE).get(uuid=result.id).seq
 
 
 @pytest.fixture
@@ -326,14 +344,16 @@ def test_no_url_lets_an_unprivileged_user_change_anything(
     assert lease is not None
     if not held:
         assert objects.release(name, OWNER_MARK, token=lease.token)
+    failed, seq = failed_django_task()
     before = snapshot(site_alias)
-    urls = task_urls(name)
+    urls = task_urls(name, failed)
     assert len(urls) >= 13  # the API's 4 and the admin's
 
     for kind, client in users.items():
         for url in urls:
             for action in (None, *ACTIONS):
-                data = post_data(name, lease.token) | ({"action": action} if action else {})
+                data = post_data(name, lease.token, url, seq)
+                data |= {"action": action} if action else {}
                 response = client.post(url, data)
                 # (Reads answer POSTs too, e.g. the admin's status view, to
                 # those who may read: what matters is that nothing changes.
@@ -362,19 +382,24 @@ def test_the_same_requests_do_change_things_for_an_operator(
     operator = Client()
     operator.force_login(make_staff("operator", "view_backgroundtask", "change_backgroundtask"))
     changed = []
-    for url in task_urls("surface-quick"):
+    failed, seq = failed_django_task()
+    for url in task_urls("surface-quick", failed):
         token = 0
         if not url.endswith("/run/"):  # everything else wants a holder
             lease = objects.try_claim("surface-quick", OWNER_MARK, ttl=60)
             assert lease is not None
             token = lease.token
         before = snapshot(site_alias)
-        operator.post(url, post_data("surface-quick", token))
+        operator.post(url, post_data("surface-quick", token, url, seq))
         if snapshot(site_alias) != before:
             changed.append(url)
         objects.force_release("surface-quick")
         settle("surface-quick")
-    assert {url.rsplit("/", 2)[-2] for url in changed} >= {"run", "cancel", "release"}, changed
+        QueuedTask.objects.cancel(failed)  # failed again, if it was retried
+    done = {url.rsplit("/", 2)[-2] for url in changed}
+    assert done >= {"run", "cancel", "release", "retry"}, changed
+    # Both retries: the API's and the admin's button.
+    assert len([url for url in changed if url.endswith(f"/{failed}/retry/")]) == 2, changed
 
 
 def test_nothing_leaks_to_users_without_the_view_permission(

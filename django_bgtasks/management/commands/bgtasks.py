@@ -1,7 +1,8 @@
 """``manage.py bgtasks``: see, start, stop and unstick background tasks.
 
 Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
-``cancel NAME``, ``prune``, ``watch``, ``token USERNAME`` (a bearer token for
+``cancel NAME``, ``retry ID`` (a failed Django Task), ``prune``, ``watch``,
+``token USERNAME`` (a bearer token for
 the JSON API), and for workers ``worker``, ``workers``
 and ``request NAME`` (``management/workers.py``). Each reads and writes through
 ``BackgroundTask.objects``, the task registry and :mod:`django_bgtasks.operations`,
@@ -27,6 +28,7 @@ in ``management/arguments.py`` and one ``handle_<name>`` method.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -54,8 +56,8 @@ class Command(BaseCommand):
 
     help = (
         "See, start, stop and unstick background tasks: list, show, run, release, cancel, "
-        "prune, watch, token; run workers: worker, workers, request. Every replica gives the same "
-        "answers: the state is the database's."
+        "retry, prune, watch, token; run workers: worker, workers, request. Every replica gives "
+        "the same answers: the state is the database's."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -205,6 +207,29 @@ class Command(BaseCommand):
                 self.style.SUCCESS(f"Cancelled Django Task {result_id}; it will not run.")
             )
 
+    def handle_retry(self, *, result_id: str, **_: Any) -> None:
+        result = operations.retry_queued(result_id)
+        if isinstance(result, operations.QueuedUnknown):
+            raise CommandError(_unknown_queued(result_id))
+        row = result.row
+        if isinstance(result, operations.QueuedNotFailed):
+            raise CommandError(
+                f"Django Task {result_id} is {row.status.lower()}, not failed; only a failed "
+                "task is retried."
+            )
+        if isinstance(result, operations.QueuedKeyHeld):
+            holder = f" ({result.holder.uuid})" if result.holder is not None else ""
+            raise CommandError(
+                f"Django Task {result_id} was not retried: another run of its unique key "
+                f"{row.unique_key!r}{holder} is ready or running."
+            )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Retried Django Task {row.uuid}: ready to run again (attempt "
+                f"{row.attempts + 1} of {row.max_attempts})."
+            )
+        )
+
     def handle_prune(self, *, days: float | None, dry_run: bool, **_: Any) -> None:
         with _bad_input_refused():
             result = prune(days, dry_run=dry_run)
@@ -273,6 +298,18 @@ def _bad_input_refused() -> Iterator[None]:
         yield
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc)) from None
+
+
+def _unknown_queued(result_id: str) -> str:
+    """Why no Django Task has ``result_id``: none has it, or it is no UUID."""
+    try:
+        uuid.UUID(result_id)
+    except ValueError:
+        return (
+            f"{result_id!r} is not a Django Task's id: that is the UUID of its result "
+            "(get_result().id, the API's id, bgtasks list)."
+        )
+    return f"No Django Task has the id {result_id!r}."
 
 
 def _no_longer_holds(token: int) -> str:

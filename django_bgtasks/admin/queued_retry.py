@@ -1,0 +1,144 @@
+"""The admin's retry of failed Django Tasks: the list's *Retry* action and the
+*Retry* button on a failed task's page (``<id>/retry/``, a POST), for users
+with the change permission only.
+
+Both call ``operations.retry_queued()``, as the JSON API's ``retry/`` and
+``bgtasks retry`` do, and only put what it answered into messages: one for
+each kind of answer (a batch of a hundred says what became of them in a few
+lines), and one when nothing matched (the selected tasks were pruned since).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
+from django.urls import URLPattern, path
+from django.utils.decorators import method_decorator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+from django.views.decorators.http import require_POST
+
+from django_bgtasks.admin.views import admin_url
+from django_bgtasks.http.responses import outside_request_transactions
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.operations import writes as operations
+from django_bgtasks.queue.manager import FAILED
+
+if TYPE_CHECKING:
+    RetryModelAdmin = admin.ModelAdmin[QueuedTask]
+else:  # ModelAdmin is generic only in django-stubs
+    RetryModelAdmin = admin.ModelAdmin
+
+# How many task ids a message names before it counts the rest.
+LISTED_IDS = 5
+
+
+class QueuedRetry(RetryModelAdmin):
+    """The retry action, the page's button and its view, for the Django
+    Tasks' ModelAdmin (``QueuedTaskAdmin`` lists ``"retry"`` in its actions)."""
+
+    change_form_template = "django_bgtasks/admin/queued_change_form.html"
+
+    @admin.action(description=gettext_lazy("Retry"), permissions=["change"])
+    def retry(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
+        results = [operations.retry_queued(str(row.uuid)) for row in queryset]
+        if not results:
+            text = _("None of the selected Django tasks exists any more; nothing was retried.")
+            self.message_user(request, text, messages.WARNING)
+        for level, text in retry_messages(results):
+            self.message_user(request, text, level)
+
+    @outside_request_transactions
+    @method_decorator(require_POST)
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
+        """The button of a failed task's page: retry it, say how that went, and
+        go back to its page (to the list, for an id no task has)."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        result = operations.retry_queued(unquote(object_id))
+        for level, text in retry_messages([result]):
+            self.message_user(request, text, level)
+        if isinstance(result, operations.QueuedUnknown):
+            return HttpResponseRedirect(admin_url(self, "changelist"))
+        return HttpResponseRedirect(admin_url(self, "change", quote(str(result.row.uuid))))
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view  # login, staff, CSRF, never_cache
+        name = f"{self.opts.app_label}_{self.opts.model_name}_retry"
+        retry = path("<path:object_id>/retry/", wrap(self.retry_view), name=name)
+        return [retry, *super().get_urls()]
+
+    # Alike BackgroundTaskAdmin's on purpose: Django's signature of the hook.
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: QueuedTask | None = None,
+    ) -> HttpResponse:
+        # The button only on a failed task's page, and only for who may use it
+        # (the change permission is asked without a row: no row is editable).
+        if obj is not None and obj.status == FAILED and self.has_change_permission(request):
+            context["bgtasks_retry_url"] = admin_url(self, "retry", quote(str(obj.uuid)))
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+def retry_messages(
+    results: Sequence[operations.QueuedRetryResult],
+) -> list[tuple[int, str]]:
+    """What the retries did, as ``(level, text)``: one message for each kind
+    of answer, naming the tasks (the first few, then how many more)."""
+    retried: list[str] = []
+    not_failed: list[str] = []
+    held: list[str] = []
+    unknown: list[str] = []
+    for result in results:
+        match result:
+            case operations.QueuedRetried(row):
+                retried.append(str(row.uuid))
+            case operations.QueuedNotFailed(row):
+                not_failed.append(f"{row.uuid} ({row.status.lower()})")
+            case operations.QueuedKeyHeld(row, holder):
+                by = str(holder.uuid) if holder is not None else _("a task that just ended")
+                held.append(
+                    _("%(id)s (key “%(key)s”, held by %(by)s)")
+                    % {"id": row.uuid, "key": row.unique_key, "by": by}
+                )
+            case operations.QueuedUnknown(result_id):
+                unknown.append(f"“{result_id}”")
+    said = []
+    if retried:
+        text = ngettext(
+            "Retried %(count)d Django task; it is ready to run again: %(ids)s.",
+            "Retried %(count)d Django tasks; they are ready to run again: %(ids)s.",
+            len(retried),
+        )
+        said.append((messages.SUCCESS, text % {"count": len(retried), "ids": _listed(retried)}))
+    if not_failed:
+        text = _("Not retried, as only a failed task can be: %(ids)s.")
+        said.append((messages.WARNING, text % {"ids": _listed(not_failed)}))
+    if held:
+        text = _(
+            "Not retried, as another run of the same unique task is ready or running: %(ids)s."
+        )
+        said.append((messages.WARNING, text % {"ids": _listed(held)}))
+    if unknown:
+        text = _("No Django task has the id %(ids)s (an id is the UUID of its result).")
+        said.append((messages.WARNING, text % {"ids": _listed(unknown)}))
+    return said
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:LISTED_IDS])
+    rest = len(items) - LISTED_IDS
+    if rest <= 0:
+        return shown
+    return _("%(shown)s and %(count)d more") % {"shown": shown, "count": rest}
