@@ -787,6 +787,24 @@ def test_operations_work_with_atomic_requests(
 # --- what live.js is given ---------------------------------------------------------------
 
 
+def test_the_page_names_the_event_stream_only_where_it_is_served(
+    site_alias: str, viewer: Client, settings: Any
+) -> None:
+    """Django's test client is WSGI, where the stream answers 501: the pages
+    name none, so live.js polls from the start and asks for no 501.
+    ``BGTASKS_ADMIN_EVENTS = True`` names it (the events/ URLs routed to an
+    ASGI server); under ASGI the page names it by itself (tests/browser)."""
+    from django.urls import reverse
+
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    events = reverse("admin:django_bgtasks_backgroundtask_events")
+    for page in (CHANGELIST, change_url("cleanup")):
+        assert 'data-bgtasks-events=""' in viewer.get(page).content.decode(), page
+    settings.BGTASKS_ADMIN_EVENTS = True
+    for page in (CHANGELIST, change_url("cleanup")):
+        assert f'data-bgtasks-events="{events}"' in viewer.get(page).content.decode(), page
+
+
 def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Client) -> None:
     from django.contrib.staticfiles import finders
 

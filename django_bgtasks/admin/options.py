@@ -41,6 +41,7 @@ from django_bgtasks.admin.columns import (
 from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.http.events import events as event_stream
+from django_bgtasks.http.events import stream_offered
 from django_bgtasks.http.responses import outside_request_transactions
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
@@ -218,7 +219,8 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     def _live_context(self, request: HttpRequest) -> dict[str, Any]:
         return {
             "bgtasks_status_url": admin_url(self, "status"),
-            "bgtasks_events_url": admin_url(self, "events"),
+            # Empty under WSGI, where the stream answers 501: live.js polls at once.
+            "bgtasks_events_url": admin_url(self, "events") if stream_offered(request) else "",
             "bgtasks_can_operate": self.has_change_permission(request),
             "bgtasks_next": request.get_full_path(),
             "bgtasks_states": state_names(),

@@ -3,8 +3,10 @@
  *
  * It listens to the admin's event stream (data-bgtasks-events, Server-Sent
  * Events under an ASGI server): every task's state, then each change, pushed.
- * When the stream is not available (a WSGI server answers 501, a proxy
- * refuses it) it falls back to asking the admin's status URL (the JSON API's
+ * The page names the stream only where it is served (the page came through
+ * ASGI, or BGTASKS_ADMIN_EVENTS says so), so that under WSGI no request is
+ * answered 501. Without it, or when the stream fails (a proxy refuses it),
+ * it asks the admin's status URL (the JSON API's
  * task list) every second, with If-None-Match, so a poll that finds nothing
  * changed costs a 304 and no body. Either way it rewrites the cells marked
  * data-bgtasks-task + data-bgtasks-field, and #bgtasks-live's
@@ -256,7 +258,7 @@
     }
 
     // The stream: the browser reconnects by itself (sending Last-Event-ID);
-    // a refusal at open (501 under WSGI, 403) closes it, and polling takes over.
+    // a refusal at open (a 403, a proxy's error) closes it, and polling takes over.
     function listen(eventsUrl) {
       const source = new EventSource(eventsUrl, { withCredentials: true });
       let opened = false;
