@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
+from django.utils.formats import date_format, get_format
 from django.utils.html import escape
+from django.utils.timezone import localtime
 
 from django_bgtasks import background_task
 from django_bgtasks.background.functions import registered_tasks
@@ -422,7 +424,8 @@ def test_the_changelist_fits_into_fewer_columns(site_alias: str, viewer: Client)
     ]
     state = objects.get_state("cleanup")
     assert state is not None and state.finished_at is not None
-    assert re.search(r'data-bgtasks-field="duration" title="finished \d{4}-\d\d-\d\d ', html)
+    finished = date_format(localtime(state.finished_at), "DATETIME_FORMAT")
+    assert f'data-bgtasks-field="duration" title="finished {finished}"' in html
 
 
 def test_run_now_refuses_a_task_that_is_not_registered(site_alias: str, superuser: Client) -> None:
@@ -803,6 +806,37 @@ def test_the_page_names_the_event_stream_only_where_it_is_served(
     settings.BGTASKS_ADMIN_EVENTS = True
     for page in (CHANGELIST, change_url("cleanup")):
         assert f'data-bgtasks-events="{events}"' in viewer.get(page).content.decode(), page
+
+
+@pytest.mark.usefixtures("site_formats")
+def test_every_time_is_written_in_djangos_format_as_the_site_sets_it(
+    site_alias: str, viewer: Client
+) -> None:
+    """The changelist, the detail page and its run history write each time as
+    Django's admin writes its own: DATETIME_FORMAT of the active language (or
+    FORMAT_MODULE_PATH's), in the current time zone; live.js is handed the same."""
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.release("cleanup", "worker-1", token=lease.token)
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    state = objects.get_state("cleanup")
+    [run] = runs(site_alias, "cleanup")
+
+    def written(value: Any) -> str:
+        return f'<time datetime="{value.isoformat()}">{paris(value)}</time>'
+
+    def paris(value: Any) -> str:
+        return date_format(localtime(value), "DATETIME_FORMAT")
+
+    listed = viewer.get(CHANGELIST).content.decode()
+    detail = viewer.get(change_url("cleanup")).content.decode()
+    assert written(state.started_at) in listed and written(state.started_at) in detail
+    assert written(run["started_at"]) in detail and written(run["finished_at"]) in detail
+    # The test formats' DATETIME_FORMAT, in Paris's time zone (CET or CEST).
+    assert re.search(r"\d\d:\d\d:\d\d\.\d{6} CES?T, ", paris(state.started_at))
+    given = re.search(r'<script id="bgtasks-dates"[^>]*>(.*?)</script>', listed)
+    assert given is not None
+    dates = json.loads(given.group(1))
+    assert dates["format"] == get_format("DATETIME_FORMAT") and dates["zone"] == "Europe/Paris"
 
 
 def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Client) -> None:

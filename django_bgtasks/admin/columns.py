@@ -16,7 +16,6 @@ cells start empty, for live.js to fill in once it runs.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,9 +27,9 @@ from django.core.paginator import Paginator
 from django.http import QueryDict
 from django.template.loader import render_to_string
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy
 
+from django_bgtasks.admin.formats import admin_time, time_html
 from django_bgtasks.admin.views import TaskModelAdmin, admin_url
 from django_bgtasks.background.functions import BackgroundTaskFunction, registered_tasks
 from django_bgtasks.choices import Status
@@ -97,13 +96,6 @@ def never_run_task(row: BackgroundTask) -> AnyTask | None:
 def keep_query(task: BackgroundTask, query: QueryDict) -> None:
     """Remember the detail page's query, for the run history's page links."""
     setattr(task, _QUERY, query)
-
-
-def time_html(value: dt.datetime | None) -> SafeString | str:
-    """A ``<time>`` in the server's time zone (live.js rewrites it in the browser's)."""
-    if value is None:
-        return ""
-    return format_html('<time datetime="{}">{}</time>', value.isoformat(), display.when(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +171,7 @@ def _finished(state: TaskState) -> str:
     # The duration's hover text (live.js's finishedTitle() writes the same).
     if state.finished_at is None:
         return ""
-    return gettext("finished %(when)s") % {"when": display.when(state.finished_at)}
+    return gettext("finished %(when)s") % {"when": admin_time(state.finished_at)}
 
 
 def state_names() -> dict[str, dict[str, str]]:

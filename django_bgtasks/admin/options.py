@@ -38,6 +38,7 @@ from django_bgtasks.admin.columns import (
     state_names,
     state_of,
 )
+from django_bgtasks.admin.formats import date_settings
 from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.http.events import events as event_stream
@@ -108,7 +109,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
 
     class Media:
         css = {"all": ["django_bgtasks/admin.css"]}
-        js = ["django_bgtasks/live.js"]
+        js = ["django_bgtasks/dates.js", "django_bgtasks/live.js"]
 
     # --- permissions: read-only data, change permission to operate -----------
     # Django's own has_change_permission() is what allows the operations; no
@@ -224,6 +225,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             "bgtasks_can_operate": self.has_change_permission(request),
             "bgtasks_next": request.get_full_path(),
             "bgtasks_states": state_names(),
+            "bgtasks_dates": date_settings(),
         }
 
     # --- the changelist's actions ------------------------------------------------

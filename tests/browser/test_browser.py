@@ -15,6 +15,7 @@ a release. Set ``BGTASKS_SCREENSHOTS=docs`` to save those two pages there
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import connections
+from django.utils.formats import date_format
+from django.utils.timezone import localtime
 
 from django_bgtasks import get_task
 from django_bgtasks.models import BackgroundTask
@@ -225,7 +228,10 @@ def test_the_changelist_fits_common_widths_with_the_sidebar_open(
         duration = page.locator(
             '[data-bgtasks-task="surface-quick"][data-bgtasks-field="duration"]'
         )
-        assert (duration.get_attribute("title") or "").startswith("finished 20")
+        finished = objects.get_state("surface-quick").finished_at
+        assert duration.get_attribute("title") == (
+            f"finished {date_format(localtime(finished), 'DATETIME_FORMAT')}"
+        )
         assert (
             "stale: holder silent for"
             in page.locator(
@@ -285,11 +291,60 @@ def test_under_an_asgi_server_the_changelist_follows_the_event_stream(
         page.close()  # before uvicorn stops: no stream left open
 
 
-def test_under_wsgi_the_admin_polls_from_the_start(
+# Every format character of Django's, at moments that try them: midnight,
+# noon, a leap day, the last microsecond of a year, ISO week 53, each side
+# of Paris's summer time.
+DATE_FORMATS = [
+    "N j, Y, P",
+    r"l jS \o\f F Y, H:i:s.u T, \w\e\e\k W",
+    "D d M y a A b E f g G h i s I L m n o O t w z Z e",
+    "c",
+    "r",
+    "U",
+]
+MOMENTS = [
+    dt.datetime(2026, 1, 1, 0, 0, tzinfo=dt.UTC),
+    dt.datetime(2026, 3, 29, 0, 59, 59, 999_999, tzinfo=dt.UTC),
+    dt.datetime(2026, 3, 29, 1, 0, tzinfo=dt.UTC),
+    dt.datetime(2024, 2, 29, 11, 0, 0, 1, tzinfo=dt.UTC),
+    dt.datetime(2026, 12, 31, 23, 59, 59, 999_999, tzinfo=dt.UTC),
+    dt.datetime(2027, 1, 1, 12, 30, tzinfo=dt.UTC),
+    dt.datetime(2026, 7, 14, 16, 5, 9, 123_000, tzinfo=dt.UTC),
+]
+ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"]
+
+
+def django_dates() -> list[dict[str, Any]]:
+    """(instant, what the page hands dates.js, Django's own text) for each
+    format, moment and zone, and in German once."""
+    from django.utils import dateformat, timezone, translation
+
+    from django_bgtasks.admin.formats import date_settings
+
+    cases = []
+    for zone, language in [*((zone, "en") for zone in ZONES), ("Europe/Paris", "de")]:
+        with timezone.override(zone), translation.override(language):
+            given = date_settings()
+            for text in DATE_FORMATS:
+                for moment in MOMENTS:
+                    cases.append(
+                        {
+                            "iso": moment.isoformat(),
+                            "settings": {**given, "format": text},
+                            "django": dateformat.format(timezone.localtime(moment), text),
+                        }
+                    )
+    return cases
+
+
+@pytest.mark.usefixtures("site_formats")
+def test_under_wsgi_the_admin_polls_from_the_start_and_writes_times_as_django(
     site_alias: str, live_server: Any, make_staff: Any, page: Any
 ) -> None:
     """The page served under WSGI names no event stream: live.js polls from
-    the start, no request is answered 501 and the console has no error."""
+    the start, no request is answered 501 and the console has no error. The
+    times it writes are Django's, as the site sets them (here a format to
+    the microsecond, in Paris's time zone)."""
     make_staff("root", superuser=True)
     lease = objects.try_claim("polled", "web-2:77:cd", {"done": 0, "total": 10}, ttl=60)
     assert lease is not None
@@ -318,5 +373,32 @@ def test_under_wsgi_the_admin_polls_from_the_start(
     page.locator(
         '[data-bgtasks-task="polled"][data-bgtasks-field="progress"] .bgtasks-label'
     ).filter(has_text="(4/10)").wait_for(timeout=5000)
+
+    # A run that starts after the page was made: live.js writes its start
+    # as the server writes it on a reload.
+    objects.release("polled", "web-2:77:cd", token=lease.token)
+    objects.try_claim("polled", "web-3:78:ef", ttl=60)
+    state = objects.get_state("polled")
+    assert state is not None and state.started_at is not None
+    started = page.locator('[data-bgtasks-task="polled"][data-bgtasks-field="started"] time')
+    page.wait_for_function(
+        "([el, iso]) => Date.parse(el.dateTime) === Date.parse(iso)",
+        arg=[started.element_handle(), state.started_at.isoformat()],
+    )
+    written = started.inner_text()
+    assert written == date_format(localtime(state.started_at), "DATETIME_FORMAT")
+    assert re.search(r"\.\d{6} CES?T, week \d+$", written)  # tests/testapp/formats
+    page.reload()
+    assert started.inner_text() == written
+
+    # dates.js writes every format character as Django does.
+    cases = django_dates()
+    mismatches = page.evaluate(
+        """cases => cases
+            .map(c => [c.iso, c.settings.format, c.django, bgtasksDates.format(c.iso, c.settings)])
+            .filter(([, , django, js]) => django !== js)""",
+        cases,
+    )
+    assert len(cases) == 6 * 6 * 7 and mismatches == [], f"{len(mismatches)} of {len(cases)}"
     assert not [url for url in requested if "/events/" in url]
     assert errors == []

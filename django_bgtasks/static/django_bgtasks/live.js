@@ -66,14 +66,12 @@
     return (Date.parse(state.updated_at) - started) / 1000 + age;
   }
 
-  function pad(number) {
-    return String(number).padStart(2, "0");
-  }
+  // Times as the server writes them: Django's DATETIME_FORMAT in the site's
+  // time zone (dates.js, with the page's json_script "bgtasks-dates").
+  let DATES = null;
 
   function formatTime(iso) {
-    const d = new Date(iso);
-    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
-      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+    return window.bgtasksDates.format(iso, DATES);
   }
 
   function sortedKeys(value) {
@@ -309,10 +307,6 @@
     document.addEventListener("visibilitychange", () => {
       if (root.dataset.bgtasksMode === "polling" && !document.hidden && timer === null && !stopped) poll();
     });
-    // Times are written by the server in its time zone; show the browser's.
-    for (const time of document.querySelectorAll("[data-bgtasks-task] time")) {
-      time.textContent = formatTime(time.dateTime);
-    }
     const eventsUrl = root.dataset.bgtasksEvents;
     if (eventsUrl && window.EventSource) {
       listen(eventsUrl);
@@ -325,8 +319,11 @@
   function init() {
     const root = document.getElementById("bgtasks-live");
     const names = document.getElementById("bgtasks-states");
-    if (!root || !root.dataset.bgtasksPoll || !names || !window.fetch) return;
+    const dates = document.getElementById("bgtasks-dates");
+    if (!root || !root.dataset.bgtasksPoll || !names || !dates || !window.fetch) return;
+    if (!window.bgtasksDates) return;
     ({ statuses: STATUS, slugs: SLUGS } = JSON.parse(names.textContent));
+    DATES = JSON.parse(dates.textContent);
     start(root);
   }
 
