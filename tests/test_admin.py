@@ -736,6 +736,30 @@ def test_bulk_force_release_confirms_first(site_alias: str, superuser: Client) -
     assert logged() == [("a", "Force-released (token 1, owner worker-1).")]
 
 
+def test_every_action_says_what_it_did_when_nothing_matched(
+    site_alias: str, superuser: Client
+) -> None:
+    """A name with no row (deleted since the page was made, or made up) and
+    no registered task: each action says so, and does nothing."""
+    ghost = "There is no task “ghost” (any more); nothing was done to it."
+    for name in ("run_now", "request_cancel", "force_release"):
+        assert messages_of(action(superuser, name, "ghost"))[0] == ghost, name
+    objects.try_claim("a", "worker-1", ttl=30)
+    response = action(superuser, "request_cancel", "a", "ghost", "phantom")
+    assert messages_of(response) == [
+        "There is no task “ghost”, “phantom” (any more); nothing was done to it.",
+        "Asked worker-1 to stop “a” (token 1); it stops at its next heartbeat or update.",
+    ]
+    # A confirmation of claims that are gone, or of none at all.
+    confirmed = {"action": "force_release", "post": "yes", "_selected_action": ["ghost"]}
+    gone = superuser.post(CHANGELIST, {**confirmed, "confirmed": '{"ghost": 1}'}, follow=True)
+    assert messages_of(gone) == [ghost]
+    bad = superuser.post(CHANGELIST, {**confirmed, "confirmed": "[]"}, follow=True)
+    assert messages_of(bad) == ["The confirmation had no valid token."]
+    assert rows(site_alias)[0]["name"] == "a" and len(rows(site_alias)) == 1
+    assert logged() == [("a", "Requested cancel (token 1, owner worker-1).")]
+
+
 # --- escaping, CSRF, ATOMIC_REQUESTS ----------------------------------------------------
 
 
@@ -1015,6 +1039,44 @@ def test_the_cancel_action_needs_the_change_permission(
     assert f"Cancelled {result.id}; it will not run." in messages_of(response)
     assert djtasks.add.get_result(result.id).status == "FAILED"
     assert Client().get(QUEUED).status_code == 302  # anonymous: to the login
+
+
+def test_the_django_tasks_list_is_a_read_only_list_with_a_message_for_every_cancel(
+    tasks_site_alias: str, superuser: Client
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    html = superuser.get(QUEUED).content.decode()
+    assert "<h1>Select Django task to view</h1>" in html
+    # Its status filter says what its column says.
+    assert 'href="?status__exact=FAILED"' in html and ">failed</a>" in html
+    result = djtasks.add.enqueue(1, 1)
+    pk = QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id).pk
+    form = {"action": "cancel", "_selected_action": [str(pk), "999999"]}
+    response = superuser.post(QUEUED, form, follow=True)
+    assert messages_of(response) == [
+        "1 selected Django task no longer exists; nothing was done to it.",
+        f"Cancelled {result.id}; it will not run.",
+    ]
+    gone = superuser.post(QUEUED, {**form, "_selected_action": ["999998", "999999"]}, follow=True)
+    assert messages_of(gone) == [
+        "2 selected Django tasks no longer exist; nothing was done to them."
+    ]
+
+
+def test_django_tasks_are_shown_only_where_a_lease_backend_is_configured(
+    tasks_site_alias: str, superuser: Client, settings: Any
+) -> None:
+    """A site whose TASKS has no LeaseBackend (or no TASKS at all, on
+    Django 5.2 without the backport) has no Django tasks here to show."""
+    assert "Django tasks" in superuser.get("/admin/").content.decode()
+    settings.TASKS = {"default": {"BACKEND": settings.IMMEDIATE_BACKEND}}
+    for page in ("/admin/", "/admin/django_bgtasks/", CHANGELIST):
+        html = superuser.get(page).content.decode()
+        assert "Django tasks" not in html and QUEUED not in html, page
+    del settings.TASKS
+    assert "Django tasks" not in superuser.get("/admin/").content.decode()
 
 
 def test_nobody_can_save_a_django_task(tasks_site_alias: str, superuser: Client) -> None:

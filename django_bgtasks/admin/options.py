@@ -246,10 +246,15 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     ) -> HttpResponse | None:
         if request.POST.get("post") == "yes":
             confirmed = parse_tokens(request.POST.get("confirmed", ""))
-            for task in queryset:
-                if task.name in confirmed:
-                    self.release_task(request, task.name, confirmed[task.name])
+            if not confirmed:
+                text = _("The confirmation had no valid token.")
+                self.message_user(request, text, messages.ERROR)
+            found = [task.name for task in queryset if task.name in confirmed]
+            for name in found:
+                self.release_task(request, name, confirmed[name])
+            self._say_missing(request, [name for name in confirmed if name not in found])
             return None
+        self._selected_names(request, queryset)  # says which it did not find
         held = [state for state in map(state_of, queryset) if state and state.held]
         if not held:
             self.message_user(
@@ -270,14 +275,25 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
         self, request: HttpRequest, queryset: QuerySet[BackgroundTask]
     ) -> list[str]:
         """The selected rows' names, then the selected registered tasks that
-        have no row (listed as never run), which no queryset holds."""
+        have no row (listed as never run), which no queryset holds; the
+        others (no row any more, or never one) are named in a message."""
         names = [task.name for task in queryset]
         states = states_for(request)
         registered = registered_tasks()
-        for name in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        for name in selected:
             if name in registered and name not in states and name not in names:
                 names.append(name)
+        self._say_missing(request, [name for name in selected if name not in names])
         return names
+
+    def _say_missing(self, request: HttpRequest, names: list[str]) -> None:
+        """An action says what it did for each selected task, for those it
+        found no task of too (deleted since the page was made, or a made-up name)."""
+        if names:
+            text = _("There is no task %(names)s (any more); nothing was done to it.")
+            quoted = ", ".join(f"“{name}”" for name in names)
+            self.message_user(request, text % {"names": quoted}, messages.WARNING)
 
     # --- URLs ----------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """The admin of Django Tasks (``django_bgtasks.backend.LeaseBackend``):
 queued, running and recent tasks with their status, queue, priority, attempts,
-progress, worker, duration and errors; and the operator's cancel.
+progress, worker, duration and errors; and the operator's cancel. It is
+listed only where ``TASKS`` configures a ``LeaseBackend``: elsewhere there
+are none to show.
 
 A task's page is found by its id, the one ``get_result()``, the JSON API and
 ``bgtasks show`` use (the row's ``uuid``):
@@ -22,6 +24,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
@@ -29,10 +32,11 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
 from django_bgtasks.admin.views import admin_url
-from django_bgtasks.conf import conf
+from django_bgtasks.choices import QueueStatus
+from django_bgtasks.conf import conf, lease_backends
 from django_bgtasks.core.states import run_duration
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations import display
@@ -58,6 +62,21 @@ class QueuedChangeList(ChangeList):
         return admin_url(self.model_admin, "change", quote(str(result.uuid)))
 
 
+class QueueStatusFilter(admin.SimpleListFilter):
+    """By status, in the words the list shows ("failed", not "FAILED")."""
+
+    title = gettext_lazy("status")
+    parameter_name = "status__exact"  # the field filter's: its links keep working
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [(status.value, status.label) for status in QueueStatus]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[QueuedTask]
+    ) -> QuerySet[QueuedTask] | None:
+        return queryset.filter(status=self.value()) if self.value() else None
+
+
 class QueuedTaskAdmin(QueuedModelAdmin):
     """Django Tasks, newest first."""
 
@@ -73,7 +92,7 @@ class QueuedTaskAdmin(QueuedModelAdmin):
         "enqueued_at",
         "duration",
     )
-    list_filter = ("status", "queue_name", "backend")
+    list_filter = (QueueStatusFilter, "queue_name", "backend")
     search_fields = ("uuid", "task_path")
     ordering = ("-seq",)
     actions = ("cancel",)
@@ -102,6 +121,13 @@ class QueuedTaskAdmin(QueuedModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueuedTask]:
         return super().get_queryset(request).using(conf.DATABASE)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # The rows are read-only, for operators too: "view", not "change".
+        title = _("Select %s to view") % self.opts.verbose_name
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
 
     # --- a task's pages, by its id --------------------------------------------------
 
@@ -179,7 +205,8 @@ class QueuedTaskAdmin(QueuedModelAdmin):
         return user_may(request, "change")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return user_may(request, "view")
+        # Listed (index, sidebar) only on a site whose TASKS has a LeaseBackend.
+        return bool(lease_backends()) and user_may(request, "view")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -234,6 +261,14 @@ class QueuedTaskAdmin(QueuedModelAdmin):
 
     @admin.action(description=gettext_lazy("Cancel"), permissions=["change"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
+        gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - len(queryset)
+        if gone > 0:
+            text = ngettext(
+                "%(count)d selected Django task no longer exists; nothing was done to it.",
+                "%(count)d selected Django tasks no longer exist; nothing was done to them.",
+                gone,
+            )
+            self.message_user(request, text % {"count": gone}, messages.WARNING)
         for row in queryset:
             result = operations.cancel_queued(str(row.uuid))
             if isinstance(result, operations.QueuedCancelled):
