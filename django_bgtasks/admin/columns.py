@@ -26,10 +26,11 @@ from django.contrib import admin
 from django.core.paginator import Paginator
 from django.http import QueryDict
 from django.template.loader import render_to_string
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy
 
-from django_bgtasks.admin.formats import admin_time, time_html
+from django_bgtasks.admin.formats import admin_time, id_html, time_html
 from django_bgtasks.admin.views import TaskModelAdmin, admin_url
 from django_bgtasks.background.functions import BackgroundTaskFunction, registered_tasks
 from django_bgtasks.choices import Status
@@ -156,10 +157,12 @@ def _pretty(state: TaskState) -> str:
 
 
 def _result_text(result: Any, note: str) -> str:
-    """A run's result as compact JSON, or the note saying why it wasn't stored."""
+    """A run's result as compact JSON, which may wrap after each comma, or
+    the note saying why it wasn't stored."""
     if result is None:
         return note
-    return json.dumps(result, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(result, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return format_html_join(SafeString(",<wbr>"), "{}", ((part,) for part in text.split(",")))
 
 
 def _last_line(error: str) -> str:
@@ -191,7 +194,7 @@ STATUS = Cell(
     never_run=(NEVER_RUN_LABEL, NEVER_RUN_SLUG),
 )
 PROGRESS = Cell("progress", display.progress_label, template="progress_cell.html")
-OWNER = Cell("owner", attrgetter("owner"), title=lambda state: gettext("owner"))
+OWNER = Cell("owner", lambda state: id_html(state.owner), title=lambda state: gettext("owner"))
 TOKEN = Cell("token", attrgetter("token"), label=gettext_lazy("token"))
 HEARTBEAT = Cell(
     "heartbeat",
@@ -291,6 +294,7 @@ class TaskColumns(TaskModelAdmin):
         rows = [
             (
                 run,
+                id_html(run.owner),
                 time_html(run.started_at),
                 time_html(run.finished_at),
                 display.seconds(run.duration),

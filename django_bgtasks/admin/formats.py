@@ -1,23 +1,31 @@
-"""How the admin writes times: Django's own format, as the site sets it.
+"""How the admin writes times and ids, so that they fit their cells whole.
 
-Every time on the admin's pages is written as Django's admin writes its own
+**Times** are Django's own format, as the site sets it: every time on the
+admin's pages is written as Django's admin writes its own
 (``DATETIME_FORMAT`` of the active language, or of ``FORMAT_MODULE_PATH``,
 in the current time zone), in a ``<time>`` whose ``datetime`` is the ISO
 instant. live.js writes the times of runs that start after the page was
 made with ``static/django_bgtasks/dates.js``, a port of
 ``django.utils.dateformat``, from what :func:`date_settings` hands it: the
 format, the time zone, and the month and day names as Django translates them.
+
+**Ids** (owner ids ``host:pid:random``, worker ids, hosts, task paths) have
+no space to wrap at, and a 60-character host is wider than a column: they
+may break after each of their separators (``. : _ /``; after a ``-`` the
+browser breaks by itself), never inside a part (:func:`id_html`; live.js's
+``setId()`` writes them the same way). A UUID never breaks (admin.css).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from django.utils import timezone
 from django.utils.dates import MONTHS, MONTHS_3, MONTHS_ALT, MONTHS_AP, WEEKDAYS, WEEKDAYS_ABBR
 from django.utils.formats import date_format, get_format
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
@@ -32,6 +40,20 @@ def time_html(value: dt.datetime | None) -> SafeString | str:
     if value is None:
         return ""
     return format_html('<time datetime="{}">{}</time>', value.isoformat(), admin_time(value))
+
+
+# An id's parts: each runs to a separator, which it keeps.
+_ID_PART = re.compile(r"[^.:_/]*[.:_/]?")
+
+
+def id_html(text: str) -> SafeString:
+    """``text`` (an id), escaped, with a break opportunity (``<wbr>``) after
+    each separator: it wraps between its parts, never inside one."""
+    parts = [part for part in _ID_PART.findall(text) if part]
+    return format_html(
+        '<span class="bgtasks-id">{}</span>',
+        format_html_join(SafeString("<wbr>"), "{}", ((part,) for part in parts)),
+    )
 
 
 def _zone_names(zone: dt.tzinfo, year: int) -> list[tuple[int, str, bool]]:

@@ -38,7 +38,7 @@ from django_bgtasks.admin.columns import (
     state_names,
     state_of,
 )
-from django_bgtasks.admin.formats import date_settings
+from django_bgtasks.admin.formats import date_settings, id_html
 from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.http.events import events as event_stream
@@ -155,6 +155,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             "bgtasks_workers": [
                 {
                     "worker": worker,
+                    "host": id_html(worker.host),
                     "status": display.worker_status(worker),
                     "runs": display.worker_runs(worker),
                 }

@@ -1,8 +1,8 @@
 """The admin of Django Tasks (``django_bgtasks.backend.LeaseBackend``):
 queued, running and recent tasks with their status, queue, priority, attempts,
-progress, worker, duration and errors; and the operator's cancel. It is
-listed only where ``TASKS`` configures a ``LeaseBackend``: elsewhere there
-are none to show.
+progress, worker, duration and errors (the columns are
+:mod:`.queued_columns`'); and the operator's cancel. It is listed only where
+``TASKS`` configures a ``LeaseBackend``: elsewhere there are none to show.
 
 A task's page is found by its id, the one ``get_result()``, the JSON API and
 ``bgtasks show`` use (the row's ``uuid``):
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -30,24 +30,16 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
+from django_bgtasks.admin.queued_columns import QueuedColumns
 from django_bgtasks.admin.views import admin_url
 from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf, lease_backends
-from django_bgtasks.core.states import run_duration
 from django_bgtasks.models import QueuedTask
-from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import user_may
-from django_bgtasks.queue.manager import RUNNING
-
-if TYPE_CHECKING:
-    QueuedModelAdmin = admin.ModelAdmin[QueuedTask]
-else:  # ModelAdmin is generic only in django-stubs
-    QueuedModelAdmin = admin.ModelAdmin
 
 # The row's sequence number (its primary key), which these URLs carried
 # before they carried the task's id.
@@ -77,21 +69,12 @@ class QueueStatusFilter(admin.SimpleListFilter):
         return queryset.filter(status=self.value()) if self.value() else None
 
 
-class QueuedTaskAdmin(QueuedModelAdmin):
+class QueuedTaskAdmin(QueuedColumns):
     """Django Tasks, newest first."""
 
-    list_display = (
-        "uuid",
-        "task_path",
-        "status_label",
-        "queue_name",
-        "priority",
-        "attempts_label",
-        "progress_label",
-        "worker",
-        "enqueued_at",
-        "duration",
-    )
+    # Ten values in five columns, so that the list fits a laptop's screen
+    # with the admin's sidebar open: the UUID whole, the rest a value a line.
+    list_display = ("id_cell", "task_cell", "state_cell", "worker", "enqueued_cell")
     list_filter = (QueueStatusFilter, "queue_name", "backend")
     search_fields = ("uuid", "task_path")
     ordering = ("-seq",)
@@ -106,7 +89,7 @@ class QueuedTaskAdmin(QueuedModelAdmin):
         "attempts_label",
         "progress_label",
         "worker",
-        "worker_ids",
+        "workers_list",
         "token",
         "args_kwargs",
         "return_value",
@@ -119,6 +102,9 @@ class QueuedTaskAdmin(QueuedModelAdmin):
     )
     fields = readonly_fields
 
+    class Media:
+        css = {"all": ["django_bgtasks/admin.css"]}
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueuedTask]:
         return super().get_queryset(request).using(conf.DATABASE)
 
@@ -128,6 +114,21 @@ class QueuedTaskAdmin(QueuedModelAdmin):
         # The rows are read-only, for operators too: "view", not "change".
         title = _("Select %s to view") % self.opts.verbose_name
         return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    # Alike BackgroundTaskAdmin's: the signature is Django's ModelAdmin's.
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: QueuedTask | None = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            # The id first, where the heading's line can't break it at a hyphen.
+            context["subtitle"] = f"{obj.uuid} {obj.task_path}"
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     # --- a task's pages, by its id --------------------------------------------------
 
@@ -218,44 +219,6 @@ class QueuedTaskAdmin(QueuedModelAdmin):
         """Never: the queue's fenced operations are the rows' only writers
         (this guards any other way to a save, such as ``list_editable``)."""
         raise PermissionDenied
-
-    # --- columns ------------------------------------------------------------------
-
-    @admin.display(description=gettext_lazy("status"), ordering="status")
-    def status_label(self, row: QueuedTask) -> str:
-        label = row.status.lower()
-        return f"{label} (cancel requested)" if row.cancel_requested else label
-
-    @admin.display(description=gettext_lazy("attempts"))
-    def attempts_label(self, row: QueuedTask) -> str:
-        return f"{row.attempts} / {row.max_attempts}"
-
-    @admin.display(description=gettext_lazy("progress"))
-    def progress_label(self, row: QueuedTask) -> str:
-        progress = row.progress
-        if isinstance(progress, dict) and "done" in progress:
-            total = progress.get("total")
-            return f"{progress['done']} / {total}" if total is not None else str(progress["done"])
-        return "" if progress is None else str(progress)[:60]
-
-    @admin.display(description=gettext_lazy("worker"))
-    def worker(self, row: QueuedTask) -> str:
-        return row.owner if row.status == RUNNING else ""
-
-    @admin.display(description=gettext_lazy("duration"))
-    def duration(self, row: QueuedTask) -> str:
-        return display.seconds(run_duration(row.started_at, row.finished_at))
-
-    @admin.display(description=gettext_lazy("errors"))
-    def errors_list(self, row: QueuedTask) -> str:
-        return format_html_join(
-            "",
-            "<p><strong>{}</strong></p><pre>{}</pre>",
-            (
-                (error.get("exception_class_path", ""), error.get("traceback", ""))
-                for error in row.errors or []
-            ),
-        ) or format_html("{}", "")
 
     # --- the action -----------------------------------------------------------------
 

@@ -99,6 +99,20 @@
     time.textContent = formatTime(iso);
   }
 
+  // An id as the server writes it (admin/formats.py's id_html): it may break
+  // after each separator (. : _ /), never inside a part.
+  function setId(cell, text) {
+    text = text || "";
+    if (cell.textContent === text) return;
+    const id = document.createElement("span");
+    id.className = "bgtasks-id";
+    text.match(/[^.:_/]*[.:_/]?/g).filter(Boolean).forEach((part, index) => {
+      if (index) id.appendChild(document.createElement("wbr"));
+      id.appendChild(document.createTextNode(part));
+    });
+    cell.replaceChildren(id);
+  }
+
   function setClass(cell, prefix, slug) {
     for (const name of Array.from(cell.classList)) {
       if (name.startsWith(prefix)) cell.classList.remove(name);
@@ -128,7 +142,7 @@
       if (label) label.textContent = progressLabel(state);
     },
     owner(cell, state) {
-      cell.textContent = state.owner;
+      setId(cell, state.owner);
     },
     token(cell, state) {
       cell.textContent = String(state.token);
