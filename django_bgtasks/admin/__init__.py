@@ -13,7 +13,7 @@ event stream where the page is served under ASGI, else by polling the
 * :mod:`.changelist`: the changelist's rows (with the registered tasks that
   never ran) and its status filter;
 * :mod:`.queued`: :class:`QueuedTaskAdmin`, the Django Tasks (LeaseBackend)
-  with their cancel action;
+  with their cancel action, and :mod:`.queued_columns`, its columns;
 * :mod:`.views`: the operator views (run, cancel, release, status) and the
   release confirmation page;
 * :mod:`.formats`: how the pages write times (Django's format, as the site
