@@ -78,6 +78,13 @@ class Settings:
         return value
 
     @property
+    def ADMIN_EVENTS(self) -> bool | None:
+        """Whether the admin's pages open the event stream: ``None`` when the
+        page itself is served under ASGI, else always (``True``) or never."""
+        value: bool | None = _setting("BGTASKS_ADMIN_EVENTS", None)
+        return value
+
+    @property
     def DATABASE(self) -> str:
         """The database alias that holds the lease table."""
         value: str = _setting("BGTASKS_DATABASE", "default")

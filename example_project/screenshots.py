@@ -1,9 +1,10 @@
-"""Remake the README's screenshots: docs/tasks-page.png and docs/admin.png.
+"""Remake the README's screenshot of the example site: docs/tasks-page.png.
 
 It runs ``serve.py --sqlite`` on two free ports with fresh data in a temporary
 folder, logs in on replica A, starts storage-scan there, and photographs the
-task page as replica B serves it (the task owned by A, mid-run), then the
-admin's task list on B while log-cleanup runs on A.
+task page as replica B serves it (the task owned by A, mid-run). (The
+admin's screenshots are made by tests/browser/test_fit.py, with
+``BGTASKS_SCREENSHOTS=docs``.)
 
 Needs Playwright for Python and a Chromium: ``pip install playwright`` and
 Debian's ``chromium`` package (``CHROMIUM=/path`` for another one). Playwright's
@@ -111,45 +112,12 @@ def main() -> None:
             time.sleep(0.6)  # let the bar's transition end
             DOCS.mkdir(exist_ok=True)
             page.screenshot(path=str(DOCS / "tasks-page.png"), full_page=True)
-
-            # The admin on replica B while log-cleanup runs on replica A.
-            page.goto(f"{site_a}/")
-            page.wait_for_function(
-                "document.querySelector('[data-name=storage-scan] [data-field=outcome]')"
-                ".textContent === 'succeeded'",
-                timeout=30_000,
-            )
-            serve_log_cleanup_again(data)
-            assert post(page, f"{site_a}/bgtasks/log-cleanup/run/") == 202
-            page.set_viewport_size({"width": 1640, "height": 420})
-            page.goto(f"{site_b}/admin/django_bgtasks/backgroundtask/")
-            if page.is_visible("#nav-sidebar"):
-                page.click("#toggle-nav-sidebar")  # more room for the columns
-            time.sleep(1.5)  # a few batches in, and a live refresh of the page
-            page.screenshot(path=str(DOCS / "admin.png"), full_page=True)
             browser.close()
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(15)
-    print(f"wrote {DOCS / 'tasks-page.png'} and {DOCS / 'admin.png'}")
-
-
-def serve_log_cleanup_again(data: Path) -> None:
-    """Refill the log, so that the second log-cleanup has work to show."""
-    env = dict(os.environ, BGTASKS_DEMO_DATA=str(data), BGTASKS_DEMO_DB="sqlite")
-    subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "manage.py"),
-            "shell",
-            "-v0",
-            "-c",
-            "from demo_site.demo_data import reset_logs; reset_logs(old=3000)",
-        ],
-        env=env,
-        check=True,
-    )
+    print(f"wrote {DOCS / 'tasks-page.png'}")
 
 
 if __name__ == "__main__":

@@ -368,6 +368,20 @@ def make_staff(django_user_model: Any) -> Callable[..., Any]:
 
 
 @pytest.fixture
+def site_formats(settings: Any) -> Iterator[None]:
+    """A site's own formats (``FORMAT_MODULE_PATH``: tests/testapp/formats,
+    with seconds and microseconds) and time zone (Paris's), for the admin's times."""
+    from django.utils.formats import reset_format_cache
+
+    settings.TIME_ZONE = "Europe/Paris"
+    settings.FORMAT_MODULE_PATH = ["tests.testapp.formats"]
+    reset_format_cache()  # Django keeps the formats it found, whatever the setting
+    yield
+    settings.FORMAT_MODULE_PATH = None
+    reset_format_cache()
+
+
+@pytest.fixture
 def atomic_requests(site_alias: str) -> Iterator[None]:
     """``ATOMIC_REQUESTS = True``, as some sites run, on the databases under test."""
     saved = {

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
+from django.utils.formats import date_format, get_format
 from django.utils.html import escape
+from django.utils.timezone import localtime
 
 from django_bgtasks import background_task
 from django_bgtasks.background.functions import registered_tasks
@@ -423,7 +425,8 @@ def test_the_changelist_fits_into_fewer_columns(site_alias: str, viewer: Client)
     ]
     state = objects.get_state("cleanup")
     assert state is not None and state.finished_at is not None
-    assert re.search(r'data-bgtasks-field="duration" title="finished \d{4}-\d\d-\d\d ', html)
+    finished = date_format(localtime(state.finished_at), "DATETIME_FORMAT")
+    assert f'data-bgtasks-field="duration" title="finished {finished}"' in html
 
 
 def test_run_now_refuses_a_task_that_is_not_registered(site_alias: str, superuser: Client) -> None:
@@ -734,6 +737,30 @@ def test_bulk_force_release_confirms_first(site_alias: str, superuser: Client) -
     assert logged() == [("a", "Force-released (token 1, owner worker-1).")]
 
 
+def test_every_action_says_what_it_did_when_nothing_matched(
+    site_alias: str, superuser: Client
+) -> None:
+    """A name with no row (deleted since the page was made, or made up) and
+    no registered task: each action says so, and does nothing."""
+    ghost = "There is no task “ghost” (any more); nothing was done to it."
+    for name in ("run_now", "request_cancel", "force_release"):
+        assert messages_of(action(superuser, name, "ghost"))[0] == ghost, name
+    objects.try_claim("a", "worker-1", ttl=30)
+    response = action(superuser, "request_cancel", "a", "ghost", "phantom")
+    assert messages_of(response) == [
+        "There is no task “ghost”, “phantom” (any more); nothing was done to it.",
+        "Asked worker-1 to stop “a” (token 1); it stops at its next heartbeat or update.",
+    ]
+    # A confirmation of claims that are gone, or of none at all.
+    confirmed = {"action": "force_release", "post": "yes", "_selected_action": ["ghost"]}
+    gone = superuser.post(CHANGELIST, {**confirmed, "confirmed": '{"ghost": 1}'}, follow=True)
+    assert messages_of(gone) == [ghost]
+    bad = superuser.post(CHANGELIST, {**confirmed, "confirmed": "[]"}, follow=True)
+    assert messages_of(bad) == ["The confirmation had no valid token."]
+    assert rows(site_alias)[0]["name"] == "a" and len(rows(site_alias)) == 1
+    assert logged() == [("a", "Requested cancel (token 1, owner worker-1).")]
+
+
 # --- escaping, CSRF, ATOMIC_REQUESTS ----------------------------------------------------
 
 
@@ -786,6 +813,55 @@ def test_operations_work_with_atomic_requests(
 
 
 # --- what live.js is given ---------------------------------------------------------------
+
+
+def test_the_page_names_the_event_stream_only_where_it_is_served(
+    site_alias: str, viewer: Client, settings: Any
+) -> None:
+    """Django's test client is WSGI, where the stream answers 501: the pages
+    name none, so live.js polls from the start and asks for no 501.
+    ``BGTASKS_ADMIN_EVENTS = True`` names it (the events/ URLs routed to an
+    ASGI server); under ASGI the page names it by itself (tests/browser)."""
+    from django.urls import reverse
+
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    events = reverse("admin:django_bgtasks_backgroundtask_events")
+    for page in (CHANGELIST, change_url("cleanup")):
+        assert 'data-bgtasks-events=""' in viewer.get(page).content.decode(), page
+    settings.BGTASKS_ADMIN_EVENTS = True
+    for page in (CHANGELIST, change_url("cleanup")):
+        assert f'data-bgtasks-events="{events}"' in viewer.get(page).content.decode(), page
+
+
+@pytest.mark.usefixtures("site_formats")
+def test_every_time_is_written_in_djangos_format_as_the_site_sets_it(
+    site_alias: str, viewer: Client
+) -> None:
+    """The changelist, the detail page and its run history write each time as
+    Django's admin writes its own: DATETIME_FORMAT of the active language (or
+    FORMAT_MODULE_PATH's), in the current time zone; live.js is handed the same."""
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    objects.release("cleanup", "worker-1", token=lease.token)
+    objects.try_claim("cleanup", "worker-1", ttl=30)
+    state = objects.get_state("cleanup")
+    [run] = runs(site_alias, "cleanup")
+
+    def written(value: Any) -> str:
+        return f'<time datetime="{value.isoformat()}">{paris(value)}</time>'
+
+    def paris(value: Any) -> str:
+        return date_format(localtime(value), "DATETIME_FORMAT")
+
+    listed = viewer.get(CHANGELIST).content.decode()
+    detail = viewer.get(change_url("cleanup")).content.decode()
+    assert written(state.started_at) in listed and written(state.started_at) in detail
+    assert written(run["started_at"]) in detail and written(run["finished_at"]) in detail
+    # The test formats' DATETIME_FORMAT, in Paris's time zone (CET or CEST).
+    assert re.search(r"\d\d:\d\d:\d\d\.\d{6} CES?T, ", paris(state.started_at))
+    given = re.search(r'<script id="bgtasks-dates"[^>]*>(.*?)</script>', listed)
+    assert given is not None
+    dates = json.loads(given.group(1))
+    assert dates["format"] == get_format("DATETIME_FORMAT") and dates["zone"] == "Europe/Paris"
 
 
 def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Client) -> None:
@@ -895,7 +971,11 @@ def test_django_tasks_are_listed_with_their_columns(
     for result in (done, failed, waiting):
         assert result.id in html
     assert "successful" in html and "failed" in html and "ready" in html
-    assert "tests.djtasks.add" in html and ">other<" in html and ">7<" in html
+    # Five columns, a value a line: the path may wrap after each dot.
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "tests.djtasks.add" in text and "queue other" in text and "priority 7" in text
+    row = QueuedTask.objects.using(tasks_site_alias).get(uuid=done.id)
+    assert date_format(localtime(row.enqueued_at), "DATETIME_FORMAT") in text
     detail = superuser.get(f"{QUEUED}{failed.id}/change/")
     page = detail.content.decode()
     assert escape("<b>broken</b>") in page and "<b>broken</b>" not in page
@@ -1090,6 +1170,45 @@ def test_the_django_tasks_filters_count_the_tasks_of_each_state(
     [status] = [spec for spec in changelist.filter_specs if str(spec.title) == "status"]
     shown = [str(choice["display"]).lower() for choice in status.choices(changelist)]
     assert "failed (2)" in shown and "ready (1)" in shown, shown
+
+
+def test_the_django_tasks_list_is_a_read_only_list_with_a_message_for_every_cancel(
+    tasks_site_alias: str, superuser: Client
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    html = superuser.get(QUEUED).content.decode()
+    assert "<h1>Select Django task to view</h1>" in html
+    # Its status filter says what its column says.
+    # (With its count: the filters show how many tasks each choice has.)
+    assert '<a href="?status__exact=FAILED">failed (0)</a>' in html
+    result = djtasks.add.enqueue(1, 1)
+    pk = QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id).pk
+    form = {"action": "cancel", "_selected_action": [str(pk), "999999"]}
+    response = superuser.post(QUEUED, form, follow=True)
+    assert messages_of(response) == [
+        "1 selected Django task no longer exists; nothing was done to it.",
+        f"Cancelled {result.id}; it will not run.",
+    ]
+    gone = superuser.post(QUEUED, {**form, "_selected_action": ["999998", "999999"]}, follow=True)
+    assert messages_of(gone) == [
+        "2 selected Django tasks no longer exist; nothing was done to them."
+    ]
+
+
+def test_django_tasks_are_shown_only_where_a_lease_backend_is_configured(
+    tasks_site_alias: str, superuser: Client, settings: Any
+) -> None:
+    """A site whose TASKS has no LeaseBackend (or no TASKS at all, on
+    Django 5.2 without the backport) has no Django tasks here to show."""
+    assert "Django tasks" in superuser.get("/admin/").content.decode()
+    settings.TASKS = {"default": {"BACKEND": settings.IMMEDIATE_BACKEND}}
+    for page in ("/admin/", "/admin/django_bgtasks/", CHANGELIST):
+        html = superuser.get(page).content.decode()
+        assert "Django tasks" not in html and QUEUED not in html, page
+    del settings.TASKS
+    assert "Django tasks" not in superuser.get("/admin/").content.decode()
 
 
 def test_nobody_can_save_a_django_task(tasks_site_alias: str, superuser: Client) -> None:

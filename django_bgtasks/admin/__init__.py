@@ -3,7 +3,8 @@ and force release.
 
 Status, staleness and heartbeat ages come from ``list_states()``/``get_state()``,
 which use the database's clock, so every replica shows the same page.
-``static/django_bgtasks/live.js`` keeps the rows current by polling the
+``static/django_bgtasks/live.js`` keeps the rows current: pushed by the
+event stream where the page is served under ASGI, else by polling the
 ``status/`` URL here (the same JSON as the API, behind the admin's login).
 
 * :mod:`.options`: :class:`BackgroundTaskAdmin`, the ModelAdmin (configuration,
@@ -12,10 +13,12 @@ which use the database's clock, so every replica shows the same page.
 * :mod:`.changelist`: the changelist's rows (with the registered tasks that
   never ran) and its status filter;
 * :mod:`.queued`: :class:`QueuedTaskAdmin`, the Django Tasks (LeaseBackend)
-  with their cancel action;
+  with their cancel action, and :mod:`.queued_columns`, its columns;
 * :mod:`.queued_retry`: their retry, an action and a failed task's button;
 * :mod:`.views`: the operator views (run, cancel, release, status) and the
-  release confirmation page.
+  release confirmation page;
+* :mod:`.formats`: how the pages write times (Django's format, as the site
+  sets it) and ids (wrapping only between their parts).
 
 Importing this module registers the admin with ``admin.site``.
 """

@@ -16,7 +16,6 @@ cells start empty, for live.js to fill in once it runs.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,10 +26,11 @@ from django.contrib import admin
 from django.core.paginator import Paginator
 from django.http import QueryDict
 from django.template.loader import render_to_string
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy
 
+from django_bgtasks.admin.formats import admin_time, id_html, time_html
 from django_bgtasks.admin.views import TaskModelAdmin, admin_url
 from django_bgtasks.background.functions import BackgroundTaskFunction, registered_tasks
 from django_bgtasks.choices import Status
@@ -99,13 +99,6 @@ def keep_query(task: BackgroundTask, query: QueryDict) -> None:
     setattr(task, _QUERY, query)
 
 
-def time_html(value: dt.datetime | None) -> SafeString | str:
-    """A ``<time>`` in the server's time zone (live.js rewrites it in the browser's)."""
-    if value is None:
-        return ""
-    return format_html('<time datetime="{}">{}</time>', value.isoformat(), display.when(value))
-
-
 @dataclass(frozen=True, slots=True)
 class Cell:
     """A value that live.js keeps current as ``field`` (``live_cell.html``):
@@ -164,10 +157,12 @@ def _pretty(state: TaskState) -> str:
 
 
 def _result_text(result: Any, note: str) -> str:
-    """A run's result as compact JSON, or the note saying why it wasn't stored."""
+    """A run's result as compact JSON, which may wrap after each comma, or
+    the note saying why it wasn't stored."""
     if result is None:
         return note
-    return json.dumps(result, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(result, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return format_html_join(SafeString(",<wbr>"), "{}", ((part,) for part in text.split(",")))
 
 
 def _last_line(error: str) -> str:
@@ -179,7 +174,7 @@ def _finished(state: TaskState) -> str:
     # The duration's hover text (live.js's finishedTitle() writes the same).
     if state.finished_at is None:
         return ""
-    return gettext("finished %(when)s") % {"when": display.when(state.finished_at)}
+    return gettext("finished %(when)s") % {"when": admin_time(state.finished_at)}
 
 
 def state_names() -> dict[str, dict[str, str]]:
@@ -199,7 +194,7 @@ STATUS = Cell(
     never_run=(NEVER_RUN_LABEL, NEVER_RUN_SLUG),
 )
 PROGRESS = Cell("progress", display.progress_label, template="progress_cell.html")
-OWNER = Cell("owner", attrgetter("owner"), title=lambda state: gettext("owner"))
+OWNER = Cell("owner", lambda state: id_html(state.owner), title=lambda state: gettext("owner"))
 TOKEN = Cell("token", attrgetter("token"), label=gettext_lazy("token"))
 HEARTBEAT = Cell(
     "heartbeat",
@@ -299,6 +294,7 @@ class TaskColumns(TaskModelAdmin):
         rows = [
             (
                 run,
+                id_html(run.owner),
                 time_html(run.started_at),
                 time_html(run.finished_at),
                 display.seconds(run.duration),

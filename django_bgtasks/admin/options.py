@@ -38,9 +38,11 @@ from django_bgtasks.admin.columns import (
     state_names,
     state_of,
 )
+from django_bgtasks.admin.formats import date_settings, id_html
 from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.http.events import events as event_stream
+from django_bgtasks.http.events import stream_offered
 from django_bgtasks.http.responses import outside_request_transactions
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
@@ -107,7 +109,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
 
     class Media:
         css = {"all": ["django_bgtasks/admin.css"]}
-        js = ["django_bgtasks/live.js"]
+        js = ["django_bgtasks/dates.js", "django_bgtasks/live.js"]
 
     # --- permissions: read-only data, change permission to operate -----------
     # Django's own has_change_permission() is what allows the operations; no
@@ -153,6 +155,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
             "bgtasks_workers": [
                 {
                     "worker": worker,
+                    "host": id_html(worker.host),
                     "status": display.worker_status(worker),
                     "runs": display.worker_runs(worker),
                 }
@@ -218,10 +221,12 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     def _live_context(self, request: HttpRequest) -> dict[str, Any]:
         return {
             "bgtasks_status_url": admin_url(self, "status"),
-            "bgtasks_events_url": admin_url(self, "events"),
+            # Empty under WSGI, where the stream answers 501: live.js polls at once.
+            "bgtasks_events_url": admin_url(self, "events") if stream_offered(request) else "",
             "bgtasks_can_operate": self.has_change_permission(request),
             "bgtasks_next": request.get_full_path(),
             "bgtasks_states": state_names(),
+            "bgtasks_dates": date_settings(),
         }
 
     # --- the changelist's actions ------------------------------------------------
@@ -242,10 +247,15 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     ) -> HttpResponse | None:
         if request.POST.get("post") == "yes":
             confirmed = parse_tokens(request.POST.get("confirmed", ""))
-            for task in queryset:
-                if task.name in confirmed:
-                    self.release_task(request, task.name, confirmed[task.name])
+            if not confirmed:
+                text = _("The confirmation had no valid token.")
+                self.message_user(request, text, messages.ERROR)
+            found = [task.name for task in queryset if task.name in confirmed]
+            for name in found:
+                self.release_task(request, name, confirmed[name])
+            self._say_missing(request, [name for name in confirmed if name not in found])
             return None
+        self._selected_names(request, queryset)  # says which it did not find
         held = [state for state in map(state_of, queryset) if state and state.held]
         if not held:
             self.message_user(
@@ -266,14 +276,25 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
         self, request: HttpRequest, queryset: QuerySet[BackgroundTask]
     ) -> list[str]:
         """The selected rows' names, then the selected registered tasks that
-        have no row (listed as never run), which no queryset holds."""
+        have no row (listed as never run), which no queryset holds; the
+        others (no row any more, or never one) are named in a message."""
         names = [task.name for task in queryset]
         states = states_for(request)
         registered = registered_tasks()
-        for name in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        for name in selected:
             if name in registered and name not in states and name not in names:
                 names.append(name)
+        self._say_missing(request, [name for name in selected if name not in names])
         return names
+
+    def _say_missing(self, request: HttpRequest, names: list[str]) -> None:
+        """An action says what it did for each selected task, for those it
+        found no task of too (deleted since the page was made, or a made-up name)."""
+        if names:
+            text = _("There is no task %(names)s (any more); nothing was done to it.")
+            quoted = ", ".join(f"“{name}”" for name in names)
+            self.message_user(request, text % {"names": quoted}, messages.WARNING)
 
     # --- URLs ----------------------------------------------------------------------
 

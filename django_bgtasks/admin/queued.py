@@ -1,6 +1,8 @@
 """The admin of Django Tasks (``django_bgtasks.backend.LeaseBackend``):
 queued, running and recent tasks with their status, queue, priority, attempts,
-progress, worker, duration and errors; and the operator's cancel.
+progress, worker, duration and errors (the columns are
+:mod:`.queued_columns`'); and the operator's cancel. It is listed only where
+``TASKS`` configures a ``LeaseBackend``: elsewhere there are none to show.
 
 A task's page is found by its id, the one ``get_result()``, the JSON API and
 ``bgtasks show`` use (the row's ``uuid``):
@@ -25,24 +27,23 @@ import uuid
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
+from django_bgtasks.admin.queued_columns import QueuedColumns
 from django_bgtasks.admin.queued_retry import QueuedRetry
 from django_bgtasks.admin.views import admin_url
-from django_bgtasks.conf import conf
-from django_bgtasks.core.states import run_duration
+from django_bgtasks.choices import QueueStatus
+from django_bgtasks.conf import conf, lease_backends
 from django_bgtasks.models import QueuedTask
-from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import user_may
-from django_bgtasks.queue.manager import RUNNING
 
 # The row's sequence number (its primary key), which these URLs carried
 # before they carried the task's id.
@@ -57,22 +58,28 @@ class QueuedChangeList(ChangeList):
         return admin_url(self.model_admin, "change", quote(str(result.uuid)))
 
 
-class QueuedTaskAdmin(QueuedRetry):
+class QueueStatusFilter(admin.SimpleListFilter):
+    """By status, in the words the list shows ("failed", not "FAILED")."""
+
+    title = gettext_lazy("status")
+    parameter_name = "status__exact"  # the field filter's: its links keep working
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [(status.value, status.label) for status in QueueStatus]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[QueuedTask]
+    ) -> QuerySet[QueuedTask] | None:
+        return queryset.filter(status=self.value()) if self.value() else None
+
+
+class QueuedTaskAdmin(QueuedRetry, QueuedColumns):
     """Django Tasks, newest first."""
 
-    list_display = (
-        "uuid",
-        "task_path",
-        "status_label",
-        "queue_name",
-        "priority",
-        "attempts_label",
-        "progress_label",
-        "worker",
-        "enqueued_at",
-        "duration",
-    )
-    list_filter = ("status", "queue_name", "backend")
+    # Ten values in five columns, so that the list fits a laptop's screen
+    # with the admin's sidebar open: the UUID whole, the rest a value a line.
+    list_display = ("id_cell", "task_cell", "state_cell", "worker", "enqueued_cell")
+    list_filter = (QueueStatusFilter, "queue_name", "backend")
     # Counts by state (and queue, backend) beside each filter's choices.
     show_facets = admin.ShowFacets.ALWAYS
     search_fields = ("uuid", "task_path")
@@ -88,7 +95,7 @@ class QueuedTaskAdmin(QueuedRetry):
         "attempts_label",
         "progress_label",
         "worker",
-        "worker_ids",
+        "workers_list",
         "token",
         "args_kwargs",
         "return_value",
@@ -101,8 +108,33 @@ class QueuedTaskAdmin(QueuedRetry):
     )
     fields = readonly_fields
 
+    class Media:
+        css = {"all": ["django_bgtasks/admin.css"]}
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueuedTask]:
         return super().get_queryset(request).using(conf.DATABASE)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # The rows are read-only, for operators too: "view", not "change".
+        title = _("Select %s to view") % self.opts.verbose_name
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    # Alike BackgroundTaskAdmin's: the signature is Django's ModelAdmin's.
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: QueuedTask | None = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            # The id first, where the heading's line can't break it at a hyphen.
+            context["subtitle"] = f"{obj.uuid} {obj.task_path}"
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     # --- a task's pages, by its id --------------------------------------------------
 
@@ -180,7 +212,8 @@ class QueuedTaskAdmin(QueuedRetry):
         return user_may(request, "change")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return user_may(request, "view")
+        # Listed (index, sidebar) only on a site whose TASKS has a LeaseBackend.
+        return bool(lease_backends()) and user_may(request, "view")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -193,48 +226,18 @@ class QueuedTaskAdmin(QueuedRetry):
         (this guards any other way to a save, such as ``list_editable``)."""
         raise PermissionDenied
 
-    # --- columns ------------------------------------------------------------------
-
-    @admin.display(description=gettext_lazy("status"), ordering="status")
-    def status_label(self, row: QueuedTask) -> str:
-        label = row.status.lower()
-        return f"{label} (cancel requested)" if row.cancel_requested else label
-
-    @admin.display(description=gettext_lazy("attempts"))
-    def attempts_label(self, row: QueuedTask) -> str:
-        return f"{row.attempts} / {row.max_attempts}"
-
-    @admin.display(description=gettext_lazy("progress"))
-    def progress_label(self, row: QueuedTask) -> str:
-        progress = row.progress
-        if isinstance(progress, dict) and "done" in progress:
-            total = progress.get("total")
-            return f"{progress['done']} / {total}" if total is not None else str(progress["done"])
-        return "" if progress is None else str(progress)[:60]
-
-    @admin.display(description=gettext_lazy("worker"))
-    def worker(self, row: QueuedTask) -> str:
-        return row.owner if row.status == RUNNING else ""
-
-    @admin.display(description=gettext_lazy("duration"))
-    def duration(self, row: QueuedTask) -> str:
-        return display.seconds(run_duration(row.started_at, row.finished_at))
-
-    @admin.display(description=gettext_lazy("errors"))
-    def errors_list(self, row: QueuedTask) -> str:
-        return format_html_join(
-            "",
-            "<p><strong>{}</strong></p><pre>{}</pre>",
-            (
-                (error.get("exception_class_path", ""), error.get("traceback", ""))
-                for error in row.errors or []
-            ),
-        ) or format_html("{}", "")
-
     # --- the action -----------------------------------------------------------------
 
     @admin.action(description=gettext_lazy("Cancel"), permissions=["change"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
+        gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - len(queryset)
+        if gone > 0:
+            text = ngettext(
+                "%(count)d selected Django task no longer exists; nothing was done to it.",
+                "%(count)d selected Django tasks no longer exist; nothing was done to them.",
+                gone,
+            )
+            self.message_user(request, text % {"count": gone}, messages.WARNING)
         for row in queryset:
             result = operations.cancel_queued(str(row.uuid))
             if isinstance(result, operations.QueuedCancelled):

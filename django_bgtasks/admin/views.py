@@ -32,6 +32,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from django_bgtasks.admin.formats import id_html
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.http.responses import outside_request_transactions, task_list_response
 from django_bgtasks.models import BackgroundTask
@@ -249,7 +250,12 @@ class OperatorViews(TaskModelAdmin):
             "title": _("Force release"),
             "opts": self.opts,
             "rows": [
-                (state, display.status_text(state), display.ago(state.heartbeat_age))
+                (
+                    state,
+                    display.status_text(state),
+                    id_html(state.owner),
+                    display.ago(state.heartbeat_age),
+                )
                 for state in states
             ],
             "form_action": form_action,

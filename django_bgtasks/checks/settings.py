@@ -35,8 +35,8 @@ def check_progress_interval(**kwargs: Any) -> list[CheckMessage]:
 
 @register()
 def check_push(**kwargs: Any) -> list[CheckMessage]:
-    """bgtasks.E020 (bad ``BGTASKS_CHANGES_POLL_INTERVAL``) and bgtasks.E021
-    (bad ``BGTASKS_EVENTS_KEEPALIVE``)."""
+    """bgtasks.E020 (bad ``BGTASKS_CHANGES_POLL_INTERVAL``), bgtasks.E021
+    (bad ``BGTASKS_EVENTS_KEEPALIVE``) and bgtasks.E022 (bad ``BGTASKS_ADMIN_EVENTS``)."""
     errors: list[CheckMessage] = []
     poll = conf.CHANGES_POLL_INTERVAL
     if not is_finite_number(poll) or not 0 < poll <= 60:
@@ -62,6 +62,19 @@ def check_push(**kwargs: Any) -> list[CheckMessage]:
                     "and a stream checks its access again at each keepalive."
                 ),
                 id="bgtasks.E021",
+            )
+        )
+    admin_events: object = conf.ADMIN_EVENTS
+    if admin_events is not None and not isinstance(admin_events, bool):
+        errors.append(
+            Error(
+                f"BGTASKS_ADMIN_EVENTS is {admin_events!r}; it must be None, True or False.",
+                hint=(
+                    "None (the default): the admin opens the event stream when its page was "
+                    "served under ASGI, and polls under WSGI. True: always (the events/ URLs "
+                    "are routed to an ASGI server). False: never."
+                ),
+                id="bgtasks.E022",
             )
         )
     return errors

@@ -30,7 +30,9 @@ GET, so it needs no CSRF token. How a process serves many streams at once
 is :mod:`django_bgtasks.http.stream`.
 
 Under WSGI a stream would hold a worker for as long as it is open: the
-endpoints answer 501 there, pointing at the polling API.
+endpoints answer 501 there, pointing at the polling API. A page that would
+open one asks :func:`stream_offered` first, so that it polls instead of
+asking for a 501 (which the browser logs as an error).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import reverse
 
+from django_bgtasks.conf import conf
 from django_bgtasks.http.access import access_refusal
 from django_bgtasks.http.responses import (
     conditional_json,
@@ -89,6 +92,18 @@ def _watched(signed: str) -> tuple[str, float] | HttpResponse:
     if time.time() >= until:
         return error(403, "This watch link has expired.")
     return name, float(until)
+
+
+def stream_offered(request: HttpRequest) -> bool:
+    """Whether a page served by ``request`` should open the event stream:
+    as ``BGTASKS_ADMIN_EVENTS`` says when it is set (``True`` where the
+    ``events/`` URLs are routed to an ASGI server and the pages are not),
+    else when this very request came through ASGI, where the stream is
+    served too."""
+    setting = conf.ADMIN_EVENTS
+    if setting is not None:
+        return bool(setting)
+    return isinstance(request, ASGIRequest)
 
 
 def _needs_asgi(request: HttpRequest, poll: str) -> HttpResponse | None:

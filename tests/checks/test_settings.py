@@ -57,11 +57,20 @@ def test_bad_events_keepalive(settings: Any, keepalive: Any) -> None:
     assert ids(checks.check_push()) == ["bgtasks.E021"]
 
 
+@pytest.mark.parametrize("value", [1, 0, "true", "auto", []])
+def test_bad_admin_events(settings: Any, value: Any) -> None:
+    settings.BGTASKS_ADMIN_EVENTS = value
+    assert ids(checks.check_push()) == ["bgtasks.E022"]
+
+
 def test_push_defaults_and_good_values_are_fine(settings: Any) -> None:
     assert checks.check_push() == []
     settings.BGTASKS_CHANGES_POLL_INTERVAL = 0.05
     settings.BGTASKS_EVENTS_KEEPALIVE = 300
     assert checks.check_push() == []
+    for value in (None, True, False):
+        settings.BGTASKS_ADMIN_EVENTS = value
+        assert checks.check_push() == []
 
 
 @pytest.mark.parametrize("limit", ["1MB", 0, -1, 1.5, True, None, float("inf")])

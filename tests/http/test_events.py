@@ -58,6 +58,23 @@ def next_state(stream: Stream, name: str, timeout: float = 10) -> dict[str, Any]
             return data
 
 
+def test_a_page_offers_the_stream_only_where_it_is_served(settings: Any) -> None:
+    """A page served under WSGI names no stream (it would be answered 501,
+    which the browser logs as an error); one served under ASGI does; and
+    ``BGTASKS_ADMIN_EVENTS`` decides for a site that routes the events/ URLs
+    to an ASGI server, or wants none."""
+    from django.test import AsyncRequestFactory, RequestFactory
+
+    from django_bgtasks.http.events import stream_offered
+
+    wsgi, asgi = RequestFactory().get("/admin/"), AsyncRequestFactory().get("/admin/")
+    assert (stream_offered(wsgi), stream_offered(asgi)) == (False, True)
+    settings.BGTASKS_ADMIN_EVENTS = True
+    assert (stream_offered(wsgi), stream_offered(asgi)) == (True, True)
+    settings.BGTASKS_ADMIN_EVENTS = False
+    assert (stream_offered(wsgi), stream_offered(asgi)) == (False, False)
+
+
 def test_a_stream_sends_the_state_then_every_change_made_elsewhere(
     server: str, staff_cookie: str
 ) -> None:

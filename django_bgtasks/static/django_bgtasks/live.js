@@ -3,8 +3,10 @@
  *
  * It listens to the admin's event stream (data-bgtasks-events, Server-Sent
  * Events under an ASGI server): every task's state, then each change, pushed.
- * When the stream is not available (a WSGI server answers 501, a proxy
- * refuses it) it falls back to asking the admin's status URL (the JSON API's
+ * The page names the stream only where it is served (the page came through
+ * ASGI, or BGTASKS_ADMIN_EVENTS says so), so that under WSGI no request is
+ * answered 501. Without it, or when the stream fails (a proxy refuses it),
+ * it asks the admin's status URL (the JSON API's
  * task list) every second, with If-None-Match, so a poll that finds nothing
  * changed costs a 304 and no body. Either way it rewrites the cells marked
  * data-bgtasks-task + data-bgtasks-field, and #bgtasks-live's
@@ -64,14 +66,12 @@
     return (Date.parse(state.updated_at) - started) / 1000 + age;
   }
 
-  function pad(number) {
-    return String(number).padStart(2, "0");
-  }
+  // Times as the server writes them: Django's DATETIME_FORMAT in the site's
+  // time zone (dates.js, with the page's json_script "bgtasks-dates").
+  let DATES = null;
 
   function formatTime(iso) {
-    const d = new Date(iso);
-    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
-      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+    return window.bgtasksDates.format(iso, DATES);
   }
 
   function sortedKeys(value) {
@@ -97,6 +97,20 @@
     }
     time.dateTime = iso;
     time.textContent = formatTime(iso);
+  }
+
+  // An id as the server writes it (admin/formats.py's id_html): it may break
+  // after each separator (. : _ /), never inside a part.
+  function setId(cell, text) {
+    text = text || "";
+    if (cell.textContent === text) return;
+    const id = document.createElement("span");
+    id.className = "bgtasks-id";
+    text.match(/[^.:_/]*[.:_/]?/g).filter(Boolean).forEach((part, index) => {
+      if (index) id.appendChild(document.createElement("wbr"));
+      id.appendChild(document.createTextNode(part));
+    });
+    cell.replaceChildren(id);
   }
 
   function setClass(cell, prefix, slug) {
@@ -128,7 +142,7 @@
       if (label) label.textContent = progressLabel(state);
     },
     owner(cell, state) {
-      cell.textContent = state.owner;
+      setId(cell, state.owner);
     },
     token(cell, state) {
       cell.textContent = String(state.token);
@@ -256,7 +270,7 @@
     }
 
     // The stream: the browser reconnects by itself (sending Last-Event-ID);
-    // a refusal at open (501 under WSGI, 403) closes it, and polling takes over.
+    // a refusal at open (a 403, a proxy's error) closes it, and polling takes over.
     function listen(eventsUrl) {
       const source = new EventSource(eventsUrl, { withCredentials: true });
       let opened = false;
@@ -307,10 +321,6 @@
     document.addEventListener("visibilitychange", () => {
       if (root.dataset.bgtasksMode === "polling" && !document.hidden && timer === null && !stopped) poll();
     });
-    // Times are written by the server in its time zone; show the browser's.
-    for (const time of document.querySelectorAll("[data-bgtasks-task] time")) {
-      time.textContent = formatTime(time.dateTime);
-    }
     const eventsUrl = root.dataset.bgtasksEvents;
     if (eventsUrl && window.EventSource) {
       listen(eventsUrl);
@@ -323,8 +333,11 @@
   function init() {
     const root = document.getElementById("bgtasks-live");
     const names = document.getElementById("bgtasks-states");
-    if (!root || !root.dataset.bgtasksPoll || !names || !window.fetch) return;
+    const dates = document.getElementById("bgtasks-dates");
+    if (!root || !root.dataset.bgtasksPoll || !names || !dates || !window.fetch) return;
+    if (!window.bgtasksDates) return;
     ({ statuses: STATUS, slugs: SLUGS } = JSON.parse(names.textContent));
+    DATES = JSON.parse(dates.textContent);
     start(root);
   }
 

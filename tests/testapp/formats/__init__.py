@@ -1,0 +1,1 @@
+"""A site's own formats (``FORMAT_MODULE_PATH``), for the admin's dates tests."""
