@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -26,14 +27,15 @@ from django_bgtasks.validation import is_finite_number
 class Lease:
     """A successful claim. ``token`` is the fencing token: pass it to every
     write, and to any other system that can check it. ``sent_at`` is when
-    this process sent the claim that won it (``time.monotonic()``): where
-    the holder's own count of the ttl starts, even after a claim that waited."""
+    this process sent the claim that won it (``time.monotonic()``; when the
+    value was made, if not given): where the holder's own count of the ttl
+    starts, even after a claim that waited."""
 
     name: str
     owner: str
     token: int
     ttl: float
-    sent_at: float = field(default=0.0, compare=False, repr=False)
+    sent_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
