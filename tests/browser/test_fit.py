@@ -128,7 +128,23 @@ def pages(filled: realistic.Filled) -> dict[str, tuple[str, str]]:
     }
 
 
+@pytest.fixture
+def test_app_tasks_only() -> None:
+    """Only the test app's tasks are registered while the pages are measured.
+    Test modules register theirs when they are imported (tests/test_admin.py's
+    name made of HTML, say), and which ones a process has imported depends on
+    what else it collected: the pages must show this test's data alone.
+    (conftest's fresh_registry puts the others back afterwards.)"""
+    from django_bgtasks.background import registry
+
+    with registry._lock:
+        for name, task in list(registry._tasks.items()):
+            if task.func.__module__ != "tests.testapp.tasks":
+                del registry._tasks[name]
+
+
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("test_app_tasks_only")
 def test_every_admin_page_fits_with_the_sidebar_open_and_closed(
     live_server: Any, make_staff: Any, page: Any
 ) -> None:
