@@ -47,12 +47,20 @@ MEASURE = """() => {
     }
     return parts.join(" > ");
   };
-  const visible = (el) => el.getClientRects().length > 0;
+  const content = document.getElementById("content");
+  // Clipped away, it is for screen readers only (Django 6's .visually-hidden
+  // headings): nothing of it is on the screen to fit.
+  const clipped = (el) => {
+    for (let e = el; e && e !== content; e = e.parentElement) {
+      if (getComputedStyle(e).clip.startsWith("rect(")) return true;
+    }
+    return false;
+  };
+  const visible = (el) => el.getClientRects().length > 0 && !clipped(el);
   const page = document.documentElement;
   if (page.scrollWidth > page.clientWidth) {
     problems.push(`the page scrolls sideways: ${page.scrollWidth} px in ${page.clientWidth} px`);
   }
-  const content = document.getElementById("content");
   for (const el of content.querySelectorAll("*")) {
     if (!visible(el)) continue;
     const style = getComputedStyle(el);
@@ -77,7 +85,7 @@ MEASURE = """() => {
   const walker = document.createTreeWalker(content, NodeFilter.SHOW_TEXT);
   while (walker.nextNode()) {
     const node = walker.currentNode;
-    if (skip.has(node.parentElement.tagName)) continue;
+    if (skip.has(node.parentElement.tagName) || !visible(node.parentElement)) continue;
     // Words, and the parts of a hyphenated one (it may wrap after a
     // hyphen, as text does), but a UUID is one word.
     for (const word of node.data.matchAll(WORDS)) {
