@@ -14,6 +14,7 @@ strings are stored as the strings Django writes for them everywhere else.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -378,12 +379,40 @@ def check_arguments(
     caller passes one more argument before these (a background task's lease,
     a Django Task's context). A callable whose signature Python can't read is
     not checked."""
-    try:
-        signature = inspect.signature(func)
-    except (TypeError, ValueError):  # some builtins and C callables
+    signature = _signature(func)
+    if signature is None:
         return
     leading = (None,) if passed_first else ()
     try:
         signature.bind(*leading, *args, **kwargs)
     except TypeError as exc:
         raise TypeError(f"task {task} can't take these arguments: {exc}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
+    """``func``'s signature, read once per function: reading it costs more
+    than binding the arguments of an enqueue to it. ``None`` for a callable
+    whose signature Python can't read (some builtins and C callables)."""
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
+def validate_pairs(items: object) -> list[tuple[list[Any], dict[str, Any]]]:
+    """The tasks of one ``enqueue_many()``: an iterable of ``(args, kwargs)``
+    pairs (``args`` a list or tuple, ``kwargs`` a dict with string keys), as
+    a list of ``(list, dict)``; a ``TypeError`` naming the first item that is
+    not one (counted from 0)."""
+    if isinstance(items, str | bytes | dict) or not hasattr(items, "__iter__"):
+        raise TypeError(f"the items must be a list of (args, kwargs) pairs, not {_kind(items)}")
+    pairs = []
+    for index, item in enumerate(items):
+        if not isinstance(item, list | tuple) or len(item) != 2:
+            raise TypeError(f"item {index} must be an (args, kwargs) pair, not {_kind(item)}")
+        try:
+            pairs.append((validate_args(item[0]), validate_kwargs(item[1])))
+        except TypeError as exc:
+            raise TypeError(f"item {index}: {exc}") from None
+    return pairs

@@ -19,6 +19,7 @@ from django_bgtasks.db.rules import (
     CLAIM_RETRY,
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
+    ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
     QUEUE_RETRY,
     RUN_COLUMNS,
@@ -230,6 +231,21 @@ STATEMENTS = Statements(
 
 
 # The queue's (Django Tasks).
+# The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
+# one statement whatever their number, stored in the order of ``rows``.
+_ENQUEUE = f"""
+    INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
+    SELECT (r.item ->> 'uuid')::uuid, %(task_path)s::text, %(backend)s::text,
+        %(queue_name)s::text, %(priority)s::integer, %(takes_context)s::boolean,
+        r.item -> 'args_kwargs', %(run_after)s::timestamptz, '{{ready}}', 0,
+        %(max_attempts)s::integer, '[]'::jsonb, '[]'::jsonb, '', 0, %(ttl)s::float8, false,
+        %(unique_key)s::text, %(active_key)s::text
+    FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, n)
+    ORDER BY r.n
+    ON CONFLICT (active_key) DO NOTHING
+    RETURNING uuid, enqueued_at
+"""
+
 QUEUE = QueueStatements(
     claim=f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
@@ -312,6 +328,7 @@ QUEUE = QueueStatements(
         RETURNING uuid
     """,
     retry=QUEUE_RETRY,
+    enqueue=_ENQUEUE,
 )
 
 

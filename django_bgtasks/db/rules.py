@@ -168,6 +168,22 @@ CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_co
     args_kwargs, run_after, enqueued_at, started_at, last_attempted_at, attempts,
     max_attempts, worker_ids, token, ttl"""
 
+# What an enqueue inserts, in this order on every vendor (its INSERT ... SELECT
+# pairs columns by position). Each row of the one statement is a task of the
+# same ``Task``: its scalar parameters are the task's (``task_path``,
+# ``backend``, ``queue_name``, ``priority``, ``takes_context``, ``run_after``,
+# ``max_attempts``, ``ttl``, ``unique_key``, ``active_key``), and ``rows`` is
+# the JSON text of a list of ``{"uuid": <32 hex digits>, "args_kwargs":
+# {"args": [...], "kwargs": {...}}}``, one object a task, stored in that order
+# (``seq`` rises with it). The other columns are a new task's: ``READY``, no
+# attempt, no lease; ``enqueued_at`` is the column's default, the database's
+# clock. A row whose ``active_key`` another ready or running task holds is not
+# stored (ON CONFLICT DO NOTHING: no error, so no savepoint in the caller's
+# transaction); the rows stored are handed back, ``uuid`` and ``enqueued_at``.
+ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_context,
+    args_kwargs, run_after, status, attempts, max_attempts, worker_ids, errors, owner,
+    token, ttl, cancel_requested, unique_key, active_key"""
+
 # The statuses, as the templates name them: {ready}, {running}, ...
 STATUSES = {status.name.lower(): status.value for status in QueueStatus}
 
@@ -208,3 +224,6 @@ class QueueStatements:
     ended: str
     give_back: str
     retry: str
+    # The backend's enqueue() and enqueue_many(), in the caller's transaction
+    # (ENQUEUE_COLUMNS says what it takes).
+    enqueue: str

@@ -20,6 +20,7 @@ from django_bgtasks.db.rules import (
     CLAIM_RETRY,
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
+    ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
     QUEUE_RETRY,
     SKIP_SLOT,
@@ -198,6 +199,21 @@ STATEMENTS = Statements(
 # The queue's (Django Tasks).
 _LIVE = f"{_AGE} <= ttl"
 
+# The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
+# one statement whatever their number, stored in the order of ``rows``. (The
+# WHERE is SQLite's rule for an INSERT ... SELECT with an ON CONFLICT clause.)
+_ENQUEUE = f"""
+    INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
+    SELECT json_extract(value, '$.uuid'), %(task_path)s, %(backend)s, %(queue_name)s,
+        %(priority)s, %(takes_context)s, json_extract(value, '$.args_kwargs'), %(run_after)s,
+        '{{ready}}', 0, %(max_attempts)s, '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s,
+        %(active_key)s
+    FROM json_each(%(rows)s) WHERE true
+    ORDER BY key
+    ON CONFLICT (active_key) DO NOTHING
+    RETURNING uuid, enqueued_at
+"""
+
 QUEUE = QueueStatements(
     claim=f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s, token = token + 1,
@@ -272,6 +288,7 @@ QUEUE = QueueStatements(
         RETURNING uuid
     """,
     retry=QUEUE_RETRY,
+    enqueue=_ENQUEUE,
 )
 
 

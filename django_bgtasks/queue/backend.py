@@ -36,23 +36,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, connections
 
 from django_bgtasks import compat, limits
 from django_bgtasks.conf import conf
 from django_bgtasks.db.vendors import QUEUE_VENDORS
 from django_bgtasks.queue.execute import result_from_row
-from django_bgtasks.validation import check_arguments, validate_ttl
+from django_bgtasks.validation import check_arguments, validate_pairs, validate_ttl
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.manager import QueueManager
 
 __all__ = ["LeaseBackend", "LeaseTask"]
 
@@ -111,22 +114,63 @@ class LeaseBackend(compat.BaseTaskBackend):
             )
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
-        """Store ``task`` with its arguments (in the caller's transaction, if
-        any, on ``BGTASKS_DATABASE``); the ``TaskResult`` is ``READY``.
-        Arguments the function can't take, or JSON can't encode, are a
-        ``TypeError``, with nothing stored."""
+        """Store ``task`` with its arguments, in one statement (in the
+        caller's transaction, if any, on ``BGTASKS_DATABASE``); the
+        ``TaskResult`` is ``READY``. Arguments the function can't take, or
+        JSON can't encode, are a ``TypeError``, with nothing stored."""
+        return self._enqueue(task, [(args, kwargs)], numbered=False)[0]
+
+    def enqueue_many(
+        self, task: Any, items: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[Any]:
+        """Store one task of ``task`` for each ``(args, kwargs)`` pair of
+        ``items``, in one statement whatever their number, and return their
+        ``TaskResult`` in the same order. Each is as ``enqueue()`` would
+        store it, one after the other, in the caller's transaction if any:
+        ``task_enqueued`` is sent for each task stored, and a unique task is
+        stored once (every item's result is then that task's: the one ready
+        or running already, else the first item's). An item that is no
+        ``(args, kwargs)`` pair, or whose arguments the function can't take
+        or JSON can't encode, is a ``TypeError`` naming it (counted from 0),
+        with nothing stored. On PostgreSQL the workers are woken once, not
+        once per task."""
+        return self._enqueue(task, validate_pairs(items), numbered=True)
+
+    async def aenqueue_many(
+        self, task: Any, items: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[Any]:
+        """:meth:`enqueue_many` from async code (as Django's ``aenqueue()``)."""
+        return await sync_to_async(self.enqueue_many, thread_sensitive=True)(task, items)
+
+    def _enqueue(
+        self,
+        task: Any,
+        pairs: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+        *,
+        numbered: bool,
+    ) -> list[Any]:
         self.validate_task(task)
-        # Refused now, with the reason, not after every attempt of the run.
-        check_arguments(
-            task.func, args, kwargs, passed_first=task.takes_context, task=repr(task.module_path)
-        )
-        arguments = {"args": list(args), "kwargs": dict(kwargs)}
-        try:
-            json.dumps(arguments, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"the arguments of task {task.module_path!r} must be JSON-encodable: {exc}"
-            ) from None
+        objects = self._objects()
+        name = repr(task.module_path)
+        for index, (args, kwargs) in enumerate(pairs):
+            # Refused now, with the reason, not after every attempt of the run.
+            try:
+                check_arguments(
+                    task.func, args, kwargs, passed_first=task.takes_context, task=name
+                )
+            except TypeError as exc:
+                raise TypeError(f"item {index}: {exc}" if numbered else str(exc)) from None
+        if not pairs:
+            return []
+        ids = [uuid.uuid4() for _ in pairs]
+        rows = [
+            {"uuid": id_.hex, "args_kwargs": {"args": list(args), "kwargs": dict(kwargs)}}
+            for id_, (args, kwargs) in zip(ids, pairs, strict=True)
+        ]
+        text = _encoded(rows, name, numbered=numbered)
+        # What the database stores and get_result() reads back (a tuple
+        # becomes a list): the results say the same from the start.
+        arguments = [row["args_kwargs"] for row in json.loads(text)]
         key = getattr(task, "unique_key", None)
         fields = {
             "task_path": task.module_path,
@@ -134,30 +178,64 @@ class LeaseBackend(compat.BaseTaskBackend):
             "queue_name": task.queue_name,
             "priority": task.priority,
             "takes_context": task.takes_context,
-            "args_kwargs": arguments,
             "run_after": task.run_after,
             "max_attempts": self._max_attempts(),
             "ttl": validate_ttl(self.ttl),
             "unique_key": key or "",
             "active_key": key,
         }
-        rows = self._rows()
         if key is None:
-            return self._enqueued(result_from_row(rows.create(uuid=uuid.uuid4(), **fields)))
-        # A unique task: the unique index on active_key (the key while ready
-        # or running) decides, also between processes; the savepoint keeps
-        # the caller's transaction usable.
+            enqueued = objects.enqueue(fields, text)
+            results = [
+                self._ready(task, id_, enqueued[id_.hex], stored)
+                for id_, stored in zip(ids, arguments, strict=True)
+            ]
+            for result in results:
+                self._enqueued(result)
+            return results
+        # A unique task: stored once, as the first item. The unique index on
+        # active_key (the key while ready or running) decides, also between
+        # processes; a conflict stores nothing and raises nothing, so the
+        # caller's transaction goes on without a savepoint.
+        first = json.dumps(rows[:1])
         for _ in range(3):
-            try:
-                with transaction.atomic(using=conf.DATABASE):
-                    created = rows.create(uuid=uuid.uuid4(), **fields)
-                return self._enqueued(result_from_row(created))
-            except IntegrityError:
-                existing = rows.filter(active_key=key).first()
-                if existing is not None:
-                    return result_from_row(existing)
-                # It finished between the insert and the read: insert again.
+            if enqueued := objects.enqueue(fields, first):
+                result = self._enqueued(
+                    self._ready(task, ids[0], enqueued[ids[0].hex], arguments[0])
+                )
+                return [
+                    result,
+                    *(
+                        self._ready(task, ids[0], result.enqueued_at, arguments[0])
+                        for _ in pairs[1:]
+                    ),
+                ]
+            existing = self._rows().filter(active_key=key).first()
+            if existing is not None:
+                return [result_from_row(existing) for _ in pairs]
+            # It finished between the insert and the read: insert again.
         raise IntegrityError(f"could not enqueue unique task {key!r}")
+
+    def _ready(
+        self, task: Any, id_: uuid.UUID, enqueued_at: Any, arguments: dict[str, Any]
+    ) -> Any:
+        """The ``TaskResult`` of a task just stored (as result_from_row() would read it)."""
+        result: Any = compat.TaskResult(
+            task=task,
+            id=str(id_),
+            status=compat.TaskResultStatus.READY,
+            enqueued_at=enqueued_at,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=list(arguments["args"]),
+            kwargs=dict(arguments["kwargs"]),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        object.__setattr__(result, "_return_value", None)
+        return result
 
     def _enqueued(self, result: Any) -> Any:
         compat.task_enqueued.send(sender=type(self), task_result=result)
@@ -177,10 +255,14 @@ class LeaseBackend(compat.BaseTaskBackend):
         return result_from_row(row)
 
     def _rows(self) -> QuerySet[QueuedTask]:
-        """The queue's rows on ``BGTASKS_DATABASE``. The models are imported
-        here, not at the top: Django's Tasks framework imports the backend
-        even where this app is not installed, and importing them there raises
-        a RuntimeError that says nothing of the fix (bgtasks.E018)."""
+        """The queue's rows on ``BGTASKS_DATABASE``."""
+        return self._objects().using(conf.DATABASE)
+
+    def _objects(self) -> QueueManager:
+        """``QueuedTask.objects``. The models are imported here, not at the
+        top: Django's Tasks framework imports the backend even where this app
+        is not installed, and importing them there raises a RuntimeError that
+        says nothing of the fix (bgtasks.E018)."""
         if not apps.is_installed("django_bgtasks"):
             raise ImproperlyConfigured(
                 f"{self._where()} is django_bgtasks.backend.LeaseBackend, but "
@@ -189,7 +271,7 @@ class LeaseBackend(compat.BaseTaskBackend):
             )
         from django_bgtasks.models import QueuedTask
 
-        return QueuedTask.objects.using(conf.DATABASE)
+        return QueuedTask.objects
 
     def _where(self) -> str:
         return f"TASKS[{self.alias!r}]"
@@ -256,3 +338,21 @@ class LeaseBackend(compat.BaseTaskBackend):
                 f"{limits.MAX_ATTEMPTS}, not {value!r}"
             )
         return value
+
+
+def _encoded(rows: list[dict[str, Any]], task: str, *, numbered: bool) -> str:
+    """``rows`` as the JSON text the enqueue statement takes; a ``TypeError``
+    naming the first item whose arguments JSON can't encode."""
+    try:
+        return json.dumps(rows, allow_nan=False)
+    except (TypeError, ValueError):
+        pass
+    for index, row in enumerate(rows):
+        try:
+            json.dumps(row, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            item = f"item {index}: " if numbered else ""
+            raise TypeError(
+                f"{item}the arguments of task {task} must be JSON-encodable: {exc}"
+            ) from None
+    raise AssertionError("unreachable")  # pragma: no cover

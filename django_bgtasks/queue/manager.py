@@ -1,7 +1,8 @@
 """The Django Tasks queue's operations: ``QueuedTask.objects``.
 
-``enqueue()`` is an ORM insert on the ``BGTASKS_DATABASE`` alias, so it joins
-the caller's transaction (a rolled-back view enqueues nothing). The workers'
+``enqueue()`` is one statement on the ``BGTASKS_DATABASE`` alias, whatever
+the number of tasks, that joins the caller's transaction (a rolled-back view
+enqueues nothing). The workers'
 operations (claim, renew, finish, ended, give_back, recover) and the
 operator's cancel and retry are one statement each from
 :mod:`django_bgtasks.db`, in autocommit, and
@@ -20,7 +21,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, connections, models
+from django.db import IntegrityError, connections, models, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
@@ -142,6 +143,36 @@ class QueueManager(models.Manager["QueuedTask"]):
     def finished_before(self, days: float) -> QueueQuerySet:
         """See :meth:`QueueQuerySet.finished_before`."""
         return self.get_queryset().finished_before(days)
+
+    # --- the backend's --------------------------------------------------------------
+
+    def enqueue(self, task: Mapping[str, Any], rows: str) -> dict[str, dt.datetime | None]:
+        """Store the tasks of ``rows`` (JSON text: ``db.rules.ENQUEUE_COLUMNS``
+        says what it holds), each with the columns of ``task`` (``task_path``,
+        ``backend``, ..., ``active_key``), in one statement that joins the
+        caller's transaction on ``BGTASKS_DATABASE``: the backend's enqueue is
+        not durable on return, it commits or rolls back with the caller's work.
+        The ``uuid`` (32 hex digits) and ``enqueued_at`` of each task stored: a
+        unique task whose key another ready or running task holds is not."""
+        connection = self._connection()
+        params = {
+            **task,
+            "run_after": connection.ops.adapt_datetimefield_value(task["run_after"]),
+            "rows": rows,
+        }
+        # As the ORM's save() does: an error inside the caller's atomic()
+        # marks it for rollback (PostgreSQL has aborted its transaction).
+        with transaction.mark_for_rollback_on_error(using=connection.alias):
+            stored = vendors.read(connection, self._statements, "enqueue", params)
+        # One statement's rows share their enqueued_at: parsed once (SQLite's is text).
+        times: dict[Any, dt.datetime | None] = {}
+        enqueued = {}
+        for row in stored:
+            at = row["enqueued_at"]
+            if at not in times:
+                times[at] = as_datetime(at)
+            enqueued[_hex(row["uuid"])] = times[at]
+        return enqueued
 
     # --- the worker's statements ------------------------------------------------
 
@@ -283,3 +314,9 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"
         return vendors.write(self._connection(), operation, self._statements, statement, params)
+
+
+def _hex(value: Any) -> str:
+    """A ``uuid`` column's value as 32 hex digits: PostgreSQL's is a UUID,
+    SQLite stores the digits (as Django does)."""
+    return value.hex if isinstance(value, uuid.UUID) else str(value).replace("-", "")

@@ -208,6 +208,7 @@ QUEUE_READ_BY_NAME = {
     "cancel": {"status"},
     "give_back": {"uuid"},
     "retry": {"status"},
+    "enqueue": {"uuid", "enqueued_at"},
 }
 
 
