@@ -14,10 +14,12 @@
 For ``django.tasks`` (Django 6.x) and the ``django-tasks`` backport (Django
 5.2, the ``tasks`` extra), through :mod:`django_bgtasks.compat`.
 ``enqueue()`` inserts a ``QueuedTask`` row on the ``BGTASKS_DATABASE`` alias
-with the ORM, so inside the caller's ``transaction.atomic()`` on that alias
-it commits or rolls back with the caller's work. ``manage.py bgtasks worker``
-runs the rows (:mod:`django_bgtasks.queue.execute`); ``get_result()`` reads them
-back. Options:
+in one statement, so inside the caller's ``transaction.atomic()`` on that
+alias it commits or rolls back with the caller's work; ``enqueue_many()``
+inserts any number of tasks of one ``Task`` in one statement too
+(:mod:`django_bgtasks.queue.enqueue`). ``manage.py bgtasks worker`` runs the
+rows (:mod:`django_bgtasks.queue.execute`); ``get_result()`` reads them back.
+Options:
 
 * ``MAX_ATTEMPTS`` (default 1): runs of a task before it ends ``FAILED``; a
   run that raised, or whose worker was lost (no heartbeat within the ttl), is
@@ -34,7 +36,6 @@ progress, ``check()`` for an operator's cancel), with or without
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -43,13 +44,14 @@ from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, connections
+from django.db import connections
 
 from django_bgtasks import compat, limits
 from django_bgtasks.conf import conf
 from django_bgtasks.db.vendors import QUEUE_VENDORS
+from django_bgtasks.queue.enqueue import Pairs, store
 from django_bgtasks.queue.execute import result_from_row
-from django_bgtasks.validation import check_arguments, validate_pairs, validate_ttl
+from django_bgtasks.validation import validate_pairs, validate_ttl
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -133,7 +135,13 @@ class LeaseBackend(compat.BaseTaskBackend):
         ``(args, kwargs)`` pair, or whose arguments the function can't take
         or JSON can't encode, is a ``TypeError`` naming it (counted from 0),
         with nothing stored. On PostgreSQL the workers are woken once, not
-        once per task."""
+        once per task. A ``task`` of another backend is an ``InvalidTask``:
+        call ``task.get_backend().enqueue_many(task, items)``."""
+        if getattr(task, "backend", self.alias) != self.alias:
+            raise compat.InvalidTask(
+                f"task {task.module_path!r} is enqueued on backend {task.backend!r}, not on "
+                f"{self.alias!r}: call task.get_backend().enqueue_many(task, items)"
+            )
         return self._enqueue(task, validate_pairs(items), numbered=True)
 
     async def aenqueue_many(
@@ -142,104 +150,16 @@ class LeaseBackend(compat.BaseTaskBackend):
         """:meth:`enqueue_many` from async code (as Django's ``aenqueue()``)."""
         return await sync_to_async(self.enqueue_many, thread_sensitive=True)(task, items)
 
-    def _enqueue(
-        self,
-        task: Any,
-        pairs: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
-        *,
-        numbered: bool,
-    ) -> list[Any]:
+    def _enqueue(self, task: Any, pairs: Pairs, *, numbered: bool) -> list[Any]:
         self.validate_task(task)
-        objects = self._objects()
-        name = repr(task.module_path)
-        for index, (args, kwargs) in enumerate(pairs):
-            # Refused now, with the reason, not after every attempt of the run.
-            try:
-                check_arguments(
-                    task.func, args, kwargs, passed_first=task.takes_context, task=name
-                )
-            except TypeError as exc:
-                raise TypeError(f"item {index}: {exc}" if numbered else str(exc)) from None
-        if not pairs:
-            return []
-        ids = [uuid.uuid4() for _ in pairs]
-        rows = [
-            {"uuid": id_.hex, "args_kwargs": {"args": list(args), "kwargs": dict(kwargs)}}
-            for id_, (args, kwargs) in zip(ids, pairs, strict=True)
-        ]
-        text = _encoded(rows, name, numbered=numbered)
-        # What the database stores and get_result() reads back (a tuple
-        # becomes a list): the results say the same from the start.
-        arguments = [row["args_kwargs"] for row in json.loads(text)]
-        key = getattr(task, "unique_key", None)
-        fields = {
-            "task_path": task.module_path,
+        options = {
             "backend": self.alias,
-            "queue_name": task.queue_name,
-            "priority": task.priority,
-            "takes_context": task.takes_context,
-            "run_after": task.run_after,
             "max_attempts": self._max_attempts(),
             "ttl": validate_ttl(self.ttl),
-            "unique_key": key or "",
-            "active_key": key,
         }
-        if key is None:
-            enqueued = objects.enqueue(fields, text)
-            results = [
-                self._ready(task, id_, enqueued[id_.hex], stored)
-                for id_, stored in zip(ids, arguments, strict=True)
-            ]
-            for result in results:
-                self._enqueued(result)
-            return results
-        # A unique task: stored once, as the first item. The unique index on
-        # active_key (the key while ready or running) decides, also between
-        # processes; a conflict stores nothing and raises nothing, so the
-        # caller's transaction goes on without a savepoint.
-        first = json.dumps(rows[:1])
-        for _ in range(3):
-            if enqueued := objects.enqueue(fields, first):
-                result = self._enqueued(
-                    self._ready(task, ids[0], enqueued[ids[0].hex], arguments[0])
-                )
-                return [
-                    result,
-                    *(
-                        self._ready(task, ids[0], result.enqueued_at, arguments[0])
-                        for _ in pairs[1:]
-                    ),
-                ]
-            existing = self._rows().filter(active_key=key).first()
-            if existing is not None:
-                return [result_from_row(existing) for _ in pairs]
-            # It finished between the insert and the read: insert again.
-        raise IntegrityError(f"could not enqueue unique task {key!r}")
-
-    def _ready(
-        self, task: Any, id_: uuid.UUID, enqueued_at: Any, arguments: dict[str, Any]
-    ) -> Any:
-        """The ``TaskResult`` of a task just stored (as result_from_row() would read it)."""
-        result: Any = compat.TaskResult(
-            task=task,
-            id=str(id_),
-            status=compat.TaskResultStatus.READY,
-            enqueued_at=enqueued_at,
-            started_at=None,
-            finished_at=None,
-            last_attempted_at=None,
-            args=list(arguments["args"]),
-            kwargs=dict(arguments["kwargs"]),
-            backend=self.alias,
-            errors=[],
-            worker_ids=[],
+        return store(
+            self._objects(), task, pairs, options=options, sender=type(self), numbered=numbered
         )
-        object.__setattr__(result, "_return_value", None)
-        return result
-
-    def _enqueued(self, result: Any) -> Any:
-        compat.task_enqueued.send(sender=type(self), task_result=result)
-        return result
 
     def get_result(self, result_id: str) -> Any:
         """The ``TaskResult`` of ``result_id``, as the database holds it now."""
@@ -338,21 +258,3 @@ class LeaseBackend(compat.BaseTaskBackend):
                 f"{limits.MAX_ATTEMPTS}, not {value!r}"
             )
         return value
-
-
-def _encoded(rows: list[dict[str, Any]], task: str, *, numbered: bool) -> str:
-    """``rows`` as the JSON text the enqueue statement takes; a ``TypeError``
-    naming the first item whose arguments JSON can't encode."""
-    try:
-        return json.dumps(rows, allow_nan=False)
-    except (TypeError, ValueError):
-        pass
-    for index, row in enumerate(rows):
-        try:
-            json.dumps(row, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            item = f"item {index}: " if numbered else ""
-            raise TypeError(
-                f"{item}the arguments of task {task} must be JSON-encodable: {exc}"
-            ) from None
-    raise AssertionError("unreachable")  # pragma: no cover

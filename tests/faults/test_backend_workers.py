@@ -275,6 +275,28 @@ def test_a_unique_task_enqueued_50_times_at_once_by_5_processes_runs_once(
     assert lines(record) and [line.split()[0] for line in lines(record)] == ["once"]
 
 
+def test_a_batch_enqueued_in_one_statement_runs_exactly_once_on_3_workers(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    """``enqueue_many()`` while the workers idle: 600 tasks in one statement
+    (one wake-up on PostgreSQL), each run once, every row ends SUCCESSFUL."""
+    from django_bgtasks.models import QueuedTask
+
+    record = tmp_path / "record"
+    for _ in range(3):
+        workers.start("--queue", "default", "--concurrency", "4")
+    backend = djtasks.record.get_backend()
+    items = [((str(record), f"k{n}"), {}) for n in range(600)]
+    ids = [result.id for result in backend.enqueue_many(djtasks.record, items)]  # type: ignore[attr-defined]
+    wait_until("600 runs", lambda: len(lines(record)) >= 600, timeout=120)
+    time.sleep(0.5)  # a run twice would show now
+    workers.stop_all()
+    keys = Counter(line.split()[0] for line in lines(record))
+    assert len(keys) == 600 and set(keys.values()) == {1}, keys.most_common(3)
+    rows = QueuedTask.objects.using(tasks_alias).values_list("uuid", "status")
+    assert {str(uuid): status for uuid, status in rows} == dict.fromkeys(ids, SUCCESSFUL)
+
+
 # --- exactly once through database faults ----------------------------------------
 # Workers whose connections break mid-drain, with the lease's default ttl (120 s)
 # and three attempts: a run whose finish or claim reply was lost must be found
