@@ -19,7 +19,7 @@ import inspect
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeGuard
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -367,7 +367,7 @@ def arguments_from_json(text: str) -> tuple[list[Any], dict[str, Any]]:
 def check_arguments(
     func: Callable[..., Any],
     args: Sequence[Any],
-    kwargs: dict[str, Any],
+    kwargs: Mapping[str, Any],
     *,
     passed_first: bool,
     task: str,
@@ -400,19 +400,28 @@ def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
-def validate_pairs(items: object) -> list[tuple[list[Any], dict[str, Any]]]:
+def validate_pairs(items: object) -> list[tuple[Sequence[Any], dict[str, Any]]]:
     """The tasks of one ``enqueue_many()``: an iterable of ``(args, kwargs)``
     pairs (``args`` a list or tuple, ``kwargs`` a dict with string keys), as
-    a list of ``(list, dict)``; a ``TypeError`` naming the first item that is
-    not one (counted from 0)."""
+    a list; a ``TypeError`` naming the first item that is not one (counted
+    from 0)."""
     if isinstance(items, str | bytes | dict) or not hasattr(items, "__iter__"):
         raise TypeError(f"the items must be a list of (args, kwargs) pairs, not {_kind(items)}")
-    pairs = []
+    pairs: list[tuple[Sequence[Any], dict[str, Any]]] = []
     for index, item in enumerate(items):
         if not isinstance(item, list | tuple) or len(item) != 2:
             raise TypeError(f"item {index} must be an (args, kwargs) pair, not {_kind(item)}")
-        try:
-            pairs.append((validate_args(item[0]), validate_kwargs(item[1])))
-        except TypeError as exc:
-            raise TypeError(f"item {index}: {exc}") from None
+        args, kwargs = item
+        # The usual pair at once (a batch may hold 10,000); any other through
+        # the validators, for their conversions and their messages.
+        if type(args) is not tuple or type(kwargs) is not dict or not _str_keys(kwargs):
+            try:
+                args, kwargs = validate_args(args), validate_kwargs(kwargs)
+            except TypeError as exc:
+                raise TypeError(f"item {index}: {exc}") from None
+        pairs.append((args, kwargs))
     return pairs
+
+
+def _str_keys(mapping: dict[Any, Any]) -> bool:
+    return all(type(key) is str for key in mapping)

@@ -243,7 +243,8 @@ _ENQUEUE = f"""
     FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, n)
     ORDER BY r.n
     ON CONFLICT (active_key) DO NOTHING
-    RETURNING uuid, enqueued_at
+    RETURNING replace(uuid::text, '-', '') AS uuid,
+        to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS enqueued_at
 """
 
 QUEUE = QueueStatements(

@@ -179,7 +179,10 @@ CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_co
 # attempt, no lease; ``enqueued_at`` is the column's default, the database's
 # clock. A row whose ``active_key`` another ready or running task holds is not
 # stored (ON CONFLICT DO NOTHING: no error, so no savepoint in the caller's
-# transaction); the rows stored are handed back, ``uuid`` and ``enqueued_at``.
+# transaction). Each row stored is handed back as text, alike on every vendor
+# and cheap to read 10,000 times: ``uuid`` in 32 hex digits (as SQLite holds
+# it) and ``enqueued_at`` in UTC, "YYYY-MM-DD HH:MM:SS.ffffff" (or fewer
+# digits), which the rows of one statement share, so it is parsed once.
 ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_context,
     args_kwargs, run_after, status, attempts, max_attempts, worker_ids, errors, owner,
     token, ttl, cancel_requested, unique_key, active_key"""

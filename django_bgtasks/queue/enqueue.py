@@ -58,12 +58,19 @@ def store(
     arguments the function can't take or JSON can't encode, before any SQL;
     with ``numbered`` its message names the item (counted from 0)."""
     name = repr(task.module_path)
+    # Refused now, with the reason, not after every attempt of the run. Whether
+    # the arguments bind depends on their number and keywords, not on their
+    # values: each shape is bound once.
+    shapes = set()
     for index, (args, kwargs) in enumerate(pairs):
-        # Refused now, with the reason, not after every attempt of the run.
+        shape = (len(args), *kwargs)
+        if shape in shapes:
+            continue
         try:
             check_arguments(task.func, args, kwargs, passed_first=task.takes_context, task=name)
         except TypeError as exc:
             raise TypeError(f"item {index}: {exc}" if numbered else str(exc)) from None
+        shapes.add(shape)
     if not pairs:
         return []
     ids = [uuid.uuid4() for _ in pairs]

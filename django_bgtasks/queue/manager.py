@@ -152,8 +152,9 @@ class QueueManager(models.Manager["QueuedTask"]):
         ``backend``, ..., ``active_key``), in one statement that joins the
         caller's transaction on ``BGTASKS_DATABASE``: the backend's enqueue is
         not durable on return, it commits or rolls back with the caller's work.
-        The ``uuid`` (32 hex digits) and ``enqueued_at`` of each task stored: a
-        unique task whose key another ready or running task holds is not."""
+        The ``enqueued_at`` of each task stored, by its ``uuid`` in 32 hex
+        digits: a unique task whose key another ready or running task holds
+        is not stored."""
         connection = self._connection()
         params = {
             **task,
@@ -164,14 +165,14 @@ class QueueManager(models.Manager["QueuedTask"]):
         # marks it for rollback (PostgreSQL has aborted its transaction).
         with transaction.mark_for_rollback_on_error(using=connection.alias):
             stored = vendors.read(connection, self._statements, "enqueue", params)
-        # One statement's rows share their enqueued_at: parsed once (SQLite's is text).
-        times: dict[Any, dt.datetime | None] = {}
+        # UTC text, which one statement's rows share: each time parsed once.
+        times: dict[str, dt.datetime | None] = {}
         enqueued = {}
         for row in stored:
             at = row["enqueued_at"]
             if at not in times:
                 times[at] = as_datetime(at)
-            enqueued[_hex(row["uuid"])] = times[at]
+            enqueued[row["uuid"]] = times[at]
         return enqueued
 
     # --- the worker's statements ------------------------------------------------
@@ -314,9 +315,3 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"
         return vendors.write(self._connection(), operation, self._statements, statement, params)
-
-
-def _hex(value: Any) -> str:
-    """A ``uuid`` column's value as 32 hex digits: PostgreSQL's is a UUID,
-    SQLite stores the digits (as Django does)."""
-    return value.hex if isinstance(value, uuid.UUID) else str(value).replace("-", "")

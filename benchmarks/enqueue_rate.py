@@ -1,0 +1,185 @@
+"""Enqueue rates: LeaseBackend's ``enqueue()`` and ``enqueue_many()`` next to
+django-tasks-db's ``enqueue()``, on the same PostgreSQL in the same run.
+
+Each variant stores no-op tasks from this process through Django's public
+Tasks API, on one connection Django keeps open (as a web process does
+between requests within ``CONN_MAX_AGE``, and a script always does), each
+call in autocommit: its own durable commit.
+
+* ``enqueue()``, ours and django-tasks-db's: ``--singles`` calls, one task each;
+* ``enqueue_many()`` (ours; django-tasks-db has none): batches of 1,000 and
+  of 10,000 tasks, ``--bulk`` tasks in all for each size.
+
+Rounds alternate the order of the variants, so drift in the machine's load
+hits them alike; both tables are emptied before each variant. The figure is
+the median of the rounds, in tasks a second, with its ratio to
+django-tasks-db's ``enqueue()``; ``client CPU`` is this process's CPU time per
+task (``time.process_time()``), the rest of the time is the database's and the
+wait for its commit.
+
+Usage (an embedded PostgreSQL is started unless a DSN is given):
+
+    .venv/bin/python benchmarks/enqueue_rate.py [--dsn URL] [--rounds 5] [--singles 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+from benchmarks.site import server_for  # noqa: E402
+
+TABLES = ("django_bgtasks_queuedtask", "django_tasks_database_dbtaskresult")
+BATCHES = (1_000, 10_000)
+
+
+def setup_django(dsn: str) -> None:
+    """Both backends on ``dsn``: ``bgtasks`` (ours) and ``db`` (django-tasks-db's)."""
+    import dj_database_url
+    import django
+    from django.conf import settings
+
+    settings.configure(
+        INSTALLED_APPS=[
+            "django.contrib.contenttypes",
+            "django.contrib.auth",
+            "django_bgtasks",
+            "django_tasks_db",
+        ],
+        DATABASES={"default": dj_database_url.parse(dsn)},
+        USE_TZ=True,
+        TASKS={
+            "default": {"BACKEND": "django_bgtasks.backend.LeaseBackend"},
+            "bgtasks": {"BACKEND": "django_bgtasks.backend.LeaseBackend"},
+            "db": {"BACKEND": "django_tasks_db.DatabaseBackend"},
+        },
+        LOGGING={"version": 1, "root": {"level": "WARNING"}},
+    )
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def variants(singles: int, bulk: int) -> dict[str, tuple[int, Callable[[], object]]]:
+    """Each variant: how many tasks it stores, and the work that stores them."""
+    import throughput_tasks
+
+    ours, theirs = throughput_tasks.noop_bgtasks, throughput_tasks.noop_db
+    backend: Any = ours.get_backend()
+
+    def single(task: Any) -> Callable[[], object]:
+        def work() -> None:
+            for _ in range(singles):
+                task.enqueue()
+
+        return work
+
+    def many(size: int) -> Callable[[], object]:
+        items = [((), {})] * size
+
+        def work() -> None:
+            for _ in range(max(1, bulk // size)):
+                backend.enqueue_many(ours, items)
+
+        return work
+
+    found: dict[str, tuple[int, Callable[[], object]]] = {
+        "LeaseBackend enqueue()": (singles, single(ours)),
+        "django-tasks-db enqueue()": (singles, single(theirs)),
+    }
+    for size in BATCHES:
+        found[f"LeaseBackend enqueue_many({size:,})"] = (max(1, bulk // size) * size, many(size))
+    return found
+
+
+def empty() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(TABLES)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--singles", type=int, default=1000, help="enqueue() calls per round")
+    parser.add_argument("--bulk", type=int, default=20_000, help="tasks per batch size per round")
+    args = parser.parse_args()
+    args.dsn, server = server_for(args.dsn)
+    try:
+        setup_django(args.dsn)
+        run(args)
+    finally:
+        if server is not None:
+            server.cleanup()
+
+
+def run(args: argparse.Namespace) -> None:
+    from importlib.metadata import version as installed
+
+    import django
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT version()")
+        server_version = cursor.fetchone()[0].split(" on ")[0]
+    print(
+        f"{server_version}; Django {django.get_version()}, django-tasks-db "
+        f"{installed('django-tasks-db')}; {os.cpu_count()} CPUs; "
+        f"load average {os.getloadavg()[0]:.1f} at the start"
+    )
+    print(
+        f"{args.singles} enqueue() calls and {args.bulk:,} tasks per batch size per round, "
+        f"{args.rounds} alternating rounds, median\n"
+    )
+    work = variants(args.singles, args.bulk)
+    for _count, store in work.values():  # warm: imports, connections, prepared statements
+        store()
+    rates: dict[str, list[float]] = {label: [] for label in work}
+    cpu: dict[str, list[float]] = {label: [] for label in work}
+    order = list(work)
+    for round_ in range(args.rounds):
+        for label in order if round_ % 2 else order[::-1]:
+            count, store = work[label]
+            empty()
+            started, started_cpu = time.perf_counter(), time.process_time()
+            store()
+            took, took_cpu = time.perf_counter() - started, time.process_time() - started_cpu
+            rates[label].append(count / took)
+            cpu[label].append(took_cpu / count * 1e6)
+    empty()
+    theirs = statistics.median(rates["django-tasks-db enqueue()"])
+    ours = statistics.median(rates["LeaseBackend enqueue()"])
+    print(
+        f"{'':<36}{'tasks/s':>9}  {'client CPU':>12}  {'vs theirs':>9}  {'vs our enqueue()':>16}"
+    )
+    for label in work:
+        rate = statistics.median(rates[label])
+        print(
+            f"{label:<36}{rate:>9,.0f}  {statistics.median(cpu[label]):>7.1f} us/t  "
+            f"{rate / theirs:>8.2f}x  {rate / ours:>15.2f}x"
+        )
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    print(
+        "rounds (tasks/s):",
+        json.dumps({label: [round(r) for r in v] for label, v in rates.items()}),
+    )
+
+
+if __name__ == "__main__":
+    main()
