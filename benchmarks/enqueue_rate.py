@@ -38,12 +38,15 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-from benchmarks.site import server_for  # noqa: E402
+from benchmarks.site import alternating, server_for  # noqa: E402
 
 TABLES = ("django_bgtasks_queuedtask", "django_tasks_database_dbtaskresult")
 BATCHES = (1_000, 10_000)
 
 
+# Alike tasks_throughput.py's settings, as that one was (it now configures every
+# peer, from a Python 3.12+ environment): this needs django-tasks-db alone,
+# which the project's .venv has.
 def setup_django(dsn: str) -> None:
     """Both backends on ``dsn``: ``bgtasks`` (ours) and ``db`` (django-tasks-db's)."""
     import dj_database_url
@@ -152,16 +155,14 @@ def run(args: argparse.Namespace) -> None:
         store()
     rates: dict[str, list[float]] = {label: [] for label in work}
     cpu: dict[str, list[float]] = {label: [] for label in work}
-    order = list(work)
-    for round_ in range(args.rounds):
-        for label in order if round_ % 2 else order[::-1]:
-            count, store = work[label]
-            empty()
-            started, started_cpu = time.perf_counter(), time.process_time()
-            store()
-            took, took_cpu = time.perf_counter() - started, time.process_time() - started_cpu
-            rates[label].append(count / took)
-            cpu[label].append(took_cpu / count * 1e6)
+    for label in alternating(list(work), args.rounds):
+        count, store = work[label]
+        empty()
+        started, started_cpu = time.perf_counter(), time.process_time()
+        store()
+        took, took_cpu = time.perf_counter() - started, time.process_time() - started_cpu
+        rates[label].append(count / took)
+        cpu[label].append(took_cpu / count * 1e6)
     empty()
     theirs = statistics.median(rates["django-tasks-db enqueue()"])
     ours = statistics.median(rates["LeaseBackend enqueue()"])

@@ -2,17 +2,19 @@
 against one per statement.
 
 A Django Task stored ready notifies ``bgtasks_queue`` so that idle workers
-claim it at once. Migration 0010 did it with a row-level trigger: one
+claim it at once. Migration 0010 does it with a row-level trigger: one
 PL/pgSQL call and one ``pg_notify()`` per row (PostgreSQL folds the identical
 payloads into one notification at commit, but each row still pays for its
-call). Migration 0012 does it for an INSERT with a statement-level trigger
-reading the transition table of the rows inserted: one call and one
-``pg_notify()`` per queue per statement.
+call). The alternative for an INSERT is a statement-level trigger reading
+the transition table of the rows inserted: one call and one ``pg_notify()``
+per queue per statement, but every row copied into the transition table and
+read back. Is it cheaper for ``enqueue_many()``, and what does it cost
+``enqueue()``?
 
 This times the backend's own enqueue statement (``QueuedTask.objects``'s
 ``enqueue``, prepared, on bare psycopg, each call its own commit) on
 copies of the queue table that differ only in their trigger: none (the
-floor), migration 0010's per row, and migration 0012's per statement; with
+floor), migration 0010's per row, and the one per statement; with
 one task per statement (``enqueue()``) and with 10,000 (``enqueue_many()``).
 Rounds alternate their order; each variant is reported as the median time
 per task, and its median paired difference from the floor in the same
@@ -43,9 +45,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.site import server_for, setup_django  # noqa: E402
+from benchmarks.site import alternating, server_for, setup_django  # noqa: E402
 
-# Migration 0010's row trigger and 0012's statement trigger, on copies.
+# Migration 0010's row trigger and the statement trigger, on copies.
 ROW_FUNCTION = """
     CREATE OR REPLACE FUNCTION bench_queue_row() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -71,7 +73,7 @@ TRIGGERS = {
 LABELS = {
     "bench_queue_none": "no trigger",
     "bench_queue_row": "a trigger per row (migration 0010)",
-    "bench_queue_statement": "a trigger per statement (migration 0012)",
+    "bench_queue_statement": "a trigger per statement",
 }
 
 
@@ -154,16 +156,14 @@ def main() -> None:
             (f"enqueue_many(): {args.batch:,} tasks per statement", args.batch, 1),
         ):
             times: dict[str, list[float]] = {copy: [] for copy in TRIGGERS}
-            order = list(TRIGGERS)
-            for round_ in range(args.rounds):
-                for copy in order if round_ % 2 else order[::-1]:
-                    conn.execute(f"TRUNCATE {copy}")
-                    texts = [rows(count) for _ in range(calls + 1)]
-                    enqueue(copy, texts.pop())  # warm: prepared, cached
-                    started = time.perf_counter()
-                    for text in texts:
-                        enqueue(copy, text)
-                    times[copy].append((time.perf_counter() - started) / calls / count * 1e6)
+            for copy in alternating(list(TRIGGERS), args.rounds):
+                conn.execute(f"TRUNCATE {copy}")
+                texts = [rows(count) for _ in range(calls + 1)]
+                enqueue(copy, texts.pop())  # warm: prepared, cached
+                started = time.perf_counter()
+                for text in texts:
+                    enqueue(copy, text)
+                times[copy].append((time.perf_counter() - started) / calls / count * 1e6)
             print(title)
             floor = times["bench_queue_none"]
             for copy, values in times.items():

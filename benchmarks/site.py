@@ -3,14 +3,17 @@
 ``server_for(dsn)`` starts a throwaway embedded PostgreSQL when no DSN is
 given; ``setup_django(dsn)`` configures a minimal project on it (the app and
 what its models need), in this process or a holder process the benchmark
-starts.
+starts; ``alternating()`` orders the variants of each round.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+_Label = TypeVar("_Label")
 
 
 def server_for(dsn: str | None) -> tuple[str, Any]:
@@ -41,3 +44,10 @@ def setup_django(dsn: str, *, migrate: bool = True) -> None:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
+
+
+def alternating(labels: Sequence[_Label], rounds: int) -> Iterator[_Label]:
+    """Every label once a round, for ``rounds`` rounds, the order reversed
+    every other round: drift in the machine's load hits each variant alike."""
+    for round_ in range(rounds):
+        yield from (labels if round_ % 2 else labels[::-1])

@@ -6,7 +6,7 @@ the caller's transaction, unique keys (within the batch and against a task
 already ready or running), the signal, one INSERT whatever the number of
 tasks, and the tasks run by the worker's code. Bad input is refused with
 nothing written (on SQLite alone: no SQL runs). On PostgreSQL, the workers
-are woken by one notification per statement (migration 0012). Real worker
+are woken by one notification per queue and transaction. Real worker
 processes running a batch: tests/faults/test_backend_workers.py.
 """
 
