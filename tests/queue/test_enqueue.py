@@ -339,3 +339,14 @@ def test_a_batch_wakes_the_workers_once_per_statement(pg_direct_alias: str) -> N
         djtasks.add.enqueue(1, 2)
         got = [json.loads(n.payload) for n in listener.notifies(timeout=1)]
         assert got == [{"queue": "default"}]
+
+
+def test_arguments_read_back_as_they_were_given(tasks_alias: str) -> None:
+    """What the statement's JSON reader keeps of each task's arguments."""
+    args = (2**63 + 1, 1.0, -0.5, 1.5e-7, 'é ✓ \\ "', [], {}, None, True)
+    kwargs = {"nested": {"a": [1, {"b": "c"}]}, "é": ""}
+    [result] = backend().enqueue_many(djtasks.echo, [(args, kwargs)])
+    fetched = djtasks.echo.get_result(result.id)
+    assert fetched.args == result.args == list(args)
+    assert fetched.kwargs == result.kwargs == kwargs
+    assert [type(value) for value in fetched.args] == [type(value) for value in args]
