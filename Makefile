@@ -27,7 +27,7 @@ XDIST = -n $(JOBS) --maxschedchunk 1
 # nothing of, which is no failure.
 NONE_COLLECTED := [ $$? -eq 5 ]
 
-.PHONY: venv demo serve test test-fast torture lint typecheck clean
+.PHONY: venv demo serve test test-fast torture lint typecheck clean bench-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,5 +86,17 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# benchmarks/tasks_throughput.py's environment: the other Django Tasks
+# backends need Python 3.12+ (and dj-queue Django 6), so they get a venv of
+# their own, .venv-bench, on pyenv's 3.13 (BENCH_PYTHON to use another),
+# with this package and the peers pinned in benchmarks/requirements-peers.txt.
+BENCH_PYTHON ?= $(shell pyenv root 2>/dev/null || echo ~/.pyenv)/versions/3.13.0/bin/python
+bench-env: .venv-bench/.installed
+.venv-bench/.installed: pyproject.toml benchmarks/requirements-peers.txt
+	$(BENCH_PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install --quiet -e ".[mysql,postgres,embedded]" \
+	    -r benchmarks/requirements-peers.txt
+	touch $@
+
 clean:
-	rm -rf $(VENV) .tmp .nox build dist
+	rm -rf $(VENV) .venv-bench .tmp .nox build dist
