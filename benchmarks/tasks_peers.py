@@ -56,8 +56,11 @@ BY_ALIAS = {peer.alias: peer for peer in PEERS}
 
 
 def tasks_setting() -> dict[str, Any]:
-    """TASKS for the peers this environment has; dj-queue's worker topology
-    comes from BENCH_DJQ ("processes,threads"), set for its worker."""
+    """TASKS for the peers this environment has, less those left out of
+    BENCH_BACKENDS (set for the workers: a backend whose checks refuse the
+    database would stop every worker's start with its error); dj-queue's
+    worker topology comes from BENCH_DJQ ("processes,threads")."""
+    wanted = os.environ.get("BENCH_BACKENDS", ",".join(BY_ALIAS)).split(",")
     processes, threads = os.environ.get("BENCH_DJQ", "1,1").split(",")
     options: dict[str, dict[str, Any]] = {
         "djq": {
@@ -72,15 +75,13 @@ def tasks_setting() -> dict[str, Any]:
             "silence_polling": True,
         }
     }
-    setting: dict[str, Any] = {"default": {"BACKEND": PEERS[0].backend}}
-    for peer in PEERS:
-        if peer.installed():
-            setting[peer.alias] = {
-                "BACKEND": peer.backend,
-                "QUEUES": [],
-                "OPTIONS": options.get(peer.alias, {}),
-            }
-    return setting
+    setting = {
+        peer.alias: {"BACKEND": peer.backend, "QUEUES": [], "OPTIONS": options.get(peer.alias, {})}
+        for peer in PEERS
+        if peer.installed() and peer.alias in wanted
+    }
+    # Django wants a "default"; the first of them, under a second name.
+    return {"default": next(iter(setting.values())), **setting}
 
 
 def worker_commands(alias: str, workers: int, threads: int) -> list[list[str]]:
@@ -94,7 +95,10 @@ def worker_commands(alias: str, workers: int, threads: int) -> list[list[str]]:
     elif alias == "db":
         one = ["db_worker", "--backend", "db", "--interval", POLL, "--no-startup-delay", "-v", "0"]
     elif alias == "ox":
-        one = ["ox_worker", "--backend", "ox", "--interval", POLL, "--concurrency", str(threads)]
+        # -v 0: without it, a log line a task on stderr (ours and
+        # django-tasks-db's run at -v 0 too; dj-queue's is quiet).
+        one = ["ox_worker", "--backend", "ox", "--interval", POLL, "--concurrency", str(threads),
+               "-v", "0"]  # fmt: skip
     else:
         return [["dj_queue", "--backend", "djq", "--only-work", "--skip-recurring"]]
     return [one] * workers

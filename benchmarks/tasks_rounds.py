@@ -16,9 +16,9 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 THIS = str(Path(__file__).resolve().with_name("tasks_throughput.py"))
+Processes = list[subprocess.Popen[bytes]]
 
 
 def run(args: argparse.Namespace, dsn: str, conn_max_age: int) -> None:
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace, dsn: str, conn_max_age: int) -> None:
     print(f"\n=== {header(conn_max_age)}; workers' stderr in {logs}")
     refused = {alias: why(alias) for alias in args.backends}
     aliases = [alias for alias in args.backends if not refused[alias]]
+    os.environ["BENCH_BACKENDS"] = ",".join(aliases)  # for the workers
     variants = [
         (alias, threads)
         for alias in aliases
@@ -101,13 +102,20 @@ def why(alias: str) -> str:
     return f"n/a: not supported ({', '.join(str(m.id) for m in errors)})" if errors else ""
 
 
+def alive(processes: Processes) -> None:
+    """Raises if a worker has ended (its stderr is in the logs' folder)."""
+    ended = [process.args for process in processes if process.poll() is not None]
+    if ended:
+        raise RuntimeError(f"a worker ended before it was stopped: {ended[0]}")
+
+
 class Bench:
     """Starts and stops the workers, and times each measurement."""
 
     def __init__(self, dsn: str, conn_max_age: int, args: argparse.Namespace, logs: Path):
         self.dsn, self.conn_max_age, self.args, self.logs = dsn, conn_max_age, args, logs
 
-    def start(self, alias: str, workers: int, threads: int) -> list[subprocess.Popen[bytes]]:
+    def start(self, alias: str, workers: int, threads: int) -> Processes:
         """``workers`` worker processes of this backend, each in a session of
         its own (so a supervisor's children are stopped with it)."""
         from tasks_peers import worker_commands
@@ -117,13 +125,16 @@ class Bench:
         with open(self.logs / f"{alias}.log", "ab") as log:
             return [
                 subprocess.Popen(
-                    [*base, *command], env=env, stdout=subprocess.DEVNULL, stderr=log,
+                    [*base, *command],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
                     start_new_session=True,
-                )  # fmt: skip
+                )
                 for command in worker_commands(alias, workers, threads)
             ]
 
-    def stop(self, processes: list[subprocess.Popen[bytes]]) -> None:
+    def stop(self, processes: Processes) -> None:
         """SIGTERM to each one's process group, SIGKILL after 30 s."""
         for process in processes:
             os.killpg(process.pid, signal.SIGTERM)
@@ -160,7 +171,7 @@ class Bench:
         before = time.time()
         processes = self.start(alias, 1, threads)
         try:
-            startup = stamped(folder / "first") - before
+            startup = stamped(folder / "first", processes) - before
             time.sleep(0.5)
             samples = []
             for number in range(self.args.samples):
@@ -168,7 +179,7 @@ class Bench:
                 path = folder / str(number)
                 before = time.time()
                 stamp.enqueue(str(path))
-                samples.append(stamped(path) - before)
+                samples.append(stamped(path, processes) - before)
         finally:
             self.stop(processes)
         return startup, samples
@@ -194,7 +205,7 @@ class Bench:
                     bulk(task, [([], {})] * tasks)
             enqueued = time.perf_counter() - started
             committed = time.time()
-            wait_finished(alias, tasks)
+            wait_finished(alias, tasks, processes)
             took = last_finish(alias) - committed
         finally:
             self.stop(processes)
@@ -203,17 +214,18 @@ class Bench:
         return tasks / took, (tasks / enqueued if bulk else None)
 
 
-def stamped(path: Path, timeout: float = 120) -> float:
+def stamped(path: Path, processes: Processes, timeout: float = 120) -> float:
     """The time a stamp task wrote to ``path``, once it is there."""
     deadline = time.monotonic() + timeout
     while not path.exists():
         if time.monotonic() > deadline:
             raise TimeoutError(f"no task wrote {path} in {timeout:.0f} s")
+        alive(processes)
         time.sleep(0.002)
     return float(path.read_text())
 
 
-def wait_finished(alias: str, tasks: int, stall: float = 120) -> None:
+def wait_finished(alias: str, tasks: int, processes: Processes, stall: float = 120) -> None:
     """Returns once ``tasks`` tasks are finished; raises after ``stall``
     seconds without progress."""
     from tasks_peers import counts
@@ -221,6 +233,7 @@ def wait_finished(alias: str, tasks: int, stall: float = 120) -> None:
     done, changed = 0, time.monotonic()
     while done < tasks:
         time.sleep(0.1)
+        alive(processes)
         now = counts(alias)[0]
         if now != done:
             done, changed = now, time.monotonic()
@@ -271,8 +284,11 @@ def table(args: argparse.Namespace, variants: list[tuple[str, int]],
             print(f"{figure}: ours ({best['ours'][1]}) ÷ the best peer ({best['theirs'][1]}) = "
                   f"{best['ours'][0] / best['theirs'][0]:.2f}x")  # fmt: skip
     each = {
-        key: {name: [round(value, 2) for value in values] for name, values in figures.items()
-              if name != "latency"}  # fmt: skip
+        key: {
+            name: [round(value, 2) for value in values]
+            for name, values in figures.items()
+            if name != "latency"
+        }
         for key, figures in rounds.items()
     }
     print("each round:", json.dumps(each))

@@ -40,8 +40,9 @@ shown "n/a" with the check's id.
 The environment (Python 3.12+ and Django 6.x: dj-queue and django-ox need
 them), made once with ``make bench-env`` (benchmarks/requirements-peers.txt):
 
-    pyenv's 3.13 -m venv .venv-bench
-    .venv-bench/bin/pip install -e ".[mysql,postgres,embedded]" -r benchmarks/requirements-peers.txt
+    ~/.pyenv/versions/3.13.0/bin/python -m venv .venv-bench
+    .venv-bench/bin/pip install -e ".[mysql,postgres,embedded]" \\
+        -r benchmarks/requirements-peers.txt
 
 The full run (an embedded PostgreSQL, the machine's MariaDB and a SQLite
 file; each ``--dsn`` is one database, ``embedded`` starts the embedded
@@ -55,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
