@@ -114,6 +114,7 @@ class Bench:
 
     def __init__(self, dsn: str, conn_max_age: int, args: argparse.Namespace, logs: Path):
         self.dsn, self.conn_max_age, self.args, self.logs = dsn, conn_max_age, args, logs
+        self.startup: dict[tuple[str, int], float] = {}  # the last, by (alias, threads)
 
     def start(self, alias: str, workers: int, threads: int) -> Processes:
         """``workers`` worker processes of this backend, each in a session of
@@ -182,6 +183,7 @@ class Bench:
                 samples.append(stamped(path, processes) - before)
         finally:
             self.stop(processes)
+        self.startup[alias, threads] = startup
         return startup, samples
 
     def drain(self, alias: str, workers: int, threads: int) -> tuple[float, float | None]:
@@ -195,7 +197,9 @@ class Bench:
         tasks, task, bulk = self.args.tasks, throughput_tasks.NOOP[alias], bulk_enqueue(alias)
         processes = self.start(alias, workers, threads)
         try:
-            time.sleep(self.args.settle)
+            # Long enough for all of them to be up and idle: --settle, or
+            # more on a slow machine, where one start-up took longer.
+            time.sleep(max(self.args.settle, workers * self.startup.get((alias, threads), 0)))
             started = time.perf_counter()
             with transaction.atomic():
                 if bulk is None:

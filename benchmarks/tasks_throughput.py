@@ -9,7 +9,8 @@ What it measures, for every database given and each CONN_MAX_AGE (0, Django's
 default, and 600, persistent connections, the peers' best case):
 
 * **drain** (tasks/s), with 1 and 4 worker processes (``--workers``): the
-  workers are started and left to settle (``--settle`` s), then ``--tasks``
+  workers are started and left to settle (``--settle`` s, or the workers
+  times the round's start-up if longer), then ``--tasks``
   no-op tasks are enqueued in one transaction (the backend's bulk enqueue
   where it has one, else one ``enqueue()`` after another), untimed; the time
   runs from that commit to the last ``finished_at`` the database holds. So
