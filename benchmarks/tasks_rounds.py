@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -183,6 +184,7 @@ class Bench:
                 samples.append(stamped(path, processes) - before)
         finally:
             self.stop(processes)
+            shutil.rmtree(folder)
         self.startup[alias, threads] = startup
         return startup, samples
 
