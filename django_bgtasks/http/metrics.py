@@ -7,7 +7,7 @@
   a ``BGTASKS_API_AUTHENTICATION`` hook (a bearer token from ``bgtasks
   token``), and the view permission; anyone else gets a JSON 403. Without
   ``prometheus_client`` (the ``metrics`` extra) it answers a JSON 501 saying
-  so, and ``bgtasks.W011`` says it at start-up.
+  so, and ``bgtasks.I001`` says it at start-up.
 * ``GET <prefix>/ready/`` (``bgtasks:ready``): 200 ``{"ready": true}``, or
   503 ``{"ready": false, "reason": ...}`` with the one-line reason of
   :func:`django_bgtasks.operations.health.problem` (``?workers=N`` as

@@ -100,21 +100,21 @@ def test_without_prometheus_client_the_view_says_how_to_install_it(
     assert Client().get("/bgtasks/ready/").status_code == 200
 
 
-def test_without_prometheus_client_a_mounted_view_is_a_warning(
+def test_without_prometheus_client_a_mounted_view_is_an_info(
     without_prometheus_client: None, settings: Any
 ) -> None:
     from django.core.checks import run_checks
 
-    found = [message for message in run_checks() if message.id == "bgtasks.W011"]
+    found = [message for message in run_checks() if message.id == "bgtasks.I001"]
     assert len(found) == 1 and "/bgtasks/metrics/" in found[0].msg
     settings.ROOT_URLCONF = "tests.testapp.no_api_urls"
-    assert not [message for message in run_checks() if message.id == "bgtasks.W011"]
+    assert not [message for message in run_checks() if message.id == "bgtasks.I001"]
 
 
-def test_with_prometheus_client_there_is_no_warning() -> None:
+def test_with_prometheus_client_there_is_no_info() -> None:
     from django.core.checks import run_checks
 
-    assert not [message for message in run_checks() if message.id == "bgtasks.W011"]
+    assert not [message for message in run_checks() if message.id == "bgtasks.I001"]
 
 
 # --- the readiness view ------------------------------------------------------------------
