@@ -21,10 +21,15 @@ from django.db.models import Count, Min, Q
 from django.db.models.functions import Coalesce, Greatest
 
 from django_bgtasks.choices import QueueStatus, Status
-from django_bgtasks.conf import conf
+from django_bgtasks.conf import conf, lease_backends
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.operations.writes import task_states
 
+# The statuses bgtasks_queue_tasks counts: the work not done yet.
+LIVE_QUEUE_STATUSES = (str(QueueStatus.READY), str(QueueStatus.RUNNING))
+# Django's DEFAULT_TASK_QUEUE_NAME (not imported: a site of background tasks
+# alone may have no Tasks framework).
+DEFAULT_QUEUE = "default"
 # bgtasks_workers' states, as the workers' list judges them (WorkerState.silent).
 LIVE = "live"
 SILENT = "silent"
@@ -36,10 +41,15 @@ class ClusterCounts:
 
     * ``tasks``: background tasks by ``TaskState.status`` (every status, 0
       included, the registered tasks that never ran too);
-    * ``queue_tasks``: Django Tasks by ``(queue, status)``, every
-      ``QueueStatus`` of each queue that has a row;
-    * ``queue_lag``: by queue, the seconds since the oldest ready task whose
-      ``run_after`` has passed became ready (0 for a queue with none);
+    * ``queue_tasks``: Django Tasks waiting or running, by ``(queue,
+      status)`` (``READY``, ``RUNNING``), 0 included, for every queue a
+      ``LeaseBackend`` of ``TASKS`` names and every queue with such a row.
+      Not the finished ones (``SUCCESSFUL``, ``FAILED``): they are the
+      queue's history, kept until ``bgtasks prune``, and counting them would
+      read every one at each scrape (a failure rate is the workers' to count);
+    * ``queue_lag``: by queue (the same queues), the seconds since the
+      oldest ready task whose ``run_after`` has passed became ready (0 for a
+      queue with none);
     * ``workers``: ``live`` and ``silent`` workers;
     * ``stale_leases``: leases whose holder went silent past its ttl and that
       nobody took over yet: background tasks' (status ``stale``) and running
@@ -60,14 +70,14 @@ def cluster_counts() -> ClusterCounts:
     workers = Counter(SILENT if worker.silent else LIVE for worker in BackgroundTask.objects.work.workers())
     now = BackgroundTask.objects.work.clock()
     queue_tasks = _queue_counts()
-    queues = sorted({queue for queue, _status in queue_tasks})
+    queues = sorted(_configured_queues() | {queue for queue, _status in queue_tasks})
     lag = {queue: 0.0 for queue in queues} | _queue_lag(now)
     return ClusterCounts(
         tasks={str(status): tasks[str(status)] for status in Status},
         queue_tasks={
-            (queue, str(status)): queue_tasks.get((queue, str(status)), 0)
+            (queue, status): queue_tasks.get((queue, status), 0)
             for queue in queues
-            for status in QueueStatus
+            for status in LIVE_QUEUE_STATUSES
         },
         queue_lag=lag,
         workers={LIVE: workers[LIVE], SILENT: workers[SILENT]},
@@ -75,11 +85,23 @@ def cluster_counts() -> ClusterCounts:
     )
 
 
+def _configured_queues() -> set[str]:
+    """The queues of every ``LeaseBackend`` in ``TASKS`` (Django's default
+    queue for one that names none), so that their series are there at 0."""
+    return {
+        queue
+        for params in lease_backends().values()
+        for queue in params.get("QUEUES", [DEFAULT_QUEUE])
+    }
+
+
 def _queue_counts() -> dict[tuple[str, str], int]:
-    """Django Tasks by queue and status: one GROUP BY, which PostgreSQL
-    answers from the index led by ``status, queue_name``."""
+    """Waiting and running Django Tasks by queue and status: one GROUP BY
+    over the rows of those statuses alone, from the index led by ``status,
+    queue_name``."""
     rows = (
         QueuedTask.objects.using(conf.DATABASE)
+        .filter(status__in=LIVE_QUEUE_STATUSES)
         .order_by()  # without the model's ordering, which would join the GROUP BY
         .values_list("queue_name", "status")
         .annotate(count=Count("*"))

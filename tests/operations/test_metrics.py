@@ -5,6 +5,7 @@ differs is where the leases live), and the bounded number of queries."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from django.db import connections
@@ -30,8 +31,14 @@ def test_an_empty_cluster_has_every_series_at_zero(tasks_site_alias: str) -> Non
         "idle": 0,
         "never run": 4,
     }
-    assert counts.queue_tasks == {}
-    assert counts.queue_lag == {}
+    # The queues TASKS' LeaseBackends name (tests/settings.py), at 0.
+    assert counts.queue_tasks == {
+        ("default", "READY"): 0,
+        ("default", "RUNNING"): 0,
+        ("other", "READY"): 0,
+        ("other", "RUNNING"): 0,
+    }
+    assert counts.queue_lag == {"default": 0.0, "other": 0.0}
     assert counts.workers == {"live": 0, "silent": 0}
     assert counts.stale_leases == 0
 
@@ -66,13 +73,35 @@ def test_the_counts_follow_known_states(tasks_site_alias: str) -> None:
     assert counts.queue_tasks == {
         ("default", "READY"): 2,
         ("default", "RUNNING"): 1,
-        ("default", "SUCCESSFUL"): 0,
-        ("default", "FAILED"): 0,
+        ("other", "READY"): 0,
+        ("other", "RUNNING"): 0,
     }
     # The oldest due ready task is the second one, enqueued just now; the
     # claimed one (60 s old) no longer counts, nor does the one not due.
     assert 0 <= counts.queue_lag["default"] < 30
+    assert counts.queue_lag["other"] == 0
     assert counts.stale_leases == 2  # job-stale, and the silent Django Task
+
+
+def test_finished_django_tasks_are_not_counted_and_any_queue_with_work_is(
+    tasks_site_alias: str, settings: Any
+) -> None:
+    # A queue no backend names any more still has its waiting work counted.
+    done = djtasks.add.enqueue(1, 2)
+    waiting = djtasks.add.using(queue_name="other").enqueue(1, 2)
+    QueuedTask.objects.cancel(done.id)  # FAILED: history, not counted
+    settings.TASKS = {
+        "default": {"BACKEND": "django_bgtasks.backend.LeaseBackend", "QUEUES": ["mail"]}
+    }
+    counts = cluster_counts()
+    assert counts.queue_tasks == {
+        ("mail", "READY"): 0,
+        ("mail", "RUNNING"): 0,
+        ("other", "READY"): 1,
+        ("other", "RUNNING"): 0,
+    }
+    assert set(counts.queue_lag) == {"mail", "other"}
+    assert QueuedTask.objects.using(tasks_site_alias).get(uuid=waiting.id).status == "READY"
 
 
 def test_the_lag_is_the_oldest_due_ready_task_s_age_by_the_database_clock(
@@ -107,6 +136,5 @@ def test_a_read_is_a_bounded_number_of_queries(tasks_site_alias: str, history: i
     with CaptureQueriesContext(connections[tasks_site_alias]) as queries:
         cluster_counts()
     # list_states, list_workers (+ list_states for a silent worker's runs),
-    # the clock, the queue's counts, lag and running rows; plus the
-    # registry's and connection set-up's none.
+    # the clock, the queue's counts, its lag and its running rows.
     assert len(queries) == 7, [query["sql"] for query in queries]
