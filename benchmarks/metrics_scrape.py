@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.site import server_for  # noqa: E402
+from benchmarks.site import server_for
 
 TASKS = 1_000
 HISTORY = 1_000_000
@@ -133,9 +133,10 @@ def statements_of(alias: str) -> list[str]:
     from django.db import connections
     from django.test.utils import CaptureQueriesContext, override_settings
 
-    with override_settings(BGTASKS_DATABASE=alias), CaptureQueriesContext(
-        connections[alias]
-    ) as captured:
+    with (
+        override_settings(BGTASKS_DATABASE=alias),
+        CaptureQueriesContext(connections[alias]) as captured,
+    ):
         scrape()
     return [query["sql"] for query in captured]
 
@@ -228,8 +229,10 @@ def compare(rounds: int) -> None:
             filled = time.perf_counter() - start
             settle(cursor)
             if history:
-                print(f"{alias}: {history:,} history and {finished:,} finished rows "
-                      f"inserted in {filled:.1f} s")
+                print(
+                    f"{alias}: {history:,} history and {finished:,} finished rows "
+                    f"inserted in {filled:.1f} s"
+                )
     times: dict[str, list[float]] = {alias: [] for alias in STATES}
     for alias in STATES:  # warm: statements rendered, connections open
         timed(alias)
@@ -237,13 +240,17 @@ def compare(rounds: int) -> None:
         for alias in STATES:
             times[alias].append(timed(alias))
     base = statistics.median(times["default"])
-    print(f"\n{'state':<10} {'history rows':>13} {'results':>8} {'scrape ms':>10} "
-          f"{'statements':>11} {'÷ none':>7}")
+    print(
+        f"\n{'state':<10} {'history rows':>13} {'results':>8} {'scrape ms':>10} "
+        f"{'statements':>11} {'÷ none':>7}"
+    )
     for alias, (history, finished) in STATES.items():
         took = statistics.median(times[alias])
         count = len(statements_of(alias))
-        print(f"{alias:<10} {history:>13,} {finished:>8,} {took * 1000:>10.2f} {count:>11} "
-              f"{took / base:>7.2f}")
+        print(
+            f"{alias:<10} {history:>13,} {finished:>8,} {took * 1000:>10.2f} {count:>11} "
+            f"{took / base:>7.2f}"
+        )
     print(f"(medians of {rounds} alternating rounds)\n")
     print("Plans with the history and the results (the 'results' database):")
     with connections["results"].cursor() as cursor:

@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Tags, Info, register
+from django.core.checks import CheckMessage, Info, Tags, register
 from django.urls import NoReverseMatch, reverse
 
 

@@ -48,7 +48,7 @@ NOT_INSTALLED = (
 )
 
 
-class ClusterCollector(Collector):  # type: ignore[misc,valid-type]
+class ClusterCollector(Collector):
     """The gauges of one :class:`ClusterCounts`."""
 
     def __init__(self, counts: ClusterCounts) -> None:

@@ -67,11 +67,13 @@ def cluster_counts() -> ClusterCounts:
     """Read the cluster's numbers (see :class:`ClusterCounts`)."""
     states = task_states()
     tasks = Counter(str(state.status) for state in states)
-    workers = Counter(SILENT if worker.silent else LIVE for worker in BackgroundTask.objects.work.workers())
+    workers = Counter(
+        SILENT if worker.silent else LIVE for worker in BackgroundTask.objects.work.workers()
+    )
     now = BackgroundTask.objects.work.clock()
     queue_tasks = _queue_counts()
     queues = sorted(_configured_queues() | {queue for queue, _status in queue_tasks})
-    lag = {queue: 0.0 for queue in queues} | _queue_lag(now)
+    lag = dict.fromkeys(queues, 0.0) | _queue_lag(now)
     return ClusterCounts(
         tasks={str(status): tasks[str(status)] for status in Status},
         queue_tasks={

@@ -22,7 +22,7 @@ from django.utils import timezone
 from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from tests import djtasks
-from tests.asgiserver import free_port, uvicorn
+from tests.asgiserver import free_port, stop, uvicorn
 from tests.dbtools import backdate, backdate_worker
 from tests.tools import require_prometheus
 
@@ -77,12 +77,7 @@ def prometheus(tmp_path: Path, target: str, token: str) -> Iterator[str]:
             time.sleep(0.1)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
 
 
