@@ -138,3 +138,17 @@ def test_a_read_is_a_bounded_number_of_queries(tasks_site_alias: str, history: i
     # list_states, list_workers (+ list_states for a silent worker's runs),
     # the clock, the queue's counts, its lag and its running rows.
     assert len(queries) == 7, [query["sql"] for query in queries]
+
+
+def test_the_counts_on_every_engine(db_alias: str) -> None:
+    # The queue's reads are the ORM's, on every vendor (MySQL/MariaDB has the
+    # table, empty while LeaseBackend does not run there).
+    assert objects.try_claim("job-running", "a", ttl=30) is not None
+    assert objects.try_claim("job-stale", "b", ttl=5) is not None
+    backdate(db_alias, "job-stale", 60)
+    objects.work.beat(worker="w1", host="h", pid=1, tasks=[], concurrency=1, running=[])
+    counts = cluster_counts()
+    assert (counts.tasks["running"], counts.tasks["stale"]) == (1, 1)
+    assert counts.workers == {"live": 1, "silent": 0}
+    assert counts.stale_leases == 1
+    assert set(counts.queue_lag.values()) == {0.0}
