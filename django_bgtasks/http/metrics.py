@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 
 from django_bgtasks.http.access import authenticated, requires
-from django_bgtasks.http.responses import endpoint, error
+from django_bgtasks.http.responses import endpoint, error, outside_request_transactions
 from django_bgtasks.operations.health import problem, required_workers
 from django_bgtasks.operations.metrics import ClusterCounts, cluster_counts
 
@@ -89,6 +89,9 @@ class ClusterCollector(Collector):
         )
 
 
+# Outside ATOMIC_REQUESTS: a transaction opened on a database that is down
+# would fail before the view could answer why.
+@outside_request_transactions
 @never_cache
 @endpoint("GET", "HEAD")
 @authenticated
@@ -102,6 +105,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 
+@outside_request_transactions
 @never_cache
 @endpoint("GET", "HEAD")
 def ready(request: HttpRequest) -> HttpResponse:

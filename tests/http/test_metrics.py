@@ -5,6 +5,7 @@ tests/http/test_prometheus.py.)"""
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -153,3 +154,34 @@ def test_ready_with_migrations_missing_answers_503(site_alias: str) -> None:
 def test_ready_refuses_a_bad_worker_count(refusal_alias: str, bad: str) -> None:
     body = assert_json_error(Client().get("/bgtasks/ready/", {"workers": bad}), 400)
     assert repr(bad) in body["error"]
+
+
+@pytest.mark.parametrize("atomic_requests", [False, True])
+def test_ready_with_the_database_down_answers_503_with_the_reason_only(
+    refusal_alias: str, atomic_requests: bool
+) -> None:
+    # A server process whose lease database is a closed port (here, only
+    # the settings of an alias no test connects to).
+    from django.db import connections
+
+    from tests.asgiserver import free_port, get, uvicorn
+
+    connections.settings["down"] = {
+        **connections["default"].settings_dict,
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "bgtasks",
+        "USER": "postgres",
+        "HOST": "127.0.0.1",
+        "PORT": str(free_port()),
+        "ATOMIC_REQUESTS": atomic_requests,
+    }
+    try:
+        with uvicorn(["default", "down"], BGTASKS_DATABASE="down") as host:
+            status, _headers, body = get(host, "/bgtasks/ready/")
+    finally:
+        del connections["down"]
+        del connections.settings["down"]
+    assert status == 503
+    # Not the driver's message: it names the host and the port.
+    assert isinstance(body, bytes)
+    assert json.loads(body) == {"ready": False, "reason": "database 'down' unreachable"}
