@@ -11,10 +11,12 @@ DEV_STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 # The development loop: SQLite and the embedded PostgreSQL (not DATABASE_URL's
 # server, MariaDB or PgBouncer), without the end-to-end runs: the faults and
-# torture, the browser, the fuzzing, the demo and the example project (real
-# processes and Chromium). `make test` runs everything.
+# torture, the browser, the fuzzing, the demo, the example project and
+# Prometheus' scrape (real processes, Chromium and Prometheus). `make test`
+# runs everything.
 FAST_IGNORE := --ignore=tests/faults --ignore=tests/browser --ignore=tests/fuzz \
-    --ignore=tests/test_demo.py --ignore=tests/test_example_project.py
+    --ignore=tests/test_demo.py --ignore=tests/test_example_project.py \
+    --ignore=tests/http/test_prometheus.py
 # pytest-xdist processes for the first stage. The machine has 2 cores, but
 # most tests wait on the databases and on the worker processes they start, so
 # two more processes keep both cores busy (CONTRIBUTING.md has the figures).
