@@ -118,9 +118,7 @@ def parse_schedule(schedule: object, timezone: object = None) -> Every | Cron | 
         )
     cron = Cron(_check_cron(schedule), validate_zone(timezone))
     if len(cron.text) > MAX_SCHEDULE_LENGTH:
-        raise ValueError(
-            f"schedule {cron.text!r} is longer than {MAX_SCHEDULE_LENGTH} characters"
-        )
+        raise ValueError(f"schedule {cron.text!r} is longer than {MAX_SCHEDULE_LENGTH} characters")
     return cron
 
 
