@@ -18,7 +18,6 @@ from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.queue.schedules import (
     ScheduleError,
     TaskSchedule,
-    parse_schedules,
     task_schedules,
 )
 from django_bgtasks.worker import schedules
