@@ -183,8 +183,3 @@ BASE_EXCEPTIONS: dict[str, type[BaseException]] = {
 def raises_base_exception(kind: str) -> None:
     """Raise the ``BaseException`` named ``kind`` (a key of ``BASE_EXCEPTIONS``)."""
     raise BASE_EXCEPTIONS[kind](f"{kind} from the task")
-
-
-# The same function, for Django's ImmediateBackend (TASKS["immediate"]): a
-# task a LeaseBackend's SCHEDULES must refuse (bgtasks.E025).
-immediate_add = add.using(backend="immediate")

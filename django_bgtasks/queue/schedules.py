@@ -231,13 +231,14 @@ def _check_arguments(
             raise TypeError(f"args must be a list, not {type(args).__name__}")
         if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
             raise TypeError(f"kwargs must be a dict of names, not {kwargs!r}")
-        json.dumps({"args": list(args), "kwargs": dict(kwargs)}, allow_nan=False)
+        arguments = list(args), dict(kwargs)
+        json.dumps(arguments, allow_nan=False)
         check_arguments(
-            task.func, args, kwargs, passed_first=task.takes_context, task=repr(task.module_path)
+            task.func, *arguments, passed_first=task.takes_context, task=repr(task.module_path)
         )
     except (TypeError, ValueError) as exc:
         raise ScheduleError(f"{where}: {exc}", id="bgtasks.E028", hint=hint) from None
-    return list(args), dict(kwargs)
+    return arguments
 
 
 def enqueue_slot(entry: TaskSchedule, *, due: dt.datetime, next_slot: dt.datetime) -> Any:

@@ -25,6 +25,10 @@ from django_bgtasks.worker.loop import Worker
 from tests import djtasks
 
 ADD = "tests.djtasks.add"
+# The same function for Django's ImmediateBackend: a task a LeaseBackend's
+# SCHEDULES must refuse (bgtasks.E025). Here, not in tests/djtasks.py, which
+# worker processes import without that backend.
+immediate_add = djtasks.add.using(backend="immediate")
 
 
 def schedule_settings(settings: Any, entries: dict[str, Any]) -> None:
@@ -214,7 +218,7 @@ BAD_ENTRIES = [
         "not a Django",
     ),
     (
-        {"x": {"task": "tests.djtasks.immediate_add", "schedule": "0 3 * * *"}},
+        {"x": {"task": "tests.queue.test_schedules.immediate_add", "schedule": "0 3 * * *"}},
         "bgtasks.E025",
         "backend 'immediate'",
     ),
