@@ -14,6 +14,10 @@ its tasks, in this order for each name:
    attempts remain;
 4. **schedule**: the slot the row says is due, moving it to the next one.
 
+A worker that runs Django Tasks also keeps their schedules (``TASKS``'
+``SCHEDULES``, :mod:`django_bgtasks.queue.schedules`): each poll, a due slot
+is taken and its task enqueued, in one transaction.
+
 Every claim is one compare-and-set statement on the lease row, so any number
 of workers on any number of hosts race safely and exactly one wins each piece
 of work; the claim gives the run a higher token, which fences off whoever held
