@@ -190,8 +190,8 @@ STATEMENTS = Statements(
                 AND (excluded.next_run_at IS NULL OR excluded.next_run_at < t.next_run_at))
         RETURNING 1 AS matched
     """,
-    # The workers' poll: a read, so an idle loop writes nothing.
     take_slot=TAKE_SLOT + "RETURNING 1 AS matched",
+    # The workers' poll: a read, so an idle loop writes nothing.
     due_work="""
         SELECT {due_columns} FROM (
             SELECT t.*,
