@@ -375,6 +375,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "queue.execute",
             "queue.enqueue",
             "queue.backend",
+            "queue.schedules",
             "backend",
         ),
     ),
