@@ -92,3 +92,31 @@ def test_every_item_of_a_failed_statement_gets_the_error_in_its_own_thread() -> 
 def test_a_run_that_returns_too_few_outcomes_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="0 outcomes for 1 items"):
         Group(lambda items: []).submit(1)
+
+
+def test_a_worker_writes_the_ends_of_runs_that_end_together_in_one_statement(
+    tasks_alias: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four threads whose runs end about together: their ends share
+    ``finish_many`` statements (counted as they reach the real one), and
+    each run's end is written once, its row as the run returned it."""
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.manager import QueueManager
+    from django_bgtasks.worker.loop import Worker
+    from tests import djtasks
+
+    sizes: list[int] = []
+    finish_many = QueueManager.finish_many
+
+    def counted(self: QueueManager, ends: Any) -> Any:
+        sizes.append(len(ends))
+        return finish_many(self, ends)
+
+    monkeypatch.setattr(QueueManager, "finish_many", counted)
+    record = tmp_path / "record"
+    ids = [djtasks.runs_checking.enqueue(str(record), f"k{n}", 0.1).id for n in range(16)]
+    Worker([], concurrency=4, poll=0.05, run_queued=True).run(once=True)
+    rows = QueuedTask.objects.using(tasks_alias).filter(uuid__in=ids)
+    assert {row.status for row in rows} == {"SUCCESSFUL"}
+    assert all(row.return_value["token"] == row.token for row in rows)
+    assert sum(sizes) == 16 and max(sizes) > 1, sizes
