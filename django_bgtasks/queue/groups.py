@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -58,7 +58,8 @@ class Group(Generic[_In, _Out]):
                 self._run_pending()
         if mine.error is not None:
             raise mine.error
-        return mine.out  # type: ignore[return-value]  (set with done, when no error)
+        # (Set with ``done`` when there is no error: an outcome may be None.)
+        return cast(_Out, mine.out)
 
     def _run_pending(self) -> None:
         """Run one statement for every pending item (this thread's among them)

@@ -248,4 +248,3 @@ def ended(status: str) -> str:
     if status == RUNNING:
         return "its lease was lost (the recovery ends it)"
     return status
-

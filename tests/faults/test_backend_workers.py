@@ -4,8 +4,8 @@ workers exactly once each; SIGKILL of a worker mid-task (retried by another,
 or FAILED "worker lost" with max_attempts 1, never left RUNNING); SIGTERM (the
 task goes back to ready and another worker runs it); a rolled-back enqueue
 runs nothing. Workers of several threads claim and finish in batches (issue
-28): the faults land on batches, and the last tests assert it. The test side uses Django's public Tasks API; the tasks are
-tests/djtasks.py's."""
+28): the faults land on batches, and the last tests assert it. The test side
+uses Django's public Tasks API; the tasks are tests/djtasks.py's."""
 
 from __future__ import annotations
 
@@ -91,8 +91,7 @@ def test_a_killed_workers_task_is_retried_by_another(
     the other worker."""
     started = tmp_path / "started"
     results = [
-        djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 60)
-        for _ in range(3)
+        djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 60) for _ in range(3)
     ]
     first = workers.start("--queue", "default", "--concurrency", "3")
     wait_until("the first attempts", lambda: len(lines(started)) == 3, timeout=60)

@@ -31,7 +31,9 @@ class Statements:
         return [item * 10 for item in items]
 
 
-def submit_in_threads(group: Group[int, int], items: list[int]) -> tuple[dict[int, Any], list[Any]]:
+def submit_in_threads(
+    group: Group[int, int], items: list[int]
+) -> tuple[dict[int, Any], list[Any]]:
     outcomes: dict[int, Any] = {}
     threads = []
     for item in items:

@@ -130,7 +130,8 @@ def test_finish_many_writes_each_row_that_matches_its_own_fence(tasks_alias: str
     before = rows(tasks_alias)
     written = QueuedTask.objects.finish_many(ends)
     assert set(written) == {ok.seq, retried.seq, failed.seq}
-    assert isinstance(written[ok.seq], dt.datetime) and isinstance(written[failed.seq], dt.datetime)
+    assert isinstance(written[ok.seq], dt.datetime)
+    assert isinstance(written[failed.seq], dt.datetime)
     assert written[retried.seq] is True  # READY: no finish time
     after = {row.seq: row for row in rows(tasks_alias).values()}
     assert (after[ok.seq].status, after[ok.seq].return_value) == ("SUCCESSFUL", ok.seq)
@@ -185,4 +186,3 @@ def test_finish_many_refuses_bad_ends_and_writes_nothing(refusal_alias: str) -> 
         QueuedTask.objects.finish_many([ending(first), ending(second, "RUNNING")])
     assert QueuedTask.objects.finish_many([]) == {}
     assert set(QueuedTask.objects.values_list("status", flat=True)) == {"RUNNING"}
-
