@@ -135,7 +135,7 @@ def test_finish_many_writes_each_row_that_matches_its_own_fence(tasks_alias: str
     assert written[retried.seq] is True  # READY: no finish time
     after = {row.seq: row for row in rows(tasks_alias).values()}
     assert (after[ok.seq].status, after[ok.seq].return_value) == ("SUCCESSFUL", ok.seq)
-    assert after[ok.seq].finished_at == written[ok.seq]
+    assert after[ok.seq].finished_at == written[ok.seq] and after[ok.seq].errors == []
     assert (after[retried.seq].status, after[retried.seq].attempts) == ("READY", 1)
     assert after[retried.seq].finished_at is None and after[retried.seq].errors == [error]
     assert (after[failed.seq].status, after[failed.seq].errors) == ("FAILED", [error])
