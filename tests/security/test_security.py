@@ -173,7 +173,7 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
 
 
 QUEUE_PARAMETERS = {"owner", "all", "queues", "seq", "token", "set_progress", "progress"}
-QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid", "held"}
+QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid", "held", "limit", "ends"}
 
 
 @pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)
