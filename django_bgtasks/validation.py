@@ -128,11 +128,22 @@ def validate_token(token: object) -> int | None:
     """A fencing token as ``try_claim`` returned it, or ``None``."""
     if token is None:
         return None
-    if isinstance(token, bool) or not isinstance(token, int):
-        raise TypeError(f"token must be an int, not {type(token).__name__}")
-    if not 1 <= token < 2**63:
-        raise ValueError(f"token must be between 1 and 2**63 - 1, not {token}")
-    return token
+    return _check_whole("token", token, bits=63)
+
+
+def validate_limit(limit: object) -> int:
+    """How many queued tasks one claim may take: a whole number, 1 or more
+    (below 2**31: the statements take it as an integer)."""
+    return _check_whole("limit", limit, bits=31)
+
+
+def _check_whole(kind: str, value: object, *, bits: int) -> int:
+    """``value``, an int from 1 to ``2**bits - 1`` (what a column of that size holds)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{kind} must be an int, not {type(value).__name__}")
+    if not 1 <= value < 2**bits:
+        raise ValueError(f"{kind} must be between 1 and 2**{bits} - 1, not {value}")
+    return value
 
 
 def heartbeat_interval(ttl: float) -> float:

@@ -130,6 +130,26 @@ def sleeps(path: str, seconds: float) -> str:
 
 
 @task
+def runs_checking(path: str, key: str, seconds: float) -> dict[str, Any]:
+    """Record this run (``key``, its token, attempt, process, and when its
+    claim was sent: the tasks of one claim statement share it), then take
+    ``seconds``, checking for a stop or a lost lease; return its token and
+    owner, so that the row shows whose end was written."""
+    lease: Any = task_lease()
+    line = f"{key} {lease.token} {lease.attempt} {os.getpid()} {lease.claim.sent_at!r}\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lease.check()
+        time.sleep(0.02)
+    return {"key": key, "token": lease.token, "owner": lease.owner}
+
+
+@task
 def noop() -> None:
     return None
 

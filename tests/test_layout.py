@@ -341,6 +341,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "compat",
             "background.registry",
             "core.progress",
+            "queue.groups",
         ),
     ),
     (

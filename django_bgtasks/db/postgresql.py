@@ -256,15 +256,15 @@ QUEUE = QueueStatements(
             started_at = COALESCE(started_at, clock_timestamp()),
             last_attempted_at = clock_timestamp(), attempts = attempts + 1,
             worker_ids = worker_ids || jsonb_build_array(%(owner)s::text)
-        WHERE seq = (
+        WHERE seq = ANY(ARRAY(
             SELECT seq FROM {{table}}
             WHERE status = '{{ready}}'
                 AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
                 AND (run_after IS NULL OR run_after <= clock_timestamp())
             ORDER BY priority DESC, seq
-            LIMIT 1
+            LIMIT %(limit)s::integer
             FOR UPDATE SKIP LOCKED
-        )
+        ))
         RETURNING {CLAIM_COLUMNS}
     """,
     renew="""
@@ -289,6 +289,23 @@ QUEUE = QueueStatements(
             AND status = '{running}'
             AND updated_at >= clock_timestamp() - ttl * interval '1 second'
         RETURNING status, finished_at
+    """,
+    # As ``finish``, for every ending in the JSON array ``ends`` at once: each
+    # row fenced alike (its seq, owner, token, RUNNING and a live lease).
+    finish_many="""
+        UPDATE {table} AS t SET status = e.status, updated_at = clock_timestamp(),
+            finished_at = CASE WHEN e.status = '{ready}' THEN NULL ELSE clock_timestamp() END,
+            return_value = e.return_value::jsonb,
+            errors = CASE WHEN e.error IS NULL THEN t.errors
+                ELSE t.errors || jsonb_build_array(e.error) END,
+            attempts = t.attempts - e.refund,
+            active_key = CASE WHEN e.status = '{ready}' THEN t.active_key END
+        FROM jsonb_to_recordset(%(ends)s::jsonb) AS e(seq bigint, owner text, token bigint,
+            status text, return_value text, error jsonb, refund integer)
+        WHERE t.seq = e.seq AND t.owner = e.owner AND t.token = e.token
+            AND t.status = '{running}'
+            AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'
+        RETURNING t.seq AS seq, t.status AS status, t.finished_at AS finished_at
     """,
     recover=f"""
         UPDATE {{table}} SET

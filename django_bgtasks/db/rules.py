@@ -38,10 +38,17 @@ Rules every statement keeps:
   the run it replaces as ``lost``, as of its last heartbeat, with a trigger on
   both vendors (0002 on SQLite, 0003 on PostgreSQL): only a trigger sees the
   exact row an upsert replaces.
-* **Skip what others hold.** On PostgreSQL the queue's claim picks its row with
-  ``FOR UPDATE SKIP LOCKED``: concurrent workers take different rows without
-  waiting on each other. SQLite serialises writers, so the same
-  ``UPDATE ... WHERE seq = (SELECT ... LIMIT 1)`` is already exclusive there.
+* **Skip what others hold.** On PostgreSQL the queue's claim picks its rows
+  with ``FOR UPDATE SKIP LOCKED``: concurrent workers take different rows
+  without waiting on each other. SQLite serialises writers, so the same
+  ``UPDATE ... WHERE seq IN (SELECT ... LIMIT n)`` is already exclusive there.
+* **Batches keep each row's rules.** A claim takes up to ``limit`` rows in one
+  statement, and ``finish_many`` ends several runs in one: each row still gets
+  its own token and attempt, and each end is still fenced by its own seq,
+  owner, token and live lease; a row that doesn't match is left alone while
+  the others are written. A batch's rows travel as one JSON text parameter
+  (``jsonb_to_recordset`` on PostgreSQL, ``json_each`` on SQLite), so the
+  statement's text is the same for every batch size.
 """
 
 from __future__ import annotations
@@ -233,6 +240,7 @@ class QueueStatements:
     claim: str
     renew: str
     finish: str
+    finish_many: str
     recover: str
     cancel: str
     ended: str

@@ -222,13 +222,13 @@ QUEUE = QueueStatements(
             updated_at = {_NOW}, cancel_requested = 0,
             started_at = COALESCE(started_at, {_NOW}), last_attempted_at = {_NOW},
             attempts = attempts + 1, worker_ids = json_insert(worker_ids, '$[#]', %(owner)s)
-        WHERE seq = (
+        WHERE seq IN (
             SELECT seq FROM {{table}}
             WHERE status = '{{ready}}'
                 AND (%(all)s OR queue_name IN (SELECT value FROM json_each(%(queues)s)))
                 AND (run_after IS NULL OR julianday(run_after) <= julianday('now'))
             ORDER BY priority DESC, seq
-            LIMIT 1
+            LIMIT %(limit)s
         )
         RETURNING {CLAIM_COLUMNS}
     """,
@@ -250,6 +250,28 @@ QUEUE = QueueStatements(
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
             AND status = '{{running}}' AND {_LIVE}
         RETURNING status, finished_at
+    """,
+    # As ``finish``, for every ending in the JSON array ``ends`` at once: each
+    # row fenced alike (its seq, owner, token, RUNNING and a live lease).
+    finish_many=f"""
+        UPDATE {{table}} SET status = e.status, updated_at = {_NOW},
+            finished_at = CASE WHEN e.status = '{{ready}}' THEN NULL ELSE {_NOW} END,
+            return_value = e.return_value,
+            errors = CASE WHEN e.error IS NULL THEN errors
+                ELSE json_insert(errors, '$[#]', json(e.error)) END,
+            attempts = attempts - e.refund,
+            active_key = CASE WHEN e.status = '{{ready}}' THEN active_key END
+        FROM (
+            SELECT json_extract(value, '$.seq') AS seq, json_extract(value, '$.owner') AS owner,
+                json_extract(value, '$.token') AS token,
+                json_extract(value, '$.status') AS status,
+                json_extract(value, '$.return_value') AS return_value,
+                json_extract(value, '$.error') AS error, json_extract(value, '$.refund') AS refund
+            FROM json_each(%(ends)s)
+        ) AS e
+        WHERE {{table}}.seq = e.seq AND {{table}}.owner = e.owner AND {{table}}.token = e.token
+            AND {{table}}.status = '{{running}}' AND {_LIVE}
+        RETURNING seq, status, finished_at
     """,
     recover=f"""
         UPDATE {{table}} SET

@@ -23,6 +23,12 @@ run with one fenced statement:
 * lease lost (the heartbeat was refused, or none succeeded for a ttl):
   nothing is written; the row is the recovery's (``QueuedTask.objects.recover()``).
 
+The end is written with the ends of the process's other runs that came
+meanwhile, in one ``finish_many`` (group commit, :mod:`~django_bgtasks.queue.groups`:
+at once when no write is on its way, else in the next one), each row still
+fenced by its own token; the run's thread waits for its row's outcome, so
+what it logs, signals and returns is what was committed.
+
 Task results are built here from what the row holds, so the backend and the
 worker describe a task alike (:func:`result_from_row`).
 """
@@ -45,7 +51,16 @@ from django_bgtasks import compat
 from django_bgtasks.core.holding import Holder
 from django_bgtasks.core.states import as_datetime
 from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
-from django_bgtasks.queue.manager import FAILED, READY, RUNNING, SUCCESSFUL, Claim, QueueManager
+from django_bgtasks.queue.groups import Group
+from django_bgtasks.queue.manager import (
+    FAILED,
+    READY,
+    RUNNING,
+    SUCCESSFUL,
+    Claim,
+    Ending,
+    QueueManager,
+)
 from django_bgtasks.validation import clean_error, encode_value
 
 if TYPE_CHECKING:
@@ -148,6 +163,16 @@ def _queue() -> QueueManager:
     from django_bgtasks.models import QueuedTask
 
     return QueuedTask.objects
+
+
+def _write_ends(ends: list[Ending]) -> list[dt.datetime | bool | None]:
+    """One ``finish_many`` for ``ends``: what each row's finish returned."""
+    written = _queue().finish_many(ends)
+    return [written.get(ending.seq) for ending in ends]
+
+
+# The process's runs' ends, written together (group commit: queue/groups.py).
+_ends: Group[Ending, dt.datetime | bool | None] = Group(_write_ends)
 
 
 def running_leases(owner: str) -> list[QueuedLease]:
@@ -355,9 +380,9 @@ def _finish(
         tries += 1
         if tries > 1 and (landed := _queue().ended(lease.claim, status=status)) is not None:
             return landed
-        return _queue().finish(
-            lease.claim, status=status, return_value=return_value, error=error, refund=refund
-        )
+        claim = lease.claim
+        ending = Ending(claim.seq, claim.owner, claim.token, status, return_value, error, refund)
+        return _ends.submit(ending)
 
     try:
         written = lease._retrying(attempt)

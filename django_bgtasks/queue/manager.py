@@ -2,13 +2,12 @@
 
 ``enqueue()`` is one statement on the ``BGTASKS_DATABASE`` alias, whatever
 the number of tasks, that joins the caller's transaction (a rolled-back view
-enqueues nothing). The workers'
-operations (claim, renew, finish, ended, give_back, recover) and the
-operator's cancel and retry are one statement each from
-:mod:`django_bgtasks.db`, in autocommit, and
-refuse to run inside ``atomic()`` (:class:`InAtomicBlock`), as the lease
-operations do: a claim or a heartbeat that a rollback could undo would not
-be a lease.
+enqueues nothing). The workers' operations (claim, renew, finish, ended,
+give_back, recover; a claim and a finish also for several tasks at once:
+``claim_many``, ``finish_many``) and the operator's cancel and retry are one
+statement each from :mod:`django_bgtasks.db`, in autocommit, and refuse to
+run inside ``atomic()`` (:class:`InAtomicBlock`), as the lease operations
+do: a claim or a heartbeat that a rollback could undo would not be a lease.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,7 @@ from django_bgtasks.core.states import as_datetime, json_column
 from django_bgtasks.db import vendors
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import QueueStatements
-from django_bgtasks.validation import encode_value, validate_owner
+from django_bgtasks.validation import encode_value, validate_limit, validate_owner
 
 if TYPE_CHECKING:
     from django_bgtasks.models import QueuedTask  # noqa: F401  (the managers' type argument)
@@ -43,6 +42,8 @@ RUNNING: str = QueueStatus.RUNNING.value
 SUCCESSFUL: str = QueueStatus.SUCCESSFUL.value
 FAILED: str = QueueStatus.FAILED.value
 FINISHED = (SUCCESSFUL, FAILED)
+# What a run's end leaves a row in: READY again (a retry, a stop), or finished.
+ENDS = (READY, *FINISHED)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,33 @@ class Claim:
             ttl=float(row["ttl"]),
             sent_at=sent_at,
         )
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How one claimed run ended, for :meth:`QueueManager.finish_many`: the
+    claim's ``seq``, ``owner`` and ``token`` (its fence), and what
+    :meth:`QueueManager.finish` takes."""
+
+    seq: int
+    owner: str
+    token: int
+    status: str
+    return_value: str | None = None
+    error: dict[str, str] | None = None
+    refund: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        """One element of ``finish_many``'s ``ends`` (db/rules.py)."""
+        return {
+            "seq": self.seq,
+            "owner": self.owner,
+            "token": self.token,
+            "status": self.status,
+            "return_value": self.return_value,
+            "error": self.error,
+            "refund": 1 if self.refund else 0,
+        }
 
 
 class QueueQuerySet(models.QuerySet["QueuedTask"]):
@@ -182,17 +210,29 @@ class QueueManager(models.Manager["QueuedTask"]):
         highest priority first, then enqueue order, skipping rows other
         workers are claiming. The lease's ttl is the row's (the backend's
         ``TTL`` when it was enqueued). ``None`` when there is none."""
+        claimed = self.claim_many(owner, queues=queues, limit=1)
+        return claimed[0] if claimed else None
+
+    def claim_many(self, owner: str, *, queues: list[str] | None, limit: int) -> list[Claim]:
+        """Claim up to ``limit`` ready tasks of ``queues`` in one statement, in
+        the order :meth:`claim` takes them (the list is in that order too).
+        Each has its own token and attempt, and its lease's ttl is its row's;
+        they share ``sent_at``. Empty when none is ready. A ``limit`` that is
+        not a whole number from 1 is refused before any SQL."""
         owner = validate_owner(owner)
+        limit = validate_limit(limit)
         connection = self._connection()
         names = list(queues or [])
         params = {
             "owner": owner,
             "all": queues is None,
             "queues": names if connection.vendor == "postgresql" else json.dumps(names),
+            "limit": limit,
         }
         sent = time.monotonic()
-        rows = self._write("claim", params)
-        return Claim.from_row(rows[0], owner, sent) if rows else None
+        claimed = [Claim.from_row(row, owner, sent) for row in self._write("claim", params)]
+        # (RETURNING has no order.)
+        return sorted(claimed, key=lambda claim: (-claim.priority, claim.seq))
 
     def renew(
         self, claim: Claim, *, progress: Any = None, set_progress: bool = False
@@ -232,6 +272,24 @@ class QueueManager(models.Manager["QueuedTask"]):
         if not rows:
             return None
         return as_datetime(rows[0]["finished_at"]) or True
+
+    def finish_many(self, ends: Sequence[Ending]) -> dict[int, dt.datetime | bool]:
+        """:meth:`finish` for several runs in one statement: each row is written
+        only where its own ending matches (its seq, owner and token, status
+        ``RUNNING`` and a live lease), the others are left as they are. What
+        :meth:`finish` would have returned for each row written, by its
+        ``seq``; a row missing was not written. A status that is not an end,
+        or one seq twice, is refused before any SQL."""
+        seqs = [ending.seq for ending in ends]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError(f"each run ends once: a seq is repeated in {seqs}")
+        for ending in ends:
+            if ending.status not in ENDS:
+                raise ValueError(f"a run ends {', '.join(ENDS)}, not {ending.status!r}")
+        if not ends:
+            return {}
+        rows = self._write("finish_many", {"ends": json.dumps([e.as_json() for e in ends])})
+        return {int(row["seq"]): as_datetime(row["finished_at"]) or True for row in rows}
 
     def ended(self, claim: Claim, *, status: str) -> dt.datetime | bool | None:
         """What :meth:`finish` returned, for a finish whose reply was lost (the

@@ -3,8 +3,16 @@ ready queued task, runs it under its lease (:mod:`django_bgtasks.queue.execute`)
 and claims the next; with nothing ready, it waits ``poll`` seconds, or less
 on PostgreSQL, where the change feed wakes it when a task becomes ready.
 
+Claims are made in rounds, one statement each, for every thread that wants
+a task: a thread that finds no claim on its way makes one at once, for
+itself and every thread already waiting (``claim_many`` with that many as
+its limit), and the threads that come while it is on its way wait for it to
+end, then the next round claims for all of them. Each claimed task is handed
+to one thread of its round, so the worker never holds a task that no thread
+of its own is about to run.
+
 A claim whose reply was lost with the connection may have committed: the
-thread then gives back, before its next claim, every task the worker claimed
+next round then gives back, before it claims, every task the worker claimed
 and holds in no thread, so that it does not wait out its ttl as ``RUNNING``.
 """
 
@@ -20,6 +28,7 @@ from django.db import DatabaseError
 
 from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
 from django_bgtasks.models import QueuedTask
+from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import READY, RUNNING, Claim
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
 
@@ -45,15 +54,17 @@ class QueueThreads:
         self._once = False
         # One per thread: set when a queued task may be ready, and on stopping.
         self._wakeups: list[threading.Event] = []
-        # The seq of each queued task a thread holds here, how many claims
-        # are on their way (sent, their reply not yet recorded in ``_held``),
-        # and the condition both are guarded by: a give-back (after a claim
-        # whose reply was lost) waits until no claim is on its way, so that
-        # it never takes a task another thread has just claimed, and no claim
-        # starts while it runs. Claims themselves don't wait on each other.
+        # Guarded by ``_lock``: the seq of each queued task claimed here and
+        # not yet ended (from the claim's reply until its run's end, so also
+        # while it is handed to its thread), and whether a claim failed with
+        # the connection, so that the worker may hold a task it never learnt
+        # of. The claims are made in rounds (the module docstring), and a
+        # give-back only at the start of one: never while a claim is on its
+        # way, so it never takes a task just claimed.
         self._held: set[int] = set()
-        self._claims_on_their_way = 0
-        self._claiming = threading.Condition()
+        self._unsure = False
+        self._lock = threading.Lock()
+        self._rounds: Group[bool, Claim | None] = Group(self._claim_round)
 
     def start(self, *, once: bool = False) -> None:
         """Start the threads; with ``once``, each ends when nothing is ready."""
@@ -83,34 +94,48 @@ class QueueThreads:
         for result_id, status in QueuedTask.objects.recover():
             logger.warning("queued task %s: its worker was lost; now %s", result_id, status)
 
-    def claim(self, *, give_back: bool) -> Claim | None:
-        """Claim a queued task, and record it as held here. With
-        ``give_back`` (a claim before failed with the connection), first
-        :meth:`_give_back_unheld`."""
-        with self._claiming:
-            if give_back:
-                # (Waits for the other threads' claims on their way, which end
-                # with their reply or their error; the lock stays held while
-                # the statement runs, so no claim starts meanwhile.)
-                self._claiming.wait_for(lambda: self._claims_on_their_way == 0)
+    def claim(self, *, give_back: bool = False) -> Claim | None:
+        """A queued task for the calling thread, claimed in the next round (the
+        module docstring) and recorded as held here; ``None`` when that round
+        found none for it. Raises what the round's claim raised. With
+        ``give_back`` (a claim before failed with the connection), the round
+        first :meth:`_give_back_unheld`."""
+        if give_back:
+            with self._lock:
+                self._unsure = True
+        return self._rounds.submit(True)
+
+    def _claim_round(self, wants: list[bool]) -> list[Claim | None]:
+        """One round: the give-back owed, if any, then one claim for every
+        thread that ``wants`` a task, handed out in their order (``False``:
+        a thread that ends, and only gives back)."""
+        with self._lock:
+            if self._unsure:
                 self._give_back_unheld()
-            self._claims_on_their_way += 1
-        claimed = None
-        try:
-            claimed = QueuedTask.objects.claim(self.worker_id, queues=self.queues)
-        finally:
-            with self._claiming:
-                self._claims_on_their_way -= 1
-                if claimed is not None:
-                    self._held.add(claimed.seq)
-                self._claiming.notify_all()
-        return claimed
+                self._unsure = False
+        limit = sum(wants)
+        claimed: list[Claim] = []
+        if limit:
+            try:
+                claimed = QueuedTask.objects.claim_many(
+                    self.worker_id, queues=self.queues, limit=limit
+                )
+            except TRANSIENT_ERRORS:
+                with self._lock:
+                    self._unsure = True  # its reply may be what was lost
+                raise
+            logger.debug("queue: one claim for %d thread(s) took %d", limit, len(claimed))
+            with self._lock:
+                self._held.update(claim.seq for claim in claimed)
+        handed = iter(claimed)
+        return [next(handed, None) if want else None for want in wants]
 
     def _give_back_unheld(self) -> None:
         """Put back in the queue every task this worker claimed and holds in no
         thread: a claim that committed, its reply lost with the connection.
         Without this, it would wait out its ttl as ``RUNNING``, then count
-        as a lost attempt. Called with ``_claiming`` held, and no claim on its way."""
+        as a lost attempt. Called with ``_lock`` held, in a round (no claim
+        on its way)."""
         for result_id in QueuedTask.objects.give_back(self.worker_id, held=self._held):
             logger.warning(
                 "queued task %s: the reply to its claim was lost; back in the queue", result_id
@@ -121,18 +146,13 @@ class QueueThreads:
         seconds or until ``wakeup`` (a task became ready, on PostgreSQL; a
         stop). With ``once``, stop then."""
         backoff = self.poll
-        # A claim failed with the connection: it may have committed, its
-        # reply lost. Until a give-back has run, that task may be ours.
-        unsure = False
         try:
             while not self.stopping.is_set():
                 # Cleared before the claim: a task ready after it sets it again.
                 wakeup.clear()
                 try:
-                    claim = self.claim(give_back=unsure)
-                    unsure = False
+                    claim = self.claim()
                 except TRANSIENT_ERRORS as exc:
-                    unsure = True
                     logger.warning(
                         "queue: database unreachable, retrying in %g s: %s", backoff, exc
                     )
@@ -150,10 +170,9 @@ class QueueThreads:
                     continue
                 self._run(claim, backoff)
         finally:
-            if unsure:  # stopping before the database came back: one last try
-                with contextlib.suppress(DatabaseError), self._claiming:
-                    self._claiming.wait_for(lambda: self._claims_on_their_way == 0)
-                    self._give_back_unheld()
+            # Stopping before the database came back: one last try.
+            with contextlib.suppress(DatabaseError):
+                self._rounds.submit(False)
             close_connection()
 
     def _run(self, claim: Claim, backoff: float) -> None:
@@ -189,7 +208,7 @@ class QueueThreads:
             logger.exception("queued task %s: the worker failed to run it", claim.uuid)
             return
         finally:
-            with self._claiming:
+            with self._lock:
                 self._held.discard(claim.seq)
         log_ended(claim, status, time.monotonic() - claim.sent_at)
 

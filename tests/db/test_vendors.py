@@ -203,6 +203,7 @@ READ_BY_NAME = {
 QUEUE_READ_BY_NAME = {
     "renew": {"cancel_requested"},
     "finish": {"finished_at"},
+    "finish_many": {"seq", "finished_at"},
     "ended": {"finished_at"},
     "recover": {"uuid", "status"},
     "cancel": {"status"},

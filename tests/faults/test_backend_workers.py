@@ -3,8 +3,9 @@ every database: 2,000 tasks enqueued from four processes and run by three
 workers exactly once each; SIGKILL of a worker mid-task (retried by another,
 or FAILED "worker lost" with max_attempts 1, never left RUNNING); SIGTERM (the
 task goes back to ready and another worker runs it); a rolled-back enqueue
-runs nothing. The test side uses Django's public Tasks API; the tasks are
-tests/djtasks.py's."""
+runs nothing. Workers of several threads claim and finish in batches (issue
+28): the faults land on batches, and the last tests assert it. The test side
+uses Django's public Tasks API; the tasks are tests/djtasks.py's."""
 
 from __future__ import annotations
 
@@ -85,22 +86,28 @@ def test_2000_tasks_from_4_processes_run_exactly_once_by_3_workers(
 def test_a_killed_workers_task_is_retried_by_another(
     tasks_alias: str, workers: Workers, tmp_path: Path
 ) -> None:
+    """A batch of three, claimed by one worker's three threads in one round or
+    two, killed mid-run: each is recovered after its ttl and run again by
+    the other worker."""
     started = tmp_path / "started"
-    result = djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 60)
-    first = workers.start("--queue", "default")
-    wait_until("the first attempt", lambda: lines(started), timeout=60)
+    results = [
+        djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 60) for _ in range(3)
+    ]
+    first = workers.start("--queue", "default", "--concurrency", "3")
+    wait_until("the first attempts", lambda: len(lines(started)) == 3, timeout=60)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     killed_at = time.monotonic()
-    assert result_of(result.id, "retrying").status == RUNNING
-    workers.start("--queue", "default")
-    result = finished(result)
-    assert time.monotonic() - killed_at < 10  # ttl 2 s, then the next poll
-    assert result.status == SUCCESSFUL and result.return_value == 2
-    assert len(result.worker_ids) == 2 and result.worker_ids[0] != result.worker_ids[1]
-    [lost] = result.errors
-    assert lost.exception_class.__name__ == "LeaseLost"
-    assert "was lost" in lost.traceback
+    assert {result_of(result.id, "retrying").status for result in results} == {RUNNING}
+    workers.start("--queue", "default", "--concurrency", "3")
+    for result in results:
+        result = finished(result)
+        assert time.monotonic() - killed_at < 10  # ttl 2 s, then the next poll
+        assert result.status == SUCCESSFUL and result.return_value == 2
+        assert len(result.worker_ids) == 2 and result.worker_ids[0] != result.worker_ids[1]
+        [lost] = result.errors
+        assert lost.exception_class.__name__ == "LeaseLost"
+        assert "was lost" in lost.traceback
 
 
 def test_a_task_calling_os_exit_ends_its_worker_and_is_recovered_by_another(
@@ -126,34 +133,40 @@ def test_a_killed_workers_task_fails_worker_lost_with_max_attempts_1(
     tasks_alias: str, workers: Workers, tmp_path: Path
 ) -> None:
     started = tmp_path / "started"
-    result = djtasks.sleeps_first.using(backend="short").enqueue(str(started), 60)
-    first = workers.start("--queue", "default")
-    wait_until("the first attempt", lambda: lines(started), timeout=60)
+    results = [
+        djtasks.sleeps_first.using(backend="short").enqueue(str(started), 60) for _ in range(3)
+    ]
+    first = workers.start("--queue", "default", "--concurrency", "3")
+    wait_until("the first attempts", lambda: len(lines(started)) == 3, timeout=60)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
-    workers.start("--queue", "default")
-    result = finished(result, timeout=30)
-    assert result.status == FAILED
-    [lost] = result.errors
-    assert lost.exception_class.__name__ == "LeaseLost"
-    assert "was lost" in lost.traceback and "attempt 1 of 1" in lost.traceback
-    assert len(lines(started)) == 1, "not run again"
+    workers.start("--queue", "default", "--concurrency", "3")
+    for result in results:
+        result = finished(result, timeout=30)
+        assert result.status == FAILED
+        [lost] = result.errors
+        assert lost.exception_class.__name__ == "LeaseLost"
+        assert "was lost" in lost.traceback and "attempt 1 of 1" in lost.traceback
+    assert len(lines(started)) == 3, "not run again"
 
 
 def test_sigterm_puts_the_task_back_and_another_worker_runs_it(
     tasks_alias: str, workers: Workers, tmp_path: Path
 ) -> None:
+    """Three runs of one worker (a batch of claims), handed back together:
+    their ends share finish statements."""
     started = tmp_path / "started"
-    result = djtasks.until_cancelled.enqueue(str(started), 60)
-    first = workers.start("--queue", "default")
-    wait_until("the run", lambda: lines(started), timeout=60)
+    results = [djtasks.until_cancelled.enqueue(str(started), 60) for _ in range(3)]
+    first = workers.start("--queue", "default", "--concurrency", "3")
+    wait_until("the runs", lambda: len(lines(started)) == 3, timeout=60)
     first.send_signal(signal.SIGTERM)
     assert first.wait(30) == 0
-    result.refresh()
-    assert result.status == READY and result.errors == []
-    workers.start("--queue", "default")
-    wait_until("the second run", lambda: len(lines(started)) == 2, timeout=60)
-    assert result_of(result.id).status == RUNNING
+    for result in results:
+        result.refresh()
+        assert result.status == READY and result.errors == []
+    workers.start("--queue", "default", "--concurrency", "3")
+    wait_until("the second runs", lambda: len(lines(started)) == 6, timeout=60)
+    assert {result_of(result.id).status for result in results} == {RUNNING}
 
 
 # A second SIGTERM or Ctrl-C ends the worker long before this grace period;
@@ -330,7 +343,7 @@ def test_django_tasks_run_exactly_once_through_a_database_fault(
     workers = Workers("postgres", tmp_path, args=("--poll", "0.05"), TASKS=settings.TASKS)
     try:
         for _ in range(2):
-            workers.start("--queue", "default", "--concurrency", "2")
+            workers.start("--queue", "default", "--concurrency", "4")
         ids = [
             djtasks.record_slowly.using(backend="default").enqueue(str(record), f"k{n}", 0.02).id
             for n in range(FAULT_TASKS)
@@ -365,3 +378,110 @@ def test_django_tasks_run_exactly_once_through_a_database_fault(
     # Once each: no attempt was lost, recovered or retried.
     assert set(rows.values_list("attempts", flat=True)) == {1}
     assert [r.errors for r in rows if r.errors] == []
+
+
+# --- batches: several tasks per claim and per finish (issue 28) ---------------------
+
+
+def runs(path: Path) -> list[tuple[str, int, int, int, float]]:
+    """``runs_checking``'s record: (key, token, attempt, pid, claim sent_at) a run."""
+    found = []
+    for line in lines(path):
+        key, token, attempt, pid, sent_at = line.split()
+        found.append((key, int(token), int(attempt), int(pid), float(sent_at)))
+    return found
+
+
+def claim_sizes(path: Path) -> Counter[int]:
+    """How many claims took how many of the recorded runs: the runs of one
+    claim statement share its process and its ``sent_at``."""
+    claims = Counter((pid, sent_at) for _, _, _, pid, sent_at in runs(path))
+    return Counter(claims.values())
+
+
+def test_one_worker_claims_several_tasks_in_one_statement_and_runs_each_once(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    from django_bgtasks.models import QueuedTask
+
+    record = tmp_path / "record"
+    ids = [djtasks.runs_checking.enqueue(str(record), f"k{n}", 0.2).id for n in range(24)]
+    workers.start("--queue", "default", "--concurrency", "4")
+    done = QueuedTask.objects.using(tasks_alias).filter(uuid__in=ids, status=SUCCESSFUL)
+    wait_until("24 runs", lambda: done.count() == 24, timeout=60)
+    time.sleep(0.3)  # a run twice would show now
+    workers.stop_all()
+    keys = Counter(key for key, *_ in runs(record))
+    assert len(keys) == 24 and set(keys.values()) == {1}, keys.most_common(3)
+    sizes = claim_sizes(record)
+    assert max(sizes) > 1, f"no claim took more than one task: {sizes}"
+    assert max(sizes) <= 4, f"a claim took more tasks than the worker has threads: {sizes}"
+
+
+# The faults of a worker with a batch in hand: killed, paused past the ttl
+# (2 s: the "retrying" backend), stopped gracefully.
+BATCH_TASKS = 40
+
+
+@pytest.mark.parametrize("fault", ["sigkill", "sigstop", "sigterm"])
+def test_batches_through_a_workers_fault_run_each_attempt_once(
+    tasks_alias: str, workers: Workers, tmp_path: Path, fault: str
+) -> None:
+    """Two workers of four threads drain tasks that take 0.5 s, claimed and
+    finished in batches; one of them is faulted with a batch running. From
+    the database: every task succeeded, its end written by its last holder
+    (no stale holder's end accepted), each attempt ran at most once and the
+    last exactly once, and nothing is left RUNNING or READY."""
+    from django_bgtasks.models import QueuedTask
+
+    record = tmp_path / "record"
+    ids = [
+        djtasks.runs_checking.using(backend="retrying").enqueue(str(record), f"k{n}", 0.5).id
+        for n in range(BATCH_TASKS)
+    ]
+    victim = workers.start("--queue", "default", "--concurrency", "4")
+    other = workers.start("--queue", "default", "--concurrency", "4")
+
+    def running_in(process: Any) -> int:
+        return sum(pid == process.pid for _, _, _, pid, _ in runs(record))
+
+    wait_until("both workers' runs", lambda: running_in(victim) >= 4 and running_in(other) >= 1)
+    faulted = len(runs(record))
+    if fault == "sigkill":
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+    elif fault == "sigstop":
+        victim.send_signal(signal.SIGSTOP)
+        time.sleep(4)  # past the ttl: the other worker recovers and reruns its batch
+        victim.send_signal(signal.SIGCONT)
+    else:
+        victim.send_signal(signal.SIGTERM)
+        assert workers.exit_status(victim, 30) == 0, workers.output()
+    rows = QueuedTask.objects.using(tasks_alias).filter(uuid__in=ids)
+    wait_until(
+        f"{BATCH_TASKS} tasks to succeed",
+        lambda: rows.filter(status=SUCCESSFUL).count() == BATCH_TASKS,
+        timeout=90,
+    )
+    time.sleep(0.5)  # a late write by the faulted worker would show now
+    workers.stop_all()
+    assert faulted < BATCH_TASKS, "the fault landed mid-drain"
+    assert Counter(rows.values_list("status", flat=True)) == {SUCCESSFUL: BATCH_TASKS}
+    recorded = runs(record)
+    assert len({(key, token) for key, token, *_ in recorded}) == len(recorded), "a claim ran twice"
+    for row in rows:
+        key = row.args_kwargs["args"][1]
+        mine = [(token, attempt) for k, token, attempt, _, _ in recorded if k == key]
+        # The end written is the last holder's: its token and owner.
+        assert row.return_value == {"key": key, "token": row.token, "owner": row.owner}, mine
+        assert [token for token, _ in mine].count(row.token) == 1
+        attempts = [attempt for _, attempt in mine]
+        if fault == "sigterm":  # handed back with the attempt refunded, never lost
+            assert row.attempts == 1 and row.errors == [], (key, mine, row.errors)
+        else:
+            assert len(set(attempts)) == len(attempts) and max(attempts) == row.attempts
+            lost = [error["exception_class_path"] for error in row.errors]
+            assert lost == ["django_bgtasks.exceptions.LeaseLost"] * (row.attempts - 1)
+    again = Counter(key for key, *_ in recorded)
+    assert sum(count > 1 for count in again.values()) >= 2, "the fault hit a batch of runs"
+    assert max(claim_sizes(record)) > 1, "claims batched"

@@ -173,7 +173,7 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
 
 
 QUEUE_PARAMETERS = {"owner", "all", "queues", "seq", "token", "set_progress", "progress"}
-QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid", "held"}
+QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid", "held", "limit", "ends"}
 QUEUE_PARAMETERS |= {"task_path", "backend", "queue_name", "priority", "takes_context"}
 QUEUE_PARAMETERS |= {"run_after", "max_attempts", "ttl", "unique_key", "active_key", "rows"}
 

@@ -1,0 +1,188 @@
+"""``QueuedTask.objects``' batched statements (issue 28): ``claim_many``, up to
+``limit`` ready tasks in one statement, and ``finish_many``, several runs'
+ends in one, each row fenced by its own token. The single ``claim`` and
+``finish``, and everything else of the queue, are tests/queue/test_backend.py's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.queue.manager import Claim, Ending
+from tests import djtasks
+from tests.queue.test_backend import backdate
+
+
+def enqueue(count: int, **options: Any) -> list[str]:
+    return [djtasks.add.using(**options).enqueue(n, n).id for n in range(count)]
+
+
+def rows(alias: str) -> dict[str, Any]:
+    return {str(row.uuid): row for row in QueuedTask.objects.using(alias).all()}
+
+
+def test_claim_many_takes_up_to_limit_in_priority_then_enqueue_order(tasks_alias: str) -> None:
+    low = enqueue(2, priority=-1)
+    plain = enqueue(2)
+    high = enqueue(2, priority=5)
+    tokens = {uuid: row.token for uuid, row in rows(tasks_alias).items()}
+    first = QueuedTask.objects.claim_many("w", queues=None, limit=3)
+    assert [str(claim.uuid) for claim in first] == [*high, plain[0]]
+    second = QueuedTask.objects.claim_many("w", queues=None, limit=10)
+    assert [str(claim.uuid) for claim in second] == [plain[1], *low]
+    assert QueuedTask.objects.claim_many("w", queues=None, limit=10) == []
+    # Each its own lease: its row's token + 1, its first attempt, one sent_at a statement.
+    for claim in first + second:
+        assert (claim.token, claim.attempts, claim.owner) == (tokens[str(claim.uuid)] + 1, 1, "w")
+    assert len({claim.sent_at for claim in first}) == 1
+    assert first[0].sent_at < second[0].sent_at
+    written = rows(tasks_alias)
+    assert {row.status for row in written.values()} == {"RUNNING"}
+    assert all(row.worker_ids == ["w"] for row in written.values())
+
+
+def test_claim_many_leaves_a_task_before_its_run_after_and_other_queues(tasks_alias: str) -> None:
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    deferred = enqueue(2, run_after=later)
+    elsewhere = enqueue(2, queue_name="other")
+    due = enqueue(2)
+    claimed = QueuedTask.objects.claim_many("w", queues=["default"], limit=10)
+    assert [str(claim.uuid) for claim in claimed] == due
+    left = rows(tasks_alias)
+    assert {left[uuid].status for uuid in deferred + elsewhere} == {"READY"}
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2**31, True, 1.5, "2", None])
+def test_claim_many_refuses_a_bad_limit_and_writes_nothing(refusal_alias: str, limit: Any) -> None:
+    enqueue(2)
+    with pytest.raises((TypeError, ValueError), match="limit must be"):
+        QueuedTask.objects.claim_many("w", queues=None, limit=limit)
+    assert set(QueuedTask.objects.values_list("status", flat=True)) == {"READY"}
+
+
+def test_claim_many_skips_the_rows_another_transaction_locked(pg_alias: str) -> None:
+    """PostgreSQL: ``FOR UPDATE SKIP LOCKED``. Another session holds two ready
+    rows locked; the claim takes the next ones at once instead of waiting."""
+    import psycopg
+
+    ids = enqueue(5)
+    table = connections[pg_alias].ops.quote_name(QueuedTask._meta.db_table)
+    params = connections[pg_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params) as other:  # a transaction, held open
+        other.execute(
+            f"SELECT seq FROM {table} WHERE uuid = ANY(%s::uuid[]) FOR UPDATE", [ids[:2]]
+        )
+        with connections[pg_alias].cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")  # a wait would fail the claim
+        try:
+            claimed = QueuedTask.objects.claim_many("w", queues=None, limit=2)
+        finally:
+            with connections[pg_alias].cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+        assert [str(claim.uuid) for claim in claimed] == ids[2:4]
+        other.rollback()
+    assert [str(c.uuid) for c in QueuedTask.objects.claim_many("w", queues=None, limit=9)] == [
+        ids[0],
+        ids[1],
+        ids[4],
+    ]
+
+
+def ending(claim: Claim, status: str = "SUCCESSFUL", **changes: Any) -> Ending:
+    """``claim``'s end, returning its seq, with ``changes`` (a wrong token, ...)."""
+    end = Ending(claim.seq, claim.owner, claim.token, status, return_value=json.dumps(claim.seq))
+    return dataclasses.replace(end, **changes)
+
+
+def test_finish_many_writes_each_row_that_matches_its_own_fence(tasks_alias: str) -> None:
+    enqueue(6)
+    enqueue(1, backend="short")  # ttl 2 s
+    ok, retried, failed, stale, stranger, recovered, expired = QueuedTask.objects.claim_many(
+        "w", queues=None, limit=7
+    )
+    # ``recovered``: its lease was taken back and claimed again by another worker.
+    with connections[tasks_alias].cursor() as cursor:
+        table = connections[tasks_alias].ops.quote_name(QueuedTask._meta.db_table)
+        cursor.execute(f"UPDATE {table} SET status = 'READY' WHERE seq = %s", [recovered.seq])
+    [again] = QueuedTask.objects.claim_many("other", queues=None, limit=1)
+    assert again.seq == recovered.seq and again.token == recovered.token + 1
+    error = {"exception_class_path": "builtins.ValueError", "traceback": "ValueError: no"}
+    ends = [
+        ending(ok),
+        ending(retried, "READY", return_value=None, error=error),
+        ending(failed, "FAILED", return_value=None, error=error),
+        ending(stale, token=stale.token - 1),  # an older token
+        ending(stranger, owner="someone-else"),
+        ending(recovered),  # its old token: the other worker's run is left alone
+        ending(expired),
+    ]
+    # ``expired``: its heartbeat older than its ttl (2 s), by the database's
+    # clock; the others' ttl is 120 s.
+    backdate(tasks_alias, 3)
+    before = rows(tasks_alias)
+    written = QueuedTask.objects.finish_many(ends)
+    assert set(written) == {ok.seq, retried.seq, failed.seq}
+    assert isinstance(written[ok.seq], dt.datetime)
+    assert isinstance(written[failed.seq], dt.datetime)
+    assert written[retried.seq] is True  # READY: no finish time
+    after = {row.seq: row for row in rows(tasks_alias).values()}
+    assert (after[ok.seq].status, after[ok.seq].return_value) == ("SUCCESSFUL", ok.seq)
+    assert after[ok.seq].finished_at == written[ok.seq] and after[ok.seq].errors == []
+    assert (after[retried.seq].status, after[retried.seq].attempts) == ("READY", 1)
+    assert after[retried.seq].finished_at is None and after[retried.seq].errors == [error]
+    assert (after[failed.seq].status, after[failed.seq].errors) == ("FAILED", [error])
+    # The rows whose fence did not match are exactly as they were.
+    for claim in (stale, stranger, recovered, expired):
+        old = before[str(claim.uuid)]
+        new = after[claim.seq]
+        assert (new.status, new.token, new.owner, new.return_value, new.updated_at) == (
+            old.status,
+            old.token,
+            old.owner,
+            old.return_value,
+            old.updated_at,
+        ), claim
+
+
+def test_finish_many_refunds_the_attempt_and_keeps_a_unique_key(tasks_alias: str) -> None:
+    djtasks.unique_record.enqueue("unused", "a")
+    [claim] = QueuedTask.objects.claim_many("w", queues=None, limit=5)
+    written = QueuedTask.objects.finish_many([ending(claim, "READY", refund=True)])
+    assert written == {claim.seq: True}
+    row = QueuedTask.objects.using(tasks_alias).get(seq=claim.seq)
+    assert (row.status, row.attempts, row.return_value) == ("READY", 0, claim.seq)
+    assert row.active_key == row.unique_key != ""
+
+
+def test_finish_many_of_a_stale_worker_writes_nothing(tasks_alias: str) -> None:
+    """A worker paused past the ttl: every row of its batch was recovered,
+    one claimed again by another worker; none of its ends is written."""
+    enqueue(3, backend="retrying")
+    claims = QueuedTask.objects.claim_many("paused", queues=None, limit=3)
+    backdate(tasks_alias, 3)
+    assert len(QueuedTask.objects.recover()) == 3
+    [again] = QueuedTask.objects.claim_many("other", queues=None, limit=1)
+    assert QueuedTask.objects.finish_many([ending(claim) for claim in claims]) == {}
+    statuses = {row.seq: row.status for row in rows(tasks_alias).values()}
+    assert statuses == {c.seq: "RUNNING" if c.seq == again.seq else "READY" for c in claims}
+    [(seq, finished_at)] = QueuedTask.objects.finish_many([ending(again)]).items()
+    assert seq == again.seq and isinstance(finished_at, dt.datetime)
+
+
+def test_finish_many_refuses_bad_ends_and_writes_nothing(refusal_alias: str) -> None:
+    enqueue(2)
+    first, second = QueuedTask.objects.claim_many("w", queues=None, limit=2)
+    with pytest.raises(ValueError, match="seq is repeated"):
+        QueuedTask.objects.finish_many([ending(first), ending(second), ending(first)])
+    with pytest.raises(ValueError, match="not 'RUNNING'"):
+        QueuedTask.objects.finish_many([ending(first), ending(second, "RUNNING")])
+    assert QueuedTask.objects.finish_many([]) == {}
+    assert set(QueuedTask.objects.values_list("status", flat=True)) == {"RUNNING"}
