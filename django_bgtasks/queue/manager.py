@@ -157,6 +157,7 @@ class QueueManager(models.Manager["QueuedTask"]):
             "owner": owner,
             "all": queues is None,
             "queues": names if connection.vendor == "postgresql" else json.dumps(names),
+            "limit": 1,
         }
         sent = time.monotonic()
         rows = self._write("claim", params)

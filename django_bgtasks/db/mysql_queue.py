@@ -1,0 +1,285 @@
+"""MySQL 8.0+ and MariaDB 10.6+: the Django Tasks queue's statements, and how
+each one is run and its result read (the rules: :mod:`django_bgtasks.db.rules`;
+the vendor's ways, the clock and the SET order: :mod:`django_bgtasks.db.mysql`).
+
+Without RETURNING, a write that hands back its rows is three steps in one
+transaction, sent as one query (one round trip) where the connection allows
+several statements in one (:func:`~django_bgtasks.db.mysql.multi_statements`),
+else in ``atomic()`` one step after another:
+
+1. a locking read picks the rows (``FOR UPDATE``; a claim's ``SKIP LOCKED``,
+   with its ``LIMIT``) and keeps their ``seq`` in a session variable, as a
+   JSON array;
+2. the UPDATE writes those rows, and no other (``JSON_TABLE`` over that array);
+3. a read of them hands back the columns RETURNING gives on the other vendors.
+
+The rows stay locked until the commit, so what step 3 reads is what step 2
+wrote. A write of one row (finish, cancel) has no step 1: the UPDATE's row
+count says whether it matched. A claim keeps ``SKIP LOCKED`` only as long as
+the locking read stops at ``LIMIT``: InnoDB locks each row it reads, and a
+sort would read every ready row. Migration 0012's index (status, priority
+DESC, seq) gives the claim's order without a sort (MySQL 8.0 and MariaDB
+10.8+; MariaDB 10.6 and 10.7 ignore DESC in an index, so concurrent claims
+there may find every ready row locked and come back empty until their next
+poll).
+
+Strings that JSON_TABLE reads have a collation of their own, so they are
+compared in ``utf8mb4_bin`` (as PostgreSQL and SQLite compare them);
+queue names with JSON_CONTAINS, which compares JSON strings exactly. There is
+no NOTIFY: the workers' queue threads poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from django_bgtasks.db.mysql import MYSQL_STEP, Reader, multi_statements
+from django_bgtasks.db.mysql import _count as count_rows
+from django_bgtasks.db.mysql import _renew as renew_steps
+from django_bgtasks.db.mysql import _rows as read_rows
+from django_bgtasks.db.rows import Row, named
+from django_bgtasks.db.rules import (
+    CANCELLED_ERROR_CLASS,
+    CLAIM_COLUMNS,
+    LOST_ERROR_CLASS,
+    QueueStatements,
+)
+
+_NOW = "SYSDATE(6)"
+_LIVE = f"updated_at >= {_NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
+_STALE = f"updated_at < {_NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
+_HOLDER = f"""seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+    AND status = '{{running}}' AND {_LIVE}"""
+# The session variable step 1 keeps the picked rows' seq in, and those rows.
+_PICKED = "@bgtasks_picked"
+_IS_PICKED = (
+    f"seq IN (SELECT picked.seq FROM JSON_TABLE({_PICKED}, '$[*]' "
+    "COLUMNS (seq BIGINT PATH '$')) picked)"
+)
+
+
+def _pick(rows: str) -> str:
+    """Step 1: the ``seq`` of the rows the subquery ``rows`` locks, into the variable."""
+    return f"SELECT JSON_ARRAYAGG(seq) INTO {_PICKED} FROM ({rows}) locked"
+
+
+# Step 1 of each statement that writes several rows. A claim skips the rows
+# other claims are taking; a recovery, the rows being written now (a finish, a
+# heartbeat: a stale one is recovered at the next pass, and a recovery never
+# waits on a worker's write, nor deadlocks with one).
+_CLAIM_PICK = _pick(
+    f"""SELECT seq FROM {{table}}
+    WHERE status = '{{ready}}'
+        AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
+        AND (run_after IS NULL OR run_after <= {_NOW})
+    ORDER BY priority DESC, seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED"""
+)
+_RECOVER_PICK = _pick(
+    f"""SELECT seq FROM {{table}} WHERE status = '{{running}}' AND {_STALE}
+    FOR UPDATE SKIP LOCKED"""
+)
+_GIVE_BACK_PICK = _pick(
+    """SELECT seq FROM {table} WHERE owner = %(owner)s AND status = '{running}'
+        AND seq NOT IN (SELECT held.seq FROM JSON_TABLE(%(held)s, '$[*]'
+            COLUMNS (seq BIGINT PATH '$')) held)
+    FOR UPDATE"""
+)
+
+# Alike in postgresql.py and sqlite.py on purpose: the same statements, here
+# with the SET ordered as MySQL needs it (a SET that reads a column comes
+# before the one that changes it) and without RETURNING.
+QUEUE = QueueStatements(
+    claim=f"""
+        {_CLAIM_PICK}
+        {MYSQL_STEP}
+        UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s, token = token + 1,
+            updated_at = {_NOW}, cancel_requested = 0,
+            started_at = COALESCE(started_at, {_NOW}), last_attempted_at = {_NOW},
+            attempts = attempts + 1, worker_ids = JSON_ARRAY_APPEND(worker_ids, '$', %(owner)s)
+        WHERE {_IS_PICKED}
+        {MYSQL_STEP}
+        SELECT {CLAIM_COLUMNS} FROM {{table}} WHERE {_IS_PICKED} ORDER BY priority DESC, seq
+    """,
+    # As the lease's renew (mysql.py): a match of the first step is a renewal
+    # without a cancel request; only then the second, with one.
+    renew=f"""
+        UPDATE {{table}} SET updated_at = {_NOW},
+            progress = CASE WHEN %(set_progress)s THEN %(progress)s ELSE progress END
+        WHERE {_HOLDER} AND NOT cancel_requested
+        {MYSQL_STEP}
+        UPDATE {{table}} SET updated_at = {_NOW},
+            progress = CASE WHEN %(set_progress)s THEN %(progress)s ELSE progress END
+        WHERE {_HOLDER}
+    """,
+    finish=f"""
+        UPDATE {{table}} SET status = %(status)s, updated_at = {_NOW},
+            finished_at = CASE WHEN %(status)s = '{{ready}}' THEN NULL ELSE {_NOW} END,
+            return_value = %(return_value)s,
+            errors = CASE WHEN %(error)s IS NULL THEN errors
+                ELSE JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%(error)s, '$')) END,
+            attempts = attempts - %(refund)s,
+            active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END
+        WHERE {_HOLDER}
+        {MYSQL_STEP}
+        SELECT status, finished_at FROM {{table}} WHERE seq = %(seq)s
+    """,
+    recover=f"""
+        {_RECOVER_PICK}
+        {MYSQL_STEP}
+        UPDATE {{table}} SET
+            errors = JSON_ARRAY_APPEND(errors, '$', JSON_OBJECT(
+                'exception_class_path', '{LOST_ERROR_CLASS}',
+                'traceback', CONCAT('LeaseLost: the worker ', owner, ' was lost: no heartbeat ',
+                    'within the ttl (', ttl, ' s), on attempt ', attempts,
+                    ' of ', max_attempts))),
+            active_key = CASE WHEN attempts < max_attempts THEN active_key END,
+            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {_NOW} END,
+            status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END
+        WHERE {_IS_PICKED}
+        {MYSQL_STEP}
+        SELECT uuid, status FROM {{table}} WHERE {_IS_PICKED}
+    """,
+    # Status last: the other columns read what it was.
+    cancel=f"""
+        UPDATE {{table}} SET cancel_requested = 1,
+            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN {_NOW} ELSE finished_at END,
+            errors = CASE WHEN status = '{{ready}}' THEN JSON_ARRAY_APPEND(errors, '$',
+                JSON_OBJECT('exception_class_path', '{CANCELLED_ERROR_CLASS}',
+                    'traceback', 'TaskCancelled: cancelled by an operator before it started'))
+                ELSE errors END,
+            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END
+        WHERE uuid = %(uuid)s AND status IN ('{{ready}}', '{{running}}')
+        {MYSQL_STEP}
+        SELECT status FROM {{table}} WHERE uuid = %(uuid)s
+    """,
+    ended="""
+        SELECT status, finished_at FROM {table}
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = %(status)s
+    """,
+    # started_at reads the attempts before they are given back; the worker
+    # added last to worker_ids is removed.
+    give_back=f"""
+        {_GIVE_BACK_PICK}
+        {MYSQL_STEP}
+        UPDATE {{table}} SET
+            started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
+            attempts = attempts - 1, updated_at = {_NOW}, status = '{{ready}}',
+            worker_ids = JSON_REMOVE(worker_ids, CONCAT('$[', JSON_LENGTH(worker_ids) - 1, ']'))
+        WHERE {_IS_PICKED}
+        {MYSQL_STEP}
+        SELECT uuid FROM {{table}} WHERE {_IS_PICKED}
+    """,
+    # As db.rules.QUEUE_RETRY. MySQL refuses a subquery on the table an
+    # UPDATE writes unless it is a derived table (materialised first).
+    retry="""
+        UPDATE {table} SET status = '{ready}', run_after = NULL, finished_at = NULL,
+            return_value = NULL, cancel_requested = 0,
+            max_attempts = CASE WHEN attempts >= max_attempts THEN attempts + 1
+                ELSE max_attempts END,
+            active_key = NULLIF(unique_key, '')
+        WHERE uuid = %(uuid)s AND status = '{failed}'
+            AND unique_key NOT IN (SELECT held.active_key FROM (
+                SELECT DISTINCT active_key FROM {table} WHERE active_key IS NOT NULL) held)
+    """,
+)
+
+# As ``finish``, for every ending in the JSON array ``ends`` (db/rules.py's
+# interface): each row fenced alike. A multi-table UPDATE assigns in no set
+# order, so no SET here reads a column another one changes. (A field of
+# QueueStatements once the queue's manager has finish_many.)
+_ENDS = """JSON_TABLE(%(ends)s, '$[*]' COLUMNS (seq BIGINT PATH '$.seq',
+    owner VARCHAR(200) PATH '$.owner', token BIGINT PATH '$.token',
+    status VARCHAR(16) PATH '$.status', return_value LONGTEXT PATH '$.return_value',
+    error JSON PATH '$.error', refund INT PATH '$.refund')) e"""
+# Step 1 locks the rows whose ending matches them, so step 2 writes those alone.
+_FINISH_MANY_PICK = _pick(
+    f"""SELECT t.seq FROM {{table}} t JOIN {_ENDS} ON t.seq = e.seq
+    WHERE t.owner = e.owner COLLATE utf8mb4_bin AND t.token = e.token
+        AND t.status = '{{running}}' AND t.{_LIVE}
+    FOR UPDATE"""
+)
+FINISH_MANY = f"""
+    {_FINISH_MANY_PICK}
+    {MYSQL_STEP}
+    UPDATE {{table}} t JOIN {_ENDS} ON t.seq = e.seq
+    SET t.status = e.status, t.updated_at = {_NOW},
+        t.finished_at = CASE WHEN e.status = '{{ready}}' THEN NULL ELSE {_NOW} END,
+        t.return_value = e.return_value,
+        t.errors = CASE WHEN e.error IS NULL OR JSON_TYPE(e.error) = 'NULL' THEN t.errors
+            ELSE JSON_ARRAY_APPEND(t.errors, '$', JSON_EXTRACT(e.error, '$')) END,
+        t.attempts = t.attempts - e.refund,
+        t.active_key = CASE WHEN e.status = '{{ready}}' THEN t.active_key END
+    WHERE t.{_IS_PICKED}
+    {MYSQL_STEP}
+    SELECT seq, status, finished_at FROM {{table}} WHERE {_IS_PICKED}
+"""
+
+
+# --- How a statement is run, and its result read -----------------------------------------
+
+
+def _transaction(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """The steps of ``query`` in one transaction: the rows of the last, a read,
+    when the write before it matched any row, else none."""
+    *before, write, last = query.split(MYSQL_STEP)
+    with connection.cursor() as cursor:
+        if not multi_statements(connection):
+            with transaction.atomic(using=connection.alias):
+                for step in before:
+                    cursor.execute(step, params)
+                cursor.execute(write, params)
+                if not cursor.rowcount:
+                    return []
+                cursor.execute(last, params)
+                return named(cursor)
+        steps = ["START TRANSACTION", *before, write, last, "COMMIT"]
+        try:
+            cursor.execute(MYSQL_STEP.join(steps), params)
+            # An error in a later step is raised by nextset(), and the server
+            # runs nothing after it: the transaction is rolled back below.
+            with connection.wrap_database_errors:
+                for _ in before:
+                    cursor.nextset()
+                cursor.nextset()
+                written = cursor.rowcount
+                cursor.nextset()
+                rows = named(cursor) if written else []
+                cursor.nextset()  # the COMMIT's
+        except BaseException:
+            with contextlib.suppress(DatabaseError), connection.wrap_database_errors:
+                cursor.execute("ROLLBACK")
+            raise
+        return rows
+
+
+# How each statement is run and read (see the readers above and mysql.py's).
+READERS: dict[str, Reader] = {
+    "claim": _transaction,
+    "renew": renew_steps,
+    "finish": _transaction,
+    "finish_many": _transaction,
+    "recover": _transaction,
+    "cancel": _transaction,
+    "ended": read_rows,
+    "give_back": _transaction,
+    "retry": count_rows,
+}
+
+
+def run(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """Execute the rendered ``query`` of the queue's field ``statement`` and
+    return its rows by column name, as RETURNING gives them on PostgreSQL and
+    SQLite."""
+    return READERS[statement](connection, statement, query, params)
