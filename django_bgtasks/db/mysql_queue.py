@@ -64,7 +64,7 @@ _IS_PICKED = (
 
 def _pick(rows: str) -> str:
     """Step 1: the ``seq`` of the rows the subquery ``rows`` locks, into the variable."""
-    return f"SELECT JSON_ARRAYAGG(seq) INTO {_PICKED} FROM ({rows}) locked"
+    return f"SELECT JSON_ARRAYAGG(seq) AS picked FROM ({rows}) locked INTO {_PICKED}"
 
 
 # Step 1 of each statement that writes several rows. A claim skips the rows
@@ -196,7 +196,7 @@ QUEUE = QueueStatements(
 # order, so no SET here reads a column another one changes. (A field of
 # QueueStatements once the queue's manager has finish_many.)
 _ENDS = """JSON_TABLE(%(ends)s, '$[*]' COLUMNS (seq BIGINT PATH '$.seq',
-    owner VARCHAR(200) PATH '$.owner', token BIGINT PATH '$.token',
+    owner VARCHAR(200) CHARACTER SET utf8mb4 PATH '$.owner', token BIGINT PATH '$.token',
     status VARCHAR(16) PATH '$.status', return_value LONGTEXT PATH '$.return_value',
     error JSON PATH '$.error', refund INT PATH '$.refund')) e"""
 # Step 1 locks the rows whose ending matches them, so step 2 writes those alone.
@@ -276,6 +276,7 @@ READERS: dict[str, Reader] = {
 }
 
 
+# Alike mysql.run on purpose: each module's statements, by its own READERS.
 def run(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:

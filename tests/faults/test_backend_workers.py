@@ -140,6 +140,46 @@ def test_a_killed_workers_task_fails_worker_lost_with_max_attempts_1(
     assert len(lines(started)) == 1, "not run again"
 
 
+def test_a_worker_paused_past_its_ttl_writes_nothing_when_it_wakes(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    """SIGSTOP of the worker running a task, past the ttl: another worker
+    recovers and runs it again; when the first wakes, its run ends without
+    writing anything (its finish is fenced by the token it held), and the
+    row keeps the second run's result."""
+    from django_bgtasks.models import QueuedTask
+
+    started = tmp_path / "started"
+    # TTL 2 s: the first attempt sleeps past it, paused; the second returns 2 at once.
+    result = djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 6)
+    first = workers.start("--queue", "default")
+    wait_until("the first attempt", lambda: lines(started), timeout=60)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        workers.start("--queue", "default")
+        result = finished(result, timeout=30)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    assert result.status == SUCCESSFUL and result.return_value == 2
+    # The first worker's run of attempt 1 ends (its sleep was 6 s) and finds its lease lost.
+    wait_until(
+        "the paused worker to find its lease lost",
+        lambda: "(token 1) lost" in (tmp_path / "worker-0.log").read_text(),
+        timeout=30,
+    )
+    assert first.poll() is None, workers.output()
+    workers.stop_all()
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    paused, second = row.worker_ids
+    assert (row.status, row.return_value, row.owner) == (SUCCESSFUL, 2, second)
+    assert second != paused
+    assert (row.token, row.attempts) == (2, 2)
+    assert [error["exception_class_path"].rsplit(".", 1)[-1] for error in row.errors] == [
+        "LeaseLost"
+    ]
+    assert not QueuedTask.objects.using(tasks_alias).running().exists()
+
+
 def test_sigterm_puts_the_task_back_and_another_worker_runs_it(
     tasks_alias: str, workers: Workers, tmp_path: Path
 ) -> None:
