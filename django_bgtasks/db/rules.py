@@ -42,6 +42,8 @@ Rules every statement keeps:
   ``FOR UPDATE SKIP LOCKED``: concurrent workers take different rows without
   waiting on each other. SQLite serialises writers, so the same
   ``UPDATE ... WHERE seq = (SELECT ... LIMIT 1)`` is already exclusive there.
+  MySQL/MariaDB pick with ``FOR UPDATE SKIP LOCKED`` too, in the transaction
+  of the claim's write (:mod:`~django_bgtasks.db.mysql_queue`).
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ SKIP_SLOT = """
 """
 
 
-# --- The Django Tasks queue (not on MySQL/MariaDB yet: bgtasks.E015) -----------------------
+# --- The Django Tasks queue ---------------------------------------------------------------
 
 # What a claim returns; queue.manager.Claim.from_row() reads these names.
 CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_context,

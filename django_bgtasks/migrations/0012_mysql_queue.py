@@ -8,7 +8,9 @@ Nothing happens on the other vendors.
   would take "Report" and "report" for one key. ``unique_key`` and
   ``active_key`` get ``utf8mb4_bin``, as PostgreSQL and SQLite compare them
   (as 0006 did for the lease names). 255 characters of utf8mb4 are 1,020
-  bytes, inside InnoDB's 3,072-byte key limit.
+  bytes, inside InnoDB's 3,072-byte key limit. (``utf8mb4_bin`` still ignores
+  trailing spaces: "report" and "report " are one key; the NO PAD binary
+  collations are named differently on MySQL and MariaDB.)
 * **The claim reads only the rows it takes.** The claim's ``SELECT ... ORDER
   BY priority DESC, seq LIMIT n FOR UPDATE SKIP LOCKED`` locks every row it
   reads, and with a sort it reads (and locks) every ready row: a concurrent

@@ -68,7 +68,10 @@ def backdate(alias: str, seconds: float) -> None:
     if connection.vendor == "postgresql":
         sql = f"UPDATE {table} SET updated_at = updated_at - %s * interval '1 second'"
     elif connection.vendor == "mysql":
-        sql = f"UPDATE {table} SET updated_at = updated_at - INTERVAL ROUND(%s * 1000000) MICROSECOND"
+        sql = (
+            f"UPDATE {table} SET updated_at = updated_at"
+            " - INTERVAL ROUND(%s * 1000000) MICROSECOND"
+        )
     else:
         sql = (
             f"UPDATE {table} SET updated_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', "
