@@ -56,9 +56,17 @@ _HOLDER = f"""seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
     AND status = '{{running}}' AND {_LIVE}"""
 # The session variable step 1 keeps the picked rows' seq in, and those rows.
 _PICKED = "@bgtasks_picked"
-_IS_PICKED = (
-    f"seq IN (SELECT picked.seq FROM JSON_TABLE({_PICKED}, '$[*]' "
-    "COLUMNS (seq BIGINT PATH '$')) picked)"
+_PICKED_ROWS = f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (seq BIGINT PATH '$')) picked"
+_IS_PICKED = f"seq IN (SELECT picked.seq FROM {_PICKED_ROWS})"
+# An UPDATE of them, as ``UPDATE {_PICKED_JOIN} SET ...``: each row looked up
+# by its key, and no other row read. A locking read or a write locks every
+# row it reads, so the plan must not be left to the optimizer, which reads a
+# small table through (and a single-table UPDATE's IN (subquery) reads every
+# row, before MariaDB 11.1). A multi-table UPDATE may assign its SET at once,
+# not left to right; the module's order (a SET that reads a column before the
+# one that changes it) means the same either way.
+_PICKED_JOIN = (
+    f"{_PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq"
 )
 
 
@@ -72,7 +80,7 @@ def _pick(rows: str) -> str:
 # heartbeat: a stale one is recovered at the next pass, and a recovery never
 # waits on a worker's write, nor deadlocks with one).
 _CLAIM_PICK = _pick(
-    f"""SELECT seq FROM {{table}}
+    f"""SELECT seq FROM {{table}} FORCE INDEX (bgtasks_queued_claim)
     WHERE status = '{{ready}}'
         AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
         AND (run_after IS NULL OR run_after <= {_NOW})
@@ -81,11 +89,13 @@ _CLAIM_PICK = _pick(
     FOR UPDATE SKIP LOCKED"""
 )
 _RECOVER_PICK = _pick(
-    f"""SELECT seq FROM {{table}} WHERE status = '{{running}}' AND {_STALE}
+    f"""SELECT seq FROM {{table}} FORCE INDEX (bgtasks_queued_running)
+    WHERE status = '{{running}}' AND {_STALE}
     FOR UPDATE SKIP LOCKED"""
 )
 _GIVE_BACK_PICK = _pick(
-    """SELECT seq FROM {table} WHERE owner = %(owner)s AND status = '{running}'
+    """SELECT seq FROM {table} FORCE INDEX (bgtasks_queued_running)
+    WHERE owner = %(owner)s AND status = '{running}'
         AND seq NOT IN (SELECT held.seq FROM JSON_TABLE(%(held)s, '$[*]'
             COLUMNS (seq BIGINT PATH '$')) held)
     FOR UPDATE"""
@@ -98,11 +108,11 @@ QUEUE = QueueStatements(
     claim=f"""
         {_CLAIM_PICK}
         {MYSQL_STEP}
-        UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s, token = token + 1,
+        UPDATE {_PICKED_JOIN}
+        SET status = '{{running}}', owner = %(owner)s, token = token + 1,
             updated_at = {_NOW}, cancel_requested = 0,
             started_at = COALESCE(started_at, {_NOW}), last_attempted_at = {_NOW},
             attempts = attempts + 1, worker_ids = JSON_ARRAY_APPEND(worker_ids, '$', %(owner)s)
-        WHERE {_IS_PICKED}
         {MYSQL_STEP}
         SELECT {CLAIM_COLUMNS} FROM {{table}} WHERE {_IS_PICKED} ORDER BY priority DESC, seq
     """,
@@ -132,7 +142,8 @@ QUEUE = QueueStatements(
     recover=f"""
         {_RECOVER_PICK}
         {MYSQL_STEP}
-        UPDATE {{table}} SET
+        UPDATE {_PICKED_JOIN}
+        SET
             errors = JSON_ARRAY_APPEND(errors, '$', JSON_OBJECT(
                 'exception_class_path', '{LOST_ERROR_CLASS}',
                 'traceback', CONCAT('LeaseLost: the worker ', owner, ' was lost: no heartbeat ',
@@ -141,7 +152,6 @@ QUEUE = QueueStatements(
             active_key = CASE WHEN attempts < max_attempts THEN active_key END,
             finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {_NOW} END,
             status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END
-        WHERE {_IS_PICKED}
         {MYSQL_STEP}
         SELECT uuid, status FROM {{table}} WHERE {_IS_PICKED}
     """,
@@ -169,11 +179,11 @@ QUEUE = QueueStatements(
     give_back=f"""
         {_GIVE_BACK_PICK}
         {MYSQL_STEP}
-        UPDATE {{table}} SET
+        UPDATE {_PICKED_JOIN} SET
             started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
             attempts = attempts - 1, updated_at = {_NOW}, status = '{{ready}}',
             worker_ids = JSON_REMOVE(worker_ids, CONCAT('$[', JSON_LENGTH(worker_ids) - 1, ']'))
-        WHERE {_IS_PICKED}
+
         {MYSQL_STEP}
         SELECT uuid FROM {{table}} WHERE {_IS_PICKED}
     """,
@@ -192,8 +202,7 @@ QUEUE = QueueStatements(
 )
 
 # As ``finish``, for every ending in the JSON array ``ends`` (db/rules.py's
-# interface): each row fenced alike. A multi-table UPDATE assigns in no set
-# order, so no SET here reads a column another one changes. (A field of
+# interface): each row fenced alike. (A field of
 # QueueStatements once the queue's manager has finish_many.)
 _ENDS = """JSON_TABLE(%(ends)s, '$[*]' COLUMNS (seq BIGINT PATH '$.seq',
     owner VARCHAR(200) CHARACTER SET utf8mb4 PATH '$.owner', token BIGINT PATH '$.token',
@@ -201,7 +210,8 @@ _ENDS = """JSON_TABLE(%(ends)s, '$[*]' COLUMNS (seq BIGINT PATH '$.seq',
     error JSON PATH '$.error', refund INT PATH '$.refund')) e"""
 # Step 1 locks the rows whose ending matches them, so step 2 writes those alone.
 _FINISH_MANY_PICK = _pick(
-    f"""SELECT t.seq FROM {{table}} t JOIN {_ENDS} ON t.seq = e.seq
+    f"""SELECT t.seq FROM {_ENDS}
+        STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = e.seq
     WHERE t.owner = e.owner COLLATE utf8mb4_bin AND t.token = e.token
         AND t.status = '{{running}}' AND t.{_LIVE}
     FOR UPDATE"""
@@ -209,7 +219,7 @@ _FINISH_MANY_PICK = _pick(
 FINISH_MANY = f"""
     {_FINISH_MANY_PICK}
     {MYSQL_STEP}
-    UPDATE {{table}} t JOIN {_ENDS} ON t.seq = e.seq
+    UPDATE {_PICKED_JOIN} STRAIGHT_JOIN {_ENDS} ON e.seq = t.seq
     SET t.status = e.status, t.updated_at = {_NOW},
         t.finished_at = CASE WHEN e.status = '{{ready}}' THEN NULL ELSE {_NOW} END,
         t.return_value = e.return_value,
@@ -217,7 +227,6 @@ FINISH_MANY = f"""
             ELSE JSON_ARRAY_APPEND(t.errors, '$', JSON_EXTRACT(e.error, '$')) END,
         t.attempts = t.attempts - e.refund,
         t.active_key = CASE WHEN e.status = '{{ready}}' THEN t.active_key END
-    WHERE t.{_IS_PICKED}
     {MYSQL_STEP}
     SELECT seq, status, finished_at FROM {{table}} WHERE {_IS_PICKED}
 """

@@ -102,6 +102,34 @@ def test_a_claim_skips_only_the_rows_another_claim_holds(mysql_alias: str) -> No
     assert [row["priority"] for row in _claim(mysql_alias, 2)] == [3, 0]
 
 
+def test_the_writes_of_several_rows_wait_on_no_row_they_dont_write(mysql_alias: str) -> None:
+    """Another session holds the lock of a row that a claim, a recovery and a
+    give-back don't take: each still writes its own rows at once (they look
+    their rows up by key, and don't read the table through, waiting on that
+    lock until the lock wait timeout)."""
+    _enqueue(2, 1, 0)
+    rows = QueuedTask.objects.using(mysql_alias)
+    locked = rows.get(priority=0).seq
+    connection = connections[mysql_alias]
+    other = connections.create_connection(mysql_alias)
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute(f"SELECT seq FROM {TABLE} WHERE seq = %s FOR UPDATE", [locked])
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        assert [row["priority"] for row in _claim(mysql_alias, 1)] == [2]
+        rows.filter(priority=2).update(updated_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+        assert [row["status"] for row in _run(mysql_alias, "recover")] == ["FAILED"]
+        assert [row["priority"] for row in _claim(mysql_alias, 1)] == [1]
+        assert len(_run(mysql_alias, "give_back", owner="w1", held="[]")) == 1
+    finally:
+        other.rollback()
+        other.close()
+        connection.close()  # (and its session's lock wait timeout)
+    assert [row.status for row in rows.order_by("-priority")] == ["FAILED", "READY", "READY"]
+
+
 def test_finish_many_writes_each_row_its_ending_fences_and_no_other(
     mysql_queue_alias: str,
 ) -> None:

@@ -154,10 +154,22 @@ def test_a_worker_paused_past_its_ttl_writes_nothing_when_it_wakes(
     result = djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 6)
     first = workers.start("--queue", "default")
     wait_until("the first attempt", lambda: lines(started), timeout=60)
-    os.kill(first.pid, signal.SIGSTOP)
+    workers.start("--queue", "default")
+    # A worker stopped inside a write keeps its row's lock (the whole
+    # database's, on SQLite): nobody can recover the task until it goes on.
+    # Such a stop is let go and made again, at another moment (as in
+    # tests/faults/test_workers.py); one between writes is what this is about.
     try:
-        workers.start("--queue", "default")
-        result = finished(result, timeout=30)
+        for _ in range(3):
+            os.kill(first.pid, signal.SIGSTOP)
+            try:
+                result = finished(result, timeout=10)
+                break
+            except AssertionError:
+                os.kill(first.pid, signal.SIGCONT)
+                time.sleep(0.35)
+        else:
+            pytest.fail("no stop of the first worker let the second run the task")
     finally:
         os.kill(first.pid, signal.SIGCONT)
     assert result.status == SUCCESSFUL and result.return_value == 2
@@ -170,9 +182,10 @@ def test_a_worker_paused_past_its_ttl_writes_nothing_when_it_wakes(
     assert first.poll() is None, workers.output()
     workers.stop_all()
     row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
-    paused, second = row.worker_ids
+    # (The second run is the other worker's, unless a stop let go again gave
+    # the first worker time to recover and run it itself: fenced alike.)
+    _, second = row.worker_ids
     assert (row.status, row.return_value, row.owner) == (SUCCESSFUL, 2, second)
-    assert second != paused
     assert (row.token, row.attempts) == (2, 2)
     assert [error["exception_class_path"].rsplit(".", 1)[-1] for error in row.errors] == [
         "LeaseLost"
