@@ -48,6 +48,7 @@ from django_bgtasks.db.rules import (
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
     STATE_COLUMNS,
+    TAKE_SLOT,
     WORKER_COLUMNS,
     Statements,
 )
@@ -352,6 +353,7 @@ STATEMENTS = Statements(
         VALUES (%(name)s, NULL, 0, '', {{new_row_token}}, %(ttl)s, 0, '', '', '',
             0, 0, NULL, '', NULL, %(schedule)s, %(next)s)
     """,
+    take_slot=TAKE_SLOT,  # read by its row count (READERS)
     due_work=f"""
         SELECT {{due_columns}} FROM (
             SELECT t.*,
@@ -407,6 +409,7 @@ READERS: dict[str, Reader] = {
     "claim_retry": _claim,
     "skip_slot": _count,
     "ensure_schedule": _upsert,
+    "take_slot": _count,
     "due_work": _rows,
     "worker_beat": _upsert,
     "worker_gone": _count,
