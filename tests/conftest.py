@@ -117,8 +117,8 @@ ALIAS_FIXTURES: dict[str, tuple[Callable[[str, dict[str, Any]], bool], set[str]]
     "site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
     # The event stream's PostgreSQL-only tests, where the change feed listens.
     "pg_site_alias": (lambda alias, db: alias in SURFACE_ALIASES and _postgres(db), {"default"}),
-    # The Django Tasks backend: PostgreSQL and SQLite (MySQL is bgtasks.E015).
-    "tasks_alias": (lambda alias, db: not db["ENGINE"].endswith("mysql"), set()),
+    # The Django Tasks backend: every engine.
+    "tasks_alias": (lambda alias, db: True, set()),
     "tasks_site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
 }
 
@@ -240,7 +240,7 @@ def pg_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 
 @pytest.fixture
 def tasks_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """Each database the Django Tasks backend supports (not MySQL yet)."""
+    """Each database the Django Tasks backend supports: every one."""
     return _use_alias(request, settings)
 
 

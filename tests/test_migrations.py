@@ -293,6 +293,54 @@ def test_unapplying_0006_on_mysql_removes_its_trigger_and_reapplying_restores_it
     assert [run["outcome"] for run in history("job")] == ["succeeded"]
 
 
+# --- MySQL / MariaDB: the queue's unique keys and the claim's index (0012) ----------------
+
+
+def _queue_indexes(alias: str) -> dict[str, list[tuple[str, str]]]:
+    """Each index of the queue table: its columns, in order, with their direction."""
+    from django_bgtasks.models import QueuedTask
+
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT index_name, column_name, collation FROM information_schema.statistics"
+            " WHERE table_schema = DATABASE() AND table_name = %s"
+            " ORDER BY index_name, seq_in_index",
+            [QueuedTask._meta.db_table],
+        )
+        indexes: dict[str, list[tuple[str, str]]] = {}
+        for index, column, direction in cursor.fetchall():
+            indexes.setdefault(index, []).append((column, direction))
+        return indexes
+
+
+def test_on_mysql_unique_keys_that_differ_in_case_are_different_keys(mysql_alias: str) -> None:
+    """MySQL's default collations would make these one key of the unique index
+    on active_key; 0012 compares them byte for byte, as on PostgreSQL."""
+    import dataclasses
+
+    from tests import djtasks
+
+    # (Not "report ": utf8mb4_bin ignores trailing spaces, docs/install.md.)
+    keys = ["report", "Report", "répórt", "REPORT"]
+    results = [dataclasses.replace(djtasks.nightly_report, lease_name=k).enqueue() for k in keys]
+    assert len({result.id for result in results}) == len(keys)
+    again = dataclasses.replace(djtasks.nightly_report, lease_name="Report").enqueue()
+    assert again.id == results[1].id
+
+
+def test_unapplying_0012_on_mysql_removes_the_claims_index_and_reapplying_restores_it(
+    mysql_alias: str,
+) -> None:
+    claim_order = [("status", "A"), ("priority", "D"), ("seq", "A")]
+    assert _queue_indexes(mysql_alias)["bgtasks_queued_claim"] == claim_order
+    call_command("migrate", "django_bgtasks", "0011_worker_ttl", database=mysql_alias, verbosity=0)
+    try:
+        assert "bgtasks_queued_claim" not in _queue_indexes(mysql_alias)
+    finally:
+        call_command("migrate", "django_bgtasks", database=mysql_alias, verbosity=0)
+    assert _queue_indexes(mysql_alias)["bgtasks_queued_claim"] == claim_order
+
+
 def test_the_change_trigger_watches_every_column_but_the_heartbeats(pg_alias: str) -> None:
     """0008's update trigger names its columns (UPDATE OF ...), so that a
     heartbeat never fires it: a column added to the table must be added

@@ -1,7 +1,7 @@
 """MySQL 8.0+ and MariaDB 10.6+: the statements of the lease operations and the
 workers', and how each one is run and its result read (the rules:
-:mod:`django_bgtasks.db.rules`). The Django Tasks queue doesn't run here yet
-(bgtasks.E015).
+:mod:`django_bgtasks.db.rules`). The Django Tasks queue's, on the same ways,
+are :mod:`django_bgtasks.db.mysql_queue`'s.
 
 Neither server has UPDATE ... RETURNING (MySQL has no RETURNING at all), and
 Django's MySQL backend counts *matched* rows (CLIENT.FOUND_ROWS), so a write

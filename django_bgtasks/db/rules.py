@@ -42,13 +42,16 @@ Rules every statement keeps:
   with ``FOR UPDATE SKIP LOCKED``: concurrent workers take different rows
   without waiting on each other. SQLite serialises writers, so the same
   ``UPDATE ... WHERE seq IN (SELECT ... LIMIT n)`` is already exclusive there.
+  MySQL/MariaDB pick with ``FOR UPDATE SKIP LOCKED`` too, in the transaction
+  of the claim's write (:mod:`~django_bgtasks.db.mysql_queue`).
 * **Batches keep each row's rules.** A claim takes up to ``limit`` rows in one
   statement, and ``finish_many`` ends several runs in one: each row still gets
   its own token and attempt, and each end is still fenced by its own seq,
   owner, token and live lease; a row that doesn't match is left alone while
   the others are written. A batch's rows travel as one JSON text parameter
-  (``jsonb_to_recordset`` on PostgreSQL, ``json_each`` on SQLite), so the
-  statement's text is the same for every batch size.
+  (``jsonb_to_recordset`` on PostgreSQL, ``json_each`` on SQLite,
+  ``JSON_TABLE`` on MySQL/MariaDB), so the statement's text is the same for
+  every batch size.
 """
 
 from __future__ import annotations
@@ -179,7 +182,7 @@ TAKE_SLOT = """
 """
 
 
-# --- The Django Tasks queue (not on MySQL/MariaDB yet: bgtasks.E015) -----------------------
+# --- The Django Tasks queue ---------------------------------------------------------------
 
 # What a claim returns; queue.manager.Claim.from_row() reads these names.
 CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_context,

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from django.db import NotSupportedError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_bgtasks.db import mysql, postgresql, sqlite
+from django_bgtasks.db import mysql, mysql_queue, postgresql, sqlite
 from django_bgtasks.db.cursor import fetch_all
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import STATUSES, QueueStatements, Statements
@@ -32,7 +32,7 @@ class _Vendor:
 
     statements: Statements
     fragments: dict[str, str]
-    queue: QueueStatements | None  # None: no Django Tasks queue on this vendor yet
+    queue: QueueStatements | None  # None: no Django Tasks queue on this vendor
     time_param: Callable[[dt.datetime], Any]
 
 
@@ -41,10 +41,10 @@ _BY_VENDOR = {
         postgresql.STATEMENTS, postgresql.FRAGMENTS, postgresql.QUEUE, postgresql.time_param
     ),
     "sqlite": _Vendor(sqlite.STATEMENTS, sqlite.FRAGMENTS, sqlite.QUEUE, sqlite.time_param),
-    "mysql": _Vendor(mysql.STATEMENTS, mysql.FRAGMENTS, None, mysql.time_param),
+    "mysql": _Vendor(mysql.STATEMENTS, mysql.FRAGMENTS, mysql_queue.QUEUE, mysql.time_param),
 }
 SUPPORTED_VENDORS = tuple(_BY_VENDOR)
-# Not MySQL/MariaDB yet (bgtasks.E015): the lease table's vendors minus that.
+# The vendors the Django Tasks queue runs on (bgtasks.E015 refuses the others).
 QUEUE_VENDORS = tuple(name for name, vendor in _BY_VENDOR.items() if vendor.queue is not None)
 
 # Every rendered set, keyed by what it is, the vendor and the tables alone:
@@ -92,7 +92,7 @@ def queue_statements(connection: BaseDatabaseWrapper, *, table: str) -> QueueSta
     vendor = _BY_VENDOR.get(connection.vendor)
     if vendor is None or vendor.queue is None:
         raise NotSupportedError(
-            "django_bgtasks.backend.LeaseBackend supports PostgreSQL and SQLite, "
+            f"django_bgtasks.backend.LeaseBackend supports {', '.join(QUEUE_VENDORS)}, "
             f"not {connection.vendor!r} (database {connection.alias!r})"
         )
     quoted = connection.ops.quote_name(table)
@@ -117,8 +117,9 @@ def read(
     """Run field ``statement`` of the set ``statements_of(connection)`` (a
     manager's rendered statements) on ``connection``, and return its rows,
     each a dict by column name (:mod:`~django_bgtasks.db.rows`)."""
-    query: str = getattr(statements_of(connection), statement)
-    return run(connection, statement, query, params)
+    rendered = statements_of(connection)
+    query: str = getattr(rendered, statement)
+    return run(connection, statement, query, params, queue=isinstance(rendered, QueueStatements))
 
 
 def write(
@@ -137,15 +138,21 @@ def write(
 
 
 def run(
-    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+    connection: BaseDatabaseWrapper,
+    statement: str,
+    query: str,
+    params: dict[str, Any],
+    *,
+    queue: bool = False,
 ) -> list[Row]:
-    """Execute the rendered ``query`` of field ``statement`` and return its rows
-    by column name, as RETURNING gives them on PostgreSQL and SQLite: one
-    statement there, run prepared where the cursor may
-    (:mod:`~django_bgtasks.db.cursor`). MySQL runs and reads each its own way
-    (:data:`django_bgtasks.db.mysql.READERS`), into rows of the same names."""
+    """Execute the rendered ``query`` of field ``statement`` (of the queue's
+    statements with ``queue``) and return its rows by column name, as
+    RETURNING gives them on PostgreSQL and SQLite: one statement there, run
+    prepared where the cursor may (:mod:`~django_bgtasks.db.cursor`). MySQL
+    runs and reads each its own way (:data:`django_bgtasks.db.mysql.READERS`,
+    :data:`django_bgtasks.db.mysql_queue.READERS`), into rows of the same names."""
     if connection.vendor == "mysql":
-        return mysql.run(connection, statement, query, params)
+        return (mysql_queue.run if queue else mysql.run)(connection, statement, query, params)
     return fetch_all(connection, query, params)
 
 

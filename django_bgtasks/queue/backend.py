@@ -198,8 +198,8 @@ class LeaseBackend(compat.BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """bgtasks.E018 (this app is not installed), E015 (the database is not
-        PostgreSQL or SQLite), E016 (a bad option), E023-E028 (a bad
-        ``SCHEDULES`` entry: :mod:`django_bgtasks.queue.schedules`)."""
+        PostgreSQL, SQLite, MySQL or MariaDB), E016 (a bad option), E023-E028 (a
+        bad ``SCHEDULES`` entry: :mod:`django_bgtasks.queue.schedules`)."""
         messages: list[checks.CheckMessage] = list(super().check(**kwargs))
         where = self._where()
         if not apps.is_installed("django_bgtasks"):
@@ -218,10 +218,10 @@ class LeaseBackend(compat.BaseTaskBackend):
         if vendor not in QUEUE_VENDORS:
             messages.append(
                 checks.Error(
-                    f"{where}: LeaseBackend runs on PostgreSQL and SQLite, and "
-                    f"BGTASKS_DATABASE ({conf.DATABASE!r}) is {vendor!r}.",
-                    hint="Point BGTASKS_DATABASE at a PostgreSQL or SQLite database, or use "
-                    "another Tasks backend.",
+                    f"{where}: LeaseBackend runs on PostgreSQL, SQLite, MySQL and MariaDB, "
+                    f"and BGTASKS_DATABASE ({conf.DATABASE!r}) is {vendor!r}.",
+                    hint="Point BGTASKS_DATABASE at a PostgreSQL, SQLite, MySQL or MariaDB "
+                    "database, or use another Tasks backend.",
                     id="bgtasks.E015",
                 )
             )

@@ -150,6 +150,59 @@ def test_a_killed_workers_task_fails_worker_lost_with_max_attempts_1(
     assert len(lines(started)) == 3, "not run again"
 
 
+def test_a_worker_paused_past_its_ttl_writes_nothing_when_it_wakes(
+    tasks_alias: str, workers: Workers, tmp_path: Path
+) -> None:
+    """SIGSTOP of the worker running a task, past the ttl: another worker
+    recovers and runs it again; when the first wakes, its run ends without
+    writing anything (its finish is fenced by the token it held), and the
+    row keeps the second run's result."""
+    from django_bgtasks.models import QueuedTask
+
+    started = tmp_path / "started"
+    # TTL 2 s: the first attempt sleeps past it, paused; the second returns 2 at once.
+    result = djtasks.sleeps_first.using(backend="retrying").enqueue(str(started), 6)
+    first = workers.start("--queue", "default")
+    wait_until("the first attempt", lambda: lines(started), timeout=60)
+    workers.start("--queue", "default")
+    # A worker stopped inside a write keeps its row's lock (the whole
+    # database's, on SQLite): nobody can recover the task until it goes on.
+    # Such a stop is let go and made again, at another moment (as in
+    # tests/faults/test_workers.py); one between writes is what this is about.
+    try:
+        for _ in range(3):
+            os.kill(first.pid, signal.SIGSTOP)
+            try:
+                result = finished(result, timeout=10)
+                break
+            except AssertionError:
+                os.kill(first.pid, signal.SIGCONT)
+                time.sleep(0.35)
+        else:
+            pytest.fail("no stop of the first worker let the second run the task")
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    assert result.status == SUCCESSFUL and result.return_value == 2
+    # The first worker's run of attempt 1 ends (its sleep was 6 s) and finds its lease lost.
+    wait_until(
+        "the paused worker to find its lease lost",
+        lambda: "(token 1) lost" in (tmp_path / "worker-0.log").read_text(),
+        timeout=30,
+    )
+    assert first.poll() is None, workers.output()
+    workers.stop_all()
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+    # (The second run is the other worker's, unless a stop let go again gave
+    # the first worker time to recover and run it itself: fenced alike.)
+    _, second = row.worker_ids
+    assert (row.status, row.return_value, row.owner) == (SUCCESSFUL, 2, second)
+    assert (row.token, row.attempts) == (2, 2)
+    assert [error["exception_class_path"].rsplit(".", 1)[-1] for error in row.errors] == [
+        "LeaseLost"
+    ]
+    assert not QueuedTask.objects.using(tasks_alias).running().exists()
+
+
 def test_sigterm_puts_the_task_back_and_another_worker_runs_it(
     tasks_alias: str, workers: Workers, tmp_path: Path
 ) -> None:

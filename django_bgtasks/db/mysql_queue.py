@@ -1,0 +1,336 @@
+"""MySQL 8.0+ and MariaDB 10.6+: the Django Tasks queue's statements, and how
+each one is run and its result read (the rules: :mod:`django_bgtasks.db.rules`;
+the vendor's ways, the clock and the SET order: :mod:`django_bgtasks.db.mysql`).
+
+Without RETURNING, a write that hands back its rows is three steps in one
+transaction, sent as one query (one round trip) where the connection allows
+several statements in one (:func:`~django_bgtasks.db.mysql.multi_statements`),
+else in ``atomic()`` one step after another:
+
+1. a locking read picks the rows (``FOR UPDATE``; a claim's ``SKIP LOCKED``,
+   with its ``LIMIT``) and keeps their ``seq`` in a session variable, as a
+   JSON array;
+2. the UPDATE writes those rows, and no other (``JSON_TABLE`` over that array);
+3. a read of them hands back the columns RETURNING gives on the other vendors.
+
+The rows stay locked until the commit, so what step 3 reads is what step 2
+wrote. A write of one row (finish, cancel) has no step 1: the UPDATE's row
+count says whether it matched. A claim keeps ``SKIP LOCKED`` only as long as
+the locking read stops at ``LIMIT``: InnoDB locks each row it reads, and a
+sort would read every ready row. Migration 0012's index (status, priority
+DESC, seq) gives the claim's order without a sort (MySQL 8.0 and MariaDB
+10.8+; MariaDB 10.6 and 10.7 ignore DESC in an index, so concurrent claims
+there may find every ready row locked and come back empty until their next
+poll).
+
+Strings that JSON_TABLE reads have a collation of their own, so they are
+compared in ``utf8mb4_bin`` (as PostgreSQL and SQLite compare them);
+queue names with JSON_CONTAINS, which compares JSON strings exactly. There is
+no NOTIFY: the workers' queue threads poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from django_bgtasks.db.mysql import MYSQL_STEP, Reader, multi_statements
+from django_bgtasks.db.mysql import _count as count_rows
+from django_bgtasks.db.mysql import _renew as renew_steps
+from django_bgtasks.db.mysql import _rows as read_rows
+from django_bgtasks.db.rows import Row, named
+from django_bgtasks.db.rules import (
+    CANCELLED_ERROR_CLASS,
+    CLAIM_COLUMNS,
+    ENQUEUE_COLUMNS,
+    LOST_ERROR_CLASS,
+    QueueStatements,
+)
+
+_NOW = "SYSDATE(6)"
+_LIVE = f"updated_at >= {_NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
+_STALE = f"updated_at < {_NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
+_HOLDER = f"""seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+    AND status = '{{running}}' AND {_LIVE}"""
+# The session variable step 1 keeps the picked rows' seq in, and those rows.
+_PICKED = "@bgtasks_picked"
+_PICKED_ROWS = f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (seq BIGINT PATH '$')) picked"
+_IS_PICKED = f"seq IN (SELECT picked.seq FROM {_PICKED_ROWS})"
+# An UPDATE of them, as ``UPDATE {_PICKED_JOIN} SET ...``: each row looked up
+# by its key, and no other row read. A locking read or a write locks every
+# row it reads, so the plan must not be left to the optimizer, which reads a
+# small table through (and a single-table UPDATE's IN (subquery) reads every
+# row, before MariaDB 11.1). A multi-table UPDATE may assign its SET at once,
+# not left to right; the module's order (a SET that reads a column before the
+# one that changes it) means the same either way.
+_PICKED_JOIN = (
+    f"{_PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq"
+)
+
+
+def _pick(rows: str) -> str:
+    """Step 1: the ``seq`` of the rows the subquery ``rows`` locks, into the variable."""
+    return f"SELECT JSON_ARRAYAGG(seq) AS picked FROM ({rows}) locked INTO {_PICKED}"
+
+
+# Step 1 of each statement that writes several rows. A claim skips the rows
+# other claims are taking; a recovery, the rows being written now (a finish, a
+# heartbeat: a stale one is recovered at the next pass, and a recovery never
+# waits on a worker's write, nor deadlocks with one).
+_CLAIM_PICK = _pick(
+    f"""SELECT seq FROM {{table}} FORCE INDEX (bgtasks_queued_claim)
+    WHERE status = '{{ready}}'
+        AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
+        AND (run_after IS NULL OR run_after <= {_NOW})
+    ORDER BY priority DESC, seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED"""
+)
+_RECOVER_PICK = _pick(
+    f"""SELECT seq FROM {{table}} FORCE INDEX (bgtasks_queued_running)
+    WHERE status = '{{running}}' AND {_STALE}
+    FOR UPDATE SKIP LOCKED"""
+)
+_GIVE_BACK_PICK = _pick(
+    """SELECT seq FROM {table} FORCE INDEX (bgtasks_queued_running)
+    WHERE owner = %(owner)s AND status = '{running}'
+        AND seq NOT IN (SELECT held.seq FROM JSON_TABLE(%(held)s, '$[*]'
+            COLUMNS (seq BIGINT PATH '$')) held)
+    FOR UPDATE"""
+)
+
+# Alike in postgresql.py and sqlite.py on purpose: the same statements, here
+# with the SET ordered as MySQL needs it (a SET that reads a column comes
+# before the one that changes it) and without RETURNING.
+# The backend's enqueue (db.rules.ENQUEUE_COLUMNS), in the caller's
+# transaction: the INSERT (a key another task holds updates nothing, where
+# the other vendors' ON CONFLICT DO NOTHING stores nothing), then a read of
+# the rows it stored, by their uuid.
+_ENQUEUE_ROWS = (
+    "JSON_TABLE(%(rows)s, '$[*]' COLUMNS (n FOR ORDINALITY,"
+    " uuid CHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.uuid',"
+    " args_kwargs JSON PATH '$.args_kwargs')) r"
+)
+_ENQUEUE = f"""
+    INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
+    SELECT r.uuid, %(task_path)s, %(backend)s, %(queue_name)s, %(priority)s,
+        %(takes_context)s, r.args_kwargs, %(run_after)s, '{{ready}}', 0, %(max_attempts)s,
+        '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s, %(active_key)s
+    FROM {_ENQUEUE_ROWS}
+    ORDER BY r.n
+    ON DUPLICATE KEY UPDATE active_key = {{table}}.active_key
+    {MYSQL_STEP}
+    SELECT REPLACE(t.uuid, '-', '') AS uuid,
+        DATE_FORMAT(t.enqueued_at, '%%Y-%%m-%%d %%H:%%i:%%s.%%f') AS enqueued_at
+    FROM {_ENQUEUE_ROWS} STRAIGHT_JOIN {{table}} t ON t.uuid = r.uuid
+"""
+
+
+# As ``finish``, for every ending in the JSON array ``ends`` (db/rules.py's
+# interface): each row fenced alike.
+_ENDS = """JSON_TABLE(%(ends)s, '$[*]' COLUMNS (seq BIGINT PATH '$.seq',
+    owner VARCHAR(200) CHARACTER SET utf8mb4 PATH '$.owner', token BIGINT PATH '$.token',
+    status VARCHAR(16) PATH '$.status', return_value LONGTEXT PATH '$.return_value',
+    error JSON PATH '$.error', refund INT PATH '$.refund')) e"""
+# Step 1 locks the rows whose ending matches them, so step 2 writes those alone.
+_FINISH_MANY_PICK = _pick(
+    f"""SELECT t.seq FROM {_ENDS}
+        STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = e.seq
+    WHERE t.owner = e.owner COLLATE utf8mb4_bin AND t.token = e.token
+        AND t.status = '{{running}}' AND t.{_LIVE}
+    FOR UPDATE"""
+)
+FINISH_MANY = f"""
+    {_FINISH_MANY_PICK}
+    {MYSQL_STEP}
+    UPDATE {_PICKED_JOIN} STRAIGHT_JOIN {_ENDS} ON e.seq = t.seq
+    SET t.status = e.status, t.updated_at = {_NOW},
+        t.finished_at = CASE WHEN e.status = '{{ready}}' THEN NULL ELSE {_NOW} END,
+        t.return_value = e.return_value,
+        t.errors = CASE WHEN e.error IS NULL OR JSON_TYPE(e.error) = 'NULL' THEN t.errors
+            ELSE JSON_ARRAY_APPEND(t.errors, '$', JSON_EXTRACT(e.error, '$')) END,
+        t.attempts = t.attempts - e.refund,
+        t.active_key = CASE WHEN e.status = '{{ready}}' THEN t.active_key END
+    {MYSQL_STEP}
+    SELECT seq, status, finished_at FROM {{table}} WHERE {_IS_PICKED}
+"""
+
+
+QUEUE = QueueStatements(
+    claim=f"""
+        {_CLAIM_PICK}
+        {MYSQL_STEP}
+        UPDATE {_PICKED_JOIN}
+        SET status = '{{running}}', owner = %(owner)s, token = token + 1,
+            updated_at = {_NOW}, cancel_requested = 0,
+            started_at = COALESCE(started_at, {_NOW}), last_attempted_at = {_NOW},
+            attempts = attempts + 1, worker_ids = JSON_ARRAY_APPEND(worker_ids, '$', %(owner)s)
+        {MYSQL_STEP}
+        SELECT {CLAIM_COLUMNS} FROM {{table}} WHERE {_IS_PICKED} ORDER BY priority DESC, seq
+    """,
+    # As the lease's renew (mysql.py): a match of the first step is a renewal
+    # without a cancel request; only then the second, with one.
+    renew=f"""
+        UPDATE {{table}} SET updated_at = {_NOW},
+            progress = CASE WHEN %(set_progress)s THEN %(progress)s ELSE progress END
+        WHERE {_HOLDER} AND NOT cancel_requested
+        {MYSQL_STEP}
+        UPDATE {{table}} SET updated_at = {_NOW},
+            progress = CASE WHEN %(set_progress)s THEN %(progress)s ELSE progress END
+        WHERE {_HOLDER}
+    """,
+    finish=f"""
+        UPDATE {{table}} SET status = %(status)s, updated_at = {_NOW},
+            finished_at = CASE WHEN %(status)s = '{{ready}}' THEN NULL ELSE {_NOW} END,
+            return_value = %(return_value)s,
+            errors = CASE WHEN %(error)s IS NULL THEN errors
+                ELSE JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%(error)s, '$')) END,
+            attempts = attempts - %(refund)s,
+            active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END
+        WHERE {_HOLDER}
+        {MYSQL_STEP}
+        SELECT status, finished_at FROM {{table}} WHERE seq = %(seq)s
+    """,
+    recover=f"""
+        {_RECOVER_PICK}
+        {MYSQL_STEP}
+        UPDATE {_PICKED_JOIN}
+        SET
+            errors = JSON_ARRAY_APPEND(errors, '$', JSON_OBJECT(
+                'exception_class_path', '{LOST_ERROR_CLASS}',
+                'traceback', CONCAT('LeaseLost: the worker ', owner, ' was lost: no heartbeat ',
+                    'within the ttl (', ttl, ' s), on attempt ', attempts,
+                    ' of ', max_attempts))),
+            active_key = CASE WHEN attempts < max_attempts THEN active_key END,
+            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {_NOW} END,
+            status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END
+        {MYSQL_STEP}
+        SELECT uuid, status FROM {{table}} WHERE {_IS_PICKED}
+    """,
+    # Status last: the other columns read what it was.
+    cancel=f"""
+        UPDATE {{table}} SET cancel_requested = 1,
+            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN {_NOW} ELSE finished_at END,
+            errors = CASE WHEN status = '{{ready}}' THEN JSON_ARRAY_APPEND(errors, '$',
+                JSON_OBJECT('exception_class_path', '{CANCELLED_ERROR_CLASS}',
+                    'traceback', 'TaskCancelled: cancelled by an operator before it started'))
+                ELSE errors END,
+            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END
+        WHERE uuid = %(uuid)s AND status IN ('{{ready}}', '{{running}}')
+        {MYSQL_STEP}
+        SELECT status FROM {{table}} WHERE uuid = %(uuid)s
+    """,
+    ended="""
+        SELECT status, finished_at FROM {table}
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = %(status)s
+    """,
+    # started_at reads the attempts before they are given back; the worker
+    # added last to worker_ids is removed.
+    give_back=f"""
+        {_GIVE_BACK_PICK}
+        {MYSQL_STEP}
+        UPDATE {_PICKED_JOIN} SET
+            started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
+            attempts = attempts - 1, updated_at = {_NOW}, status = '{{ready}}',
+            worker_ids = JSON_REMOVE(worker_ids, CONCAT('$[', JSON_LENGTH(worker_ids) - 1, ']'))
+
+        {MYSQL_STEP}
+        SELECT uuid FROM {{table}} WHERE {_IS_PICKED}
+    """,
+    # As db.rules.QUEUE_RETRY. MySQL refuses a subquery on the table an
+    # UPDATE writes unless it is a derived table (materialised first).
+    retry="""
+        UPDATE {table} SET status = '{ready}', run_after = NULL, finished_at = NULL,
+            return_value = NULL, cancel_requested = 0,
+            max_attempts = CASE WHEN attempts >= max_attempts THEN attempts + 1
+                ELSE max_attempts END,
+            active_key = NULLIF(unique_key, '')
+        WHERE uuid = %(uuid)s AND status = '{failed}'
+            AND unique_key NOT IN (SELECT held.active_key FROM (
+                SELECT DISTINCT active_key FROM {table} WHERE active_key IS NOT NULL) held)
+    """,
+    finish_many=FINISH_MANY,
+    enqueue=_ENQUEUE,
+)
+
+# --- How a statement is run, and its result read -----------------------------------------
+
+
+def _enqueue(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """The INSERT, then the read of what it stored, in the caller's
+    transaction (never one of its own: an enqueue joins the caller's)."""
+    insert, read = query.split(MYSQL_STEP)
+    with connection.cursor() as cursor:
+        cursor.execute(insert, params)
+        if not cursor.rowcount:
+            return []
+        cursor.execute(read, params)
+        return named(cursor)
+
+
+def _transaction(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """The steps of ``query`` in one transaction: the rows of the last, a read,
+    when the write before it matched any row, else none."""
+    *before, write, last = query.split(MYSQL_STEP)
+    with connection.cursor() as cursor:
+        if not multi_statements(connection):
+            with transaction.atomic(using=connection.alias):
+                for step in before:
+                    cursor.execute(step, params)
+                cursor.execute(write, params)
+                if not cursor.rowcount:
+                    return []
+                cursor.execute(last, params)
+                return named(cursor)
+        steps = ["START TRANSACTION", *before, write, last, "COMMIT"]
+        try:
+            cursor.execute(MYSQL_STEP.join(steps), params)
+            # An error in a later step is raised by nextset(), and the server
+            # runs nothing after it: the transaction is rolled back below.
+            with connection.wrap_database_errors:
+                for _ in before:
+                    cursor.nextset()
+                cursor.nextset()
+                written = cursor.rowcount
+                cursor.nextset()
+                rows = named(cursor) if written else []
+                cursor.nextset()  # the COMMIT's
+        except BaseException:
+            with contextlib.suppress(DatabaseError), connection.wrap_database_errors:
+                cursor.execute("ROLLBACK")
+            raise
+        return rows
+
+
+# How each statement is run and read (see the readers above and mysql.py's).
+READERS: dict[str, Reader] = {
+    "claim": _transaction,
+    "renew": renew_steps,
+    "finish": _transaction,
+    "finish_many": _transaction,
+    "recover": _transaction,
+    "cancel": _transaction,
+    "ended": read_rows,
+    "give_back": _transaction,
+    "retry": count_rows,
+    "enqueue": _enqueue,
+}
+
+
+# Alike mysql.run on purpose: each module's statements, by its own READERS.
+def run(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """Execute the rendered ``query`` of the queue's field ``statement`` and
+    return its rows by column name, as RETURNING gives them on PostgreSQL and
+    SQLite."""
+    return READERS[statement](connection, statement, query, params)
