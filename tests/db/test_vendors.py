@@ -124,7 +124,9 @@ class _DescribingCursor:
         pass
 
     def execute(self, sql: str, params: object = None) -> None:
-        names = result_columns(sql)
+        # An INSERT ... SELECT (the queue's enqueue) hands back no rows.
+        is_insert = sql.lstrip().upper().startswith("INSERT")
+        names = None if is_insert else result_columns(sql)
         self.description = None if names is None else [(name,) for name in names]
 
     def fetchall(self) -> list[tuple[int, ...]]:

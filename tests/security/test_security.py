@@ -101,7 +101,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # run each statement and read its result (_rows, _count, _renew, _upsert,
     # _claim; _claim_update and _last_insert_id a claim's token), and the
     # queue's through db/mysql_queue.py's _transaction (a statement's steps in
-    # one transaction);
+    # one transaction) and _enqueue (an INSERT and the read of what it stored);
     # db/probes.py's mysql_server and postgresql_replication read a server's
     # settings for the checks; migrations run their own
     # constant DDL (and no f-string or % formatting near it); db/cursor.py's
@@ -118,6 +118,8 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/mysql.py:_last_insert_id",
         "db/mysql.py:_claim_update",  # MySQL: a claim and its token read in one query
         "db/mysql_queue.py:_transaction",
+        # The enqueue's INSERT and its read-back, in the caller's transaction.
+        "db/mysql_queue.py:_enqueue",
         "db/probes.py:mysql_server",
         "db/probes.py:postgresql_replication",
         "db/cursor.py:fetch_all",
