@@ -42,11 +42,15 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.db.rows import Row, matched, named
+from django_bgtasks.limits import MAX_NAME_LENGTH, MAX_OWNER_LENGTH
 from django_bgtasks.db.rules import (
     CLAIM_REQUEST,
     CLAIM_RETRY,
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
+    QUEUED_RUNNING,
+    RENEW_QUEUED,
+    RENEW_TASK,
     STATE_COLUMNS,
     WORKER_COLUMNS,
     Statements,
@@ -235,6 +239,63 @@ def _last_insert_id(cursor: Any) -> int:
     return int(row["token"])
 
 
+# --- One renewal per worker: renew_many (db/rules.py's RENEW_MANY) -----------------------
+# Both tables' heartbeats and the read of what they renewed, sent as one query
+# (one round trip) where the connection allows several statements in one,
+# else one after the other on the connection; each in autocommit, as a
+# heartbeat is. With no RETURNING, the read says which rows were renewed: a
+# row still held by that owner and token, renewed at or after the SYSDATE(6)
+# taken first (a row not renewed here is stale, so older; or taken over,
+# with another token). Rows are matched from the JSON by JSON_TABLE (MySQL
+# 8.0, MariaDB 10.6); its text columns are compared in the table's collation.
+_HELD_TASKS = f"""JSON_TABLE(%(leases)s, '$.tasks[*]' COLUMNS (
+        name VARCHAR({MAX_NAME_LENGTH}) PATH '$.name',
+        owner VARCHAR({MAX_OWNER_LENGTH}) PATH '$.owner', token BIGINT PATH '$.token')) h
+    ON t.name = h.name AND t.owner = h.owner AND t.token = h.token"""
+_HELD_QUEUED = f"""JSON_TABLE(%(leases)s, '$.queued[*]' COLUMNS (
+        seq BIGINT PATH '$.seq',
+        owner VARCHAR({MAX_OWNER_LENGTH}) PATH '$.owner', token BIGINT PATH '$.token')) h
+    ON q.seq = h.seq AND q.owner = h.owner AND q.token = h.token"""
+_RENEW_MANY = f"""
+    SET @bgtasks_renewing = {_NOW}
+    {MYSQL_STEP}
+    UPDATE {{task}} t JOIN {_HELD_TASKS}
+    SET t.updated_at = {_NOW}
+    WHERE t.running AND t.updated_at >= {_NOW} - INTERVAL ROUND(t.ttl * 1000000) MICROSECOND
+    {MYSQL_STEP}
+    UPDATE {{queued}} q JOIN {_HELD_QUEUED}
+    SET q.updated_at = {_NOW}
+    WHERE q.status = '{QUEUED_RUNNING}'
+        AND q.updated_at >= {_NOW} - INTERVAL ROUND(q.ttl * 1000000) MICROSECOND
+    {MYSQL_STEP}
+    SELECT '{RENEW_TASK}' AS kind, t.name AS `key`, t.token, t.cancel_requested
+    FROM {{task}} t JOIN {_HELD_TASKS}
+    WHERE t.running AND t.updated_at >= @bgtasks_renewing
+    UNION ALL
+    SELECT '{RENEW_QUEUED}' AS kind, CAST(q.seq AS CHAR) AS `key`, q.token, q.cancel_requested
+    FROM {{queued}} q JOIN {_HELD_QUEUED}
+    WHERE q.status = '{QUEUED_RUNNING}' AND q.updated_at >= @bgtasks_renewing
+"""
+
+
+def _renew_many(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """renew_many's steps, in one round trip where the connection allows: the
+    rows of its last step, the read."""
+    with connection.cursor() as cursor:
+        if multi_statements(connection):
+            cursor.execute(query, params)
+            # To the last result set, no further: mysqlclient's nextset()
+            # reads away the rows of the set it leaves.
+            for _ in range(query.count(MYSQL_STEP)):
+                cursor.nextset()
+            return named(cursor)
+        for step in query.split(MYSQL_STEP):
+            cursor.execute(step, params)
+        return named(cursor)
+
+
 # --- The statements ----------------------------------------------------------------------
 
 STATEMENTS = Statements(
@@ -386,6 +447,7 @@ STATEMENTS = Statements(
         ORDER BY host, pid
     """,
     clock="SELECT {now} AS db_now",
+    renew_many=_RENEW_MANY,
 )
 
 # How each statement is run and read (see the readers above).
@@ -413,6 +475,7 @@ READERS: dict[str, Reader] = {
     "forget_workers": _count,
     "list_workers": _rows,
     "clock": _rows,
+    "renew_many": _renew_many,
 }
 
 

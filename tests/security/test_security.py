@@ -56,6 +56,8 @@ PARAMETERS |= {"max_attempts", "interrupted", "lost", "failed", "delay", "resume
 PARAMETERS |= {"id", "host", "pid", "tasks", "concurrency", "running", "seconds"}
 # A run's result (release).
 PARAMETERS |= {"result", "result_note"}
+# A worker's one renewal of every lease it holds.
+PARAMETERS |= {"leases"}
 
 
 class _Calls(ast.NodeVisitor):
@@ -156,6 +158,7 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
         task=BackgroundTask._meta.db_table,
         run=TaskRun._meta.db_table,
         worker=Worker._meta.db_table,
+        queued=QueuedTask._meta.db_table,
     )
     assert rendered is store.statements(connection)
     for field in fields(rules.Statements):
