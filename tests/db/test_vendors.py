@@ -201,6 +201,7 @@ READ_BY_NAME = {
     "renew": {"cancel_requested"},
     "renew_with_value": {"cancel_requested"},
     "clock": {"db_now"},
+    "renew_many": {"kind", "key", "token", "cancel_requested"},
 }
 QUEUE_READ_BY_NAME = {
     "renew": {"cancel_requested"},

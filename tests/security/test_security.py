@@ -101,7 +101,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # queue's manager hand them to it through vendors.read/write): through
     # db/cursor.fetch_all, or on MySQL through db/mysql.py's readers, which
     # run each statement and read its result (_rows, _count, _renew, _upsert,
-    # _claim; _claim_update and _last_insert_id a claim's token);
+    # _claim, _renew_many; _claim_update and _last_insert_id a claim's token);
     # db/probes.py's mysql_server and postgresql_replication read a server's
     # settings for the checks; migrations run their own
     # constant DDL (and no f-string or % formatting near it); db/cursor.py's
@@ -117,6 +117,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/mysql.py:_claim",
         "db/mysql.py:_last_insert_id",
         "db/mysql.py:_claim_update",  # MySQL: a claim and its token read in one query
+        "db/mysql.py:_renew_many",  # MySQL: a worker's renewal and the read of its answer
         "db/probes.py:mysql_server",
         "db/probes.py:postgresql_replication",
         "db/cursor.py:fetch_all",
