@@ -5,8 +5,9 @@ Each is one statement from :mod:`django_bgtasks.db`, run by
 :mod:`django_bgtasks.core.leases`: the poll that finds due
 work (a read, so an idle worker writes nothing), the claims that start a
 requested, scheduled, resumed or retried run, the workers' own heartbeat
-rows, and a worker's one renewal of every lease it holds (``renew_many``). Every claim is a compare-and-set decided by the database's clock, so
-any number of workers on any number of hosts can race for the same work and
+rows, and a worker's one renewal of every lease it holds (``renew_many``).
+Every claim is a compare-and-set decided by the database's clock, so any
+number of workers on any number of hosts can race for the same work and
 exactly one wins.
 """
 
@@ -200,8 +201,8 @@ class WorkQueue:
         (name, owner, token) in the lease table and ``queued`` (seq, owner,
         token) Django Tasks, each as its own heartbeat would. Returns, for
         each lease still held, ``(kind, key, token)`` (``db.rules``' RENEW_TASK
-        or RENEW_QUEUED, the name or the seq as text) -> its ``cancel_requested``;
-        a lease missing from it is no longer held."""
+        or RENEW_QUEUED, the name or the seq as text) -> its
+        ``cancel_requested``; a lease missing from it is no longer held."""
         params = {"leases": renew_many_param(tasks, queued)}
         rows = store.write("heartbeat", "renew_many", params)
         return {

@@ -42,7 +42,6 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.db.rows import Row, matched, named
-from django_bgtasks.limits import MAX_NAME_LENGTH, MAX_OWNER_LENGTH
 from django_bgtasks.db.rules import (
     CLAIM_REQUEST,
     CLAIM_RETRY,
@@ -55,6 +54,7 @@ from django_bgtasks.db.rules import (
     WORKER_COLUMNS,
     Statements,
 )
+from django_bgtasks.limits import MAX_NAME_LENGTH, MAX_OWNER_LENGTH
 
 MIN_MYSQL_VERSION = (8, 0, 0)  # the oldest of each server still maintained
 MIN_MARIADB_VERSION = (10, 6, 0)
@@ -338,6 +338,7 @@ STATEMENTS = Statements(
         {MYSQL_STEP}
         UPDATE {{task}} SET updated_at = {{now}}, value = %(value)s WHERE {{holder}}
     """,
+    # Alike sqlite.py's release on purpose: the same statement, without RETURNING.
     release="""
         UPDATE {task}
         SET running = 0, finished_at = {now}, value = COALESCE(%(value)s, value),

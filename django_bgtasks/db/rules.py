@@ -142,7 +142,8 @@ def renew_many_param(tasks: list[tuple[str, str, int]], queued: list[tuple[int, 
                 for name, owner, token in sorted(tasks)
             ],
             "queued": [
-                {"seq": seq, "owner": owner, "token": token} for seq, owner, token in sorted(queued)
+                {"seq": seq, "owner": owner, "token": token}
+                for seq, owner, token in sorted(queued)
             ],
         },
         separators=(",", ":"),

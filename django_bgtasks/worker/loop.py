@@ -19,7 +19,9 @@ of workers on any number of hosts race safely and exactly one wins each piece
 of work; the claim gives the run a higher token, which fences off whoever held
 it before. A stale lease that nothing is owed for is recorded as ``lost``.
 
-Each run has its own thread, lease, heartbeat and connection. ``stop()`` (the
+Each run has its own thread, lease and connection; one renewer renews every
+lease the worker holds, its runs' and its Django Tasks', in one statement a
+beat (:mod:`django_bgtasks.worker.renewal`). ``stop()`` (the
 command calls it on SIGTERM/SIGINT) claims nothing more and sets
 ``lease.stopping``, so the runs raise :class:`WorkerStopping` at their next
 ``check()``/``update()`` and are recorded ``interrupted``; the worker waits up
@@ -73,6 +75,7 @@ from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
 from django_bgtasks.worker.queue_threads import QueueThreads
+from django_bgtasks.worker.renewal import Renewer
 from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join, log_started
 from django_bgtasks.worker.stopping import Stopping, hand_back
 
@@ -110,6 +113,8 @@ class Worker:
         self._runs = Runs()
         self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
         self.ttl = self.heartbeat.ttl
+        # One statement a beat renews every lease this worker holds.
+        self.renewer = Renewer()
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
         # their own, each claiming and running one queued task at a time.
         self.run_queued = run_queued or queues is not None
@@ -117,6 +122,7 @@ class Worker:
         self.queue_threads = QueueThreads(
             self.id, count=concurrency, poll=poll, queues=self.queues, stopping=self.stopping
         )
+        self.queue_threads.renewer = self.renewer
         self._once = False
         # stop_now() was called: a plain flag, since a signal handler sets it.
         self._at_once = False
@@ -277,7 +283,9 @@ class Worker:
         if claimed is None or work is None:
             return False  # nothing owed, or another worker won it
         trigger = claimed[0]
-        running = RunningLease.from_work(work, trigger=trigger, stopping=self.stopping)
+        running = RunningLease.from_work(
+            work, trigger=trigger, stopping=self.stopping, renewer=self.renewer
+        )
         log_started(running)
         thread = task.run_in_thread(running, work.args, work.kwargs)
         self._runs.add(running, thread)
@@ -312,6 +320,7 @@ class Worker:
                 queued = running_leases(self.id)
             hand_back(self.id, self._runs.going(), queued)
         self._runs.reap()
+        self.renewer.close()
         self.heartbeat.gone()
         close_connection()
         logger.info("worker %s: stopped", self.id)

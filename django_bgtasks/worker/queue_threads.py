@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
+from django_bgtasks.core.holding import Renews
 from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.manager import READY, RUNNING, Claim
@@ -41,6 +42,9 @@ class QueueThreads:
     ) -> None:
         self.worker_id, self.count, self.poll, self.queues = worker_id, count, poll, queues
         self.stopping = stopping
+        # The worker's renewer (set by the worker): it renews the leases of
+        # the tasks run here, with the others the worker holds.
+        self.renewer: Renews | None = None
         self.threads: list[threading.Thread] = []
         self._once = False
         # One per thread: set when a queued task may be ready, and on stopping.
@@ -172,7 +176,7 @@ class QueueThreads:
             extra={**_extra(claim), "queue": claim.queue_name},
         )
         try:
-            status = execute(claim, stopping=self.stopping)
+            status = execute(claim, stopping=self.stopping, renewer=self.renewer)
         except TRANSIENT_ERRORS as exc:
             # Its end could not be written before the lease's deadline: the
             # row is recovered after its ttl.

@@ -53,9 +53,7 @@ def test_one_statement_renews_lease_rows_and_queued_rows_and_says_which_are_held
     assert other is not None and other.token == taken.token + 1
     queued = _running_queued(db_alias)
     queued_cancelled = _running_queued(db_alias, cancel_requested=True)
-    queued_stale = _running_queued(
-        db_alias, updated_at=timezone.now() - dt.timedelta(seconds=60)
-    )
+    queued_stale = _running_queued(db_alias, updated_at=timezone.now() - dt.timedelta(seconds=60))
     queued_other = _running_queued(db_alias, token=4)
     before = _heartbeat(db_alias, BackgroundTask, "name", "renew-kept")
 
