@@ -4,14 +4,33 @@ that sends it once a beat (django_bgtasks/worker/renewal.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import itertools
+import json
+import threading
+import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+from django.db import connections
+from django.db.backends.signals import connection_created
 from django.utils import timezone
 
+from django_bgtasks import LeaseLost, RunningLease, TaskCancelled
+from django_bgtasks.choices import Outcome
+from django_bgtasks.core import store
+from django_bgtasks.db import vendors
+from django_bgtasks.db.mysql import MYSQL_STEP
 from django_bgtasks.db.rules import RENEW_QUEUED, RENEW_TASK
-from django_bgtasks.models import BackgroundTask, QueuedTask
-from tests.dbtools import backdate
+from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
+from django_bgtasks.worker.loop import Worker
+from tests import djtasks
+from tests.dbtools import a_worker_runs, backdate
+from tests.procs import wait_until
+from tests.worker.test_loop import make_task
 
 OWNER = "renewing-worker"
 
@@ -89,3 +108,190 @@ def test_one_statement_renews_lease_rows_and_queued_rows_and_says_which_are_held
 
 def test_nothing_held_renews_nothing(db_alias: str) -> None:
     assert BackgroundTask.objects.work.renew_many([], []) == {}
+
+
+# --- the renewer, in a worker running here ---------------------------------------------
+
+# A ttl of 2 s: each lease's own heartbeat would renew it every 2/3 s.
+TTL = 2.0
+INTERVAL = TTL / 3
+# What a beat may take beyond its interval here (a statement, a busy machine).
+SLACK = 0.5
+
+
+class _Statements:
+    """Every statement this process sends from now on, on any connection
+    opened from now on (the renewer's thread opens its own): renewals of
+    many leases at once, and heartbeats of one lease."""
+
+    def __init__(self, alias: str) -> None:
+        connection = connections[alias]
+        single = {
+            store.statements(connection).renew,
+            store.statements(connection).renew_with_value,
+        }
+        if connection.vendor in vendors.QUEUE_VENDORS:
+            single.add(QueuedTask.objects._statements(connection).renew)
+        # (MySQL sends a heartbeat in steps.)
+        self._single = {step.strip() for text in single for step in text.split(MYSQL_STEP)}
+        self.many: list[tuple[float, dict[str, Any]]] = []
+        self.singles = 0
+        self.counting = False
+        self._lock = threading.Lock()
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if self.counting:
+            with self._lock:
+                if isinstance(params, dict) and "leases" in params:
+                    self.many.append((time.monotonic(), json.loads(params["leases"])))
+                elif sql.strip() in self._single:
+                    self.singles += 1
+        return execute(sql, params, many, context)
+
+    def watch(self, sender: Any, connection: Any, **kwargs: Any) -> None:
+        connection.execute_wrappers.append(self)
+
+
+@contextlib.contextmanager
+def _counted(alias: str) -> Iterator[_Statements]:
+    counted = _Statements(alias)
+    connection_created.connect(counted.watch)
+    try:
+        yield counted
+    finally:
+        connection_created.disconnect(counted.watch)
+
+
+def _waits(release: threading.Event, seen: dict[str, Any]) -> Any:
+    """A background task's body: check its lease until ``release`` is set,
+    noting when it learned that it was lost or cancelled."""
+
+    def body(lease: RunningLease) -> None:
+        while not release.wait(0.02):
+            try:
+                lease.check()
+            except (LeaseLost, TaskCancelled) as exc:
+                seen[lease.name] = (time.monotonic(), type(exc).__name__)
+                raise
+        return None
+
+    return body
+
+
+def _started_worker(tasks: list[Any], run_queued: bool) -> tuple[Worker, threading.Thread]:
+    a_worker_runs(*(task.name for task in tasks))
+    for task in tasks:
+        assert BackgroundTask.objects.request_run(task.name)
+    worker = Worker(tasks, concurrency=4, poll=0.05, run_queued=run_queued)
+    thread = threading.Thread(target=worker.run, name="test-worker")
+    thread.start()
+    return worker, thread
+
+
+def _stopped(worker: Worker, thread: threading.Thread, release: threading.Event) -> None:
+    release.set()
+    worker.stop()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_a_worker_renews_all_its_runs_and_django_tasks_with_one_statement_a_beat(
+    db_alias: str, tmp_path: Path
+) -> None:
+    connection = connections[db_alias]
+    queued = connection.vendor in vendors.QUEUE_VENDORS  # (not on MariaDB yet)
+    release, seen = threading.Event(), {}
+    tasks = [make_task(f"renew-{n}", _waits(release, seen), ttl=TTL) for n in range(3)]
+    with _counted(db_alias) as counted:
+        if queued:
+            for _ in range(2):
+                djtasks.until_cancelled.using(backend="short").enqueue(str(tmp_path / "q"), 6)
+        worker, thread = _started_worker(tasks, run_queued=queued)
+        try:
+            held = 5 if queued else 3
+            wait_until("every lease held", lambda: len(worker.renewer.held()) == held)
+            counted.counting = True
+            time.sleep(4 * INTERVAL + 0.1)
+            counted.counting = False
+        finally:
+            _stopped(worker, thread, release)
+    # One renewal a beat, naming every lease held; no heartbeat of one lease.
+    assert counted.singles == 0
+    beats = [at for at, _ in counted.many]
+    if connection.vendor == "sqlite":  # two statements in one transaction
+        beats = beats[::2]
+    assert 3 <= len(beats) <= 5, beats
+    assert all(later - earlier >= INTERVAL - 0.05 for earlier, later in itertools.pairwise(beats))
+    for _, leases in counted.many:
+        assert len(leases["tasks"]) == 3 and len(leases["queued"]) == (2 if queued else 0)
+    assert seen == {}  # nothing lost, nothing cancelled
+    assert sorted(run.outcome for run in TaskRun.objects.using(db_alias)) == [Outcome.SUCCEEDED] * 3
+
+
+def _take_over(alias: str, name: str) -> None:
+    """Another owner takes the lease over (a higher token), as a claim does."""
+    table = connections[alias].ops.quote_name(BackgroundTask._meta.db_table)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET owner = 'thief', token = token + 1 WHERE name = %s", [name]
+        )
+
+
+def test_a_run_taken_over_and_a_run_cancelled_learn_it_within_one_beat(db_alias: str) -> None:
+    release, seen = threading.Event(), {}
+    body = _waits(release, seen)
+    tasks = [make_task(name, body, ttl=TTL) for name in ("renew-kept", "renew-taken", "renew-off")]
+    worker, thread = _started_worker(tasks, run_queued=False)
+    try:
+        wait_until("every lease held", lambda: len(worker.renewer.held()) == 3)
+        time.sleep(INTERVAL / 2)
+        _take_over(db_alias, "renew-taken")
+        assert BackgroundTask.objects.request_cancel("renew-off")
+        changed = time.monotonic()
+        wait_until("the loss and the cancel seen", lambda: len(seen) == 2, timeout=3 * TTL)
+    finally:
+        _stopped(worker, thread, release)
+    assert seen["renew-taken"][1] == "LeaseLost"
+    assert seen["renew-off"][1] == "TaskCancelled"
+    # Within one beat, as each lease's own heartbeat saw them.
+    for name in ("renew-taken", "renew-off"):
+        assert seen[name][0] - changed <= INTERVAL + SLACK, (name, seen[name][0] - changed)
+    assert BackgroundTask.objects.get_state("renew-taken").owner == "thief"
+    assert runs_of("renew-off") == [Outcome.CANCELLED]
+    assert runs_of("renew-kept") == [Outcome.SUCCEEDED]
+
+
+def runs_of(name: str) -> list[str]:
+    return [run.outcome for run in TaskRun.objects.for_task(name).order_by("token")]
+
+
+def test_a_django_task_taken_over_or_cancelled_learns_it_within_one_beat(
+    tasks_alias: str, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "started")
+    taken = djtasks.until_cancelled.using(backend="short").enqueue(path, 10)
+    cancelled = djtasks.until_cancelled.using(backend="short").enqueue(path, 10)
+    worker = Worker([], concurrency=2, poll=0.05, run_queued=True)
+    thread = threading.Thread(target=worker.run, name="test-worker")
+    thread.start()
+    try:
+        wait_until("both held", lambda: len(worker.renewer.held()) == 2)
+        table = connections[tasks_alias].ops.quote_name(QueuedTask._meta.db_table)
+        with connections[tasks_alias].cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET owner = 'thief', token = token + 1 WHERE uuid = %s",
+                [QueuedTask.objects._uuid(taken.id)],
+            )
+        assert QueuedTask.objects.cancel(cancelled.id) == "RUNNING"
+        changed = time.monotonic()
+        wait_until("both ended", lambda: not worker.renewer.held(), timeout=3 * TTL)
+        ended = time.monotonic()
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert ended - changed <= INTERVAL + SLACK
+    cancelled.refresh()
+    assert cancelled.status == "FAILED"
+    assert cancelled.errors[0].exception_class.__name__ == "TaskCancelled"
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=taken.id)
+    assert (row.status, row.owner) == ("RUNNING", "thief")  # nothing written by the old holder
