@@ -149,7 +149,8 @@ class _Statements:
         return execute(sql, params, many, context)
 
     def watch(self, sender: Any, connection: Any, **kwargs: Any) -> None:
-        connection.execute_wrappers.append(self)
+        if self not in connection.execute_wrappers:  # (once: a connection reconnects)
+            connection.execute_wrappers.append(self)
 
 
 @contextlib.contextmanager
