@@ -247,33 +247,43 @@ def _last_insert_id(cursor: Any) -> int:
 # row still held by that owner and token, renewed at or after the SYSDATE(6)
 # taken first (a row not renewed here is stale, so older; or taken over,
 # with another token). Rows are matched from the JSON by JSON_TABLE (MySQL
-# 8.0, MariaDB 10.6); its text columns are compared in the table's collation.
+# 8.0, MariaDB 10.6), read first (STRAIGHT_JOIN) and each row looked up by
+# its primary key (FORCE INDEX): InnoDB locks every row an UPDATE examines,
+# so a scan of the table, which the optimizer picks for a small one, would
+# wait on any row another transaction holds (a fenced transaction, anyone's).
+# Its text columns are utf8mb4_bin, as the name is (a _bin collation wins a
+# comparison with the table's own): exact, as a lease's identity is.
+_JSON_TEXT = "VARCHAR({}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 _HELD_TASKS = f"""JSON_TABLE(%(leases)s, '$.tasks[*]' COLUMNS (
-        name VARCHAR({MAX_NAME_LENGTH}) PATH '$.name',
-        owner VARCHAR({MAX_OWNER_LENGTH}) PATH '$.owner', token BIGINT PATH '$.token')) h
-    ON t.name = h.name AND t.owner = h.owner AND t.token = h.token"""
+        name {_JSON_TEXT.format(MAX_NAME_LENGTH)} PATH '$.name',
+        owner {_JSON_TEXT.format(MAX_OWNER_LENGTH)} PATH '$.owner',
+        token BIGINT PATH '$.token')) h
+    STRAIGHT_JOIN {{task}} t FORCE INDEX (PRIMARY)
+        ON t.name = h.name AND t.owner = h.owner AND t.token = h.token"""
 _HELD_QUEUED = f"""JSON_TABLE(%(leases)s, '$.queued[*]' COLUMNS (
         seq BIGINT PATH '$.seq',
-        owner VARCHAR({MAX_OWNER_LENGTH}) PATH '$.owner', token BIGINT PATH '$.token')) h
-    ON q.seq = h.seq AND q.owner = h.owner AND q.token = h.token"""
+        owner {_JSON_TEXT.format(MAX_OWNER_LENGTH)} PATH '$.owner',
+        token BIGINT PATH '$.token')) h
+    STRAIGHT_JOIN {{queued}} q FORCE INDEX (PRIMARY)
+        ON q.seq = h.seq AND q.owner = h.owner AND q.token = h.token"""
 _RENEW_MANY = f"""
     SET @bgtasks_renewing = {_NOW}
     {MYSQL_STEP}
-    UPDATE {{task}} t JOIN {_HELD_TASKS}
+    UPDATE {_HELD_TASKS}
     SET t.updated_at = {_NOW}
     WHERE t.running AND t.updated_at >= {_NOW} - INTERVAL ROUND(t.ttl * 1000000) MICROSECOND
     {MYSQL_STEP}
-    UPDATE {{queued}} q JOIN {_HELD_QUEUED}
+    UPDATE {_HELD_QUEUED}
     SET q.updated_at = {_NOW}
     WHERE q.status = '{QUEUED_RUNNING}'
         AND q.updated_at >= {_NOW} - INTERVAL ROUND(q.ttl * 1000000) MICROSECOND
     {MYSQL_STEP}
     SELECT '{RENEW_TASK}' AS kind, t.name AS `key`, t.token, t.cancel_requested
-    FROM {{task}} t JOIN {_HELD_TASKS}
+    FROM {_HELD_TASKS}
     WHERE t.running AND t.updated_at >= @bgtasks_renewing
     UNION ALL
     SELECT '{RENEW_QUEUED}' AS kind, CAST(q.seq AS CHAR) AS `key`, q.token, q.cancel_requested
-    FROM {{queued}} q JOIN {_HELD_QUEUED}
+    FROM {_HELD_QUEUED}
     WHERE q.status = '{QUEUED_RUNNING}' AND q.updated_at >= @bgtasks_renewing
 """
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from django.db import connections
+import pytest
+from django.db import connections, transaction
 from django.db.backends.signals import connection_created
 from django.utils import timezone
 
@@ -226,7 +227,9 @@ def test_a_worker_renews_all_its_runs_and_django_tasks_with_one_statement_a_beat
     for _, leases in counted.many:
         assert len(leases["tasks"]) == 3 and len(leases["queued"]) == (2 if queued else 0)
     assert seen == {}  # nothing lost, nothing cancelled
-    assert sorted(run.outcome for run in TaskRun.objects.using(db_alias)) == [Outcome.SUCCEEDED] * 3
+    assert (
+        sorted(run.outcome for run in TaskRun.objects.using(db_alias)) == [Outcome.SUCCEEDED] * 3
+    )
 
 
 def _take_over(alias: str, name: str) -> None:
@@ -296,3 +299,43 @@ def test_a_django_task_taken_over_or_cancelled_learns_it_within_one_beat(
     assert cancelled.errors[0].exception_class.__name__ == "TaskCancelled"
     row = QueuedTask.objects.using(tasks_alias).get(uuid=taken.id)
     assert (row.status, row.owner) == ("RUNNING", "thief")  # nothing written by the old holder
+
+
+def test_a_fenced_transaction_holds_up_no_other_leases_renewal(db_alias: str) -> None:
+    """A run that calls fence() is renewed by a heartbeat thread of its own
+    from then on: its transaction holds its row, and the worker's one
+    statement goes on renewing the others meanwhile. (On SQLite a fenced
+    transaction holds the database's write lock: every writer waits for it,
+    whoever sends the statement.)"""
+    if connections[db_alias].vendor == "sqlite":
+        pytest.skip("SQLite: a fenced transaction holds up every writer, by design")
+    release, fenced, seen = threading.Event(), threading.Event(), {}
+
+    # Its transaction holds the row for 2.2 s: within the ttl (4.5 s) less a
+    # heartbeat interval (1.5 s), as fence() asks; the other lease beats meanwhile.
+    ttl = 4.5
+
+    def fences(lease: RunningLease) -> None:
+        with transaction.atomic(using=db_alias):
+            lease.fence()
+            fenced.set()
+            time.sleep(2.2)
+        release.wait(30)
+        lease.check()
+
+    tasks = [
+        make_task("renew-fenced", fences, ttl=ttl),
+        make_task("renew-other", _waits(release, seen), ttl=ttl),
+    ]
+    worker, thread = _started_worker(tasks, run_queued=False)
+    try:
+        assert fenced.wait(30)
+        before = _heartbeat(db_alias, BackgroundTask, "name", "renew-other")
+        time.sleep(1.8)
+        # Renewed meanwhile, by the worker's statement; the fenced run by its own thread.
+        assert _heartbeat(db_alias, BackgroundTask, "name", "renew-other") > before
+        assert [lease.name for lease in worker.renewer.held()] == ["renew-other"]
+    finally:
+        _stopped(worker, thread, release)
+    assert runs_of("renew-fenced") == [Outcome.INTERRUPTED]  # (its check() saw the stop)
+    assert runs_of("renew-other") == [Outcome.SUCCEEDED]
