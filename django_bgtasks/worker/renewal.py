@@ -147,8 +147,12 @@ class Renewer:
         """``holder``'s waiting value, in one try: a failure leaves it
         waiting, tried again after a holder's retry delay (and written at
         the latest by its release)."""
-        with contextlib.suppress(LeaseLost, Stopped):  # (a lost lease was logged as lost)
-            holder.write_value()
+        try:
+            with contextlib.suppress(LeaseLost, Stopped):  # (a lost lease was logged as lost)
+                holder.write_value()
+        except Exception as exc:  # a bug, not an outage: give the lease up loudly
+            logger.exception("%s: writing its value failed", holder.described)
+            holder._declare_lost(f"heartbeat failed: {exc!r}")
         if holder.lost:
             self.remove(holder)
             return

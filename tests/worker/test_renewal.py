@@ -339,3 +339,32 @@ def test_a_fenced_transaction_holds_up_no_other_leases_renewal(db_alias: str) ->
         _stopped(worker, thread, release)
     assert runs_of("renew-fenced") == [Outcome.INTERRUPTED]  # (its check() saw the stop)
     assert runs_of("renew-other") == [Outcome.SUCCEEDED]
+
+
+def test_a_coalesced_value_is_written_at_its_deadline_not_at_the_next_beat(
+    db_alias: str,
+) -> None:
+    """update()'s coalescing: a value that waits is written by the renewer
+    at its deadline (BGTASKS_PROGRESS_INTERVAL, 0.5 s), as the run's own
+    heartbeat thread wrote it, long before the next beat (every 2 s here)."""
+    release, reported = threading.Event(), threading.Event()
+
+    def reports(lease: RunningLease) -> None:
+        lease.update(1)  # written at once
+        lease.update(2)  # waits: it came within the interval
+        reported.set()
+        release.wait(30)
+
+    worker, thread = _started_worker([make_task("renew-value", reports, ttl=6)], False)
+    try:
+        assert reported.wait(30)
+        since = time.monotonic()
+        wait_until(
+            "the waiting value written",
+            lambda: BackgroundTask.objects.get_state("renew-value").value == 2,
+            timeout=5,
+            every=0.02,
+        )
+        assert time.monotonic() - since < 1.5  # the next beat would be 2 s after the claim
+    finally:
+        _stopped(worker, thread, release)
