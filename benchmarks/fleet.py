@@ -118,6 +118,7 @@ def renewer(
     results.put((latencies, refused))
 
 
+# Alike renewer()'s parameters on purpose: step() starts either with the same ones.
 def worker(
     dsn: str,
     names: list[str],
