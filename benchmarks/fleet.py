@@ -102,12 +102,13 @@ def renewer(
     refused = index = round_ = 0
     while True:
         due = base + (round_ + index / count) * interval
-        start = start_at.value
-        if start and due >= start + duration:
-            break
         now = time.monotonic()
         if due > now:
             time.sleep(due - now)
+        # Read after the sleep: a renewal due once the window has opened counts.
+        start = start_at.value
+        if start and due >= start + duration:
+            break
         renewed = renew(names[index])
         if start and due >= start:
             latencies.append(time.monotonic() - due)
@@ -156,12 +157,13 @@ def worker(
     refused = round_ = 0
     while True:
         due = base + round_ * interval
-        start = start_at.value
-        if start and due >= start + duration:
-            break
         now = time.monotonic()
         if due > now:
             time.sleep(due - now)
+        # Read after the sleep: a beat due once the window has opened counts.
+        start = start_at.value
+        if start and due >= start + duration:
+            break
         answer = objects.work.renew_many(held, [])
         if start and due >= start:
             latency = time.monotonic() - due
