@@ -183,8 +183,7 @@ class RunningLease(Holder):
     def from_work(
         cls, claim: WorkClaim, *, trigger: str, stopping: threading.Event, renewer: Renews
     ) -> RunningLease:
-        """A worker's claim, renewed from now on by the worker's ``renewer``;
-        ``stopping`` is the worker's shutdown flag."""
+        """A worker's claim, renewed by the worker's ``renewer``, stopped by ``stopping``."""
         running = cls(
             claim.lease,
             attempt=claim.attempt,
@@ -259,6 +258,7 @@ class RunningLease(Holder):
     # --- renewing ----------------------------------------------------------------
 
     def renewal_key(self) -> tuple[str, Any, str, int]:
+        """A lease-table row, by its name (see :meth:`Holder.renewal_key`)."""
         return RENEW_TASK, self.name, self.owner, self.token
 
     def _wake_heartbeat(self) -> None:

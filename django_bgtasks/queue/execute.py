@@ -119,6 +119,7 @@ class QueuedLease(Holder):
     # --- the heartbeat -------------------------------------------------------------
 
     def renewal_key(self) -> tuple[str, Any, str, int]:
+        """A queued row, by its seq (see :meth:`Holder.renewal_key`)."""
         return RENEW_QUEUED, self.claim.seq, self.owner, self.token
 
     def _beat_loop(self) -> None:
