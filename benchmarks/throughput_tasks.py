@@ -1,20 +1,55 @@
-"""The no-op Django Task that benchmarks/tasks_throughput.py enqueues, on
+"""The Django Tasks that benchmarks/tasks_throughput.py enqueues, a pair on
 each backend it compares (a module of its own, so that every worker process
-imports it by the same path)."""
+imports them by the same path): ``noop_<alias>`` for the drains, and
+``stamp_<alias>(path)``, which writes when it started to a file of its own,
+for the latency from enqueue to start.
+
+Only the aliases in ``settings.TASKS`` get theirs: Django checks a task
+against its backend when it is made, and a peer not installed has none.
+"""
 
 from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from django.conf import settings
 
 try:
     from django.tasks import task
 except ImportError:  # Django 5.2: the django-tasks backport
     from django_tasks import task  # type: ignore[no-redef]
 
-
-@task(backend="bgtasks")
-def noop_bgtasks() -> None:
-    """Does nothing, on django_bgtasks.backend.LeaseBackend."""
+NOOP: dict[str, Any] = {}
+STAMP: dict[str, Any] = {}
 
 
-@task(backend="db")
-def noop_db() -> None:
-    """Does nothing, on django-tasks-db's DatabaseBackend."""
+def _noop() -> None:
+    """Does nothing."""
+
+
+def _stamp(path: str) -> None:
+    """Writes time.time() to ``path`` as it starts: to a file of its own
+    first, renamed after, so the benchmark never reads half a number."""
+    now = time.time()
+    with open(path + ".part", "w") as file:
+        file.write(repr(now))
+    os.replace(path + ".part", path)
+
+
+def _define(alias: str, kind: str, function: Any, into: dict[str, Any]) -> None:
+    # The worker finds a task by its module path, module plus qualname: each
+    # copy gets a name of its own, bound at module level.
+    def body(*args: Any) -> None:
+        function(*args)
+
+    body.__name__ = body.__qualname__ = f"{kind}_{alias}"
+    body.__doc__ = function.__doc__
+    globals()[body.__name__] = into[alias] = task(backend=alias)(body)
+
+
+for _alias in settings.TASKS:
+    if _alias != "default":
+        _define(_alias, "noop", _noop, NOOP)
+        _define(_alias, "stamp", _stamp, STAMP)

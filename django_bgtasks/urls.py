@@ -3,7 +3,8 @@
 Names are reversed as ``bgtasks:list``, ``bgtasks:task``, ``bgtasks:run`` and
 ``bgtasks:cancel``; Django Tasks' as ``bgtasks:django-tasks``,
 ``bgtasks:django-task``, ``bgtasks:django-task-cancel`` and
-``bgtasks:django-task-retry``. A task name is
+``bgtasks:django-task-retry``; Prometheus' metrics and the readiness
+probe as ``bgtasks:metrics`` and ``bgtasks:ready``. A task name is
 always one path segment (names may not contain ``/``, nor be ``.`` or ``..``).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from django.urls import path
 
 from django_bgtasks.http import api as views
-from django_bgtasks.http import events
+from django_bgtasks.http import events, metrics
 
 app_name = "bgtasks"
 
@@ -23,6 +24,10 @@ urlpatterns = [
     path("events/", events.events, name="events"),
     path("watch/<str:signed>/", events.watch, name="watch"),
     path("watch/<str:signed>/events/", events.watch_events, name="watch-events"),
+    # Prometheus' metrics and the orchestrators' readiness probe; before
+    # "<name>/", so tasks named "metrics" or "ready" are not reachable by GET here.
+    path("metrics/", metrics.metrics, name="metrics"),
+    path("ready/", metrics.ready, name="ready"),
     # Django Tasks (LeaseBackend), by result id; before "<name>/", so a
     # background task named "django-tasks" is not reachable by GET here.
     # (Alike lines on purpose: a route a line, as Django's URLconfs write them.)

@@ -60,12 +60,17 @@ def uvicorn(aliases: list[str], **bgtasks_settings: Any) -> Iterator[str]:
             time.sleep(0.05)
         yield f"127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM a server the test started; SIGKILL it if it is not gone in 10 s."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @dataclass

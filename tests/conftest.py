@@ -168,6 +168,7 @@ LONG_TESTS = (
     "tests/test_demo.py",
     "tests/test_example_project.py",
     "tests/topology/",
+    "tests/http/test_prometheus.py",
 )
 
 

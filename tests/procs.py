@@ -9,6 +9,7 @@ start together), runs its scenario and prints one ``result <json>`` line.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import random
@@ -69,13 +70,29 @@ def worker_env(alias: str, **bgtasks_settings: Any) -> dict[str, str]:
     )
     env = dict(os.environ)
     env[ENV_DB] = json.dumps({key: db[key] for key in keys if key in db}, default=str)
-    env[ENV_SETTINGS] = json.dumps(bgtasks_settings)
+    env[ENV_SETTINGS] = json.dumps(bgtasks_settings, default=_encode_setting)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     # Warnings are errors in the workers too, with pyproject.toml's one
     # exception (platformdirs' note about XDG_RUNTIME_DIR, for the chaos
     # process that restarts the embedded PostgreSQL).
     env["PYTHONWARNINGS"] = "error,ignore:XDG_RUNTIME_DIR is not set:UserWarning"
     return env
+
+
+# A setting's value JSON has no type for (SCHEDULES' timedelta), across to a worker.
+_TIMEDELTA = "__timedelta_seconds__"
+
+
+def _encode_setting(value: Any) -> Any:
+    if isinstance(value, dt.timedelta):
+        return {_TIMEDELTA: value.total_seconds()}
+    raise TypeError(f"a worker's setting can't be {type(value).__name__}")
+
+
+def _decode_setting(value: dict[str, Any]) -> Any:
+    if set(value) == {_TIMEDELTA}:
+        return dt.timedelta(seconds=value[_TIMEDELTA])
+    return value
 
 
 class Worker:
@@ -173,7 +190,7 @@ def _setup_django() -> None:
         INSTALLED_APPS=WORKER_APPS,
         DATABASES={"default": json.loads(os.environ[ENV_DB])},
         USE_TZ=True,
-        **json.loads(os.environ.get(ENV_SETTINGS, "{}")),
+        **json.loads(os.environ.get(ENV_SETTINGS, "{}"), object_hook=_decode_setting),
     )
     django.setup()
 
@@ -238,8 +255,6 @@ def _db_now() -> Any:
     with connection.cursor() as cursor:
         cursor.execute(sql)
         now = cursor.fetchone()[0]
-    import datetime as dt
-
     if isinstance(now, str):
         now = dt.datetime.fromisoformat(now)
     if now.tzinfo is None:  # SQLite's text and MySQL's DATETIME: naive UTC

@@ -145,7 +145,8 @@ def test_test_first_then_demo_installs_nothing_more(tmp_path: Path) -> None:
     assert installs(checkout.make("test")) == []
     assert checkout.make("test-fast")[-1] == (
         "-m pytest -n 4 --maxschedchunk 1 --ignore=tests/faults --ignore=tests/browser "
-        "--ignore=tests/fuzz --ignore=tests/test_demo.py --ignore=tests/test_example_project.py"
+        "--ignore=tests/fuzz --ignore=tests/test_demo.py --ignore=tests/test_example_project.py "
+        "--ignore=tests/http/test_prometheus.py"
     )
 
 

@@ -369,7 +369,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "running",
-        ("core.runner", "background.functions", "queue.execute", "queue.backend", "backend"),
+        (
+            "core.runner",
+            "background.functions",
+            "queue.execute",
+            "queue.backend",
+            "queue.schedules",
+            "backend",
+        ),
     ),
     ("worker", ("worker",)),
     ("operator", ("operations", "checks")),

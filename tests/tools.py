@@ -1,6 +1,6 @@
-"""The optional programs some tests drive (Debian's Chromium), and what a test
-does when one is missing: under ``CI`` it fails, since .ci/run installs them;
-elsewhere it skips, naming the package, so that ``make test`` passes on a
+"""The optional programs some tests drive (Debian's Chromium and Prometheus),
+and what a test does when one is missing: under ``CI`` it fails, since
+.ci/run installs them; elsewhere it skips, naming the package, so that ``make test`` passes on a
 machine with nothing but Python, and pytest's summary (``-ra``) says what was
 left out and how to add it."""
 
@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings
 
 CHROMIUM = "/usr/bin/chromium"
+PROMETHEUS = "/usr/bin/prometheus"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",  # the tests run as root
@@ -33,6 +34,12 @@ def require(path: str, package: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(why, pytrace=False)
     pytest.skip(why)
+
+
+def require_prometheus() -> str:
+    """Prometheus' path (Debian's ``prometheus``), once :func:`require` has let the test go on."""
+    require(PROMETHEUS, "prometheus")
+    return PROMETHEUS
 
 
 def require_chromium() -> str:

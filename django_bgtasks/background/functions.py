@@ -56,6 +56,7 @@ class BackgroundTaskFunction(Generic[P, R]):
     resume: bool = False
     max_attempts: int = 1
     retry_delay: float = RETRY_DELAY
+    timezone: str | None = None  # a cron schedule's (BGTASKS_SCHEDULES' too)
 
     @property
     def effective_schedule(self) -> Every | Cron | None:
@@ -63,7 +64,9 @@ class BackgroundTaskFunction(Generic[P, R]):
         site sets one (checked at start-up, bgtasks.E008), else the task's own."""
         schedules = conf.SCHEDULES
         if isinstance(schedules, dict) and self.name in schedules:
-            return parse_schedule(schedules[self.name])
+            schedule = schedules[self.name]
+            # A cron string the site sets is read in the task's time zone.
+            return parse_schedule(schedule, self.timezone if isinstance(schedule, str) else None)
         return self.schedule
 
     @property
@@ -203,6 +206,7 @@ def background_task(
     resume: bool = False,
     max_attempts: int | None = None,
     retry_delay: float | None = None,
+    timezone: str | None = None,
 ) -> Callable[[Callable[..., R]], BackgroundTaskFunction[..., R]]:
     """Register a function as the background task ``name``.
 
@@ -217,7 +221,8 @@ def background_task(
         log_cleanup.start(days=7)   # here, in a thread
         log_cleanup.request(days=7)  # by a ``bgtasks worker``
 
-    ``schedule`` is a ``timedelta`` or a five-field cron string; ``resume``
+    ``schedule`` is a ``timedelta`` or a five-field cron string, read in
+    ``timezone`` (an IANA name; default ``settings.TIME_ZONE``); ``resume``
     has a worker claim a lost or interrupted run again, with ``lease.resume_from``;
     ``max_attempts`` (default 3 with ``resume``, else 1) bounds the attempts,
     lost and failed alike; ``retry_delay`` (default 10 s, doubling) spaces the
@@ -228,13 +233,13 @@ def background_task(
         _check_ttl(ttl)
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
-    parsed = parse_schedule(schedule)
+    parsed = parse_schedule(schedule, timezone)
     attempts = _check_attempts(max_attempts, resume)
     delay = _check_delay(retry_delay)
 
     def register(func: Callable[..., R]) -> BackgroundTaskFunction[..., R]:
         task: BackgroundTaskFunction[..., R] = BackgroundTaskFunction(
-            name, func, ttl, parsed, resume, attempts, delay
+            name, func, ttl, parsed, resume, attempts, delay, timezone
         )
         registry.add(task)
         return task

@@ -150,10 +150,19 @@ class WorkQueue:
     ) -> bool:
         """The slot ``due`` came while ``name`` still runs: move on to
         ``next_slot`` of ``schedule`` and count the skip on the running run."""
-        params = {"name": validate_name(name), "due": store.time_param(due)}
-        params["next"] = store.time_param(next_slot)
-        params["schedule"] = schedule
+        params = _slot_params(name, due, next_slot, schedule)
         return bool(store.write("skip_slot", "skip_slot", params))
+
+    def take_slot(
+        self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str
+    ) -> bool:
+        """Take the slot ``due`` of the schedule row ``name`` (a Django Task
+        schedule's, which nobody holds), moving it on to ``next_slot`` of
+        ``schedule``, only while the database's clock is before that: whether
+        this call took it. Runs in the caller's transaction, in which the
+        caller enqueues the slot's task (:mod:`django_bgtasks.queue.schedules`)."""
+        params = _slot_params(name, due, next_slot, schedule)
+        return bool(store.write_in_transaction("take_slot", params))
 
     def ensure_schedule(
         self, name: str, *, schedule: str, next_slot: dt.datetime | None, ttl: float
@@ -231,3 +240,15 @@ class WorkQueue:
         rows = store.read("list_states", {})
         states = {state.name: state for state in map(TaskState.from_row, rows)}
         return [worker.with_runs(states) for worker in workers]
+
+
+def _slot_params(
+    name: str, due: dt.datetime, next_slot: dt.datetime, schedule: str
+) -> dict[str, Any]:
+    """What the statements that move a slot on take: the row, the slot seen, the next."""
+    return {
+        "name": validate_name(name),
+        "due": store.time_param(due),
+        "next": store.time_param(next_slot),
+        "schedule": schedule,
+    }

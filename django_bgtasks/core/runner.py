@@ -181,7 +181,7 @@ class RunningLease(Holder):
 
     @classmethod
     def from_work(
-        cls, claim: WorkClaim, *, trigger: str, stopping: threading.Event, renewer: Renews
+        cls, claim: WorkClaim, trigger: str, stopping: threading.Event, renewer: Renews
     ) -> RunningLease:
         """A worker's claim, renewed by the worker's ``renewer``, stopped by ``stopping``."""
         running = cls(

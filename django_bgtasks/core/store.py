@@ -56,6 +56,17 @@ def write(operation: str, statement: str, params: dict[str, Any]) -> list[Row]:
     return vendors.write(connection(), operation, statements, statement, params)
 
 
+def write_in_transaction(statement: str, params: dict[str, Any]) -> list[Row]:
+    """Run one write ``statement`` inside the caller's ``atomic()`` block on
+    ``BGTASKS_DATABASE`` (refused outside one), so that it commits or rolls
+    back with the caller's other writes: a Django Task schedule's slot and
+    the task it enqueues."""
+    conn = connection()
+    if not conn.in_atomic_block:
+        raise RuntimeError(f"{statement} runs inside transaction.atomic(using={conn.alias!r})")
+    return vendors.read(conn, statements, statement, params)
+
+
 def read(statement: str, params: dict[str, Any], *, using: str | None = None) -> list[Row]:
     """Run one read ``statement`` (on the alias ``using``, by default
     ``BGTASKS_DATABASE``)."""

@@ -51,6 +51,7 @@ from django_bgtasks.db.rules import (
     RENEW_QUEUED,
     RENEW_TASK,
     STATE_COLUMNS,
+    TAKE_SLOT,
     WORKER_COLUMNS,
     Statements,
 )
@@ -240,14 +241,12 @@ def _last_insert_id(cursor: Any) -> int:
 
 
 # --- One renewal per worker: renew_many (db/rules.py's RENEW_MANY) -----------------------
-# Both heartbeats, then a read of what they renewed (no RETURNING: a row of
-# that owner and token renewed at or after the SYSDATE(6) taken first), in
-# one round trip where the connection allows, each in autocommit as a
-# heartbeat is. The JSON_TABLE rows are read first (STRAIGHT_JOIN), each
-# table row looked up by its primary key (FORCE INDEX): InnoDB locks every
-# row an UPDATE examines, so a scan (what a small table gets) would wait on
-# any row another transaction holds, a fenced one say. Text is compared as
-# utf8mb4_bin (a _bin collation wins over the table's): exact, as a name is.
+# Both heartbeats, then a read of what they renewed (no RETURNING: rows of that
+# owner and token renewed since the SYSDATE(6) taken first), in one round trip
+# where allowed. JSON_TABLE's rows come first (STRAIGHT_JOIN), each table row
+# found by primary key (FORCE INDEX): InnoDB locks every row an UPDATE
+# examines, so a scan (a small table's plan) waits on anyone's fenced row.
+# Text is compared as utf8mb4_bin (a _bin collation wins): exact.
 _JSON_TEXT = "VARCHAR({}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 _HELD_TASKS = f"""JSON_TABLE(%(leases)s, '$.tasks[*]' COLUMNS (
         name {_JSON_TEXT.format(MAX_NAME_LENGTH)} PATH '$.name',
@@ -419,6 +418,7 @@ STATEMENTS = Statements(
         VALUES (%(name)s, NULL, 0, '', {{new_row_token}}, %(ttl)s, 0, '', '', '',
             0, 0, NULL, '', NULL, %(schedule)s, %(next)s)
     """,
+    take_slot=TAKE_SLOT,  # read by its row count (READERS)
     due_work=f"""
         SELECT {{due_columns}} FROM (
             SELECT t.*,
@@ -475,6 +475,7 @@ READERS: dict[str, Reader] = {
     "claim_retry": _claim,
     "skip_slot": _count,
     "ensure_schedule": _upsert,
+    "take_slot": _count,
     "due_work": _rows,
     "worker_beat": _upsert,
     "worker_gone": _count,

@@ -28,6 +28,7 @@ from django_bgtasks.db.rules import (
     RUN_COLUMNS,
     SKIP_SLOT,
     STATE_COLUMNS,
+    TAKE_SLOT,
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
@@ -193,6 +194,7 @@ STATEMENTS = Statements(
                 AND (excluded.next_run_at IS NULL OR excluded.next_run_at < t.next_run_at))
         RETURNING 1 AS matched
     """,
+    take_slot=TAKE_SLOT + "RETURNING 1 AS matched",
     # The workers' poll: a read, so an idle loop writes nothing.
     due_work="""
         SELECT {due_columns} FROM (

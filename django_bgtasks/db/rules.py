@@ -99,6 +99,7 @@ class Statements:
     claim_retry: str
     skip_slot: str
     ensure_schedule: str
+    take_slot: str
     due_work: str
     worker_beat: str
     worker_gone: str
@@ -202,6 +203,16 @@ SKIP_SLOT = """
     UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1, schedule = %(schedule)s
     WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot} AND {before_next}
     RETURNING 1 AS matched
+"""
+
+# A Django Task schedule's slot (queue/schedules.py): the compare-and-set of
+# CLAIM_SCHEDULED, on a row that nobody holds, which only keeps the slots;
+# the enqueue that goes with it runs in the same transaction. (RETURNING is
+# added by the vendors that have it; MySQL counts the rows.)
+TAKE_SLOT = """
+    UPDATE {task} SET scheduled_for = next_run_at, next_run_at = {next_slot},
+        schedule = %(schedule)s
+    WHERE name = %(name)s AND {is_due_slot} AND {before_next}
 """
 
 

@@ -33,6 +33,7 @@ from django_bgtasks.db.rules import (
     RENEW_TASK,
     SKIP_SLOT,
     STATE_COLUMNS,
+    TAKE_SLOT,
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
@@ -173,6 +174,7 @@ STATEMENTS = Statements(
                     OR julianday(excluded.next_run_at) < julianday(t.next_run_at)))
         RETURNING 1 AS matched
     """,
+    take_slot=TAKE_SLOT + "RETURNING 1 AS matched",
     due_work=f"""
         SELECT {{due_columns}} FROM (
             SELECT *, running AND {_AGE} > ttl AS stale,

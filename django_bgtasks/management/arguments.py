@@ -24,6 +24,7 @@ from django.core.management.base import CommandParser
 
 from django_bgtasks.authentication import DEFAULT_MAX_AGE, validate_max_age
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
+from django_bgtasks.operations.health import required_workers
 from django_bgtasks.operations.prune import history_days
 from django_bgtasks.validation import (
     parse_json,
@@ -65,6 +66,7 @@ OPTION_RULES: dict[str, tuple[type[float] | type[int], Callable[[Any], Any]]] = 
     "interval": (float, watch_interval),
     "iterations": (int, watch_iterations),
     "max_age": (int, validate_max_age),
+    "workers": (int, required_workers),
 }
 
 
@@ -260,6 +262,16 @@ def _workers(workers: CommandParser) -> None:
     _json_option(workers, "Print only JSON.")
 
 
+def _health(health: CommandParser) -> None:
+    _ruled(
+        health,
+        "--workers",
+        "Also require this many live workers: beaten within their ttl (default: %(default)r).",
+        default=0,
+        metavar="N",
+    )
+
+
 def _request(request: CommandParser) -> None:
     request.add_argument("name", help="The registered task's name.")
     _task_arguments(request)
@@ -382,5 +394,10 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[CommandParser], None]]] = {
     "request": (
         "Ask a worker to run a registered task (one pending request per task).",
         _request,
+    ),
+    "health": (
+        "Exit 0 if the database answers, its migrations are applied and (with --workers N) "
+        "N workers are live; else exit 1 with the reason (for orchestrators' probes).",
+        _health,
     ),
 }

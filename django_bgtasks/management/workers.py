@@ -23,6 +23,7 @@ from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.management.terminal import Cell, stop_on_signals, write_json, write_table
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
+from django_bgtasks.queue.schedules import ScheduleError
 from django_bgtasks.worker.loop import Worker
 
 WORKER_COLUMNS = ("WORKER", "HOST", "PID", "STATE", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
@@ -67,14 +68,17 @@ def run_worker(
             task.effective_schedule  # noqa: B018  (a bad BGTASKS_SCHEDULES entry raises)
         except (TypeError, ValueError) as exc:
             raise CommandError(f"BGTASKS_SCHEDULES[{task.name!r}]: {exc}") from None
-    worker = Worker(
-        tasks,
-        concurrency=concurrency,
-        poll=poll,
-        grace=grace,
-        queues=queues,
-        run_queued=run_queued,
-    )
+    try:
+        worker = Worker(
+            tasks,
+            concurrency=concurrency,
+            poll=poll,
+            grace=grace,
+            queues=queues,
+            run_queued=run_queued,
+        )
+    except ScheduleError as exc:  # a bad TASKS SCHEDULES entry (bgtasks.E023-E028)
+        raise CommandError(str(exc)) from None
     # A second signal stops at once (the first began a graceful stop).
     signals: list[int] = []
 

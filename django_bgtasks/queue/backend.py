@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LeaseBackend", "LeaseTask"]
 
-OPTION_NAMES = ("MAX_ATTEMPTS", "TTL")
+OPTION_NAMES = ("MAX_ATTEMPTS", "TTL", "SCHEDULES")
 
 
 if TYPE_CHECKING:
@@ -196,7 +196,8 @@ class LeaseBackend(compat.BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """bgtasks.E018 (this app is not installed), E015 (the database is not
-        PostgreSQL or SQLite), E016 (a bad option)."""
+        PostgreSQL or SQLite), E016 (a bad option), E023-E028 (a bad
+        ``SCHEDULES`` entry: :mod:`django_bgtasks.queue.schedules`)."""
         messages: list[checks.CheckMessage] = list(super().check(**kwargs))
         where = self._where()
         if not apps.is_installed("django_bgtasks"):
@@ -242,6 +243,11 @@ class LeaseBackend(compat.BaseTaskBackend):
                     id="bgtasks.E016",
                 )
             )
+        # Imported here, as the models are (_rows()): it reads them.
+        from django_bgtasks.queue.schedules import parse_schedules
+
+        _, errors = parse_schedules(self.alias, self.options.get("SCHEDULES"))
+        messages.extend(checks.Error(str(exc), hint=exc.hint, id=exc.id) for exc in errors)
         return messages
 
     def _max_attempts(self) -> int:

@@ -14,6 +14,10 @@ its tasks, in this order for each name:
    attempts remain;
 4. **schedule**: the slot the row says is due, moving it to the next one.
 
+A worker that runs Django Tasks also keeps their schedules (``TASKS``'
+``SCHEDULES``, :mod:`django_bgtasks.queue.schedules`): each poll, a due slot
+is taken and its task enqueued, in one transaction.
+
 Every claim is one compare-and-set statement on the lease row, so any number
 of workers on any number of hosts race safely and exactly one wins each piece
 of work; the claim gives the run a higher token, which fences off whoever held
@@ -70,6 +74,7 @@ from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.push import feed as changes
+from django_bgtasks.queue.schedules import task_schedules
 from django_bgtasks.validation import heartbeat_interval
 from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
@@ -113,8 +118,7 @@ class Worker:
         self._runs = Runs()
         self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
         self.ttl = self.heartbeat.ttl
-        # One statement a beat renews every lease this worker holds.
-        self.renewer = Renewer()
+        self.renewer = Renewer()  # one statement a beat renews every lease held here
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
         # their own, each claiming and running one queued task at a time.
         self.run_queued = run_queued or queues is not None
@@ -122,7 +126,9 @@ class Worker:
         self.queue_threads = QueueThreads(
             self.id, count=concurrency, poll=poll, queues=self.queues, stopping=self.stopping
         )
-        self.queue_threads.renewer = self.renewer
+        # The Django Task schedules (TASKS' SCHEDULES): every worker of the
+        # queue keeps them all, whatever its --queue; a bad one is refused here.
+        self.task_schedules = task_schedules() if self.run_queued else []
         self._once = False
         # stop_now() was called: a plain flag, since a signal handler sets it.
         self._at_once = False
@@ -136,7 +142,7 @@ class Worker:
         backoff = self.poll
         self._once = once
         if self.run_queued:
-            self.queue_threads.start(once=once)
+            self.queue_threads.start(once=once, renewer=self.renewer)
         watcher = self._watch()
         queue_watcher = (
             changes.watch_queue(self.queues, wake=self.queue_threads.wake, using=conf.DATABASE)
@@ -255,7 +261,9 @@ class Worker:
         if self.run_queued:
             self.queue_threads.recover()
         rows = BackgroundTask.objects.work.due()
-        schedules.ensure_schedules(self.tasks.values(), rows)
+        schedules.ensure_schedules([*self.tasks.values(), *self.task_schedules], rows)
+        if self.task_schedules and not self.stopping.is_set():
+            schedules.enqueue_due(self.task_schedules, rows)
         started = 0
         for row in rows:
             task = self.tasks.get(row.name)
@@ -283,9 +291,7 @@ class Worker:
         if claimed is None or work is None:
             return False  # nothing owed, or another worker won it
         trigger = claimed[0]
-        running = RunningLease.from_work(
-            work, trigger=trigger, stopping=self.stopping, renewer=self.renewer
-        )
+        running = RunningLease.from_work(work, trigger, self.stopping, self.renewer)
         log_started(running)
         thread = task.run_in_thread(running, work.args, work.kwargs)
         self._runs.add(running, thread)

@@ -42,7 +42,7 @@ class QueueThreads:
     ) -> None:
         self.worker_id, self.count, self.poll, self.queues = worker_id, count, poll, queues
         self.stopping = stopping
-        # The worker's renewer (set by the worker): it renews the leases of
+        # The worker's renewer (given to start()): it renews the leases of
         # the tasks run here, with the others the worker holds.
         self.renewer: Renews | None = None
         self.threads: list[threading.Thread] = []
@@ -59,9 +59,10 @@ class QueueThreads:
         self._claims_on_their_way = 0
         self._claiming = threading.Condition()
 
-    def start(self, *, once: bool = False) -> None:
-        """Start the threads; with ``once``, each ends when nothing is ready."""
-        self._once = once
+    def start(self, *, once: bool = False, renewer: Renews | None = None) -> None:
+        """Start the threads; with ``once``, each ends when nothing is ready.
+        ``renewer`` renews the leases of the tasks they run."""
+        self._once, self.renewer = once, renewer
         self._wakeups = [threading.Event() for _ in range(self.count)]
         if self.stopping.is_set():
             self.wake()

@@ -10,16 +10,30 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from django_bgtasks.background.functions import BackgroundTaskFunction
+from django_bgtasks.background.schedules import Cron, Every
 from django_bgtasks.core.states import DueRow, WorkClaim
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.queue.schedules import TaskSchedule, enqueue_slot
 
 
-def ensure_schedules(
-    tasks: Iterable[BackgroundTaskFunction[..., Any]], rows: list[DueRow]
-) -> None:
+class Scheduled(Protocol):
+    """What the upkeep reads of a scheduled thing: a ``@background_task``, or
+    a Django Task schedule (:class:`~django_bgtasks.queue.schedules.TaskSchedule`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def effective_schedule(self) -> Every | Cron | None: ...
+
+    @property
+    def effective_ttl(self) -> float: ...
+
+
+def ensure_schedules(tasks: Iterable[Scheduled], rows: list[DueRow]) -> None:
     """Give each scheduled task of ``tasks`` its first slot, and follow
     schedule changes: a changed schedule moves the slot earlier only (or
     removes it), so workers that disagree for a while (a rolling deploy)
@@ -76,6 +90,24 @@ def skip_slot_while_running(task: BackgroundTaskFunction[..., Any], row: DueRow)
             next_slot=schedule.next_after(row.db_now),
             schedule=schedule.text,
         )
+
+
+def enqueue_due(schedules: Iterable[TaskSchedule], rows: list[DueRow]) -> int:
+    """Take each Django Task schedule's due slot and enqueue its task, in one
+    transaction each (:func:`~django_bgtasks.queue.schedules.enqueue_slot`);
+    how many this worker enqueued. A slot missed while no worker was up is
+    taken once, as a ``@background_task``'s is: the oldest missed slot, moving
+    the row on to the first slot after the database's clock."""
+    by_name = {row.name: row for row in rows}
+    enqueued = 0
+    for entry in schedules:
+        row = by_name.get(entry.name)
+        if row is None or not row.slot_due or row.next_run_at is None:
+            continue
+        next_slot = entry.schedule.next_after(row.db_now)
+        if enqueue_slot(entry, due=row.next_run_at, next_slot=next_slot) is not None:
+            enqueued += 1
+    return enqueued
 
 
 def _comes_first(row: DueRow | None, next_slot: dt.datetime | None) -> bool:

@@ -4,7 +4,8 @@ Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
 ``cancel NAME``, ``retry ID`` (a failed Django Task), ``prune``, ``watch``,
 ``token USERNAME`` (a bearer token for
 the JSON API), and for workers ``worker``, ``workers``
-and ``request NAME`` (``management/workers.py``). Each reads and writes through
+and ``request NAME`` (``management/workers.py``), and ``health [--workers N]``
+(exit 0, or 1 with a one-line reason: ``operations/health.py``). Each reads and writes through
 ``BackgroundTask.objects``, the task registry and :mod:`django_bgtasks.operations`,
 as the admin and the JSON API do, so it gives the same answer on every
 replica. ``list`` and ``show`` include registered tasks that never ran
@@ -46,6 +47,7 @@ from django_bgtasks.management import arguments, foreground, reads, workers
 from django_bgtasks.management.terminal import write_json
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations.health import problem
 from django_bgtasks.operations.permissions import allowed
 from django_bgtasks.operations.prune import WouldPrune, prune
 from django_bgtasks.validation import heartbeat_interval
@@ -56,8 +58,8 @@ class Command(BaseCommand):
 
     help = (
         "See, start, stop and unstick background tasks: list, show, run, release, cancel, "
-        "retry, prune, watch, token; run workers: worker, workers, request. Every replica gives "
-        "the same answers: the state is the database's."
+        "retry, prune, watch, token; run workers: worker, workers, request; probe: health. "
+        "Every replica gives the same answers: the state is the database's."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -119,6 +121,13 @@ class Command(BaseCommand):
 
     def handle_workers(self, *, json_output: bool, **_: Any) -> None:
         workers.show_workers(self.stdout, self.style, json_output=json_output)
+
+    def handle_health(self, *, workers: int, **_: Any) -> None:
+        found = problem(workers=workers)
+        if found is not None:
+            raise CommandError(str(found))
+        required = f", {workers} live worker(s) or more" if workers else ""
+        self.stdout.write(f"healthy: the database answers, its migrations are applied{required}.")
 
     # --- writes ------------------------------------------------------------------
 

@@ -1,0 +1,6 @@
+"""A URLconf without django_bgtasks.urls (tests/http/test_metrics.py: no bgtasks.I001)."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [path("admin/", admin.site.urls)]
