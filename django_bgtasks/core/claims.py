@@ -4,9 +4,10 @@ Each is one statement from :mod:`django_bgtasks.db`, run by
 :mod:`django_bgtasks.core.store` in autocommit, like the lease operations of
 :mod:`django_bgtasks.core.leases`: the poll that finds due
 work (a read, so an idle worker writes nothing), the claims that start a
-requested, scheduled, resumed or retried run, and the workers' own heartbeat
-rows. Every claim is a compare-and-set decided by the database's clock, so
-any number of workers on any number of hosts can race for the same work and
+requested, scheduled, resumed or retried run, the workers' own heartbeat
+rows, and a worker's one renewal of every lease it holds (``renew_many``).
+Every claim is a compare-and-set decided by the database's clock, so any
+number of workers on any number of hosts can race for the same work and
 exactly one wins.
 """
 
@@ -26,6 +27,7 @@ from django_bgtasks.core.states import (
     WorkerState,
     as_datetime,
 )
+from django_bgtasks.db.rules import renew_many_param
 from django_bgtasks.limits import WORKER_TTL
 from django_bgtasks.validation import (
     encode_value,
@@ -200,6 +202,22 @@ class WorkQueue:
             "ttl": validate_ttl(ttl),
         }
         store.write("worker_beat", "worker_beat", params)
+
+    def renew_many(
+        self, tasks: list[tuple[str, str, int]], queued: list[tuple[int, str, int]]
+    ) -> dict[tuple[str, str, int], bool]:
+        """Renew, in one statement, every lease a worker holds: ``tasks``
+        (name, owner, token) in the lease table and ``queued`` (seq, owner,
+        token) Django Tasks, each as its own heartbeat would. Returns, for
+        each lease still held, ``(kind, key, token)`` (``db.rules``' RENEW_TASK
+        or RENEW_QUEUED, the name or the seq as text) -> its
+        ``cancel_requested``; a lease missing from it is no longer held."""
+        params = {"leases": renew_many_param(tasks, queued)}
+        rows = store.write("heartbeat", "renew_many", params)
+        return {
+            (str(row["kind"]), str(row["key"]), int(row["token"])): bool(row["cancel_requested"])
+            for row in rows
+        }
 
     def gone(self, worker: str) -> None:
         """Remove worker ``worker``'s row: it stopped cleanly."""

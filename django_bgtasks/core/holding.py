@@ -12,7 +12,13 @@ judges anyone else's lease (the database's clock does that); it only makes
 this holder give up no later than the database would let another take over,
 even when the database can't be reached to say so, or this process was paused.
 
-``check()`` reports what the heartbeat thread last learned, without a
+A holder's heartbeat is a thread of its own, or, for the leases a worker
+runs, its worker's one renewer (:mod:`django_bgtasks.worker.renewal`: one
+statement a beat for every lease the worker holds), which hands each holder
+its answer through the same methods (:meth:`Holder._renewed`,
+:meth:`Holder._refused`, the deadline): the rules stay here, for both.
+
+``check()`` reports what the heartbeat last learned, without a
 statement: :class:`LeaseLost`, an operator's :class:`TaskCancelled`, or the
 worker's graceful stop (:class:`WorkerStopping`). A run ends once: by its own
 thread, or by a worker stopping at once (``interrupt()``), whichever comes
@@ -27,11 +33,18 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from django_bgtasks.core.progress import Progress
 from django_bgtasks.db.outages import Stopped, close_connection, retry_until_deadline
 from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
 from django_bgtasks.validation import heartbeat_interval
 
 _T = TypeVar("_T")
+
+# A stop already set: ``_retrying(call, stop=ONE_TRY)`` tries ``call`` once,
+# and raises Stopped instead of waiting to try again (a renewer's write of a
+# holder's value must not hold up its beat for the other leases).
+ONE_TRY = threading.Event()
+ONE_TRY.set()
 
 
 class Held(Protocol):
@@ -52,23 +65,48 @@ class Held(Protocol):
         ...
 
 
+class Renews(Protocol):
+    """What renews holders' leases instead of heartbeat threads of their own
+    (a worker's :class:`~django_bgtasks.worker.renewal.Renewer`)."""
+
+    def add(self, holder: Holder) -> None:
+        """Renew ``holder``'s lease from now on."""
+        ...
+
+    def remove(self, holder: Holder, *, wait: bool = False) -> None:
+        """Renew it no more; with ``wait``, return only once no renewal that
+        names it is on its way."""
+        ...
+
+    def wake(self) -> None:
+        """A holder's value is waiting to be written: look when."""
+        ...
+
+
 class Holder:
-    """A lease held here while its work runs, renewed by a heartbeat thread.
+    """A lease held here while its work runs, renewed by a heartbeat thread,
+    or by ``renewer`` (a worker's, for every lease it holds) when given.
 
     ``held`` is what the claim returned (its ``owner``, ``token``, ``ttl``
     and ``sent_at``); a subclass says how the lease is named (``name``,
-    ``described``), how its heartbeat renews (:meth:`_beat_loop`), and logs
-    on its ``logger``."""
+    ``described``), how its heartbeat renews (:meth:`_beat_loop`), how a
+    renewer names it (:meth:`renewal_key`), and logs on its ``logger``."""
 
     logger: logging.Logger
+    # The values waiting to be written, where a subclass coalesces them.
+    _progress: Progress | None = None
+    # Why a lease is given up when a renewal is refused (taken over, ...).
+    refused = "the lease was taken over or released by an operator"
 
     def __init__(
         self,
         held: Held,
         *,
         stopping: threading.Event | None,
+        renewer: Renews | None = None,
     ) -> None:
         self._held = held
+        self._renewer = renewer
         self.interval = heartbeat_interval(held.ttl)
         self._stopping = stopping
         self._deadline = held.sent_at + held.ttl
@@ -77,6 +115,7 @@ class Holder:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self._thread_name = ""
         # Set by whichever ends the run first: its own thread, or interrupt()
         # (a worker stopping at once): the run is ended once.
         self._ending = False
@@ -160,13 +199,46 @@ class Holder:
 
     # --- the heartbeat -------------------------------------------------------
 
+    def renewal_key(self) -> tuple[str, Any, str, int]:
+        """How a renewer's statement names it: kind, key, owner, token (db.rules' RENEW_MANY)."""
+        raise NotImplementedError
+
+    def value_due(self) -> float | None:
+        """When a value waiting to be written must be (monotonic), or ``None``."""
+        return None if self._progress is None else self._progress.deadline()
+
+    def write_value(self) -> None:
+        """Write the waiting value now, in one try (a renewer calls it)."""
+        self._renew(stop=ONE_TRY)
+
     def _start_heartbeat(self, thread_name: str) -> None:
+        self._thread_name = thread_name
+        if self._renewer is not None:
+            if self._progress is not None:  # a value waiting wakes the renewer
+                self._progress.on_pending = self._renewer.wake
+            self._renewer.add(self)
+            return
         self._heartbeat = threading.Thread(target=self._beat, name=thread_name, daemon=True)
         self._heartbeat.start()
 
+    def _own_heartbeat(self) -> None:
+        """From now on, a heartbeat thread of its own instead of the renewer's
+        statement (a fenced transaction holds the row: a statement that
+        renews the worker's other leases too must not wait for it). Returns
+        once no renewal naming it is on its way."""
+        renewer, self._renewer = self._renewer, None
+        if renewer is None or self._stop.is_set():
+            return
+        if self._progress is not None:
+            self._progress.on_pending = None
+        renewer.remove(self, wait=True)
+        self._start_heartbeat(self._thread_name)
+
     def _stop_heartbeat(self) -> None:
-        """Stop the heartbeat thread (idempotent)."""
+        """Stop the heartbeat (idempotent)."""
         self._stop.set()
+        if self._renewer is not None:
+            self._renewer.remove(self)
         self._wake_heartbeat()
         if self._heartbeat is not None:
             # A renewal stuck on a dead network must not hold up the exit past
@@ -190,6 +262,14 @@ class Holder:
     def _beat_loop(self) -> None:
         """Renew until ``_stop`` is set (raising ``LeaseLost`` or ``Stopped`` ends it)."""
         raise NotImplementedError
+
+    def _renew(self, *, stop: threading.Event | None = None) -> None:
+        """Renew once (retried through an outage until the deadline or ``stop``)."""
+        raise NotImplementedError
+
+    def _refused(self) -> None:
+        """A renewal was refused: the lease is not this holder's any more."""
+        self._declare_lost(self.refused)
 
     def _renewed(self, sent: float, *, cancel_requested: bool) -> None:
         """A renewal sent at ``sent`` (monotonic) succeeded: the deadline moves on."""

@@ -8,7 +8,7 @@ The rule (``BGTASKS_PROGRESS_INTERVAL``, *i*, 0.5 s by default):
   behaves as if nothing were coalesced;
 * calls closer together than that only replace the pending value (the latest
   wins). It is written by the first later call at least *i* after the last
-  write, or else by the heartbeat thread at that moment, so every replica
+  write, or else by the heartbeat thread (a worker's renewer) at that moment, so every replica
   sees progress at most *i* (plus one write) old;
 * ``update(value, flush=True)`` and the release write at once.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 # No value waiting to be written (``None`` is a value).
@@ -40,6 +41,8 @@ class Progress:
         # Set when a value starts waiting, so the heartbeat thread can wake
         # for its deadline instead of the next heartbeat's.
         self.wake = threading.Event()
+        # Called then too, when a worker's renewer writes the values instead.
+        self.on_pending: Callable[[], None] | None = None
 
     def offer(self, value: Any, *, flush: bool = False) -> bool:
         """Make ``value`` the pending value; ``True`` if the caller must write
@@ -54,6 +57,8 @@ class Progress:
                 return True
         if newly:  # only then does the heartbeat thread's deadline change
             self.wake.set()
+            if self.on_pending is not None:
+                self.on_pending()
         return False
 
     def take(self) -> Any:

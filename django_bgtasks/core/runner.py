@@ -30,10 +30,11 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 
 from django_bgtasks.choices import Outcome, Trigger
-from django_bgtasks.core.holding import Holder
+from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.core.leases import KEEP_VALUE
 from django_bgtasks.core.progress import NOTHING, Progress
 from django_bgtasks.core.states import Lease, Renewal, WorkClaim
+from django_bgtasks.db.rules import RENEW_TASK
 from django_bgtasks.exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
@@ -79,7 +80,7 @@ class RunningLease(Holder):
         # Writes of the value (the body's and the heartbeat thread's) go one
         # at a time, so an older value never lands after a newer one.
         self._write_lock = threading.Lock()
-        self._progress = Progress(progress_interval())
+        self._progress: Progress = Progress(progress_interval())
         self._max_bytes = max_value_bytes()
         self._done = threading.Event()
         self.result: Any = None
@@ -142,8 +143,9 @@ class RunningLease(Holder):
         :meth:`LeaseManager.fence <django_bgtasks.leases.LeaseManager.fence>`).
         """
         self._raise_if_lost()
+        self._own_heartbeat()  # (a worker's run: see there)
         if not BackgroundTask.objects.fence(self.name, self.owner, self.token, using=using):
-            self._declare_lost("the lease was taken over or released by an operator")
+            self._refused()
             self._raise_if_lost()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -179,10 +181,9 @@ class RunningLease(Holder):
 
     @classmethod
     def from_work(
-        cls, claim: WorkClaim, *, trigger: str, stopping: threading.Event
+        cls, claim: WorkClaim, trigger: str, stopping: threading.Event, renewer: Renews
     ) -> RunningLease:
-        """A worker's claim, renewed from now on; ``stopping`` is the
-        worker's shutdown flag."""
+        """A worker's claim, renewed by the worker's ``renewer``, stopped by ``stopping``."""
         running = cls(
             claim.lease,
             attempt=claim.attempt,
@@ -190,6 +191,7 @@ class RunningLease(Holder):
             resume_from=claim.resume_from,
             stopping=stopping,
         )
+        running._renewer = renewer
         return running._started()
 
     def _started(self) -> RunningLease:
@@ -246,7 +248,7 @@ class RunningLease(Holder):
             )
         )
         if not released:
-            self._declare_lost("the lease was taken over or released by an operator")
+            self._refused()
             self._raise_if_lost()
         self.outcome = outcome
         lease_released.send(
@@ -254,6 +256,10 @@ class RunningLease(Holder):
         )
 
     # --- renewing ----------------------------------------------------------------
+
+    def renewal_key(self) -> tuple[str, Any, str, int]:
+        """A lease-table row, by its name (see :meth:`Holder.renewal_key`)."""
+        return RENEW_TASK, self.name, self.owner, self.token
 
     def _wake_heartbeat(self) -> None:
         self._progress.wake.set()
@@ -287,7 +293,7 @@ class RunningLease(Holder):
 
         sent, renewal = self._retrying(attempt, stop=stop)
         if renewal is None:
-            self._declare_lost("the lease was taken over or released by an operator")
+            self._refused()
             self._raise_if_lost()
             return
         self._renewed(sent, cancel_requested=renewal.cancel_requested)

@@ -40,11 +40,11 @@ def statements(connection: BaseDatabaseWrapper) -> Statements:
         pass
     # The tables are the models', looked up in the app registry, not
     # imported: models -> core -> db stays one-way.
-    task, run, worker = (
+    task, run, worker, queued = (
         apps.get_model("django_bgtasks", model)._meta.db_table
-        for model in ("BackgroundTask", "TaskRun", "Worker")
+        for model in ("BackgroundTask", "TaskRun", "Worker", "QueuedTask")
     )
-    rendered = vendors.statements(connection, task=task, run=run, worker=worker)
+    rendered = vendors.statements(connection, task=task, run=run, worker=worker, queued=queued)
     _rendered[connection.vendor] = rendered
     return rendered
 

@@ -47,11 +47,15 @@ from django_bgtasks.db.rules import (
     CLAIM_RETRY,
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
+    QUEUED_RUNNING,
+    RENEW_QUEUED,
+    RENEW_TASK,
     STATE_COLUMNS,
     TAKE_SLOT,
     WORKER_COLUMNS,
     Statements,
 )
+from django_bgtasks.limits import MAX_NAME_LENGTH, MAX_OWNER_LENGTH
 
 MIN_MYSQL_VERSION = (8, 0, 0)  # the oldest of each server still maintained
 MIN_MARIADB_VERSION = (10, 6, 0)
@@ -236,6 +240,66 @@ def _last_insert_id(cursor: Any) -> int:
     return int(row["token"])
 
 
+# --- One renewal per worker: renew_many (db/rules.py's RENEW_MANY) -----------------------
+# Both heartbeats, then a read of what they renewed (no RETURNING: rows of that
+# owner and token renewed since the SYSDATE(6) taken first), in one round trip
+# where allowed. JSON_TABLE's rows come first (STRAIGHT_JOIN), each table row
+# found by primary key (FORCE INDEX): InnoDB locks every row an UPDATE
+# examines, so a scan (a small table's plan) waits on anyone's fenced row.
+# Text is compared as utf8mb4_bin (a _bin collation wins): exact.
+_JSON_TEXT = "VARCHAR({}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+_HELD_TASKS = f"""JSON_TABLE(%(leases)s, '$.tasks[*]' COLUMNS (
+        name {_JSON_TEXT.format(MAX_NAME_LENGTH)} PATH '$.name',
+        owner {_JSON_TEXT.format(MAX_OWNER_LENGTH)} PATH '$.owner',
+        token BIGINT PATH '$.token')) h
+    STRAIGHT_JOIN {{task}} t FORCE INDEX (PRIMARY)
+        ON t.name = h.name AND t.owner = h.owner AND t.token = h.token"""
+_HELD_QUEUED = f"""JSON_TABLE(%(leases)s, '$.queued[*]' COLUMNS (
+        seq BIGINT PATH '$.seq',
+        owner {_JSON_TEXT.format(MAX_OWNER_LENGTH)} PATH '$.owner',
+        token BIGINT PATH '$.token')) h
+    STRAIGHT_JOIN {{queued}} q FORCE INDEX (PRIMARY)
+        ON q.seq = h.seq AND q.owner = h.owner AND q.token = h.token"""
+_RENEW_MANY = f"""
+    SET @bgtasks_renewing = {_NOW}
+    {MYSQL_STEP}
+    UPDATE {_HELD_TASKS}
+    SET t.updated_at = {_NOW}
+    WHERE t.running AND t.updated_at >= {_NOW} - INTERVAL ROUND(t.ttl * 1000000) MICROSECOND
+    {MYSQL_STEP}
+    UPDATE {_HELD_QUEUED}
+    SET q.updated_at = {_NOW}
+    WHERE q.status = '{QUEUED_RUNNING}'
+        AND q.updated_at >= {_NOW} - INTERVAL ROUND(q.ttl * 1000000) MICROSECOND
+    {MYSQL_STEP}
+    SELECT '{RENEW_TASK}' AS kind, t.name AS `key`, t.token, t.cancel_requested
+    FROM {_HELD_TASKS}
+    WHERE t.running AND t.updated_at >= @bgtasks_renewing
+    UNION ALL
+    SELECT '{RENEW_QUEUED}' AS kind, CAST(q.seq AS CHAR) AS `key`, q.token, q.cancel_requested
+    FROM {_HELD_QUEUED}
+    WHERE q.status = '{QUEUED_RUNNING}' AND q.updated_at >= @bgtasks_renewing
+"""
+
+
+def _renew_many(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """renew_many's steps, in one round trip where the connection allows: the
+    rows of its last step, the read."""
+    with connection.cursor() as cursor:
+        if multi_statements(connection):
+            cursor.execute(query, params)
+            # To the last result set, no further: mysqlclient's nextset()
+            # reads away the rows of the set it leaves.
+            for _ in range(query.count(MYSQL_STEP)):
+                cursor.nextset()
+            return named(cursor)
+        for step in query.split(MYSQL_STEP):
+            cursor.execute(step, params)
+        return named(cursor)
+
+
 # --- The statements ----------------------------------------------------------------------
 
 STATEMENTS = Statements(
@@ -278,6 +342,7 @@ STATEMENTS = Statements(
         {MYSQL_STEP}
         UPDATE {{task}} SET updated_at = {{now}}, value = %(value)s WHERE {{holder}}
     """,
+    # Alike sqlite.py's release on purpose: the same statement, without RETURNING.
     release="""
         UPDATE {task}
         SET running = 0, finished_at = {now}, value = COALESCE(%(value)s, value),
@@ -388,6 +453,7 @@ STATEMENTS = Statements(
         ORDER BY host, pid
     """,
     clock="SELECT {now} AS db_now",
+    renew_many=_RENEW_MANY,
 )
 
 # How each statement is run and read (see the readers above).
@@ -416,6 +482,7 @@ READERS: dict[str, Reader] = {
     "forget_workers": _count,
     "list_workers": _rows,
     "clock": _rows,
+    "renew_many": _renew_many,
 }
 
 

@@ -44,6 +44,12 @@ def close_connection() -> None:
         connections[conf.DATABASE].close()
 
 
+def retry_delay(interval: float, remaining: float) -> float:
+    """The wait before trying again: a quarter of the heartbeat ``interval``,
+    between 50 ms and 1 s, and never past the deadline (``remaining`` seconds)."""
+    return min(max(0.05, min(interval / 4, 1.0)), max(remaining, 0.0))
+
+
 def retry_until_deadline(
     call: Callable[[], _T],
     *,
@@ -58,8 +64,7 @@ def retry_until_deadline(
     """``call()``, retried on a new connection while the database can't be
     reached. ``raise_if_lost()`` ends it (with ``LeaseLost``) once the lease's
     deadline has passed: ``remaining()`` is the time left, on this process's
-    monotonic clock. The wait between tries is a quarter of the heartbeat
-    ``interval``, between 50 ms and 1 s. A set ``stop`` raises
+    monotonic clock. The wait between tries is :func:`retry_delay`. A set ``stop`` raises
     :class:`Stopped` instead of waiting. ``extra`` goes with each warning
     logged (the lease's ``log_extra()``)."""
     while True:
@@ -69,7 +74,7 @@ def retry_until_deadline(
         except TRANSIENT_ERRORS as exc:
             logger.warning("%s: database unreachable, retrying: %s", name, exc, extra=extra)
             close_connection()
-        delay = min(max(0.05, min(interval / 4, 1.0)), max(remaining(), 0.0))
+        delay = retry_delay(interval, remaining())
         if stop is None:
             stop = threading.Event()  # (never set: a plain sleep)
         if stop.wait(delay):

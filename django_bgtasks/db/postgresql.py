@@ -22,6 +22,10 @@ from django_bgtasks.db.rules import (
     ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
     QUEUE_RETRY,
+    QUEUED_RUNNING,
+    RENEW_MANY_COLUMNS,
+    RENEW_QUEUED,
+    RENEW_TASK,
     RUN_COLUMNS,
     SKIP_SLOT,
     STATE_COLUMNS,
@@ -229,6 +233,35 @@ STATEMENTS = Statements(
         ORDER BY host, pid
     """,
     clock="SELECT clock_timestamp() AS db_now",
+    # Both tables in one statement, by two data-modifying CTEs (db/rules.py's
+    # RENEW_MANY). Each UPDATE is its table's own heartbeat, rows matched from
+    # the JSON by key, owner and token; the lease table's writes updated_at
+    # alone (a HOT update, as ``renew``). The rows come sorted by key
+    # (renew_many_param), so the locks are taken in key order, as a batched
+    # finish of the same worker's queued rows takes them.
+    renew_many=f"""
+        WITH tasks AS (
+            UPDATE {{task}} t SET updated_at = clock_timestamp()
+            FROM jsonb_to_recordset(%(leases)s::jsonb -> 'tasks')
+                AS h(name text, owner text, token bigint)
+            WHERE t.name = h.name AND t.owner = h.owner AND t.token = h.token AND t.running
+                AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'
+            RETURNING t.name AS key, t.token, t.cancel_requested
+        ), queued AS (
+            UPDATE {{queued}} q SET updated_at = clock_timestamp()
+            FROM jsonb_to_recordset(%(leases)s::jsonb -> 'queued')
+                AS h(seq bigint, owner text, token bigint)
+            WHERE q.seq = h.seq AND q.owner = h.owner AND q.token = h.token
+                AND q.status = '{QUEUED_RUNNING}'
+                AND q.updated_at >= clock_timestamp() - q.ttl * interval '1 second'
+            RETURNING q.seq::text AS key, q.token, q.cancel_requested
+        )
+        SELECT {RENEW_MANY_COLUMNS} FROM (
+            SELECT '{RENEW_TASK}' AS kind, key, token, cancel_requested FROM tasks
+            UNION ALL
+            SELECT '{RENEW_QUEUED}' AS kind, key, token, cancel_requested FROM queued
+        ) renewed
+    """,
 )
 
 

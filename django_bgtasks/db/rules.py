@@ -56,6 +56,7 @@ Rules every statement keeps:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from django_bgtasks.choices import QueueStatus
@@ -115,6 +116,49 @@ class Statements:
     forget_workers: str
     list_workers: str
     clock: str
+    # One worker's heartbeat for every lease it holds (RENEW_MANY below).
+    renew_many: str
+
+
+# --- One renewal per worker -------------------------------------------------------------
+# ``renew_many`` renews every lease one worker holds, background runs (lease
+# rows) and Django Tasks (queued rows) alike, in one statement. Its one
+# parameter, ``leases``, is the JSON text of :func:`renew_many_param`:
+#
+#     {"tasks": [{"name": str, "owner": str, "token": int}, ...],
+#      "queued": [{"seq": int, "owner": str, "token": int}, ...]}
+#
+# Each lease is renewed exactly as its own heartbeat renews it: matched by its
+# key, owner and token, running, and live by the database's clock (the
+# ``holder`` rule of each table), writing ``updated_at`` alone (on
+# PostgreSQL a HOT update of the lease table). It returns one row per lease
+# still held, of RENEW_MANY_COLUMNS: ``kind`` ("task" or "queued"), ``key``
+# (the name, or the seq as text), ``token`` and ``cancel_requested``. A
+# lease not in the answer is not held any more: its holder gives it up.
+RENEW_MANY_COLUMNS = "kind, key, token, cancel_requested"
+RENEW_TASK = "task"
+RENEW_QUEUED = "queued"
+# Rendered with the lease statements, which then name the queued table too.
+QUEUED_RUNNING = QueueStatus.RUNNING.value
+
+
+def renew_many_param(tasks: list[tuple[str, str, int]], queued: list[tuple[int, str, int]]) -> str:
+    """``renew_many``'s ``leases``: the JSON text of ``tasks`` (name, owner,
+    token) and ``queued`` (seq, owner, token), each sorted by its key, so that
+    the rows are locked in one order by every statement that locks several."""
+    return json.dumps(
+        {
+            "tasks": [
+                {"name": name, "owner": owner, "token": token}
+                for name, owner, token in sorted(tasks)
+            ],
+            "queued": [
+                {"seq": seq, "owner": owner, "token": token}
+                for seq, owner, token in sorted(queued)
+            ],
+        },
+        separators=(",", ":"),
+    )
 
 
 # --- The workers' statements that the vendors write alike --------------------------------

@@ -11,7 +11,13 @@ uses for DateTimeField. ('%%' is a literal '%' once the parameters are in.)
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from django_bgtasks.db.cursor import fetch_all
+from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import (
     CANCELLED_ERROR_CLASS,
     CLAIM_COLUMNS,
@@ -23,6 +29,9 @@ from django_bgtasks.db.rules import (
     ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
     QUEUE_RETRY,
+    QUEUED_RUNNING,
+    RENEW_QUEUED,
+    RENEW_TASK,
     SKIP_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
@@ -43,8 +52,13 @@ def _age(column: str) -> str:
 
 _AGE = _age("updated_at")  # since the last heartbeat
 
+# Joins the statements of the one operation of several (renew_many), run by
+# run_steps in one transaction.
+STEP = "\n;\n"
+
 FRAGMENTS = {
     "now": _NOW,
+    "step": STEP,
     "stale": f"{_AGE} > ttl",
     "t_stale": f"{_age('t.updated_at')} > t.ttl",
     "holder": f"""name = %(name)s AND owner = %(owner)s AND running
@@ -195,6 +209,28 @@ STATEMENTS = Statements(
         ORDER BY host, pid
     """,
     clock="SELECT {now} AS db_now",
+    # SQLite has no data-modifying CTEs, so no single statement can update
+    # two tables: the two heartbeats (each its table's own, rows matched from
+    # the JSON by key, owner and token) run as two statements in ONE
+    # transaction (run_steps): one commit, and one hold of the write lock,
+    # which SQLite takes for any write anyway.
+    renew_many=f"""
+        UPDATE {{task}} SET updated_at = {_NOW}
+        WHERE (name, owner, token) IN (
+                SELECT json_extract(value, '$.name'), json_extract(value, '$.owner'),
+                    json_extract(value, '$.token')
+                FROM json_each(%(leases)s, '$.tasks'))
+            AND running AND NOT ({_AGE} > ttl)
+        RETURNING '{RENEW_TASK}' AS kind, name AS key, token, cancel_requested
+        {{step}}
+        UPDATE {{queued}} SET updated_at = {_NOW}
+        WHERE (seq, owner, token) IN (
+                SELECT json_extract(value, '$.seq'), json_extract(value, '$.owner'),
+                    json_extract(value, '$.token')
+                FROM json_each(%(leases)s, '$.queued'))
+            AND status = '{QUEUED_RUNNING}' AND {_AGE} <= ttl
+        RETURNING '{RENEW_QUEUED}' AS kind, CAST(seq AS TEXT) AS key, token, cancel_requested
+    """,
 )
 
 
@@ -314,6 +350,19 @@ QUEUE = QueueStatements(
     retry=QUEUE_RETRY,
     enqueue=_ENQUEUE,
 )
+
+
+# The statements of several steps, and how they run.
+STEPPED = frozenset({"renew_many"})
+
+
+def run_steps(connection: BaseDatabaseWrapper, query: str, params: dict[str, Any]) -> list[Row]:
+    """The steps of ``query`` in one transaction, and every row they return."""
+    rows: list[Row] = []
+    with transaction.atomic(using=connection.alias):
+        for step in query.split(STEP):
+            rows.extend(fetch_all(connection, step, params))
+    return rows
 
 
 def time_param(value: dt.datetime) -> str:

@@ -59,11 +59,14 @@ def vendor_list() -> str:
     return f"{', '.join(SUPPORTED_VENDORS[:-1])} and {SUPPORTED_VENDORS[-1]}"
 
 
-def statements(connection: BaseDatabaseWrapper, *, task: str, run: str, worker: str) -> Statements:
+def statements(
+    connection: BaseDatabaseWrapper, *, task: str, run: str, worker: str, queued: str
+) -> Statements:
     """The statements for this connection's vendor, on the lease table ``task``,
-    the history table ``run`` and the workers' table ``worker`` (unquoted
-    ``db_table`` names), ready to execute."""
-    key = ("lease", connection.vendor, task, run, worker)
+    the history table ``run``, the workers' table ``worker`` and the queued
+    tasks' table ``queued`` (a worker's renewal renews both kinds of lease:
+    ``renew_many``) (unquoted ``db_table`` names), ready to execute."""
+    key = ("lease", connection.vendor, task, run, worker, queued)
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
     vendor = _BY_VENDOR.get(connection.vendor)
@@ -73,8 +76,13 @@ def statements(connection: BaseDatabaseWrapper, *, task: str, run: str, worker: 
             f"not {connection.vendor!r} (database {connection.alias!r})"
         )
     quote = connection.ops.quote_name
-    tables = {"task": quote(task), "run": quote(run), "worker": quote(worker)}
-    keep_tables = {"task": "{task}", "run": "{run}", "worker": "{worker}"}
+    tables = {
+        "task": quote(task),
+        "run": quote(run),
+        "worker": quote(worker),
+        "queued": quote(queued),
+    }
+    keep_tables = {name: f"{{{name}}}" for name in tables}
     # Fragments first (they may name the tables), then the tables.
     return _render(
         key,
@@ -150,9 +158,13 @@ def run(
     RETURNING gives them on PostgreSQL and SQLite: one statement there, run
     prepared where the cursor may (:mod:`~django_bgtasks.db.cursor`). MySQL
     runs and reads each its own way (:data:`django_bgtasks.db.mysql.READERS`,
-    :data:`django_bgtasks.db.mysql_queue.READERS`), into rows of the same names."""
+    :data:`django_bgtasks.db.mysql_queue.READERS`), into rows of the same names;
+    SQLite runs the one operation it can't write as one statement in steps
+    (:func:`django_bgtasks.db.sqlite.run_steps`)."""
     if connection.vendor == "mysql":
         return (mysql_queue.run if queue else mysql.run)(connection, statement, query, params)
+    if connection.vendor == "sqlite" and statement in sqlite.STEPPED:
+        return sqlite.run_steps(connection, query, params)
     return fetch_all(connection, query, params)
 
 

@@ -4,9 +4,10 @@
 
 The worker (:mod:`django_bgtasks.worker`) claims a row
 (``QueuedTask.objects.claim()``) and hands it to :func:`execute`, which runs
-the function with a heartbeat thread renewing the row's lease every
-``BGTASKS_HEARTBEAT_INTERVAL`` (a third of the ttl by default), then ends the
-run with one fenced statement:
+the function with the row's lease renewed every ``BGTASKS_HEARTBEAT_INTERVAL``
+(a third of the ttl by default), by the worker's one renewal of every lease
+it holds (:mod:`django_bgtasks.worker.renewal`) or else a heartbeat thread of
+its own, then ends the run with one fenced statement:
 
 * returned: ``SUCCESSFUL``, with the JSON of the return value;
 * returned a value that can't be stored (it does not encode, or is larger
@@ -48,8 +49,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.utils.module_loading import import_string
 
 from django_bgtasks import compat
-from django_bgtasks.core.holding import Holder
+from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.core.states import as_datetime
+from django_bgtasks.db.rules import RENEW_QUEUED
 from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import (
@@ -86,18 +88,17 @@ class QueuedLease(Holder):
 
     logger = logger
     describe = "queued task {}"
+    refused = "the task was recovered or its lease taken over"
 
     def __init__(
         self,
         claim: Claim,
         *,
         stopping: threading.Event | None = None,
+        renewer: Renews | None = None,
     ) -> None:
         self.claim = claim
-        super().__init__(
-            claim,
-            stopping=stopping,
-        )
+        super().__init__(claim, stopping=stopping, renewer=renewer)
         # When the run ended, by the database's clock (set by the finish).
         self.finished_at: dt.datetime | None = None
 
@@ -132,6 +133,10 @@ class QueuedLease(Holder):
 
     # --- the heartbeat -------------------------------------------------------------
 
+    def renewal_key(self) -> tuple[str, Any, str, int]:
+        """A queued row, by its seq (see :meth:`Holder.renewal_key`)."""
+        return RENEW_QUEUED, self.claim.seq, self.owner, self.token
+
     def _beat_loop(self) -> None:
         while not self._stop.wait(self.interval):
             self._renew(stop=self._stop)
@@ -149,7 +154,7 @@ class QueuedLease(Holder):
 
         sent, answer = self._retrying(attempt, stop=stop)
         if answer is None:
-            self._declare_lost("the task was recovered or its lease taken over")
+            self._refused()
             self._raise_if_lost()
             return
         self._renewed(sent, cancel_requested=answer)
@@ -258,11 +263,15 @@ def _running_result(task: Any, claim: Claim) -> Any:
     )
 
 
-def execute(claim: Claim, *, stopping: threading.Event | None = None) -> str:
+def execute(
+    claim: Claim, *, stopping: threading.Event | None = None, renewer: Renews | None = None
+) -> str:
     """Run ``claim``'s task here under its lease and record how it ended (see
     the module docstring). Returns the status it was left in (``RUNNING``
-    when the lease was lost and nothing could be written)."""
-    lease = QueuedLease(claim, stopping=stopping)
+    when the lease was lost and nothing could be written). A worker passes
+    its ``renewer``, which renews the lease with the others it holds; else
+    the lease has a heartbeat thread of its own."""
+    lease = QueuedLease(claim, stopping=stopping, renewer=renewer)
     with _running_lock:
         _running.add(lease)
     try:

@@ -23,7 +23,9 @@ of workers on any number of hosts race safely and exactly one wins each piece
 of work; the claim gives the run a higher token, which fences off whoever held
 it before. A stale lease that nothing is owed for is recorded as ``lost``.
 
-Each run has its own thread, lease, heartbeat and connection. ``stop()`` (the
+Each run has its own thread, lease and connection; one renewer renews every
+lease the worker holds, its runs' and its Django Tasks', in one statement a
+beat (:mod:`django_bgtasks.worker.renewal`). ``stop()`` (the
 command calls it on SIGTERM/SIGINT) claims nothing more and sets
 ``lease.stopping``, so the runs raise :class:`WorkerStopping` at their next
 ``check()``/``update()`` and are recorded ``interrupted``; the worker waits up
@@ -78,6 +80,7 @@ from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
 from django_bgtasks.worker.queue_threads import QueueThreads
+from django_bgtasks.worker.renewal import Renewer
 from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join, log_started
 from django_bgtasks.worker.stopping import Stopping, hand_back
 
@@ -115,6 +118,7 @@ class Worker:
         self._runs = Runs()
         self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
         self.ttl = self.heartbeat.ttl
+        self.renewer = Renewer()  # one statement a beat renews every lease held here
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
         # their own, each claiming and running one queued task at a time.
         self.run_queued = run_queued or queues is not None
@@ -138,7 +142,7 @@ class Worker:
         backoff = self.poll
         self._once = once
         if self.run_queued:
-            self.queue_threads.start(once=once)
+            self.queue_threads.start(once=once, renewer=self.renewer)
         watcher = self._watch()
         queue_watcher = (
             changes.watch_queue(self.queues, wake=self.queue_threads.wake, using=conf.DATABASE)
@@ -287,7 +291,7 @@ class Worker:
         if claimed is None or work is None:
             return False  # nothing owed, or another worker won it
         trigger = claimed[0]
-        running = RunningLease.from_work(work, trigger=trigger, stopping=self.stopping)
+        running = RunningLease.from_work(work, trigger, self.stopping, self.renewer)
         log_started(running)
         thread = task.run_in_thread(running, work.args, work.kwargs)
         self._runs.add(running, thread)
@@ -322,6 +326,7 @@ class Worker:
                 queued = running_leases(self.id)
             hand_back(self.id, self._runs.going(), queued)
         self._runs.reap()
+        self.renewer.close()
         self.heartbeat.gone()
         close_connection()
         logger.info("worker %s: stopped", self.id)

@@ -26,6 +26,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
+from django_bgtasks.core.holding import Renews
 from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
@@ -50,6 +51,9 @@ class QueueThreads:
     ) -> None:
         self.worker_id, self.count, self.poll, self.queues = worker_id, count, poll, queues
         self.stopping = stopping
+        # The worker's renewer (given to start()): it renews the leases of
+        # the tasks run here, with the others the worker holds.
+        self.renewer: Renews | None = None
         self.threads: list[threading.Thread] = []
         self._once = False
         # One per thread: set when a queued task may be ready, and on stopping.
@@ -66,9 +70,10 @@ class QueueThreads:
         self._lock = threading.Lock()
         self._rounds: Group[bool, Claim | None] = Group(self._claim_round)
 
-    def start(self, *, once: bool = False) -> None:
-        """Start the threads; with ``once``, each ends when nothing is ready."""
-        self._once = once
+    def start(self, *, once: bool = False, renewer: Renews | None = None) -> None:
+        """Start the threads; with ``once``, each ends when nothing is ready.
+        ``renewer`` renews the leases of the tasks they run."""
+        self._once, self.renewer = once, renewer
         self._wakeups = [threading.Event() for _ in range(self.count)]
         if self.stopping.is_set():
             self.wake()
@@ -191,7 +196,7 @@ class QueueThreads:
             extra={**_extra(claim), "queue": claim.queue_name},
         )
         try:
-            status = execute(claim, stopping=self.stopping)
+            status = execute(claim, stopping=self.stopping, renewer=self.renewer)
         except TRANSIENT_ERRORS as exc:
             # Its end could not be written before the lease's deadline: the
             # row is recovered after its ttl.

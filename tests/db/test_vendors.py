@@ -23,7 +23,7 @@ from django_bgtasks.db.rows import MATCHED
 
 def test_statements_are_rendered_once_per_vendor_and_set_of_tables() -> None:
     sqlite, postgres = connections["default"], connections["postgres"]
-    tables = {"task": "t_render", "run": "r_render", "worker": "w_render"}
+    tables = {"task": "t_render", "run": "r_render", "worker": "w_render", "queued": "q_render"}
     first = vendors.statements(sqlite, **tables)
     assert vendors.statements(sqlite, **tables) is first
     assert vendors.statements(postgres, **tables) is not first
@@ -42,7 +42,7 @@ def test_a_database_without_lease_sql_is_a_clear_error() -> None:
     with pytest.raises(
         NotSupportedError, match=r"postgresql, sqlite and mysql, not 'unknown'.*'legacy'"
     ):
-        vendors.statements(other, task="t", run="r", worker="w")
+        vendors.statements(other, task="t", run="r", worker="w", queued="q")
 
 
 def test_the_queue_statements_are_rendered_once_and_only_where_the_queue_runs() -> None:
@@ -159,7 +159,9 @@ def _rendered(vendor: str, queue: bool = False) -> dict[str, str]:
     if queue:
         rendered: Any = vendors.queue_statements(connection, table="q_names")
     else:
-        rendered = vendors.statements(connection, task="t_names", run="r_names", worker="w_names")
+        rendered = vendors.statements(
+            connection, task="t_names", run="r_names", worker="w_names", queued="q_names"
+        )
     return {field.name: getattr(rendered, field.name) for field in dataclasses.fields(rendered)}
 
 
@@ -209,6 +211,7 @@ READ_BY_NAME = {
     "renew": {"cancel_requested"},
     "renew_with_value": {"cancel_requested"},
     "clock": {"db_now"},
+    "renew_many": {"kind", "key", "token", "cancel_requested"},
 }
 QUEUE_READ_BY_NAME = {
     "renew": {"cancel_requested"},

@@ -56,6 +56,8 @@ PARAMETERS |= {"max_attempts", "interrupted", "lost", "failed", "delay", "resume
 PARAMETERS |= {"id", "host", "pid", "tasks", "concurrency", "running", "seconds"}
 # A run's result (release).
 PARAMETERS |= {"result", "result_note"}
+# A worker's one renewal of every lease it holds.
+PARAMETERS |= {"leases"}
 
 
 class _Calls(ast.NodeVisitor):
@@ -99,7 +101,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # queue's manager hand them to it through vendors.read/write): through
     # db/cursor.fetch_all, or on MySQL through db/mysql.py's readers, which
     # run each statement and read its result (_rows, _count, _renew, _upsert,
-    # _claim; _claim_update and _last_insert_id a claim's token), and the
+    # _claim, _renew_many; _claim_update and _last_insert_id a claim's token), and the
     # queue's through db/mysql_queue.py's _transaction (a statement's steps in
     # one transaction) and _enqueue (an INSERT and the read of what it stored);
     # db/probes.py's mysql_server and postgresql_replication read a server's
@@ -117,6 +119,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/mysql.py:_claim",
         "db/mysql.py:_last_insert_id",
         "db/mysql.py:_claim_update",  # MySQL: a claim and its token read in one query
+        "db/mysql.py:_renew_many",  # MySQL: a worker's renewal and the read of its answer
         "db/mysql_queue.py:_transaction",
         # The enqueue's INSERT and its read-back, in the caller's transaction.
         "db/mysql_queue.py:_enqueue",
@@ -161,6 +164,7 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
         task=BackgroundTask._meta.db_table,
         run=TaskRun._meta.db_table,
         worker=Worker._meta.db_table,
+        queued=QueuedTask._meta.db_table,
     )
     assert rendered is store.statements(connection)
     for field in fields(rules.Statements):

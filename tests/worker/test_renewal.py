@@ -1,0 +1,370 @@
+"""A worker's one renewal of every lease it holds: the statement
+(``BackgroundTask.objects.work.renew_many``, every vendor) and the renewer
+that sends it once a beat (django_bgtasks/worker/renewal.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+from django.db.backends.signals import connection_created
+from django.utils import timezone
+
+from django_bgtasks import LeaseLost, RunningLease, TaskCancelled
+from django_bgtasks.choices import Outcome
+from django_bgtasks.core import store
+from django_bgtasks.db import vendors
+from django_bgtasks.db.mysql import MYSQL_STEP
+from django_bgtasks.db.rules import RENEW_QUEUED, RENEW_TASK
+from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
+from django_bgtasks.worker.loop import Worker
+from tests import djtasks
+from tests.dbtools import a_worker_runs, backdate
+from tests.procs import wait_until
+from tests.worker.test_loop import make_task
+
+OWNER = "renewing-worker"
+
+
+def _running_queued(alias: str, token: int = 3, **fields: object) -> QueuedTask:
+    """A queued task RUNNING under ``OWNER`` with ``token``, beaten just now
+    (by the ORM, so on every vendor, MariaDB too, before its queue runs there)."""
+    return QueuedTask.objects.using(alias).create(
+        uuid=uuid.uuid4(),
+        task_path="tests.djtasks.add",
+        backend="default",
+        queue_name="default",
+        args_kwargs={"args": [], "kwargs": {}},
+        status="RUNNING",
+        owner=OWNER,
+        token=token,
+        ttl=30,
+        **{"updated_at": timezone.now(), **fields},
+    )
+
+
+def _heartbeat(alias: str, model: type, key: str, value: object) -> dt.datetime:
+    updated: dt.datetime = model.objects.using(alias).get(**{key: value}).updated_at
+    return updated
+
+
+def test_one_statement_renews_lease_rows_and_queued_rows_and_says_which_are_held(
+    db_alias: str,
+) -> None:
+    objects = BackgroundTask.objects
+    kept = objects.try_claim("renew-kept", OWNER, ttl=30)
+    cancelled = objects.try_claim("renew-cancelled", OWNER, ttl=30)
+    taken = objects.try_claim("renew-taken", OWNER, ttl=30)
+    assert kept and cancelled and taken
+    assert objects.request_cancel("renew-cancelled")
+    # Taken over: stale, then claimed by another owner (a higher token).
+    backdate(db_alias, "renew-taken", 31)
+    other = objects.try_claim("renew-taken", "other-worker", ttl=30)
+    assert other is not None and other.token == taken.token + 1
+    queued = _running_queued(db_alias)
+    queued_cancelled = _running_queued(db_alias, cancel_requested=True)
+    queued_stale = _running_queued(db_alias, updated_at=timezone.now() - dt.timedelta(seconds=60))
+    queued_other = _running_queued(db_alias, token=4)
+    before = _heartbeat(db_alias, BackgroundTask, "name", "renew-kept")
+
+    answer = objects.work.renew_many(
+        [
+            ("renew-kept", OWNER, kept.token),
+            ("renew-cancelled", OWNER, cancelled.token),
+            ("renew-taken", OWNER, taken.token),
+        ],
+        [
+            (queued.seq, OWNER, 3),
+            (queued_cancelled.seq, OWNER, 3),
+            (queued_stale.seq, OWNER, 3),
+            (queued_other.seq, OWNER, 3),  # another token: not ours
+        ],
+    )
+
+    assert answer == {
+        (RENEW_TASK, "renew-kept", kept.token): False,
+        (RENEW_TASK, "renew-cancelled", cancelled.token): True,
+        (RENEW_QUEUED, str(queued.seq), 3): False,
+        (RENEW_QUEUED, str(queued_cancelled.seq), 3): True,
+    }
+    # Written: the heartbeats of what it held, and nothing else.
+    assert _heartbeat(db_alias, BackgroundTask, "name", "renew-kept") > before
+    assert BackgroundTask.objects.get_state("renew-taken").owner == "other-worker"
+    stale = _heartbeat(db_alias, QueuedTask, "seq", queued_stale.seq)
+    assert stale < timezone.now() - dt.timedelta(seconds=59)
+    assert _heartbeat(db_alias, QueuedTask, "seq", queued_other.seq) <= (
+        queued_other.updated_at + dt.timedelta(seconds=1)
+    )
+
+
+def test_nothing_held_renews_nothing(db_alias: str) -> None:
+    assert BackgroundTask.objects.work.renew_many([], []) == {}
+
+
+# --- the renewer, in a worker running here ---------------------------------------------
+
+# A ttl of 2 s: each lease's own heartbeat would renew it every 2/3 s.
+TTL = 2.0
+INTERVAL = TTL / 3
+# What a beat may take beyond its interval here (a statement, a busy machine).
+SLACK = 0.5
+
+
+class _Statements:
+    """Every statement this process sends from now on, on any connection
+    opened from now on (the renewer's thread opens its own): renewals of
+    many leases at once, and heartbeats of one lease."""
+
+    def __init__(self, alias: str) -> None:
+        connection = connections[alias]
+        single = {
+            store.statements(connection).renew,
+            store.statements(connection).renew_with_value,
+        }
+        if connection.vendor in vendors.QUEUE_VENDORS:
+            single.add(QueuedTask.objects._statements(connection).renew)
+        # (MySQL sends a heartbeat in steps.)
+        self._single = {step.strip() for text in single for step in text.split(MYSQL_STEP)}
+        self.many: list[tuple[float, dict[str, Any]]] = []
+        self.singles = 0
+        self.counting = False
+        self._lock = threading.Lock()
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if self.counting:
+            with self._lock:
+                if isinstance(params, dict) and "leases" in params:
+                    self.many.append((time.monotonic(), json.loads(params["leases"])))
+                elif sql.strip() in self._single:
+                    self.singles += 1
+        return execute(sql, params, many, context)
+
+    def watch(self, sender: Any, connection: Any, **kwargs: Any) -> None:
+        if self not in connection.execute_wrappers:  # (once: a connection reconnects)
+            connection.execute_wrappers.append(self)
+
+
+@contextlib.contextmanager
+def _counted(alias: str) -> Iterator[_Statements]:
+    counted = _Statements(alias)
+    connection_created.connect(counted.watch)
+    try:
+        yield counted
+    finally:
+        connection_created.disconnect(counted.watch)
+
+
+def _waits(release: threading.Event, seen: dict[str, Any]) -> Any:
+    """A background task's body: check its lease until ``release`` is set,
+    noting when it learned that it was lost or cancelled."""
+
+    def body(lease: RunningLease) -> None:
+        while not release.wait(0.02):
+            try:
+                lease.check()
+            except (LeaseLost, TaskCancelled) as exc:
+                seen[lease.name] = (time.monotonic(), type(exc).__name__)
+                raise
+        return None
+
+    return body
+
+
+def _started_worker(tasks: list[Any], run_queued: bool) -> tuple[Worker, threading.Thread]:
+    a_worker_runs(*(task.name for task in tasks))
+    for task in tasks:
+        assert BackgroundTask.objects.request_run(task.name)
+    worker = Worker(tasks, concurrency=4, poll=0.05, run_queued=run_queued)
+    thread = threading.Thread(target=worker.run, name="test-worker")
+    thread.start()
+    return worker, thread
+
+
+def _stopped(worker: Worker, thread: threading.Thread, release: threading.Event) -> None:
+    release.set()
+    worker.stop()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_a_worker_renews_all_its_runs_and_django_tasks_with_one_statement_a_beat(
+    db_alias: str, tmp_path: Path
+) -> None:
+    connection = connections[db_alias]
+    queued = connection.vendor in vendors.QUEUE_VENDORS  # (not on MariaDB yet)
+    release, seen = threading.Event(), {}
+    tasks = [make_task(f"renew-{n}", _waits(release, seen), ttl=TTL) for n in range(3)]
+    with _counted(db_alias) as counted:
+        if queued:
+            for _ in range(2):
+                djtasks.until_cancelled.using(backend="short").enqueue(str(tmp_path / "q"), 6)
+        worker, thread = _started_worker(tasks, run_queued=queued)
+        try:
+            held = 5 if queued else 3
+            wait_until("every lease held", lambda: len(worker.renewer.held()) == held)
+            counted.counting = True
+            time.sleep(4 * INTERVAL + 0.1)
+            counted.counting = False
+        finally:
+            _stopped(worker, thread, release)
+    # One renewal a beat, naming every lease held; no heartbeat of one lease.
+    assert counted.singles == 0
+    beats = [at for at, _ in counted.many]
+    if connection.vendor == "sqlite":  # two statements in one transaction
+        beats = beats[::2]
+    assert 3 <= len(beats) <= 5, beats
+    assert all(later - earlier >= INTERVAL - 0.05 for earlier, later in itertools.pairwise(beats))
+    for _, leases in counted.many:
+        assert len(leases["tasks"]) == 3 and len(leases["queued"]) == (2 if queued else 0)
+    assert seen == {}  # nothing lost, nothing cancelled
+    assert (
+        sorted(run.outcome for run in TaskRun.objects.using(db_alias)) == [Outcome.SUCCEEDED] * 3
+    )
+
+
+def _take_over(alias: str, name: str) -> None:
+    """Another owner takes the lease over (a higher token), as a claim does."""
+    table = connections[alias].ops.quote_name(BackgroundTask._meta.db_table)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET owner = 'thief', token = token + 1 WHERE name = %s", [name]
+        )
+
+
+def test_a_run_taken_over_and_a_run_cancelled_learn_it_within_one_beat(db_alias: str) -> None:
+    release, seen = threading.Event(), {}
+    body = _waits(release, seen)
+    tasks = [make_task(name, body, ttl=TTL) for name in ("renew-kept", "renew-taken", "renew-off")]
+    worker, thread = _started_worker(tasks, run_queued=False)
+    try:
+        wait_until("every lease held", lambda: len(worker.renewer.held()) == 3)
+        time.sleep(INTERVAL / 2)
+        _take_over(db_alias, "renew-taken")
+        assert BackgroundTask.objects.request_cancel("renew-off")
+        changed = time.monotonic()
+        wait_until("the loss and the cancel seen", lambda: len(seen) == 2, timeout=3 * TTL)
+    finally:
+        _stopped(worker, thread, release)
+    assert seen["renew-taken"][1] == "LeaseLost"
+    assert seen["renew-off"][1] == "TaskCancelled"
+    # Within one beat, as each lease's own heartbeat saw them.
+    for name in ("renew-taken", "renew-off"):
+        assert seen[name][0] - changed <= INTERVAL + SLACK, (name, seen[name][0] - changed)
+    assert BackgroundTask.objects.get_state("renew-taken").owner == "thief"
+    assert runs_of("renew-off") == [Outcome.CANCELLED]
+    assert runs_of("renew-kept") == [Outcome.SUCCEEDED]
+
+
+def runs_of(name: str) -> list[str]:
+    return [run.outcome for run in TaskRun.objects.for_task(name).order_by("token")]
+
+
+def test_a_django_task_taken_over_or_cancelled_learns_it_within_one_beat(
+    tasks_alias: str, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "started")
+    taken = djtasks.until_cancelled.using(backend="short").enqueue(path, 10)
+    cancelled = djtasks.until_cancelled.using(backend="short").enqueue(path, 10)
+    worker = Worker([], concurrency=2, poll=0.05, run_queued=True)
+    thread = threading.Thread(target=worker.run, name="test-worker")
+    thread.start()
+    try:
+        wait_until("both held", lambda: len(worker.renewer.held()) == 2)
+        table = connections[tasks_alias].ops.quote_name(QueuedTask._meta.db_table)
+        with connections[tasks_alias].cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET owner = 'thief', token = token + 1 WHERE uuid = %s",
+                [QueuedTask.objects._uuid(taken.id)],
+            )
+        assert QueuedTask.objects.cancel(cancelled.id) == "RUNNING"
+        changed = time.monotonic()
+        wait_until("both ended", lambda: not worker.renewer.held(), timeout=3 * TTL)
+        ended = time.monotonic()
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert ended - changed <= INTERVAL + SLACK
+    cancelled.refresh()
+    assert cancelled.status == "FAILED"
+    assert cancelled.errors[0].exception_class.__name__ == "TaskCancelled"
+    row = QueuedTask.objects.using(tasks_alias).get(uuid=taken.id)
+    assert (row.status, row.owner) == ("RUNNING", "thief")  # nothing written by the old holder
+
+
+def test_a_fenced_transaction_holds_up_no_other_leases_renewal(db_alias: str) -> None:
+    """A run that calls fence() is renewed by a heartbeat thread of its own
+    from then on: its transaction holds its row, and the worker's one
+    statement goes on renewing the others meanwhile. (On SQLite a fenced
+    transaction holds the database's write lock: every writer waits for it,
+    whoever sends the statement.)"""
+    if connections[db_alias].vendor == "sqlite":
+        pytest.skip("SQLite: a fenced transaction holds up every writer, by design")
+    release, fenced, seen = threading.Event(), threading.Event(), {}
+
+    # Its transaction holds the row for 2.2 s: within the ttl (4.5 s) less a
+    # heartbeat interval (1.5 s), as fence() asks; the other lease beats meanwhile.
+    ttl = 4.5
+
+    def fences(lease: RunningLease) -> None:
+        with transaction.atomic(using=db_alias):
+            lease.fence()
+            fenced.set()
+            time.sleep(2.2)
+        release.wait(30)
+        lease.check()
+
+    tasks = [
+        make_task("renew-fenced", fences, ttl=ttl),
+        make_task("renew-other", _waits(release, seen), ttl=ttl),
+    ]
+    worker, thread = _started_worker(tasks, run_queued=False)
+    try:
+        assert fenced.wait(30)
+        before = _heartbeat(db_alias, BackgroundTask, "name", "renew-other")
+        time.sleep(1.8)
+        # Renewed meanwhile, by the worker's statement; the fenced run by its own thread.
+        assert _heartbeat(db_alias, BackgroundTask, "name", "renew-other") > before
+        assert [lease.name for lease in worker.renewer.held()] == ["renew-other"]
+    finally:
+        _stopped(worker, thread, release)
+    assert runs_of("renew-fenced") == [Outcome.INTERRUPTED]  # (its check() saw the stop)
+    assert runs_of("renew-other") == [Outcome.SUCCEEDED]
+
+
+def test_a_coalesced_value_is_written_at_its_deadline_not_at_the_next_beat(
+    db_alias: str,
+) -> None:
+    """update()'s coalescing: a value that waits is written by the renewer
+    at its deadline (BGTASKS_PROGRESS_INTERVAL, 0.5 s), as the run's own
+    heartbeat thread wrote it, long before the next beat (every 2 s here)."""
+    release, reported = threading.Event(), threading.Event()
+
+    def reports(lease: RunningLease) -> None:
+        lease.update(1)  # written at once
+        lease.update(2)  # waits: it came within the interval
+        reported.set()
+        release.wait(30)
+
+    worker, thread = _started_worker([make_task("renew-value", reports, ttl=6)], False)
+    try:
+        assert reported.wait(30)
+        since = time.monotonic()
+        wait_until(
+            "the waiting value written",
+            lambda: BackgroundTask.objects.get_state("renew-value").value == 2,
+            timeout=5,
+            every=0.02,
+        )
+        assert time.monotonic() - since < 1.5  # the next beat would be 2 s after the claim
+    finally:
+        _stopped(worker, thread, release)
