@@ -67,3 +67,11 @@ def a_worker_runs(*names: str, worker: str = "elsewhere:1:test") -> None:
     BackgroundTask.objects.work.beat(
         worker=worker, host="elsewhere", pid=1, tasks=list(names), concurrency=1, running=[]
     )
+
+
+def app_migrations() -> list[str]:
+    """The names of django_bgtasks' migrations on disk, in order."""
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    return sorted(name for app, name in loader.disk_migrations if app == "django_bgtasks")

@@ -190,8 +190,14 @@ def _started_worker(tasks: list[Any], run_queued: bool) -> tuple[Worker, threadi
     return worker, thread
 
 
-def _stopped(worker: Worker, thread: threading.Thread, release: threading.Event) -> None:
+def _stopped(
+    worker: Worker, thread: threading.Thread, release: threading.Event, *, drained: bool = False
+) -> None:
     release.set()
+    if drained:
+        # Let the released runs end first: a stop that came while a body was
+        # between its wait and its check() would end that run interrupted.
+        wait_until("the released runs ended", lambda: not worker.renewer.held(), timeout=10)
     worker.stop()
     thread.join(30)
     assert not thread.is_alive()
@@ -254,7 +260,7 @@ def test_a_run_taken_over_and_a_run_cancelled_learn_it_within_one_beat(db_alias:
         changed = time.monotonic()
         wait_until("the loss and the cancel seen", lambda: len(seen) == 2, timeout=3 * TTL)
     finally:
-        _stopped(worker, thread, release)
+        _stopped(worker, thread, release, drained=True)
     assert seen["renew-taken"][1] == "LeaseLost"
     assert seen["renew-off"][1] == "TaskCancelled"
     # Within one beat, as each lease's own heartbeat saw them.
