@@ -113,6 +113,8 @@ ALIAS_FIXTURES: dict[str, tuple[Callable[[str, dict[str, Any]], bool], set[str]]
     "pg_direct_alias": (_session_kept, set()),
     "sqlite_alias": (lambda alias, db: db["ENGINE"].endswith("sqlite3"), set()),
     "mysql_alias": (lambda alias, db: db["ENGINE"].endswith("mysql"), set()),
+    # Every server, where a transaction locks rows (SQLite locks the database).
+    "server_alias": (lambda alias, db: not db["ENGINE"].endswith("sqlite3"), set()),
     "refusal_alias": (lambda alias, db: alias == "default", set()),
     "site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
     # The event stream's PostgreSQL-only tests, where the change feed listens.
@@ -217,6 +219,12 @@ def sqlite_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def mysql_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """The MariaDB (or MySQL) database of ``BGTASKS_MYSQL_URL``."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def server_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Each database but SQLite: the servers, whose transactions lock rows."""
     return _use_alias(request, settings)
 
 
