@@ -486,14 +486,6 @@ READERS: dict[str, Reader] = {
 }
 
 
-def run(
-    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Row]:
-    """Execute the rendered ``query`` of field ``statement`` and return its
-    rows by column name, as RETURNING gives them on PostgreSQL and SQLite."""
-    return READERS[statement](connection, statement, query, params)
-
-
 def time_param(value: dt.datetime) -> dt.datetime:
     """An aware ``value`` as the statements take a time: a naive UTC datetime
     (what Django stores)."""

@@ -324,13 +324,3 @@ READERS: dict[str, Reader] = {
     "retry": count_rows,
     "enqueue": _enqueue,
 }
-
-
-# Alike mysql.run on purpose: each module's statements, by its own READERS.
-def run(
-    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Row]:
-    """Execute the rendered ``query`` of the queue's field ``statement`` and
-    return its rows by column name, as RETURNING gives them on PostgreSQL and
-    SQLite."""
-    return READERS[statement](connection, statement, query, params)

@@ -162,7 +162,8 @@ def run(
     SQLite runs the one operation it can't write as one statement in steps
     (:func:`django_bgtasks.db.sqlite.run_steps`)."""
     if connection.vendor == "mysql":
-        return (mysql_queue.run if queue else mysql.run)(connection, statement, query, params)
+        readers = mysql_queue.READERS if queue else mysql.READERS
+        return readers[statement](connection, statement, query, params)
     if connection.vendor == "sqlite" and statement in sqlite.STEPPED:
         return sqlite.run_steps(connection, query, params)
     return fetch_all(connection, query, params)
