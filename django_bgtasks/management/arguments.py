@@ -37,6 +37,8 @@ from django_bgtasks.validation import (
 # The bound for --interval: beyond it the wait overflows (and it makes no
 # sense for a refresh).
 MAX_WATCH_INTERVAL = 86400.0
+# The highest TCP port (--metrics-port).
+MAX_PORT = 65535
 
 
 def watch_interval(interval: float) -> float:
@@ -256,6 +258,14 @@ def _worker(worker: CommandParser) -> None:
     worker.add_argument(
         "--once", action="store_true", help="Do what is due now, wait for it, and exit."
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="Serve this worker's metrics for Prometheus on this TCP port, on every "
+        "interface (needs the metrics extra; default: none).",
+    )
 
 
 def _workers(workers: CommandParser) -> None:
@@ -287,6 +297,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a TCP port number, not {text!r}") from None
+    if not 1 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to {MAX_PORT}, not {value}")
     return value
 
 

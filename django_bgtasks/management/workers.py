@@ -24,6 +24,7 @@ from django_bgtasks.management.terminal import Cell, stop_on_signals, write_json
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 from django_bgtasks.queue.schedules import ScheduleError
+from django_bgtasks.worker import metrics
 from django_bgtasks.worker.loop import Worker
 
 WORKER_COLUMNS = ("WORKER", "HOST", "PID", "STATE", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
@@ -39,10 +40,13 @@ def run_worker(
     once: bool,
     verbosity: int,
     queues: list[str] | None = None,
+    metrics_port: int | None = None,
 ) -> None:
     """``worker``: until SIGTERM/SIGINT (a graceful stop; a second one stops at
     once, and exits with status 128 + the signal's number), or with ``once``,
-    until done."""
+    until done. With ``metrics_port``, its metrics are served there."""
+    if metrics_port is not None and not metrics.INSTALLED:
+        raise CommandError(metrics.NOT_INSTALLED)
     registered = registered_tasks()
     run_queued = queues is not None or uses_lease_backend()
     names = task_names or list(registered)
@@ -79,6 +83,15 @@ def run_worker(
         )
     except ScheduleError as exc:  # a bad TASKS SCHEDULES entry (bgtasks.E023-E028)
         raise CommandError(str(exc)) from None
+    close_metrics = None
+    if metrics_port is not None:
+        try:
+            close_metrics = worker.measure().serve(metrics_port)
+        except OSError as exc:  # busy, or not ours to bind
+            raise CommandError(
+                f"--metrics-port {metrics_port}: can't serve the metrics there: "
+                f"{exc.strerror or exc}"
+            ) from None
     # A second signal stops at once (the first began a graceful stop).
     signals: list[int] = []
 
@@ -86,8 +99,12 @@ def run_worker(
         signals.append(signum)
         worker.stop_now()
 
-    with _log_to(stderr, verbosity), stop_on_signals(worker.stopping, again=at_once):
-        worker.run(once=once)
+    try:
+        with _log_to(stderr, verbosity), stop_on_signals(worker.stopping, again=at_once):
+            worker.run(once=once)
+    finally:
+        if close_metrics is not None:
+            close_metrics()
     if worker.stopped_at_once:
         # 128 + the signal: the status of a process the signal ended, as shells report it.
         signum = signals[0] if signals else signal.SIGTERM

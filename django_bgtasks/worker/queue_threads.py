@@ -22,7 +22,7 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError
 
@@ -32,6 +32,9 @@ from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import READY, RUNNING, Claim
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
+
+if TYPE_CHECKING:
+    from django_bgtasks.worker.metrics import WorkerMetrics
 
 logger = logging.getLogger("django_bgtasks.worker")
 
@@ -54,6 +57,8 @@ class QueueThreads:
         # The worker's renewer (given to start()): it renews the leases of
         # the tasks run here, with the others the worker holds.
         self.renewer: Renews | None = None
+        # The worker's metrics (with --metrics-port), told of each run.
+        self.metrics: WorkerMetrics | None = None
         self.threads: list[threading.Thread] = []
         self._once = False
         # One per thread: set when a queued task may be ready, and on stopping.
@@ -195,6 +200,8 @@ class QueueThreads:
             claim.queue_name,
             extra={**_extra(claim), "queue": claim.queue_name},
         )
+        if self.metrics is not None:
+            self.metrics.queued_started(claim)
         try:
             status = execute(claim, stopping=self.stopping, renewer=self.renewer)
         except TRANSIENT_ERRORS as exc:
@@ -215,7 +222,15 @@ class QueueThreads:
         finally:
             with self._lock:
                 self._held.discard(claim.seq)
-        log_ended(claim, status, time.monotonic() - claim.sent_at)
+        duration = time.monotonic() - claim.sent_at
+        log_ended(claim, status, duration)
+        if self.metrics is not None:
+            self.metrics.queued_ended(claim, status, duration, self.stopping.is_set())
+
+    def running(self) -> int:
+        """How many queued tasks are claimed here and not ended."""
+        with self._lock:
+            return len(self._held)
 
 
 def log_ended(claim: Claim, status: str, duration: float) -> None:

@@ -25,6 +25,8 @@ class Runs:
 
     def __init__(self) -> None:
         self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
+        # Told of each run reaped (the worker's metrics, with --metrics-port).
+        self.ended: Callable[[RunningLease], None] | None = None
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -53,6 +55,8 @@ class Runs:
             if not thread.is_alive():
                 del self._runs[name]
                 log_ended(running)
+                if self.ended is not None:
+                    self.ended(running)
 
     def wait(
         self, deadline: float, grace: float, waiting: Callable[[threading.Thread], bool]

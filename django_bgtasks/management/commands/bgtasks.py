@@ -132,7 +132,7 @@ class Command(BaseCommand):
     # --- writes ------------------------------------------------------------------
 
     def handle_worker(self, *, verbosity: int = 1, **options: Any) -> None:
-        keys = ("task_names", "concurrency", "poll", "grace", "once", "queues")
+        keys = ("task_names", "concurrency", "poll", "grace", "once", "queues", "metrics_port")
         workers.run_worker(self.stderr, verbosity=verbosity, **{key: options[key] for key in keys})
 
     def handle_request(self, *, name: str, task_args: Any, task_kwargs: Any, **_: Any) -> None:
