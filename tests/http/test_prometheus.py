@@ -2,7 +2,13 @@
 server process (uvicorn, tests/asgiserver.py) with a bearer token from
 ``bgtasks token``, and its HTTP API then answers with the series the known
 states make: a running task, a stale lease, a ready backlog with its lag, a
-live and a silent worker. A second job without the token is refused."""
+live and a silent worker. A second job without the token is refused.
+
+It also scrapes a real ``bgtasks worker --metrics-port`` process beside the
+view, and answers with the series of its known runs (successes, a failure,
+a lost lease) and the view's backlog; docs/prometheus/alerts.yml passes
+``promtool check rules`` and loads healthy, and every query of
+docs/grafana/bgtasks.json runs (the main panels' with data)."""
 
 from __future__ import annotations
 
@@ -23,7 +29,9 @@ from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from tests import djtasks
 from tests.asgiserver import free_port, stop, uvicorn
-from tests.dbtools import backdate, backdate_worker
+from tests.dbtools import a_worker_runs, backdate, backdate_worker
+from tests.faults.harness import Workers
+from tests.procs import ROOT, wait_until
 from tests.tools import require_prometheus
 
 objects = BackgroundTask.objects
@@ -31,6 +39,7 @@ SCRAPE_CONFIG = """
 global:
   scrape_interval: 1s
   scrape_timeout: 1s
+  evaluation_interval: 1s
 scrape_configs:
   - job_name: bgtasks
     metrics_path: /bgtasks/metrics/
@@ -47,13 +56,14 @@ scrape_configs:
 
 
 @contextlib.contextmanager
-def prometheus(tmp_path: Path, target: str, token: str) -> Iterator[str]:
-    """Prometheus on a free port, scraping ``target`` each second; its URL."""
+def prometheus(tmp_path: Path, target: str, token: str, extra: str = "") -> Iterator[str]:
+    """Prometheus on a free port, scraping ``target`` each second (and what
+    ``extra`` adds to its config); its URL."""
     binary = require_prometheus()
     token_file = tmp_path / "token"
     token_file.write_text(token)
     config = tmp_path / "prometheus.yml"
-    config.write_text(SCRAPE_CONFIG.format(token_file=token_file, target=target))
+    config.write_text(SCRAPE_CONFIG.format(token_file=token_file, target=target) + extra)
     port = free_port()
     log = (tmp_path / "prometheus.log").open("w")
     process = subprocess.Popen(
@@ -89,14 +99,20 @@ def _answers(url: str) -> bool:
         return False
 
 
-def query(url: str, expression: str) -> dict[str, float]:
-    """``/api/v1/query``: each series' value, by its labels (as ``k=v,...``)."""
-    address = f"{url}/api/v1/query?{urllib.parse.urlencode({'query': expression})}"
+def api(url: str, path: str, **params: str) -> Any:
+    """The ``data`` of a successful answer of Prometheus' HTTP API."""
+    address = f"{url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
     with urllib.request.urlopen(address, timeout=5) as response:  # noqa: S310  (our own URL)
         body: dict[str, Any] = json.load(response)
     assert body["status"] == "success", body
+    return body["data"]
+
+
+def query(url: str, expression: str) -> dict[str, float]:
+    """``/api/v1/query``: each series' value, by its labels (as ``k=v,...``)."""
+    data = api(url, "query", query=expression)
     found = {}
-    for series in body["data"]["result"]:
+    for series in data["result"]:
         labels = {k: v for k, v in series["metric"].items() if k not in ("instance", "job")}
         key = ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__")
         found[key] = float(series["value"][1])
@@ -178,3 +194,154 @@ def test_prometheus_scrapes_the_cluster_s_series_with_a_bearer_token(
             'bgtasks_queue_tasks{queue="default"}',
             {"queue=default,status=READY": 1, "queue=default,status=RUNNING": 1},
         )
+
+
+ALERTS = Path(ROOT) / "docs" / "prometheus" / "alerts.yml"
+DASHBOARD = Path(ROOT) / "docs" / "grafana" / "bgtasks.json"
+WORKER_JOB = """
+  - job_name: bgtasks-workers
+    static_configs:
+      - targets: ["127.0.0.1:{port}"]
+rule_files:
+  - {alerts}
+"""
+# The dashboard's panels that must have data after the known runs.
+MAIN_PANELS = {
+    "Live workers",
+    "Ready backlog",
+    "Busy worker slots",
+    "Ready Django Tasks by queue",
+    "Queue lag",
+    "Runs by outcome",
+    "Failure ratio by task",
+    "Run duration p95 by task",
+    "Claim wait p95 by queue",
+    "Lease losses",
+    "Renewal statement p99",
+}
+
+
+def test_the_alert_rules_pass_promtool() -> None:
+    require_prometheus()
+    checked = subprocess.run(
+        ["/usr/bin/promtool", "check", "rules", str(ALERTS)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS: 6 rules found" in checked.stdout
+
+
+def test_prometheus_scrapes_a_worker_s_runs_beside_the_view(
+    pg_site_alias: str, make_staff: Any, tmp_path: Path, settings: Any
+) -> None:
+    alias = pg_site_alias
+    token = make_token(make_staff("prometheus", "view_backgroundtask"))
+    # Known work: two successes and a failure on the worker's queue, a
+    # backlog of two on a queue no worker takes (the oldest 120 s old), and
+    # a background run whose lease an operator takes from it.
+    djtasks.add.enqueue(1, 2)
+    djtasks.add.enqueue(3, 4)
+    djtasks.fails.enqueue("known")
+    backlog = djtasks.add.using(queue_name="other")
+    oldest = backlog.enqueue(5, 6)
+    backlog.enqueue(7, 8)
+    QueuedTask.objects.using(alias).filter(uuid=oldest.id).update(
+        enqueued_at=timezone.now() - dt.timedelta(seconds=120)
+    )
+    a_worker_runs("echo")
+    assert objects.request_run("echo", kwargs={"n": 1, "pause": 1.5})
+    port = free_port()
+    workers = Workers(
+        alias,
+        tmp_path,
+        args=("--task", "echo", "--queue", "default", "--poll", "0.2"),
+        BGTASKS_HEARTBEAT_INTERVAL=0.3,
+        TASKS=settings.TASKS,
+    )
+    served = uvicorn(
+        ["default", alias], BGTASKS_DATABASE=alias, BGTASKS_API_AUTHENTICATION=[SIGNED_TOKEN]
+    )
+    extra = WORKER_JOB.format(port=port, alerts=ALERTS)
+    try:
+        workers.start("--metrics-port", str(port))
+        running = wait_until(
+            "echo runs",
+            lambda: (state := objects.get_state("echo")) and state.running and state,
+            why=workers.output(),
+        )
+        assert objects.force_release("echo", token=running.token)
+        with served as target, prometheus(tmp_path, target, token, extra) as url:
+            eventually(url, 'up{job="bgtasks-workers"}', {"": 1})
+            runs = "bgtasks_runs_total"
+            eventually(
+                url,
+                runs,
+                {
+                    "outcome=succeeded,task=tests.djtasks.add": 2,
+                    "outcome=failed,task=tests.djtasks.fails": 1,
+                    "outcome=lost,task=echo": 1,
+                },
+            )
+            eventually(url, "bgtasks_lease_losses_total", {"task=echo": 1})
+            eventually(url, "bgtasks_claim_wait_seconds_count", {"queue=default": 3})
+            eventually(url, "bgtasks_worker_slots", {"state=busy": 0, "state=free": 8})
+            assert query(url, "bgtasks_heartbeat_seconds_count")[""] >= 1
+            # The view, beside it: the backlog no worker takes, and its lag.
+            eventually(
+                url,
+                'bgtasks_queue_tasks{job="bgtasks",status="READY"}',
+                {"queue=default,status=READY": 0, "queue=other,status=READY": 2},
+            )
+            eventually(
+                url,
+                'bgtasks_queue_lag_seconds{job="bgtasks"}',
+                {"queue=default": 0, "queue=other": lambda lag: 120 <= lag < 180},
+            )
+            eventually(url, 'bgtasks_workers{job="bgtasks",state="live"}', {"state=live": 2})
+            _rules_load_healthy(url)
+            _dashboard_queries_answer(url)
+    finally:
+        workers.stop_all()
+    # What the database says of the same runs.
+    statuses = sorted(QueuedTask.objects.using(alias).values_list("queue_name", "status"))
+    assert statuses == [
+        ("default", "FAILED"),
+        ("default", "SUCCESSFUL"),
+        ("default", "SUCCESSFUL"),
+        ("other", "READY"),
+        ("other", "READY"),
+    ]
+
+
+def _rules_load_healthy(url: str) -> None:
+    """Every rule of docs/prometheus/alerts.yml loaded, and evaluated without error."""
+    deadline = time.monotonic() + 30
+    while True:
+        groups = api(url, "rules")["groups"]
+        rules = [rule for group in groups for rule in group["rules"]]
+        health = {rule["name"]: (rule["health"], rule.get("lastError", "")) for rule in rules}
+        if len(rules) == 6 and all(h == "ok" for h, _ in health.values()):
+            return
+        assert not any(h == "err" for h, _ in health.values()), health
+        if time.monotonic() > deadline:
+            raise AssertionError(f"rules not healthy: {health}")
+        time.sleep(0.5)
+
+
+def _dashboard_queries_answer(url: str) -> None:
+    """Every query of docs/grafana/bgtasks.json runs without error; the
+    main panels' return data (after the known runs)."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    assert {panel["title"] for panel in panels} >= MAIN_PANELS
+    for panel in panels:
+        for target in panel["targets"]:
+            expression = target["expr"]
+            if panel["title"] not in MAIN_PANELS:
+                api(url, "query", query=expression)  # asserts success
+                continue
+            deadline = time.monotonic() + 15
+            while not api(url, "query", query=expression)["result"]:
+                assert time.monotonic() < deadline, f"{panel['title']}: no data for {expression}"
+                time.sleep(0.5)
