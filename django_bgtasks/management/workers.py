@@ -86,7 +86,7 @@ def run_worker(
     close_metrics = None
     if metrics_port is not None:
         try:
-            close_metrics = worker.measure().serve(metrics_port)
+            close_metrics = metrics.measure(worker).serve(metrics_port)
         except OSError as exc:  # busy, or not ours to bind
             raise CommandError(
                 f"--metrics-port {metrics_port}: can't serve the metrics there: "

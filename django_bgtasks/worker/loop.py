@@ -78,7 +78,6 @@ from django_bgtasks.queue.schedules import task_schedules
 from django_bgtasks.validation import heartbeat_interval
 from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
-from django_bgtasks.worker.metrics import WorkerMetrics
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
 from django_bgtasks.worker.queue_threads import QueueThreads
 from django_bgtasks.worker.renewal import Renewer
@@ -189,26 +188,6 @@ class Worker:
             f"worker {self.id}: {len(self.tasks)} task(s) ({', '.join(self.tasks) or 'none'}), "
             f"queue(s) ({queues}), concurrency {self.concurrency}, poll {self.poll:g} s"
         )
-
-    def measure(self) -> WorkerMetrics:
-        """This worker's metrics (``bgtasks worker --metrics-port``), told of
-        each run's end, each Django Task's claim and each renewal from now on;
-        see :mod:`django_bgtasks.worker.metrics`. Needs prometheus_client."""
-        metrics = WorkerMetrics(self.slots)
-        self._runs.ended = metrics.ran
-        self.queue_threads.metrics = metrics
-        self.renewer.timed = metrics.renewed
-        return metrics
-
-    def slots(self) -> tuple[int, int]:
-        """How many runs are going here (background runs and Django Tasks),
-        and how many there is room for."""
-        busy = len(self._runs.going())
-        total = self.concurrency
-        if self.run_queued:
-            busy += self.queue_threads.running()
-            total += self.queue_threads.count
-        return busy, total
 
     def stop(self) -> None:
         """Begin a graceful stop: claim nothing more, and tell the runs to stop."""

@@ -26,6 +26,7 @@ from django_bgtasks.queue.manager import FAILED, READY, RUNNING, SUCCESSFUL, Cla
 
 if TYPE_CHECKING:
     from django_bgtasks.core.runner import RunningLease
+    from django_bgtasks.worker.loop import Worker
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -56,42 +57,46 @@ class WorkerMetrics:
     going and how many could be."""
 
     def __init__(self, slots: Callable[[], tuple[int, int]]) -> None:
-        self.registry = CollectorRegistry()
+        self.registry = registry = CollectorRegistry()
         self.runs = Counter(
             "bgtasks_runs",
             "Runs this worker ended, background tasks and Django Tasks alike, by outcome.",
             ["task", "outcome"],
-            registry=self.registry,
-        )
-        self.duration = Histogram(
-            "bgtasks_run_duration_seconds",
-            "How long this worker's runs took, from the claim to the end.",
-            ["task"],
-            buckets=DURATION_BUCKETS,
-            registry=self.registry,
-        )
-        self.claim_wait = Histogram(
-            "bgtasks_claim_wait_seconds",
-            "How long a Django Task waited from ready to started (its first attempt), "
-            "by the database's clock.",
-            ["queue"],
-            buckets=WAIT_BUCKETS,
-            registry=self.registry,
+            registry=registry,
         )
         self.losses = Counter(
             "bgtasks_lease_losses",
             "Runs of this worker whose lease was lost (taken over, recovered, or not "
             "renewed within its ttl).",
             ["task"],
-            registry=self.registry,
+            registry=registry,
         )
-        self.heartbeat = Histogram(
-            "bgtasks_heartbeat_seconds",
-            "How long the worker's renewal statement (every lease it holds) took.",
-            buckets=STATEMENT_BUCKETS,
-            registry=self.registry,
+        # (name, help, labels, buckets) of each histogram, in this order.
+        self.duration, self.claim_wait, self.heartbeat = (
+            Histogram(name, doc, labels, buckets=buckets, registry=registry)
+            for name, doc, labels, buckets in (
+                (
+                    "bgtasks_run_duration_seconds",
+                    "How long this worker's runs took, from the claim to the end.",
+                    ["task"],
+                    DURATION_BUCKETS,
+                ),
+                (
+                    "bgtasks_claim_wait_seconds",
+                    "How long a Django Task waited from ready to started (its first "
+                    "attempt), by the database's clock.",
+                    ["queue"],
+                    WAIT_BUCKETS,
+                ),
+                (
+                    "bgtasks_heartbeat_seconds",
+                    "How long the worker's renewal statement (every lease it holds) took.",
+                    [],
+                    STATEMENT_BUCKETS,
+                ),
+            )
         )
-        self.registry.register(_Slots(slots))
+        registry.register(_Slots(slots))
 
     def serve(self, port: int, address: str = "0.0.0.0") -> Callable[[], None]:  # noqa: S104
         """Serve the registry on ``port`` (a thread of prometheus_client's),
@@ -144,6 +149,26 @@ class WorkerMetrics:
     def renewed(self, seconds: float) -> None:
         """The renewal statement took ``seconds``."""
         self.heartbeat.observe(seconds)
+
+
+def measure(worker: Worker) -> WorkerMetrics:
+    """Metrics for ``worker`` (``--metrics-port``), told from now on of each
+    run it reaps, each Django Task its threads start and end, and each
+    renewal statement; its slots read at each scrape. Nothing in the
+    worker's loop changes: these are the hooks its parts call when set."""
+    runs, threads = worker._runs, worker.queue_threads
+
+    def slots() -> tuple[int, int]:
+        busy, total = len(runs.going()), worker.concurrency
+        if worker.run_queued:
+            busy, total = busy + threads.running(), total + threads.count
+        return busy, total
+
+    metrics = WorkerMetrics(slots)
+    runs.ended = metrics.ran
+    threads.metrics = metrics
+    worker.renewer.timed = metrics.renewed
+    return metrics
 
 
 class _Slots:

@@ -80,7 +80,7 @@ def test_a_worker_serves_its_runs_outcomes_durations_waits_and_beats(
     )
     worker = Worker(tasks, concurrency=3, poll=0.05, queues=["default"])
     port = free_port()
-    close = worker.measure().serve(port, "127.0.0.1")
+    close = metrics_module.measure(worker).serve(port, "127.0.0.1")
     try:
         assert scrape(port)[("bgtasks_worker_slots", (("state", "free"),))] == 6
         worker.run(once=True)
