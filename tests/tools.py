@@ -6,7 +6,12 @@ left out and how to add it."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import sys
+from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
 from django.conf import settings
@@ -55,3 +60,20 @@ needs_pgbouncer = pytest.mark.skipif(
     "pgbouncer" not in settings.DATABASES,
     reason=getattr(settings, "PGBOUNCER_UNAVAILABLE", None) or "BGTASKS_PGBOUNCER=0",
 )
+
+
+@contextlib.contextmanager
+def without_prometheus_client(*modules: ModuleType) -> Iterator[None]:
+    """``modules`` as they are without the metrics extra (imported anew with
+    prometheus_client unimportable), and as they were afterwards."""
+    saved = sys.modules.get("prometheus_client")
+    sys.modules["prometheus_client"] = None  # type: ignore[assignment]  # import fails
+    try:
+        for module in modules:
+            importlib.reload(module)
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["prometheus_client"] = saved
+        for module in modules:
+            importlib.reload(module)

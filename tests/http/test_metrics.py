@@ -4,9 +4,7 @@ tests/http/test_prometheus.py.)"""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +17,7 @@ from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background import registry
 from django_bgtasks.http import metrics as metrics_module
 from django_bgtasks.models import BackgroundTask
+from tests import tools
 from tests.dbtools import app_migrations
 from tests.http.test_api import assert_json_error
 
@@ -80,17 +79,9 @@ def test_a_session_with_the_view_permission_gets_them_too(
 
 @pytest.fixture
 def without_prometheus_client() -> Iterator[None]:
-    """The app as it runs without the metrics extra (the module imported anew
-    with prometheus_client unimportable), and as it was afterwards."""
-    saved = sys.modules.get("prometheus_client")
-    sys.modules["prometheus_client"] = None  # type: ignore[assignment]  # import fails
-    try:
-        importlib.reload(metrics_module)
+    """The app as it runs without the metrics extra, and as it was afterwards."""
+    with tools.without_prometheus_client(metrics_module):
         yield
-    finally:
-        if saved is not None:
-            sys.modules["prometheus_client"] = saved
-        importlib.reload(metrics_module)
 
 
 def test_without_prometheus_client_the_view_says_how_to_install_it(

@@ -8,9 +8,7 @@ tests/http/test_prometheus.py.)"""
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import socket
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -25,7 +23,7 @@ from django_bgtasks import RunningLease
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
 from django_bgtasks.worker import metrics as metrics_module
 from django_bgtasks.worker.loop import Worker
-from tests import djtasks
+from tests import djtasks, tools
 from tests.asgiserver import free_port
 from tests.dbtools import a_worker_runs
 from tests.worker.test_loop import make_task
@@ -152,16 +150,9 @@ def test_a_busy_metrics_port_is_a_clear_error_before_the_worker_starts(
 
 @pytest.fixture
 def without_prometheus_client() -> Iterator[None]:
-    """The worker's metrics module as it is without the metrics extra."""
-    saved = sys.modules.get("prometheus_client")
-    sys.modules["prometheus_client"] = None  # type: ignore[assignment]  # import fails
-    try:
-        importlib.reload(metrics_module)
+    """The app as it runs without the metrics extra, and as it was afterwards."""
+    with tools.without_prometheus_client(metrics_module):
         yield
-    finally:
-        if saved is not None:
-            sys.modules["prometheus_client"] = saved
-        importlib.reload(metrics_module)
 
 
 def test_without_prometheus_client_metrics_port_says_what_to_install(
