@@ -263,7 +263,7 @@ def _worker(worker: CommandParser) -> None:
         type=_port,
         default=None,
         metavar="PORT",
-        help="Serve this worker's metrics for Prometheus on this TCP port, on every "
+        help="Serve this worker's metrics for Prometheus on this TCP port, on every IPv4 "
         "interface (needs the metrics extra; default: none).",
     )
 
