@@ -16,6 +16,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 from django.db import connections
 
+from django_bgtasks import tracing
 from django_bgtasks.background import registry
 from django_bgtasks.background.schedules import Cron, Every, parse_schedule
 from django_bgtasks.conf import conf
@@ -136,6 +137,9 @@ class BackgroundTaskFunction(Generic[P, R]):
         )
         if running is None:
             return None
+        # The run's thread starts without this one's context: its span
+        # continues the caller's trace through the stored form, as a worker's.
+        running.trace_context = tracing.current_context()
         self.run_in_thread(running, args, kwargs)
         return running
 
@@ -156,18 +160,21 @@ class BackgroundTaskFunction(Generic[P, R]):
     def _run_started(
         self, running: RunningLease, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
-        try:
+        # The run's consumer span, the function's spans inside it (tracing.py).
+        with tracing.run(self.name, running.trace_context, running.traced()) as span:
             try:
-                running.result = self.func(running, *args, **kwargs)
-            except BaseException as exc:
+                try:
+                    running.result = self.func(running, *args, **kwargs)
+                except BaseException as exc:
+                    running.exception = exc
+                    running.finish(exc)
+                else:
+                    running.finish(None, result=running.result)
+            except BaseException as exc:  # finish() raised LeaseLost; record it
                 running.exception = exc
-                running.finish(exc)
-            else:
-                running.finish(None, result=running.result)
-        except BaseException as exc:  # finish() raised LeaseLost; record it
-            running.exception = exc
-        finally:
-            connections.close_all()  # this thread's connections only
+            finally:
+                connections.close_all()  # this thread's connections only
+            running.traced_end(span)
 
 
 def _check_ttl(ttl: float) -> None:
