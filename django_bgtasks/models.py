@@ -49,15 +49,17 @@ def _result_note() -> models.CharField[str, str]:
     )
 
 
-def _trace_context() -> models.CharField[str, str]:
+def _trace_context() -> models.CharField[str | None, str | None]:
     """Where the work was filed from, for its run's span: ``traceparent``,
-    then a space and ``tracestate`` when there is one; empty when untraced."""
+    then a space and ``tracestate`` when there is one; NULL when untraced.
+    Nullable, without a default, so that migration 0016 adds it to a big
+    queue table at once (SQLite would rebuild the table for a default, and
+    drop the lease table's history trigger with it)."""
     return models.CharField(
         _("trace context"),
         max_length=limits.MAX_TRACE_CONTEXT_LENGTH,
+        null=True,
         blank=True,
-        default="",
-        db_default="",
     )
 
 
@@ -110,7 +112,7 @@ class BackgroundTask(models.Model):
     )
     request = models.JSONField(_("requested arguments"), null=True, blank=True)
     # The W3C trace context of the latest request (django_bgtasks.tracing):
-    # its run's span continues the requester's trace. Empty when untraced.
+    # its run's span continues the requester's trace.
     trace_context = _trace_context()
     # A scheduled task's next slot, and the schedule it was computed from
     # (a changed schedule is recomputed).
@@ -270,7 +272,7 @@ class QueuedTask(models.Model):
     )
 
     # The W3C trace context of the enqueue (django_bgtasks.tracing): the run's
-    # span continues the enqueuer's trace. Empty when untraced.
+    # span continues the enqueuer's trace.
     trace_context = _trace_context()
 
     objects = QueueManager()

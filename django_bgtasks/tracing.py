@@ -73,12 +73,12 @@ RUN = "run"
 
 class Span:
     """One of this module's spans, or none (tracing is off): what the caller
-    writes on it. ``context`` is what to store with the work (empty: store
-    nothing)."""
+    writes on it. ``context`` is what to store with the work (``None``:
+    nothing, the column's NULL)."""
 
     __slots__ = ("_span", "context")
 
-    def __init__(self, span: Any = None, context: str = "") -> None:
+    def __init__(self, span: Any = None, context: str | None = None) -> None:
         self._span = span
         self.context = context
 
@@ -141,35 +141,35 @@ def send(operation: str, destination: str, attributes: Mapping[str, Any]) -> Ite
         yield Span(span, _stored(span, parent))
 
 
-def current_context() -> str:
-    """The context of the span current here, to store (empty: none)."""
+def current_context() -> str | None:
+    """The context of the span current here, to store (``None``: none)."""
     if not ENABLED:
-        return ""
+        return None
     return _stored(trace.get_current_span(), None)
 
 
-def _stored(span: Any, parent: Any) -> str:
+def _stored(span: Any, parent: Any) -> str | None:
     """``span``'s context as the column holds it: ``traceparent``, then a space
-    and ``tracestate`` when there is one and it fits. Empty when the span is
-    no span of its own: invalid, or the parent again (the API's no-op tracer
+    and ``tracestate`` when there is one and it fits. ``None`` when the span
+    is no span of its own: invalid, or the parent again (the API's no-op tracer
     hands back the current span, a context extracted upstream)."""
     span_context = span.get_span_context()
     if not span_context.is_valid or (
         parent is not None and parent.is_valid and span_context.span_id == parent.span_id
     ):
-        return ""
+        return None
     carrier: dict[str, str] = {}
     _W3C.inject(carrier, trace.set_span_in_context(span))
     stored = carrier.get("traceparent", "")
     state = carrier.get("tracestate", "")
     if stored and state and len(stored) + 1 + len(state) <= MAX_TRACE_CONTEXT_LENGTH:
         stored = f"{stored} {state}"
-    return stored if len(stored) <= MAX_TRACE_CONTEXT_LENGTH else ""
+    return stored if 0 < len(stored) <= MAX_TRACE_CONTEXT_LENGTH else None
 
 
 def stored_context(stored: object) -> Any:
     """The ``SpanContext`` that ``stored`` (a ``trace_context`` column) holds,
-    or ``None``: empty, too long, or not W3C's trace context."""
+    or ``None``: NULL, too long, or not W3C's trace context."""
     if not ENABLED or not isinstance(stored, str) or not stored:
         return None
     if len(stored) > MAX_TRACE_CONTEXT_LENGTH:

@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from django_bgtasks import tracing
 from django_bgtasks.choices import Outcome, Trigger
 from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.core.leases import KEEP_VALUE
@@ -89,9 +88,6 @@ class RunningLease(Holder):
         # How the run ended (an ``Outcome``), once it was released; ``None``
         # before, and when the lease was lost.
         self.outcome: str | None = None
-        # Where the run was asked for, for its span (django_bgtasks.tracing):
-        # a request's stored trace context, or the caller's of start().
-        self.trace_context = ""
 
     @property
     def name(self) -> str:
@@ -196,29 +192,7 @@ class RunningLease(Holder):
             stopping=stopping,
         )
         running._renewer = renewer
-        # The row keeps the latest request's context: only its run continues it.
-        if trigger == Trigger.REQUEST:
-            running.trace_context = claim.trace_context
         return running._started()
-
-    def traced(self) -> dict[str, Any]:
-        """The attributes of the run's span (django_bgtasks.tracing)."""
-        return {
-            tracing.TASK: self.name,
-            tracing.TOKEN: self.token,
-            tracing.ATTEMPT: self.attempt,
-            tracing.CLIENT_ID: self.owner,
-            tracing.TRIGGER: str(self.trigger),
-        }
-
-    def traced_end(self, span: tracing.Span) -> None:
-        """How the run ended, on its span: the outcome (``lost`` when its lease
-        was), and for a failed or lost run, status ERROR with its exception."""
-        span.set(tracing.OUTCOME, str(self.outcome or Outcome.LOST))
-        if self.outcome is None:
-            span.failed(self.exception, "the lease was lost")
-        elif self.outcome == Outcome.FAILED:
-            span.failed(self.exception)
 
     def _started(self) -> RunningLease:
         self._start_heartbeat(f"bgtasks-heartbeat:{self.name}")

@@ -244,7 +244,7 @@ class WorkClaim:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     resume_from: Any
-    trace_context: str = ""
+    trace_context: str | None = None
 
     @classmethod
     def from_row(cls, lease_of: Callable[[int], Lease], row: Mapping[str, Any]) -> WorkClaim:
@@ -258,7 +258,7 @@ class WorkClaim:
             args=tuple(run_args.get("args", ())),
             kwargs=dict(run_args.get("kwargs", {})),
             resume_from=value,
-            trace_context=str(row["trace_context"] or ""),
+            trace_context=row["trace_context"],
         )
 
 

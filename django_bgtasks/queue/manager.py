@@ -73,7 +73,7 @@ class Claim:
     # renew deadline counts from it (core/holding.py).
     sent_at: float
     # The enqueue's trace context, for the run's span (django_bgtasks.tracing).
-    trace_context: str = ""
+    trace_context: str | None = None
 
     # Alike core.states' from_row()s on purpose: a field from each column of its own statement.
     @classmethod
@@ -101,7 +101,7 @@ class Claim:
             token=int(row["token"]),
             ttl=float(row["ttl"]),
             sent_at=sent_at,
-            trace_context=str(row["trace_context"] or ""),
+            trace_context=row["trace_context"],
         )
 
 
