@@ -26,14 +26,14 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, TraceState
 
-from django_bgtasks import tracing
+from django_bgtasks import get_task, tracing
 from django_bgtasks.conf import conf
 from django_bgtasks.limits import MAX_TRACE_CONTEXT_LENGTH
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from tests import djtasks, otel
 from tests.dbtools import runs
 from tests.faults.harness import Workers
-from tests.procs import Worker
+from tests.procs import Worker, wait_until
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"
@@ -168,6 +168,46 @@ def test_one_trace_from_the_enqueue_and_the_request_to_the_workers_runs(
         [run] = runs(tasks_alias, name)
         span = otel.named(ran, f"run {name}")[0]
         assert (run["outcome"], run["token"]) == (outcome, span["attributes"][tracing.TOKEN])
+
+
+# --- in this process -------------------------------------------------------------------
+
+
+def test_a_pending_request_keeps_its_context_and_a_second_is_not_accepted(
+    site_alias: str, exporter: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("first"):
+        assert BackgroundTask.objects.request_run("surface-quick")
+    with tracer.start_as_current_span("second"):
+        assert not BackgroundTask.objects.request_run("surface-quick")
+    first, _, second, _ = exporter.get_finished_spans()
+    assert first.attributes is not None and second.attributes is not None
+    assert (first.attributes[tracing.ACCEPTED], second.attributes[tracing.ACCEPTED]) == (
+        True,
+        False,
+    )
+    assert request_context("surface-quick") == stored(first)
+
+
+def test_start_runs_in_a_thread_as_a_child_of_the_callers_span(
+    site_alias: str, exporter: InMemorySpanExporter
+) -> None:
+    with trace.get_tracer("tests").start_as_current_span("admin view") as view:
+        running = get_task("surface-fails").start()
+    assert running is not None
+
+    def ended() -> list[Any]:  # (after the run's end, which wait() sees)
+        return [span for span in exporter.get_finished_spans() if span.name == "run surface-fails"]
+
+    [run] = wait_until("the run's span to end", ended)
+    assert run.kind == SpanKind.CONSUMER and run.parent is not None
+    assert run.parent.span_id == view.get_span_context().span_id
+    assert [link.context.span_id for link in run.links] == [view.get_span_context().span_id]
+    assert run.attributes is not None and run.attributes[tracing.TRIGGER] == "manual"
+    assert run.attributes[tracing.OUTCOME] == "failed"
+    assert run.status.status_code.name == "ERROR"
+    assert run.status.description == "RuntimeError: disk on fire"
 
 
 # --- without an SDK, and without the API ---------------------------------------------
