@@ -21,6 +21,10 @@ each row, and PostgreSQL folds a transaction's identical notifications into
 one: the workers are woken once per queue, not once per task
 (benchmarks/queue_notify_cost.py measured a trigger per statement instead,
 which was no cheaper).
+
+The statement is one producer span (:mod:`django_bgtasks.tracing`),
+whatever its number of tasks: each task stores its trace context, so that
+each run continues the trace of the call that enqueued it.
 """
 
 from __future__ import annotations
