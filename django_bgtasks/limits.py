@@ -30,6 +30,11 @@ MAX_UNIQUE_KEY_LENGTH = 255
 MAX_TASK_PATH_LENGTH = 300
 MAX_BACKEND_LENGTH = 100
 MAX_QUEUE_NAME_LENGTH = 100
+# A task's stored W3C trace context (``trace_context``, django_bgtasks.tracing):
+# a version-00 ``traceparent`` (55 characters), a space and a ``tracestate`` of
+# at most 512 characters, what W3C asks every system to pass on at least. A
+# longer one is stored without its ``tracestate``; one read back longer is ignored.
+MAX_TRACE_CONTEXT_LENGTH = 568
 # Choice columns: choices.Outcome's values, choices.Trigger's, and the queue
 # statuses (READY, RUNNING...), each with room to add a value.
 OUTCOME_LENGTH = 32

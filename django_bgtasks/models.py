@@ -49,6 +49,20 @@ def _result_note() -> models.CharField[str, str]:
     )
 
 
+def _trace_context() -> models.CharField[str | None, str | None]:
+    """Where the work was filed from, for its run's span: ``traceparent``,
+    then a space and ``tracestate`` when there is one; NULL when untraced.
+    Nullable, without a default, so that migration 0016 adds it to a big
+    queue table at once (SQLite would rebuild the table for a default, and
+    drop the lease table's history trigger with it)."""
+    return models.CharField(
+        _("trace context"),
+        max_length=limits.MAX_TRACE_CONTEXT_LENGTH,
+        null=True,
+        blank=True,
+    )
+
+
 class BackgroundTask(models.Model):
     """One task name: its lease and its shared state. Written only through
     ``BackgroundTask.objects`` (:class:`~django_bgtasks.core.leases.LeaseManager`)."""
@@ -97,6 +111,9 @@ class BackgroundTask(models.Model):
         db_default="",
     )
     request = models.JSONField(_("requested arguments"), null=True, blank=True)
+    # The W3C trace context of the latest request (django_bgtasks.tracing):
+    # its run's span continues the requester's trace.
+    trace_context = _trace_context()
     # A scheduled task's next slot, and the schedule it was computed from
     # (a changed schedule is recomputed).
     schedule = models.CharField(
@@ -253,6 +270,10 @@ class QueuedTask(models.Model):
         blank=True,
         unique=True,
     )
+
+    # The W3C trace context of the enqueue (django_bgtasks.tracing): the run's
+    # span continues the enqueuer's trace.
+    trace_context = _trace_context()
 
     objects = QueueManager()
 

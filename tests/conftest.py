@@ -171,6 +171,7 @@ LONG_TESTS = (
     "tests/test_example_project.py",
     "tests/topology/",
     "tests/http/test_prometheus.py",
+    "tests/test_tracing.py",
 )
 
 

@@ -482,7 +482,38 @@ def enqueue_unique(path: str, count: str) -> None:
     _result({"ids": ids})
 
 
+def traced(path: str, *scenario: str) -> None:
+    """``scenario`` (``bgtasks worker ...``) with the OpenTelemetry SDK
+    configured, its spans written to ``path`` (tests/otel.py)."""
+    from tests.otel import traced_worker
+
+    traced_worker(path)
+    SCENARIOS[scenario[0]](*scenario[1:])
+
+
+def without_otel(name: str) -> None:
+    """Enqueue ``tests.djtasks.echo`` and request ``name`` where
+    ``opentelemetry`` can't be imported (as without the otel extra: see
+    ``__main__``); report what was filed and what was imported."""
+    from django_bgtasks import tracing
+    from django_bgtasks.models import BackgroundTask
+    from tests import djtasks
+
+    result = djtasks.echo.enqueue("untraced")
+    requested = BackgroundTask.objects.request_run(name)
+    imported = sorted(
+        module
+        for module, found in sys.modules.items()
+        if module.startswith("opentelemetry") and found is not None
+    )
+    _result(
+        {"id": result.id, "requested": requested, "enabled": tracing.ENABLED, "imported": imported}
+    )
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
+    "traced": traced,
+    "without_otel": without_otel,
     "enqueue": enqueue,
     "enqueue_unique": enqueue_unique,
     "bgtasks": bgtasks,
@@ -497,6 +528,8 @@ SCENARIOS: dict[str, Callable[..., None]] = {
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "without_otel":
+        sys.modules["opentelemetry"] = None  # type: ignore[assignment]  # importing it fails
     _setup_django()
     SCENARIOS[sys.argv[1]](*sys.argv[2:])
 

@@ -16,8 +16,10 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 from django.db import connections
 
+from django_bgtasks import tracing
 from django_bgtasks.background import registry
 from django_bgtasks.background.schedules import Cron, Every, parse_schedule
+from django_bgtasks.choices import Outcome
 from django_bgtasks.conf import conf
 from django_bgtasks.core.runner import RunningLease, lease
 from django_bgtasks.exceptions import UnknownTask
@@ -136,38 +138,75 @@ class BackgroundTaskFunction(Generic[P, R]):
         )
         if running is None:
             return None
-        self.run_in_thread(running, args, kwargs)
+        # The run's thread starts without this one's context: its span
+        # continues the caller's trace through the stored form, as a worker's.
+        self.run_in_thread(running, args, kwargs, tracing.current_context())
         return running
 
     def run_in_thread(
-        self, running: RunningLease, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        running: RunningLease,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        trace_context: str | None = None,
     ) -> threading.Thread:
         """Run the claimed ``running`` in a new daemon thread, which finishes it
-        (release with the outcome) and closes its own connections."""
+        (release with the outcome) and closes its own connections. Its span
+        continues the trace of ``trace_context``, where it was asked for
+        (django_bgtasks.tracing)."""
         thread = threading.Thread(
             target=self._run_started,
-            args=(running, args, kwargs),
+            args=(running, args, kwargs, trace_context),
             name=f"bgtasks:{self.name}",
             daemon=True,
         )
         thread.start()
         return thread
 
+    # Its parameters are alike run_in_thread()'s on purpose: its thread's target.
     def _run_started(
-        self, running: RunningLease, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        running: RunningLease,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        trace: str | None,
     ) -> None:
-        try:
+        # The run's consumer span, the function's spans inside it (tracing.py).
+        with tracing.run(self.name, trace, _traced(running)) as span:
             try:
-                running.result = self.func(running, *args, **kwargs)
-            except BaseException as exc:
+                try:
+                    running.result = self.func(running, *args, **kwargs)
+                except BaseException as exc:
+                    running.exception = exc
+                    running.finish(exc)
+                else:
+                    running.finish(None, result=running.result)
+            except BaseException as exc:  # finish() raised LeaseLost; record it
                 running.exception = exc
-                running.finish(exc)
-            else:
-                running.finish(None, result=running.result)
-        except BaseException as exc:  # finish() raised LeaseLost; record it
-            running.exception = exc
-        finally:
-            connections.close_all()  # this thread's connections only
+            finally:
+                connections.close_all()  # this thread's connections only
+            _traced_end(running, span)
+
+
+def _traced(running: RunningLease) -> dict[str, Any]:
+    """The attributes of a run's span (django_bgtasks.tracing)."""
+    return {
+        tracing.TASK: running.name,
+        tracing.TOKEN: running.token,
+        tracing.ATTEMPT: running.attempt,
+        tracing.CLIENT_ID: running.owner,
+        tracing.TRIGGER: str(running.trigger),
+    }
+
+
+def _traced_end(running: RunningLease, span: tracing.Span) -> None:
+    """How the run ended, on its span: the outcome (``lost`` when its lease
+    was), and for a failed or lost run, status ERROR with its exception."""
+    span.set(tracing.OUTCOME, str(running.outcome or Outcome.LOST))
+    if running.outcome is None:
+        span.failed(running.exception, "the lease was lost")
+    elif running.outcome == Outcome.FAILED:
+        span.failed(running.exception)
 
 
 def _check_ttl(ttl: float) -> None:

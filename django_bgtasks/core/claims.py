@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from dataclasses import replace
 from typing import Any
 
 from django_bgtasks.choices import Outcome, Trigger
@@ -141,7 +142,9 @@ class WorkQueue:
         rows = store.write(statement, statement, params)
         if not rows:
             return None
-        return WorkClaim.from_row(lambda token: Lease(name, owner, token, ttl, sent), rows[0])
+        claim = WorkClaim.from_row(lambda token: Lease(name, owner, token, ttl, sent), rows[0])
+        # The row keeps the latest request's trace context: a request's run continues it.
+        return claim if trigger == Trigger.REQUEST else replace(claim, trace_context=None)
 
     # --- schedules -------------------------------------------------------------
 

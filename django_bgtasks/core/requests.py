@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django_bgtasks import tracing
 from django_bgtasks.background import registry
 from django_bgtasks.choices import Outcome
 from django_bgtasks.core import store
@@ -124,7 +125,13 @@ class OperatorRequests:
         # names no worker runs, and their requests would be pending forever.
         if task is None and not any(name in worker.tasks for worker in WorkQueue().workers()):
             raise UnknownTask(name)
-        return bool(store.write("request_run", "request_run", params))
+        # A producer span; its context goes with the request, for the run's
+        # span (django_bgtasks.tracing). Refusals above trace nothing.
+        with tracing.send(tracing.REQUEST, name, {tracing.TASK: name}) as span:
+            params["trace_context"] = span.context
+            accepted = bool(store.write("request_run", "request_run", params))
+            span.set(tracing.ACCEPTED, accepted)
+        return accepted
 
     # --- reads -----------------------------------------------------------------
 

@@ -236,17 +236,20 @@ class DueRow:
 @dataclass(frozen=True, slots=True)
 class WorkClaim:
     """A worker's successful claim: the lease, which attempt this is, the run's
-    arguments, and for a resumed run the last value the lost run wrote."""
+    arguments, for a resumed run the last value the lost run wrote, and the
+    trace context the latest request stored (django_bgtasks.tracing)."""
 
     lease: Lease
     attempt: int
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     resume_from: Any
+    trace_context: str | None = None
 
     @classmethod
     def from_row(cls, lease_of: Callable[[int], Lease], row: Mapping[str, Any]) -> WorkClaim:
-        """Build from a claim's ``RETURNING token, attempt, run_args, value``, by name."""
+        """Build from a claim's ``RETURNING token, attempt, run_args, value,
+        trace_context``, by name."""
         run_args, value = json_column(row["run_args"]), json_column(row["value"])
         run_args = run_args if isinstance(run_args, dict) else {}
         return cls(
@@ -255,6 +258,7 @@ class WorkClaim:
             args=tuple(run_args.get("args", ())),
             kwargs=dict(run_args.get("kwargs", {})),
             resume_from=value,
+            trace_context=row["trace_context"],
         )
 
 

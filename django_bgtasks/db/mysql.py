@@ -94,7 +94,8 @@ FRAGMENTS = {
     "new_row_token": "COALESCE((SELECT MAX(token) FROM {run} WHERE name = %(name)s), 0)",
     # A worker's claim also needs the run's attempt, arguments and value: read
     # in the claim's transaction, right after it (_claim).
-    "claim_returning": f"""{MYSQL_STEP}SELECT token, attempt, run_args, value FROM {{task}}
+    "claim_returning": f"""{MYSQL_STEP}SELECT token, attempt, run_args, value, trace_context
+        FROM {{task}}
         WHERE name = %(name)s AND token = LAST_INSERT_ID()""",
     "before_next": f"{_NOW} < %(next)s",
     "is_due_slot": "next_run_at = %(due)s",
@@ -376,12 +377,13 @@ STATEMENTS = Statements(
     # A pending request, at most one: on the row if there is one, else on a new row.
     request_run=f"""
         UPDATE {{task}}
-        SET request = %(request)s, requested_by = %(requested_by)s, requested_at = {{now}}
+        SET request = %(request)s, requested_by = %(requested_by)s, requested_at = {{now}},
+            trace_context = %(trace_context)s
         WHERE name = %(name)s AND requested_at IS NULL
         {MYSQL_STEP}
-        INSERT INTO {{task}} ({{new_row_columns}})
+        INSERT INTO {{task}} ({{new_row_columns}}, trace_context)
         VALUES (%(name)s, NULL, 0, '', {{new_row_token}}, %(ttl)s, 0, '', '', '',
-            0, 0, {{now}}, %(requested_by)s, %(request)s, '', NULL)
+            0, 0, {{now}}, %(requested_by)s, %(request)s, '', NULL, %(trace_context)s)
     """,
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,

@@ -118,7 +118,7 @@ _ENQUEUE = f"""
     INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
     SELECT r.uuid, %(task_path)s, %(backend)s, %(queue_name)s, %(priority)s,
         %(takes_context)s, r.args_kwargs, %(run_after)s, '{{ready}}', 0, %(max_attempts)s,
-        '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s, %(active_key)s
+        '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s, %(active_key)s, %(trace_context)s
     FROM {_ENQUEUE_ROWS}
     ORDER BY r.n
     ON DUPLICATE KEY UPDATE active_key = {{table}}.active_key

@@ -61,7 +61,7 @@ FRAGMENTS = {
         outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
         schedule, next_run_at""",
     "new_row_token": "COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s::text), 0)",
-    "claim_returning": "RETURNING token, attempt, run_args, value",
+    "claim_returning": "RETURNING token, attempt, run_args, value, trace_context",
     "before_next": "clock_timestamp() < %(next)s::timestamptz",
     "is_due_slot": "next_run_at = %(due)s::timestamptz",
     "next_slot": "%(next)s::timestamptz",
@@ -164,12 +164,13 @@ STATEMENTS = Statements(
     list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
     # A pending request: kept on the row (created if need be), at most one.
     request_run="""
-        INSERT INTO {task} AS t ({new_row_columns})
+        INSERT INTO {task} AS t ({new_row_columns}, trace_context)
         VALUES (%(name)s::text, NULL, false, '', {new_row_token}, %(ttl)s, false, '', '', '',
-            0, 0, clock_timestamp(), %(requested_by)s, %(request)s::jsonb, '', NULL)
+            0, 0, clock_timestamp(), %(requested_by)s, %(request)s::jsonb, '', NULL,
+            %(trace_context)s::text)
         ON CONFLICT (name) DO UPDATE
         SET requested_at = clock_timestamp(), requested_by = excluded.requested_by,
-            request = excluded.request
+            request = excluded.request, trace_context = excluded.trace_context
         WHERE t.requested_at IS NULL
         RETURNING 1 AS matched
     """,
@@ -274,7 +275,7 @@ _ENQUEUE = f"""
         %(queue_name)s::text, %(priority)s::integer, %(takes_context)s::boolean,
         r.item -> 'args_kwargs', %(run_after)s::timestamptz, '{{ready}}', 0,
         %(max_attempts)s::integer, '[]'::jsonb, '[]'::jsonb, '', 0, %(ttl)s::float8, false,
-        %(unique_key)s::text, %(active_key)s::text
+        %(unique_key)s::text, %(active_key)s::text, %(trace_context)s::text
     FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, n)
     ORDER BY r.n
     ON CONFLICT (active_key) DO NOTHING

@@ -231,7 +231,7 @@ TAKE_SLOT = """
 # What a claim returns; queue.manager.Claim.from_row() reads these names.
 CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_context,
     args_kwargs, run_after, enqueued_at, started_at, last_attempted_at, attempts,
-    max_attempts, worker_ids, token, ttl"""
+    max_attempts, worker_ids, token, ttl, trace_context"""
 
 # What an enqueue inserts, in this order on every vendor (its INSERT ... SELECT
 # pairs columns by position). Each row of the one statement is a task of the
@@ -248,9 +248,11 @@ CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_co
 # and cheap to read 10,000 times: ``uuid`` in 32 hex digits (as SQLite holds
 # it) and ``enqueued_at`` in UTC, "YYYY-MM-DD HH:MM:SS.ffffff" (or fewer
 # digits), which the rows of one statement share, so it is parsed once.
+# (``trace_context``, a scalar parameter too, is the enqueue's producer span's:
+# one for the statement, whatever its number of tasks; django_bgtasks.tracing.)
 ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_context,
     args_kwargs, run_after, status, attempts, max_attempts, worker_ids, errors, owner,
-    token, ttl, cancel_requested, unique_key, active_key"""
+    token, ttl, cancel_requested, unique_key, active_key, trace_context"""
 
 # The statuses, as the templates name them: {ready}, {running}, ...
 STATUSES = {status.name.lower(): status.value for status in QueueStatus}

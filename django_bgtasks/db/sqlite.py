@@ -80,7 +80,7 @@ FRAGMENTS = {
         outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
         schedule, next_run_at""",
     "new_row_token": "COALESCE((SELECT max(token) FROM {run} WHERE name = %(name)s), 0)",
-    "claim_returning": "RETURNING token, attempt, run_args, value",
+    "claim_returning": "RETURNING token, attempt, run_args, value, trace_context",
     # Slot times are passed as naive UTC text, as the statements store times.
     "before_next": "julianday('now') < julianday(%(next)s)",
     # The same instant, whichever text form it was written in.
@@ -149,12 +149,12 @@ STATEMENTS = Statements(
     get_state="SELECT {state_columns} FROM {state_source} WHERE name = %(name)s",
     list_states="SELECT {state_columns} FROM {state_source} ORDER BY name",
     request_run="""
-        INSERT INTO {task} AS t ({new_row_columns})
+        INSERT INTO {task} AS t ({new_row_columns}, trace_context)
         VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
-            0, 0, {now}, %(requested_by)s, %(request)s, '', NULL)
+            0, 0, {now}, %(requested_by)s, %(request)s, '', NULL, %(trace_context)s)
         ON CONFLICT (name) DO UPDATE
         SET requested_at = excluded.requested_at, requested_by = excluded.requested_by,
-            request = excluded.request
+            request = excluded.request, trace_context = excluded.trace_context
         WHERE t.requested_at IS NULL
         RETURNING 1 AS matched
     """,
@@ -245,7 +245,7 @@ _ENQUEUE = f"""
     SELECT json_extract(value, '$.uuid'), %(task_path)s, %(backend)s, %(queue_name)s,
         %(priority)s, %(takes_context)s, json_extract(value, '$.args_kwargs'), %(run_after)s,
         '{{ready}}', 0, %(max_attempts)s, '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s,
-        %(active_key)s
+        %(active_key)s, %(trace_context)s
     FROM json_each(%(rows)s) WHERE true
     ORDER BY key
     ON CONFLICT (active_key) DO NOTHING

@@ -21,6 +21,10 @@ each row, and PostgreSQL folds a transaction's identical notifications into
 one: the workers are woken once per queue, not once per task
 (benchmarks/queue_notify_cost.py measured a trigger per statement instead,
 which was no cheaper).
+
+The statement is one producer span (:mod:`django_bgtasks.tracing`),
+whatever its number of tasks: each task stores its trace context, so that
+each run continues the trace of the call that enqueued it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError
 
-from django_bgtasks import compat
+from django_bgtasks import compat, tracing
 from django_bgtasks.conf import conf
 from django_bgtasks.queue.execute import result_from_row
 from django_bgtasks.validation import check_arguments
@@ -96,11 +100,21 @@ def store(
         "unique_key": key or "",
         "active_key": key,
     }
-    if key is not None:
-        return _store_unique(
-            objects, task, fields, ids[0], arguments[0], len(pairs), sender=sender
-        )
-    enqueued = objects.enqueue(fields, text)
+    # One producer span for the statement, whatever its number of tasks: each
+    # task stores its context, and each run is a child of it (tracing.py).
+    count = len(pairs) if len(pairs) > 1 else None
+    traced = {tracing.TASK: task.module_path, tracing.BATCH_COUNT: count}
+    with tracing.send(tracing.ENQUEUE, task.queue_name, traced) as span:
+        fields["trace_context"] = span.context
+        if key is not None:
+            results = _store_unique(
+                objects, task, fields, ids[0], arguments[0], len(pairs), sender=sender
+            )
+            span.set(tracing.MESSAGE_ID, results[0].id)  # the stored task's, or the holder's
+            return results
+        enqueued = objects.enqueue(fields, text)
+        if count is None:
+            span.set(tracing.MESSAGE_ID, str(ids[0]))
     results = [
         ready_result(task, id_, enqueued[id_.hex], stored, backend=fields["backend"])
         for id_, stored in zip(ids, arguments, strict=True)

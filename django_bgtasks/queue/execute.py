@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.utils.module_loading import import_string
 
-from django_bgtasks import compat
+from django_bgtasks import compat, tracing
+from django_bgtasks.choices import Outcome
 from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.core.states import as_datetime
 from django_bgtasks.db.rules import RENEW_QUEUED
@@ -74,6 +75,8 @@ _T = TypeVar("_T")
 _current: contextvars.ContextVar[QueuedLease | None] = contextvars.ContextVar(
     "bgtasks_queued_lease", default=None
 )
+# A run's outcome on its span when nothing could be written (tracing.py).
+LOST: str = Outcome.LOST.value
 # The runs going on in this process, for a worker that stops at once and must
 # hand its runs back from its main thread (running_leases()).
 _running: set[QueuedLease] = set()
@@ -274,17 +277,32 @@ def execute(
     lease = QueuedLease(claim, stopping=stopping, renewer=renewer)
     with _running_lock:
         _running.add(lease)
-    try:
-        return _execute(lease, claim)
-    finally:
-        with _running_lock:
-            _running.discard(lease)
+    traced = {
+        tracing.TASK: claim.task_path,
+        tracing.MESSAGE_ID: str(claim.uuid),
+        tracing.TOKEN: claim.token,
+        tracing.ATTEMPT: claim.attempts,
+        tracing.CLIENT_ID: claim.owner,
+    }
+    # The run's consumer span, the task's spans inside it (tracing.py).
+    with tracing.run(claim.queue_name, claim.trace_context, traced) as span:
+        try:
+            status = _execute(lease, claim, span)
+        finally:
+            with _running_lock:
+                _running.discard(lease)
+        # RUNNING: nothing was written, the lease was lost.
+        span.set(tracing.OUTCOME, LOST if status == RUNNING else status)
+        if status == RUNNING:
+            span.failed(None, "the lease was lost")
+        return status
 
 
-def _execute(lease: QueuedLease, claim: Claim) -> str:
+def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
     try:
         task = _enqueued_task(claim)
     except Exception as exc:  # nothing to run: no attempt can succeed
+        span.failed(exc)
         return _finish(lease, FAILED, error=_error(exc))
     lease._start_heartbeat(f"bgtasks-queued:{claim.uuid}")
     result = _running_result(task, claim)
@@ -317,6 +335,7 @@ def _execute(lease: QueuedLease, claim: Claim) -> str:
         # and leave the row RUNNING until its ttl.
         lease._stop_heartbeat()
         logger.exception("queued task %s failed on attempt %d", lease.name, claim.attempts)
+        span.failed(exc)
         retry = claim.attempts < claim.max_attempts and not lease.cancel_requested
         if retry:
             return _finish(lease, READY, error=_error(exc))
@@ -333,6 +352,7 @@ def _execute(lease: QueuedLease, claim: Claim) -> str:
         # Outside the task's try: its work is done, so this must never make it
         # run again. FAILED, as Django's own backends end it, with no retry.
         logger.error("queued task %s: its return value can't be stored: %s", lease.name, exc)
+        span.failed(exc)
         return _finished(lease, result, sender, FAILED, error=_error(exc))
     return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)
 

@@ -72,6 +72,8 @@ class Claim:
     # When this process sent the claim (``time.monotonic()``): the holder's
     # renew deadline counts from it (core/holding.py).
     sent_at: float
+    # The enqueue's trace context, for the run's span (django_bgtasks.tracing).
+    trace_context: str | None = None
 
     # Alike core.states' from_row()s on purpose: a field from each column of its own statement.
     @classmethod
@@ -99,6 +101,7 @@ class Claim:
             token=int(row["token"]),
             ttl=float(row["ttl"]),
             sent_at=sent_at,
+            trace_context=row["trace_context"],
         )
 
 

@@ -293,7 +293,7 @@ class Worker:
         trigger = claimed[0]
         running = RunningLease.from_work(work, trigger, self.stopping, self.renewer)
         log_started(running)
-        thread = task.run_in_thread(running, work.args, work.kwargs)
+        thread = task.run_in_thread(running, work.args, work.kwargs, work.trace_context)
         self._runs.add(running, thread)
         return True
 

@@ -58,6 +58,8 @@ PARAMETERS |= {"id", "host", "pid", "tasks", "concurrency", "running", "seconds"
 PARAMETERS |= {"result", "result_note"}
 # A worker's one renewal of every lease it holds.
 PARAMETERS |= {"leases"}
+# A request's trace context (django_bgtasks.tracing).
+PARAMETERS |= {"trace_context"}
 
 
 class _Calls(ast.NodeVisitor):
@@ -185,6 +187,7 @@ QUEUE_PARAMETERS = {"owner", "all", "queues", "seq", "token", "set_progress", "p
 QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid", "held", "limit", "ends"}
 QUEUE_PARAMETERS |= {"task_path", "backend", "queue_name", "priority", "takes_context"}
 QUEUE_PARAMETERS |= {"run_after", "max_attempts", "ttl", "unique_key", "active_key", "rows"}
+QUEUE_PARAMETERS |= {"trace_context"}  # an enqueue's (django_bgtasks.tracing)
 
 
 @pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)
