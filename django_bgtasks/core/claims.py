@@ -153,6 +153,15 @@ class WorkQueue:
         params = _slot_params(name, due, next_slot, schedule)
         return bool(store.write("skip_slot", "skip_slot", params))
 
+    def skip_paused_slot(
+        self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str
+    ) -> bool:
+        """The slot ``due`` came while ``name`` is paused (and nobody runs it):
+        move on to ``next_slot`` of ``schedule`` and count the skip on the row,
+        for the next run's ``skipped``."""
+        params = _slot_params(name, due, next_slot, schedule)
+        return bool(store.write("skip_paused_slot", "skip_paused_slot", params))
+
     def take_slot(
         self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str
     ) -> bool:

@@ -50,8 +50,10 @@ from django_bgtasks.db.rules import (
     QUEUED_RUNNING,
     RENEW_QUEUED,
     RENEW_TASK,
+    SKIP_PAUSED_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
+    UNPAUSE,
     WORKER_COLUMNS,
     Statements,
 )
@@ -85,7 +87,8 @@ FRAGMENTS = {
     "claim_set": f"""token = LAST_INSERT_ID(token + 1), running = 1, owner = %(owner)s,
         ttl = %(ttl)s, started_at = {_NOW}, finished_at = NULL,
         updated_at = {_NOW}, cancel_requested = 0, outcome = '', error = '',
-        skipped = 0, `trigger` = %(trigger)s, result = NULL, result_note = ''""",
+        skipped = paused_skipped, paused_skipped = 0, `trigger` = %(trigger)s,
+        result = NULL, result_note = ''""",
     "new_row_columns": _names(
         """name, value, running, owner, token, ttl, cancel_requested,
         outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
@@ -397,6 +400,7 @@ STATEMENTS = Statements(
             AND ((running AND {stale} AND attempt < %(max_attempts)s)
                 OR (NOT running AND outcome = %(interrupted)s)
                 OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+            AND paused_at IS NULL
         {claim_returning}
     """,
     claim_retry=CLAIM_RETRY,
@@ -406,6 +410,16 @@ STATEMENTS = Statements(
         WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot}
             AND {before_next}
     """,
+    # An operator's pause: on the row if there is one, else on a new row.
+    pause=f"""
+        UPDATE {{task}} SET paused_at = {{now}} WHERE name = %(name)s AND paused_at IS NULL
+        {MYSQL_STEP}
+        INSERT INTO {{task}} ({{new_row_columns}}, paused_at)
+        VALUES (%(name)s, NULL, 0, '', {{new_row_token}}, %(ttl)s, 0, '', '', '',
+            0, 0, NULL, '', NULL, '', NULL, {{now}})
+    """,
+    unpause=UNPAUSE,
+    skip_paused_slot=SKIP_PAUSED_SLOT,
     # As on PostgreSQL: a changed schedule moves the slot only earlier.
     ensure_schedule=f"""
         UPDATE {{task}} SET schedule = %(schedule)s, next_run_at = %(next)s
@@ -483,6 +497,9 @@ READERS: dict[str, Reader] = {
     "list_workers": _rows,
     "clock": _rows,
     "renew_many": _renew_many,
+    "pause": _upsert,
+    "unpause": _count,
+    "skip_paused_slot": _count,
 }
 
 

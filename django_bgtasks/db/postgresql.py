@@ -21,15 +21,20 @@ from django_bgtasks.db.rules import (
     DUE_COLUMNS,
     ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
+    NOT_PAUSED,
+    PAUSED_QUEUES,
     QUEUE_RETRY,
     QUEUED_RUNNING,
     RENEW_MANY_COLUMNS,
     RENEW_QUEUED,
     RENEW_TASK,
     RUN_COLUMNS,
+    SKIP_PAUSED_SLOT,
     SKIP_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
+    UNPAUSE,
+    UNPAUSE_QUEUE,
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
@@ -53,7 +58,8 @@ FRAGMENTS = {
     # What every claim by UPDATE sets (a worker's claim of an existing row).
     "claim_set": """running = true, owner = %(owner)s, token = token + 1, ttl = %(ttl)s,
         started_at = clock_timestamp(), finished_at = NULL, updated_at = clock_timestamp(),
-        cancel_requested = false, outcome = '', error = '', skipped = 0,
+        cancel_requested = false, outcome = '', error = '',
+        skipped = paused_skipped, paused_skipped = 0,
         trigger = %(trigger)s, result = NULL, result_note = ''""",
     # A row that a request or a schedule creates before any claim: not running,
     # its token at the highest its history holds, so the first claim rises above it.
@@ -180,6 +186,17 @@ STATEMENTS = Statements(
     claim_resume=CLAIM_RESUME,
     claim_retry=CLAIM_RETRY,
     skip_slot=SKIP_SLOT,
+    # An operator's pause: on the row (created if need be), once.
+    pause="""
+        INSERT INTO {task} AS t ({new_row_columns}, paused_at)
+        VALUES (%(name)s::text, NULL, false, '', {new_row_token}, %(ttl)s, false, '', '', '',
+            0, 0, NULL, '', NULL, '', NULL, clock_timestamp())
+        ON CONFLICT (name) DO UPDATE SET paused_at = clock_timestamp()
+        WHERE t.paused_at IS NULL
+        RETURNING 1 AS matched
+    """,
+    unpause=UNPAUSE + "RETURNING 1 AS matched",
+    skip_paused_slot=SKIP_PAUSED_SLOT + "RETURNING 1 AS matched",
     # A scheduled task's row and first slot. A changed schedule moves the slot
     # only earlier (or removes it): workers that disagree for a while (a rolling
     # deploy) can never keep postponing a slot, so every due slot is claimed;
@@ -294,6 +311,7 @@ QUEUE = QueueStatements(
             WHERE status = '{{ready}}'
                 AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
                 AND (run_after IS NULL OR run_after <= clock_timestamp())
+                AND {NOT_PAUSED}
             ORDER BY priority DESC, seq
             LIMIT %(limit)s::integer
             FOR UPDATE SKIP LOCKED
@@ -382,6 +400,13 @@ QUEUE = QueueStatements(
     """,
     retry=QUEUE_RETRY,
     enqueue=_ENQUEUE,
+    pause_queue="""
+        INSERT INTO {paused} (queue_name, paused_at) VALUES (%(queue)s, clock_timestamp())
+        ON CONFLICT (queue_name) DO NOTHING
+        RETURNING 1 AS matched
+    """,
+    unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
+    paused_queues=PAUSED_QUEUES,
 )
 
 

@@ -358,7 +358,14 @@ def claim_due(
 ) -> tuple[Trigger, WorkClaim | None] | None:
     """The claim ``row`` calls for, made for ``task`` by ``owner`` (in the
     module docstring's order), and its trigger; ``None`` when nothing is
-    owed (a silent holder's run is then recorded lost)."""
+    owed (a silent holder's run is then recorded lost), or when the task is
+    paused: what is owed (a resume, a request, a retry) waits for the
+    unpause, and a due slot is skipped and counted."""
+    if row.paused:
+        schedules.skip_slot_while_paused(task, row)
+        if row.stale and not rescue.owes_again(task, row):
+            rescue.record_lost(task, row)
+        return None
     if row.token > 0 and rescue.owes_again(task, row):
         trigger = Trigger.RESUME if task.resume else Trigger.RETRY
         return trigger, rescue.claim_again(task, row, owner)

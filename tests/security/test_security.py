@@ -196,7 +196,7 @@ def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> N
         pytest.skip(settings.MYSQL_UNAVAILABLE or "BGTASKS_MYSQL_URL is empty")
     connection = connections[aliases[0]]
     table = QueuedTask._meta.db_table
-    rendered = vendors.queue_statements(connection, table=table)
+    rendered = vendors.queue_statements(connection, table=table, paused="p")
     for field in fields(rules.QueueStatements):
         text = getattr(rendered, field.name)
         placeholders = set(re.findall(r"%\((\w+)\)s", text))

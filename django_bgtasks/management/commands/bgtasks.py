@@ -46,6 +46,7 @@ from django_bgtasks.core.states import TaskState
 from django_bgtasks.management import arguments, foreground, reads, workers
 from django_bgtasks.management.terminal import write_json
 from django_bgtasks.operations import display
+from django_bgtasks.operations import pause as pausing
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.health import problem
 from django_bgtasks.operations.permissions import allowed
@@ -215,6 +216,50 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.SUCCESS(f"Cancelled Django Task {result_id}; it will not run.")
             )
+
+    def handle_pause(self, *, name: str | None, queue: str | None, **_: Any) -> None:
+        with _bad_input_refused():
+            result = pausing.pause(name, queue=queue)
+        if isinstance(result, operations.NotRegistered):
+            raise CommandError(
+                f"No task named {name!r} is registered here or reported by a worker; "
+                f"registered: {', '.join(result.registered) or 'none'}."
+            )
+        if isinstance(result, pausing.UnknownQueue):
+            raise CommandError(
+                f"No LeaseBackend in TASKS has the queue {result.queue!r}; its queues: "
+                f"{', '.join(result.queues) or 'none'}."
+            )
+        if isinstance(result, pausing.QueuePaused):
+            done = "Paused" if result.changed else "Already paused:"
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"{done} queue {result.queue!r}: no worker claims its tasks until "
+                    f"'bgtasks unpause --queue {result.queue}'; running ones finish."
+                )
+            )
+            return
+        done = "Paused" if result.changed else "Already paused:"
+        running = " Its run going now finishes as usual." if result.state.running else ""
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"{done} task {result.state.name!r}: workers start nothing of it until "
+                f"'bgtasks unpause {result.state.name}' (requests are kept, schedule slots "
+                f"skipped).{running}"
+            )
+        )
+
+    def handle_unpause(self, *, name: str | None, queue: str | None, **_: Any) -> None:
+        with _bad_input_refused():
+            result = pausing.unpause(name, queue=queue)
+        if isinstance(result, pausing.QueueUnpaused):
+            what = f"queue {result.queue!r}"
+        else:
+            what = f"task {result.name!r}"
+        if not result.changed:
+            self.stdout.write(f"The {what} was not paused; nothing to do.")
+            return
+        self.stdout.write(self.style.SUCCESS(f"Unpaused {what}."))
 
     def handle_retry(self, *, result_id: str, **_: Any) -> None:
         result = operations.retry_queued(result_id)
