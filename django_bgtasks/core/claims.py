@@ -148,19 +148,12 @@ class WorkQueue:
     def skip_slot(
         self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str
     ) -> bool:
-        """The slot ``due`` came while ``name`` still runs: move on to
-        ``next_slot`` of ``schedule`` and count the skip on the running run."""
+        """The slot ``due`` came while ``name`` still runs, or while it is
+        paused: move on to ``next_slot`` of ``schedule`` and count the skip on
+        the running run, or for a paused task that nobody runs, on the row,
+        for its next run's ``skipped``."""
         params = _slot_params(name, due, next_slot, schedule)
         return bool(store.write("skip_slot", "skip_slot", params))
-
-    def skip_paused_slot(
-        self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str
-    ) -> bool:
-        """The slot ``due`` came while ``name`` is paused (and nobody runs it):
-        move on to ``next_slot`` of ``schedule`` and count the skip on the row,
-        for the next run's ``skipped``."""
-        params = _slot_params(name, due, next_slot, schedule)
-        return bool(store.write("skip_paused_slot", "skip_paused_slot", params))
 
     def take_slot(
         self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str

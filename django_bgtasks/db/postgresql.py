@@ -29,7 +29,6 @@ from django_bgtasks.db.rules import (
     RENEW_QUEUED,
     RENEW_TASK,
     RUN_COLUMNS,
-    SKIP_PAUSED_SLOT,
     SKIP_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
@@ -185,7 +184,7 @@ STATEMENTS = Statements(
     claim_scheduled=CLAIM_SCHEDULED,
     claim_resume=CLAIM_RESUME,
     claim_retry=CLAIM_RETRY,
-    skip_slot=SKIP_SLOT,
+    skip_slot=SKIP_SLOT + "RETURNING 1 AS matched",
     # An operator's pause: on the row (created if need be), once.
     pause="""
         INSERT INTO {task} AS t ({new_row_columns}, paused_at)
@@ -196,7 +195,6 @@ STATEMENTS = Statements(
         RETURNING 1 AS matched
     """,
     unpause=UNPAUSE + "RETURNING 1 AS matched",
-    skip_paused_slot=SKIP_PAUSED_SLOT + "RETURNING 1 AS matched",
     # A scheduled task's row and first slot. A changed schedule moves the slot
     # only earlier (or removes it): workers that disagree for a while (a rolling
     # deploy) can never keep postponing a slot, so every due slot is claimed;

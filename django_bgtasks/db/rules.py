@@ -119,10 +119,9 @@ class Statements:
     clock: str
     # One worker's heartbeat for every lease it holds (RENEW_MANY below).
     renew_many: str
-    # An operator's pause of a task (PAUSE below), and the slots skipped meanwhile.
+    # An operator's pause of a task, and its unpause (UNPAUSE below).
     pause: str
     unpause: str
-    skip_paused_slot: str
 
 
 # --- One renewal per worker -------------------------------------------------------------
@@ -168,11 +167,11 @@ def renew_many_param(tasks: list[tuple[str, str, int]], queued: list[tuple[int, 
 
 # --- The workers' statements that the vendors write alike --------------------------------
 # (Each vendor's fragments fill in its clock and casts; MySQL writes its own
-# claim_resume and skip_slot.)
+# claim_resume.)
 
 # Every worker's claim starts nothing of a paused task (``paused_at`` set):
 # the request, the resume or the retry stays owed, and is claimed after the
-# unpause; a due slot is skipped instead (SKIP_PAUSED_SLOT). The claim hands
+# unpause; a due slot is skipped instead (SKIP_SLOT). The claim hands
 # the slots skipped while paused to the run it starts ({claim_set}).
 
 # The request is taken in the claim that performs it: exactly one worker wins.
@@ -198,19 +197,25 @@ CLAIM_SCHEDULED = """
 # A lost (stale, or recorded lost) or interrupted run of claim %(expect)s,
 # again: with %(resume)s keeping its value for resume_from, else afresh (a
 # retry). A graceful interruption does not use up an attempt; a loss does.
-CLAIM_RESUME = """
+# RESUME_OWED is its WHERE, which MySQL's claim_resume (its SET in its order) takes too.
+RESUME_OWED = """name = %(name)s AND token = {expect_param}
+        AND ((running AND {stale} AND attempt < %(max_attempts)s)
+            OR (NOT running AND outcome = %(interrupted)s)
+            OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+        AND paused_at IS NULL"""
+CLAIM_RESUME = (
+    """
     UPDATE {task}
     SET {claim_set},
         attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
             THEN 0 ELSE 1 END,
         value = CASE WHEN {resume_param} THEN value END
-    WHERE name = %(name)s AND token = {expect_param}
-        AND ((running AND {stale} AND attempt < %(max_attempts)s)
-            OR (NOT running AND outcome = %(interrupted)s)
-            OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
-        AND paused_at IS NULL
+    WHERE """
+    + RESUME_OWED
+    + """
     {claim_returning}
 """
+)
 # A failed run of claim %(expect)s, again, once its delay has passed.
 CLAIM_RETRY = """
     UPDATE {task}
@@ -221,22 +226,19 @@ CLAIM_RETRY = """
         AND result_note = '' AND paused_at IS NULL
     {claim_returning}
 """
-# The slot came while the task still runs: move on, and count it on the run.
+# The slot came while the task still runs, or while it is paused: move on.
+# A skip while a live holder runs it counts on the run (``skipped``); one
+# while it is paused and nobody runs it, on the row (``paused_skipped``),
+# which the next claim hands to its run. (RETURNING is added by the vendors
+# that have it; MySQL counts the rows.)
 SKIP_SLOT = """
-    UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1, schedule = %(schedule)s
-    WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot} AND {before_next}
-    RETURNING 1 AS matched
-"""
-
-# A slot came while the task is paused, and no live holder runs it: move
-# on, and count it on the row, for the next run's ``skipped``. (RETURNING is
-# added by the vendors that have it; MySQL counts the rows.)
-SKIP_PAUSED_SLOT = """
-    UPDATE {task} SET next_run_at = {next_slot}, paused_skipped = paused_skipped + 1,
-        schedule = %(schedule)s
-    WHERE name = %(name)s AND paused_at IS NOT NULL AND NOT (running AND NOT ({stale}))
+    UPDATE {task} SET next_run_at = {next_slot}, schedule = %(schedule)s,
+        skipped = skipped + CASE WHEN running AND NOT ({stale}) THEN 1 ELSE 0 END,
+        paused_skipped = paused_skipped + CASE WHEN running AND NOT ({stale}) THEN 0 ELSE 1 END
+    WHERE name = %(name)s AND ((running AND NOT ({stale})) OR paused_at IS NOT NULL)
         AND {is_due_slot} AND {before_next}
 """
+
 # An operator's unpause: what was owed meanwhile is claimed at the next poll.
 UNPAUSE = """
     UPDATE {task} SET paused_at = NULL WHERE name = %(name)s AND paused_at IS NOT NULL

@@ -34,7 +34,6 @@ from django_bgtasks.db.rules import (
     QUEUED_RUNNING,
     RENEW_QUEUED,
     RENEW_TASK,
-    SKIP_PAUSED_SLOT,
     SKIP_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
@@ -167,7 +166,7 @@ STATEMENTS = Statements(
     claim_scheduled=CLAIM_SCHEDULED,
     claim_resume=CLAIM_RESUME,
     claim_retry=CLAIM_RETRY,
-    skip_slot=SKIP_SLOT,
+    skip_slot=SKIP_SLOT + "RETURNING 1 AS matched",
     pause="""
         INSERT INTO {task} AS t ({new_row_columns}, paused_at)
         VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
@@ -177,7 +176,6 @@ STATEMENTS = Statements(
         RETURNING 1 AS matched
     """,
     unpause=UNPAUSE + "RETURNING 1 AS matched",
-    skip_paused_slot=SKIP_PAUSED_SLOT + "RETURNING 1 AS matched",
     ensure_schedule="""
         INSERT INTO {task} AS t ({new_row_columns})
         VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',

@@ -3,6 +3,7 @@
 * ``BackgroundTask.paused_at`` (NULL when not paused) and ``paused_skipped``
   (the schedule's slots skipped while paused, handed to the next run's
   ``skipped`` by its claim).
+* On PostgreSQL, 0008's change trigger watches the two new columns too.
 * ``PausedQueue``: one row per Django Tasks queue name that no worker claims
   from. On MySQL/MariaDB its name compares byte for byte (``utf8mb4_bin``),
   as PostgreSQL and SQLite compare it: "Emails" and "emails" are two queues.
@@ -46,6 +47,37 @@ SQLITE_TRIGGER = [
     """,
 ]
 SQLITE_DROP = ["DROP TRIGGER IF EXISTS bgtasks_record_run"]
+# PostgreSQL: 0008's change trigger names the columns it watches, so that a
+# heartbeat never fires it; the new ones are added (a pause and an unpause
+# are announced: the admin's page follows them, and an unpause wakes the
+# idle workers of the task, which claim what it owed at once).
+_DROP_NOTIFY_UPDATE = (
+    "DROP TRIGGER IF EXISTS bgtasks_notify_update ON django_bgtasks_backgroundtask"
+)
+POSTGRESQL_FORWARDS = [
+    _DROP_NOTIFY_UPDATE,
+    """
+    CREATE TRIGGER bgtasks_notify_update
+    AFTER UPDATE OF name, value, running, owner, token, ttl, started_at, finished_at,
+        cancel_requested, outcome, error, attempt, next_run_at, request, requested_at,
+        requested_by, run_args, schedule, scheduled_for, skipped, trigger, result, result_note,
+        paused_at, paused_skipped
+    ON django_bgtasks_backgroundtask
+    FOR EACH ROW EXECUTE FUNCTION bgtasks_notify_change()
+    """,
+]
+# 0008's, word for word.
+POSTGRESQL_BACKWARDS = [
+    _DROP_NOTIFY_UPDATE,
+    """
+    CREATE TRIGGER bgtasks_notify_update
+    AFTER UPDATE OF name, value, running, owner, token, ttl, started_at, finished_at,
+        cancel_requested, outcome, error, attempt, next_run_at, request, requested_at,
+        requested_by, run_args, schedule, scheduled_for, skipped, trigger, result, result_note
+    ON django_bgtasks_backgroundtask
+    FOR EACH ROW EXECUTE FUNCTION bgtasks_notify_change()
+    """,
+]
 MYSQL_FORWARDS = [
     """
     ALTER TABLE django_bgtasks_pausedqueue
@@ -85,7 +117,9 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunPython(
-            _run({"sqlite": SQLITE_TRIGGER}), _run({"sqlite": SQLITE_DROP}), elidable=False
+            _run({"sqlite": SQLITE_TRIGGER, "postgresql": POSTGRESQL_FORWARDS}),
+            _run({"sqlite": SQLITE_DROP, "postgresql": POSTGRESQL_BACKWARDS}),
+            elidable=False,
         ),
         migrations.CreateModel(
             name="PausedQueue",
@@ -104,5 +138,7 @@ class Migration(migrations.Migration):
                 "ordering": ["queue_name"],
             },
         ),
-        migrations.RunPython(_run({"mysql": MYSQL_FORWARDS}), migrations.RunPython.noop),
+        migrations.RunPython(
+            _run({"mysql": MYSQL_FORWARDS}), migrations.RunPython.noop, atomic=False
+        ),
     ]

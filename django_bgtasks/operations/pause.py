@@ -116,7 +116,7 @@ def unpause(name: str | None = None, *, queue: str | None = None) -> UnpauseResu
 def _target(name: str | None, queue: str | None) -> str:
     """``"task"`` or ``"queue"``: the one rule for what a pause names."""
     if (name is None) == (queue is None):
-        raise ValueError("name a background task or a queue (--queue), not both or neither")
+        raise ValueError("a pause names a background task or a queue, not both or neither")
     return "task" if queue is None else "queue"
 
 

@@ -282,7 +282,7 @@ class Worker:
         if row.running or row.name in self._runs:
             # Held by a live holder (maybe us). (A run of ours that went
             # stale is left to another worker.)
-            schedules.skip_slot_while_running(task, row)
+            schedules.skip_slot(task, row)
             return False
         if len(self._runs) >= self.concurrency:
             return False
@@ -362,7 +362,7 @@ def claim_due(
     paused: what is owed (a resume, a request, a retry) waits for the
     unpause, and a due slot is skipped and counted."""
     if row.paused:
-        schedules.skip_slot_while_paused(task, row)
+        schedules.skip_slot(task, row)
         if row.stale and not rescue.owes_again(task, row):
             rescue.record_lost(task, row)
         return None

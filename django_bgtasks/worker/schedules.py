@@ -9,7 +9,7 @@ and skip one that comes while the task is still running.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from django_bgtasks.background.functions import BackgroundTaskFunction
@@ -78,32 +78,21 @@ def claim_slot(
     )
 
 
-def skip_slot_while_running(task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
-    """The task is held by a live holder: a slot that comes meanwhile is
-    skipped (and counted on the run), not queued up behind the run."""
-    if row.running and slot_due(task, row):
-        _skip(BackgroundTask.objects.work.skip_slot, task, row)
-
-
-def skip_slot_while_paused(task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
-    """The task is paused (and nobody runs it): a slot that comes meanwhile is
-    skipped, not run after the unpause, and counted on the row, which hands
-    the count to the next run's ``skipped`` (so the history has it)."""
-    if row.paused and not row.running and slot_due(task, row):
-        _skip(BackgroundTask.objects.work.skip_paused_slot, task, row)
-
-
-def _skip(skip: Callable[..., bool], task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
-    """Move the row's due slot on to the next, by ``skip`` (a compare-and-set
-    on the slot the poll saw: one worker counts it)."""
-    schedule = task.effective_schedule
-    assert row.next_run_at is not None and schedule is not None
-    skip(
-        row.name,
-        due=row.next_run_at,
-        next_slot=schedule.next_after(row.db_now),
-        schedule=schedule.text,
-    )
+def skip_slot(task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
+    """A slot that comes while the task is held by a live holder, or while it
+    is paused, is skipped, not queued up behind the run or the pause; it is
+    counted on the run, or on a paused row for its next run's ``skipped``
+    (so the history has it). A compare-and-set on the slot the poll saw: one
+    worker counts it."""
+    if (row.running or row.paused) and slot_due(task, row):
+        schedule = task.effective_schedule
+        assert row.next_run_at is not None and schedule is not None
+        BackgroundTask.objects.work.skip_slot(
+            row.name,
+            due=row.next_run_at,
+            next_slot=schedule.next_after(row.db_now),
+            schedule=schedule.text,
+        )
 
 
 def enqueue_due(schedules: Iterable[TaskSchedule], rows: list[DueRow]) -> int:

@@ -223,6 +223,9 @@ QUEUE_READ_BY_NAME = {
     "give_back": {"uuid"},
     "retry": set(),  # counted
     "enqueue": {"uuid", "enqueued_at"},
+    "pause_queue": set(),  # counted
+    "unpause_queue": set(),  # counted
+    "paused_queues": {"queue_name", "paused_at"},
 }
 
 

@@ -1,7 +1,8 @@
 """``manage.py bgtasks``: see, start, stop and unstick background tasks.
 
 Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
-``cancel NAME``, ``retry ID`` (a failed Django Task), ``prune``, ``watch``,
+``cancel NAME``, ``retry ID`` (a failed Django Task), ``pause NAME`` and
+``unpause NAME`` (or ``--queue QUEUE``: ``management/pauses.py``), ``prune``, ``watch``,
 ``token USERNAME`` (a bearer token for
 the JSON API), and for workers ``worker``, ``workers``
 and ``request NAME`` (``management/workers.py``), and ``health [--workers N]``
@@ -43,10 +44,9 @@ from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.management import arguments, foreground, reads, workers
+from django_bgtasks.management import arguments, foreground, pauses, reads, workers
 from django_bgtasks.management.terminal import write_json
 from django_bgtasks.operations import display
-from django_bgtasks.operations import pause as pausing
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.health import problem
 from django_bgtasks.operations.permissions import allowed
@@ -59,8 +59,8 @@ class Command(BaseCommand):
 
     help = (
         "See, start, stop and unstick background tasks: list, show, run, release, cancel, "
-        "retry, prune, watch, token; run workers: worker, workers, request; probe: health. "
-        "Every replica gives the same answers: the state is the database's."
+        "retry, pause, unpause, prune, watch, token; workers: worker, workers, request; "
+        "probe: health. Every replica gives the same answers: the state is the database's."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -217,49 +217,8 @@ class Command(BaseCommand):
                 self.style.SUCCESS(f"Cancelled Django Task {result_id}; it will not run.")
             )
 
-    def handle_pause(self, *, name: str | None, queue: str | None, **_: Any) -> None:
-        with _bad_input_refused():
-            result = pausing.pause(name, queue=queue)
-        if isinstance(result, operations.NotRegistered):
-            raise CommandError(
-                f"No task named {name!r} is registered here or reported by a worker; "
-                f"registered: {', '.join(result.registered) or 'none'}."
-            )
-        if isinstance(result, pausing.UnknownQueue):
-            raise CommandError(
-                f"No LeaseBackend in TASKS has the queue {result.queue!r}; its queues: "
-                f"{', '.join(result.queues) or 'none'}."
-            )
-        if isinstance(result, pausing.QueuePaused):
-            done = "Paused" if result.changed else "Already paused:"
-            self.stdout.write(
-                self.style.SUCCESS(
-                    f"{done} queue {result.queue!r}: no worker claims its tasks until "
-                    f"'bgtasks unpause --queue {result.queue}'; running ones finish."
-                )
-            )
-            return
-        done = "Paused" if result.changed else "Already paused:"
-        running = " Its run going now finishes as usual." if result.state.running else ""
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"{done} task {result.state.name!r}: workers start nothing of it until "
-                f"'bgtasks unpause {result.state.name}' (requests are kept, schedule slots "
-                f"skipped).{running}"
-            )
-        )
-
-    def handle_unpause(self, *, name: str | None, queue: str | None, **_: Any) -> None:
-        with _bad_input_refused():
-            result = pausing.unpause(name, queue=queue)
-        if isinstance(result, pausing.QueueUnpaused):
-            what = f"queue {result.queue!r}"
-        else:
-            what = f"task {result.name!r}"
-        if not result.changed:
-            self.stdout.write(f"The {what} was not paused; nothing to do.")
-            return
-        self.stdout.write(self.style.SUCCESS(f"Unpaused {what}."))
+    handle_pause = pauses.handle_pause
+    handle_unpause = pauses.handle_unpause
 
     def handle_retry(self, *, result_id: str, **_: Any) -> None:
         result = operations.retry_queued(result_id)
