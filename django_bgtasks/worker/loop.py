@@ -14,6 +14,9 @@ its tasks, in this order for each name:
    attempts remain;
 4. **schedule**: the slot the row says is due, moving it to the next one.
 
+A paused task (``bgtasks pause NAME``) is claimed for none of these: a due
+slot is skipped and counted, the rest waits for the unpause.
+
 A worker that runs Django Tasks also keeps their schedules (``TASKS``'
 ``SCHEDULES``, :mod:`django_bgtasks.queue.schedules`): each poll, a due slot
 is taken and its task enqueued, in one transaction.
