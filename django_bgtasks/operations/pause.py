@@ -35,6 +35,8 @@ from django_bgtasks.operations.writes import NotRegistered, task_state
 from django_bgtasks.validation import validate_name, validate_queue_name
 
 
+# The answers are alike on purpose (and alike writes.py's): a type an answer,
+# so that a surface matches on what happened and mypy sees it words every case.
 @dataclass(frozen=True, slots=True)
 class TaskPaused:
     """The task is paused (``changed`` false: it was already); ``state`` is
