@@ -22,6 +22,8 @@ class Status(models.TextChoices):
     CANCEL_REQUESTED = "cancel requested", _("cancel requested")
     # The row says running, but the holder went silent past its ttl.
     STALE = "stale", _("stale")
+    # An operator paused it: workers start nothing of it until the unpause.
+    PAUSED = "paused", _("paused")
     IDLE = "idle", _("idle")
     # Registered, and never claimed: no run has started yet (no row, or only
     # the row a schedule made).

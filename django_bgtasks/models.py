@@ -19,7 +19,15 @@ from django_bgtasks.core.leases import LeaseManager, RunQuerySet
 from django_bgtasks.core.states import run_duration
 from django_bgtasks.queue.manager import QueueManager
 
-__all__ = ["BackgroundTask", "Outcome", "QueuedTask", "TaskRun", "Trigger", "Worker"]
+__all__ = [
+    "BackgroundTask",
+    "Outcome",
+    "PausedQueue",
+    "QueuedTask",
+    "TaskRun",
+    "Trigger",
+    "Worker",
+]
 
 # A run's columns, on its lease row (the current or last run) and on its
 # history row alike: each defined once, so the two tables can't drift apart.
@@ -124,6 +132,12 @@ class BackgroundTask(models.Model):
     # (reset by every claim); or, when it could not be stored, why not.
     result = models.JSONField(_("result"), null=True, blank=True)
     result_note = _result_note()
+    # Paused by an operator (``bgtasks pause NAME``): since when, NULL when
+    # not. Workers start nothing of it meanwhile; the schedule's slots that
+    # come are skipped and counted here, then handed to the next run's
+    # ``skipped`` by its claim (so the history counts them).
+    paused_at = models.DateTimeField(_("paused"), null=True, blank=True)
+    paused_skipped = models.IntegerField(_("slots skipped while paused"), default=0, db_default=0)
 
     objects = LeaseManager()
 
@@ -295,3 +309,23 @@ class QueuedTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_path} {self.uuid}"
+
+
+class PausedQueue(models.Model):
+    """A Django Tasks queue an operator paused (``bgtasks pause --queue``):
+    while its row exists, no worker claims a task of that queue name, whatever
+    the backend alias that enqueued it; tasks already running finish. Written
+    only by ``QueuedTask.objects.pause_queue()`` and ``unpause_queue()``."""
+
+    queue_name = models.CharField(
+        _("queue"), max_length=limits.MAX_QUEUE_NAME_LENGTH, primary_key=True
+    )
+    paused_at = models.DateTimeField(_("paused"), db_default=Now())
+
+    class Meta:
+        verbose_name = _("paused queue")
+        verbose_name_plural = _("paused queues")
+        ordering = ["queue_name"]
+
+    def __str__(self) -> str:
+        return self.queue_name

@@ -1,10 +1,12 @@
 """The JSON status API: ``path("bgtasks/", include("django_bgtasks.urls"))``.
 
-Names are reversed as ``bgtasks:list``, ``bgtasks:task``, ``bgtasks:run`` and
-``bgtasks:cancel``; Django Tasks' as ``bgtasks:django-tasks``,
-``bgtasks:django-task``, ``bgtasks:django-task-cancel`` and
-``bgtasks:django-task-retry``; Prometheus' metrics and the readiness
-probe as ``bgtasks:metrics`` and ``bgtasks:ready``. A task name is
+Names are reversed as ``bgtasks:list``, ``bgtasks:task``, ``bgtasks:run``,
+``bgtasks:cancel``, ``bgtasks:pause`` and ``bgtasks:unpause``; Django Tasks'
+as ``bgtasks:django-tasks``, ``bgtasks:django-task``,
+``bgtasks:django-task-cancel``, ``bgtasks:django-task-retry``,
+``bgtasks:django-tasks-pause`` and ``bgtasks:django-tasks-unpause``;
+Prometheus' metrics and the readiness probe as ``bgtasks:metrics`` and
+``bgtasks:ready``. A task name is
 always one path segment (names may not contain ``/``, nor be ``.`` or ``..``).
 """
 
@@ -32,6 +34,8 @@ urlpatterns = [
     # background task named "django-tasks" is not reachable by GET here.
     # (Alike lines on purpose: a route a line, as Django's URLconfs write them.)
     path("django-tasks/", views.queued_list, name="django-tasks"),
+    path("django-tasks/queues/pause/", views.queue_pause, name="django-tasks-pause"),
+    path("django-tasks/queues/unpause/", views.queue_unpause, name="django-tasks-unpause"),
     path("django-tasks/<uuid:result_id>/", views.queued_detail, name="django-task"),
     path("django-tasks/<uuid:result_id>/cancel/", views.queued_cancel, name="django-task-cancel"),
     path("django-tasks/<uuid:result_id>/retry/", views.queued_retry, name="django-task-retry"),
@@ -39,6 +43,8 @@ urlpatterns = [
     path("<str:name>/events/", events.task_events, name="task-events"),
     path("<str:name>/run/", views.task_run, name="run"),
     path("<str:name>/cancel/", views.task_cancel, name="cancel"),
+    path("<str:name>/pause/", views.task_pause, name="pause"),
+    path("<str:name>/unpause/", views.task_unpause, name="unpause"),
     # Last: a Django Task id that is no UUID, which no route above took, gets
     # the views' JSON 404 (not Django's HTML one). After "<name>/run/" and
     # "<name>/cancel/", which a background task named "django-tasks" keeps.

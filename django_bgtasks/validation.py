@@ -30,6 +30,7 @@ from django_bgtasks.limits import (
     MAX_ERROR_LENGTH,
     MAX_NAME_LENGTH,
     MAX_OWNER_LENGTH,
+    MAX_QUEUE_NAME_LENGTH,
     MAX_RESULT_NOTE_LENGTH,
     MAX_TTL,
     MAX_VALUE_DEPTH,
@@ -80,6 +81,12 @@ def validate_name(name: object) -> str:
     if name in (".", ".."):
         raise ValueError(f"task name must not be {name!r}: it can't be a URL path segment")
     return name
+
+
+def validate_queue_name(queue: object) -> str:
+    """A Django Tasks queue name, as the queue's table holds it: 1-100
+    printable characters."""
+    return _check_text("queue name", queue, MAX_QUEUE_NAME_LENGTH)
 
 
 def validate_owner(owner: object) -> str:

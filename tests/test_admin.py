@@ -878,6 +878,7 @@ def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Cli
                 "REQUESTED": "requested",
                 "CANCEL_REQUESTED": "cancel requested",
                 "STALE": "stale",
+                "PAUSED": "paused",
                 "IDLE": "idle",
                 "NEVER_RUN": "never run",
             },
@@ -886,6 +887,7 @@ def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Cli
                 "requested": "requested",
                 "cancel requested": "cancel-requested",
                 "stale": "stale",
+                "paused": "paused",
                 "idle": "idle",
                 "never run": "never-run",
             },
@@ -1275,3 +1277,39 @@ def test_neither_admin_saves_a_row_by_any_way(tasks_site_alias: str, superuser: 
         with pytest.raises(PermissionDenied):
             admin.site._registry[model].save_model(request, row, None, True)
         assert model._default_manager.using(tasks_site_alias).values().get(pk=row.pk) == before
+
+
+def test_the_pause_actions_pause_and_unpause_tasks_and_need_the_change_permission(
+    site_alias: str, superuser: Client, viewer: Client
+) -> None:
+    viewer.post(CHANGELIST, {"action": "pause_tasks", "_selected_action": ["surface-quick"]})
+    assert rows(site_alias) == []
+    response = action(superuser, "pause_tasks", "surface-quick")
+    assert messages_of(response) == [
+        "Paused “surface-quick”: workers start nothing of it until its unpause."
+    ]
+    assert objects.get_state("surface-quick").status == "paused"
+    response = action(superuser, "pause_tasks", "surface-quick")
+    assert messages_of(response) == ["“surface-quick” was already paused."]
+    response = action(superuser, "unpause_tasks", "surface-quick")
+    assert messages_of(response) == ["Unpaused “surface-quick”."]
+    assert objects.get_state("surface-quick").paused_at is None
+
+
+def test_the_queue_pause_actions_pause_the_selected_tasks_queues(
+    tasks_site_alias: str, superuser: Client, viewer: Client
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    result = djtasks.add.enqueue(1, 1)
+    pk = QueuedTask.objects.using(tasks_site_alias).get(uuid=result.id).pk
+    form = {"action": "pause_queues", "_selected_action": [str(pk)]}
+    viewer.post(QUEUED, form)
+    assert QueuedTask.objects.paused_queues() == {}
+    response = superuser.post(QUEUED, form, follow=True)
+    assert "Paused the queue “default”" in messages_of(response)[0]
+    assert list(QueuedTask.objects.paused_queues()) == ["default"]
+    response = superuser.post(QUEUED, {**form, "action": "unpause_queues"}, follow=True)
+    assert messages_of(response) == ["Unpaused the queue “default”."]
+    assert QueuedTask.objects.paused_queues() == {}

@@ -39,6 +39,7 @@ from django_bgtasks.admin.columns import (
     state_of,
 )
 from django_bgtasks.admin.formats import date_settings, id_html
+from django_bgtasks.admin.pauses import TaskPauseActions
 from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.http.events import events as event_stream
@@ -88,7 +89,7 @@ READ_ONLY_PAGE = {
 }
 
 
-class BackgroundTaskAdmin(TaskColumns, OperatorViews):
+class BackgroundTaskAdmin(TaskPauseActions, TaskColumns, OperatorViews):
     """Tasks, live: read-only rows, and run now / request cancel / force
     release for users with the change permission."""
 
@@ -97,7 +98,7 @@ class BackgroundTaskAdmin(TaskColumns, OperatorViews):
     # Facet counts would say 0 for "never run": those rows are not in the table.
     show_facets = admin.ShowFacets.NEVER
     search_fields = ["name", "owner"]
-    actions = ["run_now", "request_cancel", "force_release"]
+    actions = ["run_now", "request_cancel", "force_release", "pause_tasks", "unpause_tasks"]
     change_list_template = "django_bgtasks/admin/change_list.html"
     change_form_template = "django_bgtasks/admin/change_form.html"
     fieldsets = [

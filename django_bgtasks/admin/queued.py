@@ -36,6 +36,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
+from django_bgtasks.admin.pauses import QueuePauseActions
 from django_bgtasks.admin.queued_columns import QueuedColumns
 from django_bgtasks.admin.queued_retry import QueuedRetry
 from django_bgtasks.admin.views import admin_url
@@ -73,7 +74,7 @@ class QueueStatusFilter(admin.SimpleListFilter):
         return queryset.filter(status=self.value()) if self.value() else None
 
 
-class QueuedTaskAdmin(QueuedRetry, QueuedColumns):
+class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
     """Django Tasks, newest first."""
 
     # Ten values in five columns, so that the list fits a laptop's screen
@@ -84,7 +85,7 @@ class QueuedTaskAdmin(QueuedRetry, QueuedColumns):
     show_facets = admin.ShowFacets.ALWAYS
     search_fields = ("uuid", "task_path")
     ordering = ("-seq",)
-    actions = ("cancel", "retry")
+    actions = ("cancel", "retry", "pause_queues", "unpause_queues")
     readonly_fields = (
         "uuid",
         "task_path",

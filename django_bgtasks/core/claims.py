@@ -151,8 +151,10 @@ class WorkQueue:
     def skip_slot(
         self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str
     ) -> bool:
-        """The slot ``due`` came while ``name`` still runs: move on to
-        ``next_slot`` of ``schedule`` and count the skip on the running run."""
+        """The slot ``due`` came while ``name`` still runs, or while it is
+        paused: move on to ``next_slot`` of ``schedule`` and count the skip on
+        the running run, or for a paused task that nobody runs, on the row,
+        for its next run's ``skipped``."""
         params = _slot_params(name, due, next_slot, schedule)
         return bool(store.write("skip_slot", "skip_slot", params))
 

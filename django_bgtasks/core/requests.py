@@ -119,12 +119,8 @@ class OperatorRequests:
             "request": encode_value({"args": args, "kwargs": kwargs}),
             "requested_by": clean_error(requested_by)[:MAX_OWNER_LENGTH],
         }
-        # The one rule for "a worker will run it": registered in this process
-        # (the site's code), or reported by a worker (one that runs tasks this
-        # process doesn't import). Not "has a row": lease() makes rows for
-        # names no worker runs, and their requests would be pending forever.
-        if task is None and not any(name in worker.tasks for worker in WorkQueue().workers()):
-            raise UnknownTask(name)
+        if task is None:
+            _runnable(name)
         # A producer span; its context goes with the request, for the run's
         # span (django_bgtasks.tracing). Refusals above trace nothing.
         with tracing.send(tracing.REQUEST, name, {tracing.TASK: name}) as span:
@@ -132,6 +128,27 @@ class OperatorRequests:
             accepted = bool(store.write("request_run", "request_run", params))
             span.set(tracing.ACCEPTED, accepted)
         return accepted
+
+    def pause(self, name: str) -> bool:
+        """Pause ``name``: the workers start nothing of it (its pending and new
+        requests are kept, a lost run's resume and a failed run's retry wait)
+        until :meth:`unpause`; its schedule's slots that come meanwhile are
+        skipped and counted, for the next run's ``skipped``. A run going on
+        finishes as usual. ``False`` when it was paused already. Refused with
+        nothing written: a name no process runs (:class:`UnknownTask`), as
+        :meth:`request_run` refuses it."""
+        name = validate_name(name)
+        task = registry.get(name)
+        if task is None:
+            _runnable(name)
+        ttl = validate_ttl(task.ttl if task is not None else None)
+        return bool(store.write("pause", "pause", {"name": name, "ttl": ttl}))
+
+    def unpause(self, name: str) -> bool:
+        """Let the workers start ``name`` again: what was owed meanwhile (a
+        request, a resume, a retry) is claimed at their next poll, and the next
+        slot of its schedule runs. ``False`` when it was not paused."""
+        return bool(store.write("unpause", "unpause", {"name": validate_name(name)}))
 
     # --- reads -----------------------------------------------------------------
 
@@ -143,3 +160,13 @@ class OperatorRequests:
     def list_states(self) -> list[TaskState]:
         """Every task's state, by name."""
         return [TaskState.from_row(row) for row in store.read("list_states", {})]
+
+
+def _runnable(name: str) -> None:
+    """The one rule for "a worker will run it", for a name not registered in
+    this process (the site's code): reported by a worker (one that runs tasks
+    this process doesn't import), else :class:`UnknownTask`. Not "has a row":
+    lease() makes rows for names no worker runs, and their requests would be
+    pending forever."""
+    if not any(name in worker.tasks for worker in WorkQueue().workers()):
+        raise UnknownTask(name)

@@ -77,6 +77,10 @@ class TaskState:
     # What the last run's function returned (JSON), or why it was not stored.
     result: Any = None
     result_note: str = ""
+    # Paused by an operator since then (``None``: not paused), and the
+    # schedule's slots skipped while paused, not yet in a run's history.
+    paused_at: dt.datetime | None = None
+    paused_skipped: int = 0
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> TaskState:
@@ -105,6 +109,8 @@ class TaskState:
             trigger=row["trigger"],
             result=json_column(row["result"]),
             result_note=row["result_note"],
+            paused_at=as_datetime(row["paused_at"]),
+            paused_skipped=int(row["paused_skipped"]),
         )
 
     @classmethod
@@ -130,12 +136,18 @@ class TaskState:
 
     @property
     def status(self) -> Status:
-        """``running``, ``cancel requested``, ``stale``, ``requested``, ``idle``,
-        or ``never run`` (never claimed, nothing requested)."""
+        """``running``, ``cancel requested``, ``stale``, ``paused``,
+        ``requested``, ``idle``, or ``never run`` (never claimed, nothing
+        requested). A paused task's run that is still going reads
+        ``running`` (or ``cancel requested``, ``stale``) until it ends:
+        the status says first what the lease does; ``paused_at`` says it is
+        paused all along."""
         if self.running:
             return Status.CANCEL_REQUESTED if self.cancel_requested else Status.RUNNING
         if self.stale:
             return Status.STALE
+        if self.paused_at is not None:
+            return Status.PAUSED
         if self.requested_at is not None:
             return Status.REQUESTED
         return Status.NEVER_RUN if self.started_at is None else Status.IDLE
@@ -175,7 +187,8 @@ class TaskState:
         """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``
         (``result`` and ``result_note`` included)."""
         data = asdict(self)
-        for key in ("started_at", "finished_at", "updated_at", "requested_at", "next_run_at"):
+        times = ("started_at", "finished_at", "updated_at", "requested_at", "next_run_at")
+        for key in (*times, "paused_at"):
             if data[key] is not None:
                 data[key] = data[key].isoformat()
         data["status"] = str(self.status)
@@ -206,6 +219,8 @@ class DueRow:
     # The run's return value could not be stored: it failed with its work done,
     # so it is not retried (runner.RunningLease.finish).
     result_not_stored: bool = False
+    # An operator paused it: nothing is claimed, a due slot is skipped.
+    paused: bool = False
 
     # Alike TaskState.from_row() on purpose: a field from each column of its own statement.
     @classmethod
@@ -230,6 +245,7 @@ class DueRow:
             finished_age=None if finished_age is None else float(finished_age),
             db_now=now,
             result_not_stored=bool(row["result_not_stored"]),
+            paused=bool(row["paused"]),
         )
 
 

@@ -47,11 +47,15 @@ from django_bgtasks.db.rules import (
     CLAIM_RETRY,
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
+    # (alike sqlite.py's list on purpose: the statements both take from rules)
     QUEUED_RUNNING,
     RENEW_QUEUED,
     RENEW_TASK,
+    RESUME_OWED,
+    SKIP_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
+    UNPAUSE,
     WORKER_COLUMNS,
     Statements,
 )
@@ -83,9 +87,9 @@ FRAGMENTS = {
     "worker_columns": WORKER_COLUMNS,
     # The token first: LAST_INSERT_ID(expr) hands it back in the OK packet.
     "claim_set": f"""token = LAST_INSERT_ID(token + 1), running = 1, owner = %(owner)s,
-        ttl = %(ttl)s, started_at = {_NOW}, finished_at = NULL,
-        updated_at = {_NOW}, cancel_requested = 0, outcome = '', error = '',
-        skipped = 0, `trigger` = %(trigger)s, result = NULL, result_note = ''""",
+        ttl = %(ttl)s, started_at = {_NOW}, finished_at = NULL, updated_at = {_NOW},
+        cancel_requested = 0, outcome = '', error = '', skipped = paused_skipped,
+        paused_skipped = 0, `trigger` = %(trigger)s, result = NULL, result_note = ''""",
     "new_row_columns": _names(
         """name, value, running, owner, token, ttl, cancel_requested,
         outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
@@ -387,26 +391,25 @@ STATEMENTS = Statements(
     """,
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,
-    # As CLAIM_RESUME, with the attempt and value set before {claim_set}
+    # As CLAIM_RESUME (alike on purpose), with the attempt and value set before {claim_set}
     # changes the columns they read (SET runs left to right here).
-    claim_resume="""
-        UPDATE {task}
+    claim_resume=f"""
+        UPDATE {{task}}
         SET attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
                 THEN 0 ELSE 1 END,
-            value = CASE WHEN {resume_param} THEN value END,
-            {claim_set}
-        WHERE name = %(name)s AND token = {expect_param}
-            AND ((running AND {stale} AND attempt < %(max_attempts)s)
-                OR (NOT running AND outcome = %(interrupted)s)
-                OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
-        {claim_returning}
+            value = CASE WHEN {{resume_param}} THEN value END,
+            {{claim_set}}
+        WHERE {RESUME_OWED}
+        {{claim_returning}}
     """,
     claim_retry=CLAIM_RETRY,
-    skip_slot="""
-        UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1,
-            schedule = %(schedule)s
-        WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot}
-            AND {before_next}
+    skip_slot=SKIP_SLOT,  # read by its row count (READERS), as take_slot
+    unpause=UNPAUSE,
+    pause=f"""
+        UPDATE {{task}} SET paused_at = {{now}} WHERE name = %(name)s AND paused_at IS NULL
+        {MYSQL_STEP}
+        INSERT INTO {{task}} ({{new_row_columns}}, paused_at) VALUES (%(name)s, NULL, 0, '',
+            {{new_row_token}}, %(ttl)s, 0, '', '', '', 0, 0, NULL, '', NULL, '', NULL, {{now}})
     """,
     # As on PostgreSQL: a changed schedule moves the slot only earlier.
     ensure_schedule=f"""
@@ -485,6 +488,8 @@ READERS: dict[str, Reader] = {
     "list_workers": _rows,
     "clock": _rows,
     "renew_many": _renew_many,
+    "pause": _upsert,
+    "unpause": _count,
 }
 
 

@@ -47,6 +47,9 @@ from django_bgtasks.db.rules import (
     CLAIM_COLUMNS,
     ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
+    NOT_PAUSED,
+    PAUSED_QUEUES,
+    UNPAUSE_QUEUE,
     QueueStatements,
 )
 
@@ -85,6 +88,7 @@ _CLAIM_PICK = _pick(
     WHERE status = '{{ready}}'
         AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
         AND (run_after IS NULL OR run_after <= {_NOW})
+        AND {NOT_PAUSED}
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED"""
@@ -256,6 +260,13 @@ QUEUE = QueueStatements(
     """,
     finish_many=FINISH_MANY,
     enqueue=_ENQUEUE,
+    # A name already paused is left alone (IGNORE: the duplicate key alone
+    # can happen, the name's length is checked before any SQL).
+    pause_queue=f"""
+        INSERT IGNORE INTO {{paused}} (queue_name, paused_at) VALUES (%(queue)s, {_NOW})
+    """,
+    unpause_queue=UNPAUSE_QUEUE,
+    paused_queues=PAUSED_QUEUES,
 )
 
 # --- How a statement is run, and its result read -----------------------------------------
@@ -323,4 +334,7 @@ READERS: dict[str, Reader] = {
     "give_back": _transaction,
     "retry": count_rows,
     "enqueue": _enqueue,
+    "pause_queue": count_rows,
+    "unpause_queue": count_rows,
+    "paused_queues": read_rows,
 }

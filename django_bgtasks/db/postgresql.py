@@ -21,6 +21,8 @@ from django_bgtasks.db.rules import (
     DUE_COLUMNS,
     ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
+    NOT_PAUSED,
+    PAUSED_QUEUES,
     QUEUE_RETRY,
     QUEUED_RUNNING,
     RENEW_MANY_COLUMNS,
@@ -30,6 +32,8 @@ from django_bgtasks.db.rules import (
     SKIP_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
+    UNPAUSE,
+    UNPAUSE_QUEUE,
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
@@ -53,7 +57,8 @@ FRAGMENTS = {
     # What every claim by UPDATE sets (a worker's claim of an existing row).
     "claim_set": """running = true, owner = %(owner)s, token = token + 1, ttl = %(ttl)s,
         started_at = clock_timestamp(), finished_at = NULL, updated_at = clock_timestamp(),
-        cancel_requested = false, outcome = '', error = '', skipped = 0,
+        cancel_requested = false, outcome = '', error = '',
+        skipped = paused_skipped, paused_skipped = 0,
         trigger = %(trigger)s, result = NULL, result_note = ''""",
     # A row that a request or a schedule creates before any claim: not running,
     # its token at the highest its history holds, so the first claim rises above it.
@@ -180,7 +185,17 @@ STATEMENTS = Statements(
     claim_scheduled=CLAIM_SCHEDULED,
     claim_resume=CLAIM_RESUME,
     claim_retry=CLAIM_RETRY,
-    skip_slot=SKIP_SLOT,
+    skip_slot=SKIP_SLOT + "RETURNING 1 AS matched",
+    # An operator's pause: on the row (created if need be), once.
+    pause="""
+        INSERT INTO {task} AS t ({new_row_columns}, paused_at)
+        VALUES (%(name)s::text, NULL, false, '', {new_row_token}, %(ttl)s, false, '', '', '',
+            0, 0, NULL, '', NULL, '', NULL, clock_timestamp())
+        ON CONFLICT (name) DO UPDATE SET paused_at = clock_timestamp()
+        WHERE t.paused_at IS NULL
+        RETURNING 1 AS matched
+    """,
+    unpause=UNPAUSE + "RETURNING 1 AS matched",
     # A scheduled task's row and first slot. A changed schedule moves the slot
     # only earlier (or removes it): workers that disagree for a while (a rolling
     # deploy) can never keep postponing a slot, so every due slot is claimed;
@@ -295,6 +310,7 @@ QUEUE = QueueStatements(
             WHERE status = '{{ready}}'
                 AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
                 AND (run_after IS NULL OR run_after <= clock_timestamp())
+                AND {NOT_PAUSED}
             ORDER BY priority DESC, seq
             LIMIT %(limit)s::integer
             FOR UPDATE SKIP LOCKED
@@ -383,6 +399,13 @@ QUEUE = QueueStatements(
     """,
     retry=QUEUE_RETRY,
     enqueue=_ENQUEUE,
+    pause_queue="""
+        INSERT INTO {paused} (queue_name, paused_at) VALUES (%(queue)s, clock_timestamp())
+        ON CONFLICT (queue_name) DO NOTHING
+        RETURNING 1 AS matched
+    """,
+    unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
+    paused_queues=PAUSED_QUEUES,
 )
 
 

@@ -68,7 +68,8 @@ from django_bgtasks.choices import QueueStatus
 # Every state read; core.states.TaskState.from_row() reads these names.
 STATE_COLUMNS = """name, value, running AND NOT stale AS running, owner, token, ttl,
     started_at, finished_at, updated_at, cancel_requested, outcome, error, stale,
-    heartbeat_age, requested_at, next_run_at, attempt, trigger, result, result_note"""
+    heartbeat_age, requested_at, next_run_at, attempt, trigger, result, result_note,
+    paused_at, paused_skipped"""
 # A run's history row, as PostgreSQL's statements that end a run copy it from
 # the lease row (db.postgresql's record_ended): not a result. INSERT ... SELECT
 # pairs columns by position, so it names this one list on both sides.
@@ -77,7 +78,7 @@ RUN_COLUMNS = """name, token, owner, started_at, finished_at, outcome, error, va
 # The workers' poll; core.states.DueRow.from_row() reads these names.
 DUE_COLUMNS = """name, token, running AND NOT stale AS running, stale, attempt, outcome,
     requested_at IS NOT NULL AS requested, schedule, next_run_at, slot_due, finished_age,
-    db_now, result_note <> '' AS result_not_stored"""
+    db_now, result_note <> '' AS result_not_stored, paused_at IS NOT NULL AS paused"""
 # The workers' list (core.states.WorkerState.from_row()): ``age`` is the seconds
 # since the row's last beat by the database's clock, and ``silent`` compares it
 # with the ttl the worker stated, so no replica's clock decides that a worker is gone.
@@ -118,6 +119,9 @@ class Statements:
     clock: str
     # One worker's heartbeat for every lease it holds (RENEW_MANY below).
     renew_many: str
+    # An operator's pause of a task, and its unpause (UNPAUSE below).
+    pause: str
+    unpause: str
 
 
 # --- One renewal per worker -------------------------------------------------------------
@@ -163,7 +167,12 @@ def renew_many_param(tasks: list[tuple[str, str, int]], queued: list[tuple[int, 
 
 # --- The workers' statements that the vendors write alike --------------------------------
 # (Each vendor's fragments fill in its clock and casts; MySQL writes its own
-# claim_resume and skip_slot.)
+# claim_resume.)
+
+# Every worker's claim starts nothing of a paused task (``paused_at`` set):
+# the request, the resume or the retry stays owed, and is claimed after the
+# unpause; a due slot is skipped instead (SKIP_SLOT). The claim hands
+# the slots skipped while paused to the run it starts ({claim_set}).
 
 # The request is taken in the claim that performs it: exactly one worker wins.
 CLAIM_REQUEST = """
@@ -171,6 +180,7 @@ CLAIM_REQUEST = """
     SET {claim_set}, attempt = 1, run_args = request, value = NULL, scheduled_for = NULL,
         request = NULL, requested_at = NULL, requested_by = ''
     WHERE name = %(name)s AND requested_at IS NOT NULL AND (NOT running OR {stale})
+        AND paused_at IS NULL
     {claim_returning}
 """
 # One run per slot: the claim moves the slot on, compare-and-set on the slot
@@ -181,23 +191,31 @@ CLAIM_SCHEDULED = """
     SET {claim_set}, attempt = 1, run_args = NULL, value = NULL,
         scheduled_for = next_run_at, next_run_at = {next_slot}, schedule = %(schedule)s
     WHERE name = %(name)s AND {is_due_slot} AND {before_next} AND (NOT running OR {stale})
+        AND paused_at IS NULL
     {claim_returning}
 """
 # A lost (stale, or recorded lost) or interrupted run of claim %(expect)s,
 # again: with %(resume)s keeping its value for resume_from, else afresh (a
 # retry). A graceful interruption does not use up an attempt; a loss does.
-CLAIM_RESUME = """
+# RESUME_OWED is its WHERE, which MySQL's claim_resume (its SET in its order) takes too.
+RESUME_OWED = """name = %(name)s AND token = {expect_param}
+        AND ((running AND {stale} AND attempt < %(max_attempts)s)
+            OR (NOT running AND outcome = %(interrupted)s)
+            OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+        AND paused_at IS NULL"""
+CLAIM_RESUME = (
+    """
     UPDATE {task}
     SET {claim_set},
         attempt = attempt + CASE WHEN NOT running AND outcome = %(interrupted)s
             THEN 0 ELSE 1 END,
         value = CASE WHEN {resume_param} THEN value END
-    WHERE name = %(name)s AND token = {expect_param}
-        AND ((running AND {stale} AND attempt < %(max_attempts)s)
-            OR (NOT running AND outcome = %(interrupted)s)
-            OR (NOT running AND outcome = %(lost)s AND attempt < %(max_attempts)s))
+    WHERE """
+    + RESUME_OWED
+    + """
     {claim_returning}
 """
+)
 # A failed run of claim %(expect)s, again, once its delay has passed.
 CLAIM_RETRY = """
     UPDATE {task}
@@ -205,14 +223,25 @@ CLAIM_RETRY = """
         value = CASE WHEN {resume_param} THEN value END
     WHERE name = %(name)s AND token = {expect_param} AND NOT running
         AND outcome = %(failed)s AND attempt < %(max_attempts)s AND {delay_passed}
-        AND result_note = ''
+        AND result_note = '' AND paused_at IS NULL
     {claim_returning}
 """
-# The slot came while the task still runs: move on, and count it on the run.
+# The slot came while the task still runs, or while it is paused: move on.
+# A skip while a live holder runs it counts on the run (``skipped``); one
+# while it is paused and nobody runs it, on the row (``paused_skipped``),
+# which the next claim hands to its run. (RETURNING is added by the vendors
+# that have it; MySQL counts the rows.)
 SKIP_SLOT = """
-    UPDATE {task} SET next_run_at = {next_slot}, skipped = skipped + 1, schedule = %(schedule)s
-    WHERE name = %(name)s AND running AND NOT ({stale}) AND {is_due_slot} AND {before_next}
-    RETURNING 1 AS matched
+    UPDATE {task} SET next_run_at = {next_slot}, schedule = %(schedule)s,
+        skipped = skipped + CASE WHEN running AND NOT ({stale}) THEN 1 ELSE 0 END,
+        paused_skipped = paused_skipped + CASE WHEN running AND NOT ({stale}) THEN 0 ELSE 1 END
+    WHERE name = %(name)s AND ((running AND NOT ({stale})) OR paused_at IS NOT NULL)
+        AND {is_due_slot} AND {before_next}
+"""
+
+# An operator's unpause: what was owed meanwhile is claimed at the next poll.
+UNPAUSE = """
+    UPDATE {task} SET paused_at = NULL WHERE name = %(name)s AND paused_at IS NOT NULL
 """
 
 # A Django Task schedule's slot (queue/schedules.py): the compare-and-set of
@@ -253,6 +282,16 @@ CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_co
 ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_context,
     args_kwargs, run_after, status, attempts, max_attempts, worker_ids, errors, owner,
     token, ttl, cancel_requested, unique_key, active_key, trace_context"""
+
+# A claim takes no task of a paused queue (``{paused}``: the PausedQueue
+# table, one row per queue name, whatever the backend alias): the one filter
+# every vendor's claim adds to the rows it picks.
+NOT_PAUSED = "queue_name NOT IN (SELECT paused.queue_name FROM {paused} paused)"
+
+# An operator's pause and unpause of a queue name, and the paused ones. (A
+# pause is an INSERT that a paused name leaves alone: each vendor spells it.)
+UNPAUSE_QUEUE = "DELETE FROM {paused} WHERE queue_name = %(queue)s"
+PAUSED_QUEUES = "SELECT queue_name, paused_at FROM {paused} ORDER BY queue_name"
 
 # The statuses, as the templates name them: {ready}, {running}, ...
 STATUSES = {status.name.lower(): status.value for status in QueueStatus}
@@ -298,3 +337,7 @@ class QueueStatements:
     # The backend's enqueue() and enqueue_many(), in the caller's transaction
     # (ENQUEUE_COLUMNS says what it takes).
     enqueue: str
+    # An operator's pause of a queue name, its unpause, and the paused names.
+    pause_queue: str
+    unpause_queue: str
+    paused_queues: str

@@ -28,6 +28,8 @@ from django_bgtasks.db.rules import (
     DUE_COLUMNS,
     ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
+    NOT_PAUSED,
+    PAUSED_QUEUES,
     QUEUE_RETRY,
     QUEUED_RUNNING,
     RENEW_QUEUED,
@@ -35,6 +37,8 @@ from django_bgtasks.db.rules import (
     SKIP_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
+    UNPAUSE,
+    UNPAUSE_QUEUE,
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
@@ -74,8 +78,8 @@ FRAGMENTS = {
     "claim_set": f"""running = 1, owner = %(owner)s, token = token + 1, ttl = %(ttl)s,
         started_at = {_NOW}, finished_at = NULL,
         updated_at = {_NOW}, cancel_requested = 0,
-        outcome = '', error = '', skipped = 0, trigger = %(trigger)s, result = NULL,
-        result_note = ''""",
+        outcome = '', error = '', skipped = paused_skipped, paused_skipped = 0,
+        trigger = %(trigger)s, result = NULL, result_note = ''""",
     "new_row_columns": """name, value, running, owner, token, ttl, cancel_requested,
         outcome, error, trigger, attempt, skipped, requested_at, requested_by, request,
         schedule, next_run_at""",
@@ -162,7 +166,16 @@ STATEMENTS = Statements(
     claim_scheduled=CLAIM_SCHEDULED,
     claim_resume=CLAIM_RESUME,
     claim_retry=CLAIM_RETRY,
-    skip_slot=SKIP_SLOT,
+    skip_slot=SKIP_SLOT + "RETURNING 1 AS matched",
+    pause="""
+        INSERT INTO {task} AS t ({new_row_columns}, paused_at)
+        VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
+            0, 0, NULL, '', NULL, '', NULL, {now})
+        ON CONFLICT (name) DO UPDATE SET paused_at = excluded.paused_at
+        WHERE t.paused_at IS NULL
+        RETURNING 1 AS matched
+    """,
+    unpause=UNPAUSE + "RETURNING 1 AS matched",
     ensure_schedule="""
         INSERT INTO {task} AS t ({new_row_columns})
         VALUES (%(name)s, NULL, 0, '', {new_row_token}, %(ttl)s, 0, '', '', '',
@@ -263,6 +276,7 @@ QUEUE = QueueStatements(
             WHERE status = '{{ready}}'
                 AND (%(all)s OR queue_name IN (SELECT value FROM json_each(%(queues)s)))
                 AND (run_after IS NULL OR julianday(run_after) <= julianday('now'))
+                AND {NOT_PAUSED}
             ORDER BY priority DESC, seq
             LIMIT %(limit)s
         )
@@ -349,6 +363,13 @@ QUEUE = QueueStatements(
     """,
     retry=QUEUE_RETRY,
     enqueue=_ENQUEUE,
+    pause_queue=f"""
+        INSERT INTO {{paused}} (queue_name, paused_at) VALUES (%(queue)s, {_NOW})
+        ON CONFLICT (queue_name) DO NOTHING
+        RETURNING 1 AS matched
+    """,
+    unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
+    paused_queues=PAUSED_QUEUES,
 )
 
 

@@ -91,10 +91,13 @@ def statements(
     )
 
 
-def queue_statements(connection: BaseDatabaseWrapper, *, table: str) -> QueueStatements:
-    """The queue's statements for this connection's vendor, on ``table`` (the
-    unquoted ``db_table``), ready to execute."""
-    key = ("queue", connection.vendor, table)
+def queue_statements(
+    connection: BaseDatabaseWrapper, *, table: str, paused: str
+) -> QueueStatements:
+    """The queue's statements for this connection's vendor, on ``table`` and
+    the paused queues' table ``paused`` (unquoted ``db_table`` names), ready
+    to execute."""
+    key = ("queue", connection.vendor, table, paused)
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
     vendor = _BY_VENDOR.get(connection.vendor)
@@ -103,8 +106,9 @@ def queue_statements(connection: BaseDatabaseWrapper, *, table: str) -> QueueSta
             f"django_bgtasks.backend.LeaseBackend supports {', '.join(QUEUE_VENDORS)}, "
             f"not {connection.vendor!r} (database {connection.alias!r})"
         )
-    quoted = connection.ops.quote_name(table)
-    return _render(key, vendor.queue, lambda template: template.format(table=quoted, **STATUSES))
+    quote = connection.ops.quote_name
+    tables = {"table": quote(table), "paused": quote(paused)}
+    return _render(key, vendor.queue, lambda template: template.format(**tables, **STATUSES))
 
 
 def _render(key: tuple[str, ...], templates: _Set, fill: Callable[[str], str]) -> _Set:

@@ -12,9 +12,15 @@
 * ``POST <prefix>/<name>/cancel/``: ask the holder to stop, 202 (409 when
   nobody holds it, or when an optional ``token`` no longer does; 404 when the
   task has never run; 400 on bad input);
+* ``POST <prefix>/<name>/pause/`` and ``unpause/``: pause the background
+  task (workers start nothing of it) or undo it, 200 with its state and
+  ``changed`` (false: it was so already); 404 when no process runs it;
 * Django Tasks (``LeaseBackend``), by result id: ``GET <prefix>/django-tasks/``
   and ``<id>/``; ``POST <id>/cancel/`` and ``POST <id>/retry/`` (a failed
-  task, again: 202; 409 when it is not failed; 404).
+  task, again: 202; 409 when it is not failed; 404); and
+  ``POST <prefix>/django-tasks/queues/pause/`` and ``unpause/`` with the
+  body's ``queue``: 200 ``{"queue", "paused", "changed"}``, 404 for a queue
+  no ``LeaseBackend`` has, 400 without one.
 
 A ``TaskState`` is :meth:`TaskState.as_json`, the shape the ``bgtasks``
 command prints too; a GET adds a registered task's ``schedule`` and
@@ -47,7 +53,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from django.urls import reverse
 
 from django_bgtasks.http.access import authenticated, csrf_protect, requires
-from django_bgtasks.http.forms import CancelForm, RunForm, post_options
+from django_bgtasks.http.forms import CancelForm, QueueForm, RunForm, post_options
 from django_bgtasks.http.responses import (
     conditional_json,
     endpoint,
@@ -56,6 +62,7 @@ from django_bgtasks.http.responses import (
     task_list_response,
 )
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.operations import pause as pausing
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.validation import validate_name
 
@@ -184,6 +191,27 @@ def task_cancel(request: HttpRequest, name: str) -> HttpResponse:
     return error(409, message, state=result.state.as_json())
 
 
+@_operation
+def task_pause(request: HttpRequest, name: str) -> HttpResponse:
+    """``POST <prefix>/<name>/pause/``: workers start nothing of ``name``
+    until its unpause; a run going on finishes."""
+    result = pausing.pause(name)
+    if isinstance(result, operations.NotRegistered):
+        return error(404, f"No background task is registered as {name!r}.")
+    assert isinstance(result, pausing.TaskPaused)  # a name, not a queue
+    return JsonResponse({**result.state.as_json(), "changed": result.changed})
+
+
+@_operation
+def task_unpause(request: HttpRequest, name: str) -> HttpResponse:
+    """``POST <prefix>/<name>/unpause/``: workers start ``name`` again."""
+    result = pausing.unpause(name)
+    assert isinstance(result, pausing.TaskUnpaused)  # a name, not a queue
+    if result.state is None:
+        return error(404, f"No task named {name!r} has run.")
+    return JsonResponse({**result.state.as_json(), "changed": result.changed})
+
+
 # --- Django Tasks (LeaseBackend) -----------------------------------------------------------
 
 
@@ -296,3 +324,44 @@ def queued_retry(request: HttpRequest, result_id: str) -> HttpResponse:
             held_by=str(holder.uuid) if holder is not None else None,
         )
     return _queued_accepted(result_id, result.row)
+
+
+def _queue_operation(view: View) -> View:
+    """A write to a queue: as :func:`_operation`, its name in the body."""
+    return outside_request_transactions(
+        endpoint("POST")(authenticated(csrf_protect(requires("change")(view))))
+    )
+
+
+@_queue_operation
+def queue_pause(request: HttpRequest) -> HttpResponse:
+    """``POST <prefix>/django-tasks/queues/pause/``: no worker claims a task
+    of the body's ``queue`` until its unpause; running ones finish."""
+    return _queue_answer(request, pausing.pause)
+
+
+@_queue_operation
+def queue_unpause(request: HttpRequest) -> HttpResponse:
+    """``POST <prefix>/django-tasks/queues/unpause/``: workers claim from the
+    body's ``queue`` again."""
+    return _queue_answer(request, pausing.unpause)
+
+
+def _queue_answer(
+    request: HttpRequest, operation: Callable[..., pausing.PauseResult | pausing.UnpauseResult]
+) -> HttpResponse:
+    """The pause or unpause ``operation`` of the body's ``queue``, as JSON:
+    200 ``{"queue", "paused", "changed"}``; 404 for a queue no backend has;
+    400 for a body without a well-formed ``queue``."""
+    options = post_options(request, QueueForm)
+    if isinstance(options, JsonResponse):
+        return options
+    try:
+        result = operation(queue=options["queue"])
+    except (ValueError, TypeError) as exc:
+        return error(400, str(exc))
+    if isinstance(result, pausing.UnknownQueue):
+        return error(404, f"No LeaseBackend has the queue {result.queue!r}.", queues=result.queues)
+    assert isinstance(result, pausing.QueuePaused | pausing.QueueUnpaused)
+    paused = isinstance(result, pausing.QueuePaused)
+    return JsonResponse({"queue": result.queue, "paused": paused, "changed": result.changed})

@@ -1,4 +1,4 @@
-"""The bodies of the JSON API's writes: ``RunForm`` and ``CancelForm``.
+"""The bodies of the JSON API's writes: ``RunForm``, ``CancelForm`` and ``QueueForm``.
 
 A body is a JSON object or a form; it may hold only the write's optional
 fields, each checked by its rule of :mod:`django_bgtasks.validation`.
@@ -19,6 +19,7 @@ from django_bgtasks.validation import (
     parse_json,
     validate_args,
     validate_kwargs,
+    validate_queue_name,
     validate_token,
     validate_ttl,
 )
@@ -96,6 +97,13 @@ class CancelForm(_OptionsForm):
     """``POST <name>/cancel/``: an optional ``token``, the claim to cancel (``validate_token``)."""
 
     token = _Option("token", "a whole number", int, validate_token)
+
+
+class QueueForm(_OptionsForm):
+    """``POST django-tasks/queues/pause/`` and ``unpause/``: the ``queue``
+    (``validate_queue_name``; without it, ``operations.pause`` refuses)."""
+
+    queue = _Option("queue", "a queue name", str, validate_queue_name)
 
 
 def post_options(

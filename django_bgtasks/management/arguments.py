@@ -188,6 +188,17 @@ def _cancel(cancel: CommandParser) -> None:
     _token_option(cancel, "Cancel")
 
 
+def _pause(pause: CommandParser) -> None:
+    pause.add_argument(
+        "name", nargs="?", default=None, help="The background task's name (or --queue)."
+    )
+    pause.add_argument(
+        "--queue",
+        default=None,
+        help="A Django Tasks queue's name instead, for every LeaseBackend alias.",
+    )
+
+
 def _retry(retry: CommandParser) -> None:
     retry.add_argument(
         "result_id",
@@ -389,6 +400,12 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[CommandParser], None]]] = {
         _release,
     ),
     "cancel": ("Ask a task's holder to stop.", _cancel),
+    "pause": (
+        "Start nothing more of a background task (NAME), or claim nothing of a Django "
+        "Tasks queue (--queue QUEUE), until unpause; running work finishes.",
+        _pause,
+    ),
+    "unpause": ("Undo a pause of a background task (NAME) or a queue (--queue QUEUE).", _pause),
     "retry": (
         "Run a failed Django Task again (LeaseBackend): ready at once, with one more "
         "attempt if it had used them all.",

@@ -20,6 +20,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.db import IntegrityError, connections, models, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
@@ -30,7 +31,12 @@ from django_bgtasks.core.states import as_datetime, json_column
 from django_bgtasks.db import vendors
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import QueueStatements
-from django_bgtasks.validation import encode_value, validate_limit, validate_owner
+from django_bgtasks.validation import (
+    encode_value,
+    validate_limit,
+    validate_owner,
+    validate_queue_name,
+)
 
 if TYPE_CHECKING:
     from django_bgtasks.models import QueuedTask  # noqa: F401  (the managers' type argument)
@@ -42,6 +48,8 @@ RUNNING: str = QueueStatus.RUNNING.value
 SUCCESSFUL: str = QueueStatus.SUCCESSFUL.value
 FAILED: str = QueueStatus.FAILED.value
 FINISHED = (SUCCESSFUL, FAILED)
+# The paused queues' model, looked up in the app registry (models -> queue).
+_PAUSED_QUEUE = "PausedQueue"
 # What a run's end leaves a row in: READY again (a retry, a stop), or finished.
 ENDS = (READY, *FINISHED)
 
@@ -354,6 +362,25 @@ class QueueManager(models.Manager["QueuedTask"]):
             return False
         return bool(rows)
 
+    # --- the operator's pause of a queue ------------------------------------------
+
+    def pause_queue(self, queue: str) -> bool:
+        """Pause the queue name ``queue`` for every backend alias: no claim
+        takes a task of it until :meth:`unpause_queue`; running ones finish.
+        ``False`` when it was paused already. A malformed name is refused
+        before any SQL."""
+        return bool(self._write("pause_queue", {"queue": validate_queue_name(queue)}))
+
+    def unpause_queue(self, queue: str) -> bool:
+        """Let the workers claim the tasks of ``queue`` again; ``False`` when
+        it was not paused."""
+        return bool(self._write("unpause_queue", {"queue": validate_queue_name(queue)}))
+
+    def paused_queues(self) -> dict[str, dt.datetime | None]:
+        """The paused queue names, each with when it was paused."""
+        rows = vendors.read(self._connection(), self._statements, "paused_queues", {})
+        return {str(row["queue_name"]): as_datetime(row["paused_at"]) for row in rows}
+
     # --- plumbing -----------------------------------------------------------------
 
     @staticmethod
@@ -371,7 +398,9 @@ class QueueManager(models.Manager["QueuedTask"]):
         return connections[conf.DATABASE]
 
     def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
-        return vendors.queue_statements(connection, table=self.model._meta.db_table)
+        # The paused queues' model is looked up, not imported (models -> queue).
+        paused = apps.get_model("django_bgtasks", _PAUSED_QUEUE)._meta.db_table
+        return vendors.queue_statements(connection, table=self.model._meta.db_table, paused=paused)
 
     def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"

@@ -14,6 +14,9 @@ its tasks, in this order for each name:
    attempts remain;
 4. **schedule**: the slot the row says is due, moving it to the next one.
 
+A paused task (``bgtasks pause NAME``) is claimed for none of these: a due
+slot is skipped and counted, the rest waits for the unpause.
+
 A worker that runs Django Tasks also keeps their schedules (``TASKS``'
 ``SCHEDULES``, :mod:`django_bgtasks.queue.schedules`): each poll, a due slot
 is taken and its task enqueued, in one transaction.
@@ -282,7 +285,7 @@ class Worker:
         if row.running or row.name in self._runs:
             # Held by a live holder (maybe us). (A run of ours that went
             # stale is left to another worker.)
-            schedules.skip_slot_while_running(task, row)
+            schedules.skip_slot(task, row)
             return False
         if len(self._runs) >= self.concurrency:
             return False
@@ -358,7 +361,14 @@ def claim_due(
 ) -> tuple[Trigger, WorkClaim | None] | None:
     """The claim ``row`` calls for, made for ``task`` by ``owner`` (in the
     module docstring's order), and its trigger; ``None`` when nothing is
-    owed (a silent holder's run is then recorded lost)."""
+    owed (a silent holder's run is then recorded lost), or when the task is
+    paused: what is owed (a resume, a request, a retry) waits for the
+    unpause, and a due slot is skipped and counted."""
+    if row.paused:
+        schedules.skip_slot(task, row)
+        if row.stale and not rescue.owes_again(task, row):
+            rescue.record_lost(task, row)
+        return None
     if row.token > 0 and rescue.owes_again(task, row):
         trigger = Trigger.RESUME if task.resume else Trigger.RETRY
         return trigger, rescue.claim_again(task, row, owner)

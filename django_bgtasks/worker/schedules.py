@@ -78,10 +78,13 @@ def claim_slot(
     )
 
 
-def skip_slot_while_running(task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
-    """The task is held by a live holder: a slot that comes meanwhile is
-    skipped (and counted), not queued up behind the run."""
-    if row.running and slot_due(task, row):
+def skip_slot(task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
+    """A slot that comes while the task is held by a live holder, or while it
+    is paused, is skipped, not queued up behind the run or the pause; it is
+    counted on the run, or on a paused row for its next run's ``skipped``
+    (so the history has it). A compare-and-set on the slot the poll saw: one
+    worker counts it."""
+    if (row.running or row.paused) and slot_due(task, row):
         schedule = task.effective_schedule
         assert row.next_run_at is not None and schedule is not None
         BackgroundTask.objects.work.skip_slot(

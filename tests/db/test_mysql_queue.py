@@ -44,7 +44,10 @@ def mysql_queue_alias(request: pytest.FixtureRequest, mysql_alias: str) -> Itera
 
 def _run(alias: str, statement: str, **params: Any) -> list[Row]:
     connection = connections[alias]
-    query = getattr(vendors.queue_statements(connection, table=TABLE), statement)
+    query = getattr(
+        vendors.queue_statements(connection, table=TABLE, paused="django_bgtasks_pausedqueue"),
+        statement,
+    )
     return vendors.run(connection, statement, query, params, queue=True)
 
 
@@ -85,7 +88,9 @@ def test_a_claim_skips_only_the_rows_another_claim_holds(mysql_alias: str) -> No
     try:
         other.set_autocommit(False)
         with other.cursor() as cursor:
-            pick = vendors.queue_statements(other, table=TABLE).claim.split(mysql.MYSQL_STEP)[0]
+            pick = vendors.queue_statements(
+                other, table=TABLE, paused="django_bgtasks_pausedqueue"
+            ).claim.split(mysql.MYSQL_STEP)[0]
             cursor.execute(pick, {"all": True, "queues": "[]", "limit": 1})
             cursor.execute("SELECT @bgtasks_picked")
             [(picked,)] = cursor.fetchall()

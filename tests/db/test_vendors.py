@@ -49,8 +49,8 @@ def test_the_queue_statements_are_rendered_once_and_only_where_the_queue_runs() 
     """The queue's statements share the one render cache with the lease
     statements; a vendor without them is refused (bgtasks.E015 says so at start-up)."""
     sqlite = connections["default"]
-    first = vendors.queue_statements(sqlite, table="q_render")
-    assert vendors.queue_statements(sqlite, table="q_render") is first
+    first = vendors.queue_statements(sqlite, table="q_render", paused="p")
+    assert vendors.queue_statements(sqlite, table="q_render", paused="p") is first
     assert 'UPDATE "q_render" SET' in first.claim and "'RUNNING'" in first.claim
     assert "{" not in first.claim and "}" not in first.claim
     assert vendors.QUEUE_VENDORS == ("postgresql", "sqlite", "mysql")
@@ -59,7 +59,7 @@ def test_the_queue_statements_are_rendered_once_and_only_where_the_queue_runs() 
     with pytest.raises(
         NotSupportedError, match=r"postgresql, sqlite, mysql, not 'oracle'.*'legacy'"
     ):
-        vendors.queue_statements(other, table="q")
+        vendors.queue_statements(other, table="q", paused="p")
 
 
 # --- Rows are read by name -------------------------------------------------------------
@@ -157,7 +157,7 @@ def _rendered(vendor: str, queue: bool = False) -> dict[str, str]:
         vendor=vendor, alias="fake", ops=SimpleNamespace(quote_name=lambda name: f'"{name}"')
     )
     if queue:
-        rendered: Any = vendors.queue_statements(connection, table="q_names")
+        rendered: Any = vendors.queue_statements(connection, table="q_names", paused="p")
     else:
         rendered = vendors.statements(
             connection, task="t_names", run="r_names", worker="w_names", queued="q_names"
@@ -223,6 +223,9 @@ QUEUE_READ_BY_NAME = {
     "give_back": {"uuid"},
     "retry": set(),  # counted
     "enqueue": {"uuid", "enqueued_at"},
+    "pause_queue": set(),  # counted
+    "unpause_queue": set(),  # counted
+    "paused_queues": {"queue_name", "paused_at"},
 }
 
 

@@ -735,3 +735,51 @@ def test_the_database_down_is_a_json_503_with_retry_after_and_logged(
     assert len(logged) == 7 and all(r.levelname == "ERROR" and r.exc_info for r in logged)
     assert "GET /bgtasks/cleanup/: the database is unavailable" in logged[1].getMessage()
     assert viewer.get("/bgtasks/cleanup/").json()["owner"] == "worker-1"  # back again
+
+
+# --- pause -------------------------------------------------------------------------------
+
+
+def test_pause_and_unpause_a_task(site_alias: str, operator: Client, viewer: Client) -> None:
+    assert post_json(viewer, "/bgtasks/surface-quick/pause/").status_code == 403
+    assert post_json(Client(), "/bgtasks/surface-quick/pause/").status_code == 403
+    assert operator.get("/bgtasks/surface-quick/pause/").status_code == 405
+    assert rows(site_alias) == []
+
+    response = post_json(operator, "/bgtasks/surface-quick/pause/")
+    assert response.status_code == 200
+    assert (response.json()["status"], response.json()["changed"]) == ("paused", True)
+    assert post_json(operator, "/bgtasks/surface-quick/pause/").json()["changed"] is False
+    assert post_json(viewer, "/bgtasks/surface-quick/unpause/").status_code == 403
+    assert objects.get_state("surface-quick").status == "paused"
+    response = post_json(operator, "/bgtasks/surface-quick/unpause/")
+    assert (response.status_code, response.json()["changed"]) == (200, True)
+    assert response.json()["status"] == "never run"
+
+
+def test_pause_refuses_an_unknown_task_and_a_bad_name(site_alias: str, operator: Client) -> None:
+    assert post_json(operator, "/bgtasks/nobody-runs-this/pause/").status_code == 404
+    assert post_json(operator, "/bgtasks/nobody-runs-this/unpause/").status_code == 404
+    assert post_json(operator, "/bgtasks/%20x/pause/").status_code == 400
+    assert rows(site_alias) == []
+
+
+def test_pause_and_unpause_a_queue(
+    tasks_site_alias: str, operator: Client, viewer: Client
+) -> None:
+    from django_bgtasks.models import QueuedTask
+
+    url = "/bgtasks/django-tasks/queues/pause/"
+    assert post_json(viewer, url, {"queue": "default"}).status_code == 403
+    for bad in (None, {}, {"queue": ""}, {"queue": 3}, {"queue": "default", "name": "x"}):
+        assert post_json(operator, url, bad).status_code == 400, bad
+    response = post_json(operator, url, {"queue": "nowhere"})
+    assert (response.status_code, response.json()["queues"]) == (404, ["default", "other"])
+    assert QueuedTask.objects.paused_queues() == {}
+
+    response = operator.post(url, {"queue": "default"})  # a form works as well
+    assert response.json() == {"queue": "default", "paused": True, "changed": True}
+    assert list(QueuedTask.objects.paused_queues()) == ["default"]
+    response = post_json(operator, "/bgtasks/django-tasks/queues/unpause/", {"queue": "default"})
+    assert response.json() == {"queue": "default", "paused": False, "changed": True}
+    assert QueuedTask.objects.paused_queues() == {}

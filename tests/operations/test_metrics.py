@@ -30,6 +30,7 @@ def test_an_empty_cluster_has_every_series_at_zero(tasks_site_alias: str) -> Non
         "requested": 0,
         "cancel requested": 0,
         "stale": 0,
+        "paused": 0,
         "idle": 0,
         "never run": len(registry.registered()),
     }
@@ -52,6 +53,7 @@ def test_the_counts_follow_known_states(tasks_site_alias: str) -> None:
     assert stale is not None
     backdate(alias, "job-stale", 60)
     assert objects.request_run("surface-quick")
+    assert objects.pause("surface-slow")  # paused: counted as such, not as never run
     objects.work.beat(worker="w1", host="h", pid=1, tasks=[], concurrency=1, running=[])
     objects.work.beat(worker="w2", host="h", pid=2, tasks=[], concurrency=1, running=[])
     backdate_worker(alias, "w2", 60)
@@ -70,8 +72,9 @@ def test_the_counts_follow_known_states(tasks_site_alias: str) -> None:
     assert counts.tasks["running"] == 1
     assert counts.tasks["stale"] == 1
     assert counts.tasks["requested"] == 1
-    # surface-quick has a row now
-    assert counts.tasks["never run"] == len(registry.registered()) - 1
+    assert counts.tasks["paused"] == 1
+    # surface-quick and surface-slow have a row now
+    assert counts.tasks["never run"] == len(registry.registered()) - 2
     assert counts.workers == {"live": 1, "silent": 1}
     assert counts.queue_tasks == {
         ("default", "READY"): 2,

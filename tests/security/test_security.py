@@ -188,6 +188,7 @@ QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid", "held"
 QUEUE_PARAMETERS |= {"task_path", "backend", "queue_name", "priority", "takes_context"}
 QUEUE_PARAMETERS |= {"run_after", "max_attempts", "ttl", "unique_key", "active_key", "rows"}
 QUEUE_PARAMETERS |= {"trace_context"}  # an enqueue's (django_bgtasks.tracing)
+QUEUE_PARAMETERS |= {"queue"}
 
 
 @pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)
@@ -199,7 +200,8 @@ def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> N
         pytest.skip(settings.MYSQL_UNAVAILABLE or "BGTASKS_MYSQL_URL is empty")
     connection = connections[aliases[0]]
     table = QueuedTask._meta.db_table
-    rendered = vendors.queue_statements(connection, table=table)
+    paused = "django_bgtasks_pausedqueue"
+    rendered = vendors.queue_statements(connection, table=table, paused=paused)
     for field in fields(rules.QueueStatements):
         text = getattr(rendered, field.name)
         placeholders = set(re.findall(r"%\((\w+)\)s", text))
@@ -207,7 +209,8 @@ def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> N
         stray = re.sub(r"%\(\w+\)s|%%", "", text)
         assert "%" not in stray, (field.name, text)
         assert "{" not in text and "}" not in text, (field.name, text)
-        assert connection.ops.quote_name(table) in text, field.name
+        tables = (connection.ops.quote_name(table), connection.ops.quote_name(paused))
+        assert any(name in text for name in tables), field.name
 
 
 HOSTILE_NAMES = [

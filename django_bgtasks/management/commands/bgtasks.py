@@ -1,7 +1,8 @@
 """``manage.py bgtasks``: see, start, stop and unstick background tasks.
 
 Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
-``cancel NAME``, ``retry ID`` (a failed Django Task), ``prune``, ``watch``,
+``cancel NAME``, ``retry ID`` (a failed Django Task), ``pause NAME`` and
+``unpause NAME`` (or ``--queue QUEUE``: ``management/pauses.py``), ``prune``, ``watch``,
 ``token USERNAME`` (a bearer token for
 the JSON API), and for workers ``worker``, ``workers``
 and ``request NAME`` (``management/workers.py``), and ``health [--workers N]``
@@ -43,7 +44,7 @@ from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.management import arguments, foreground, reads, workers
+from django_bgtasks.management import arguments, foreground, pauses, reads, workers
 from django_bgtasks.management.terminal import write_json
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
@@ -58,8 +59,8 @@ class Command(BaseCommand):
 
     help = (
         "See, start, stop and unstick background tasks: list, show, run, release, cancel, "
-        "retry, prune, watch, token; run workers: worker, workers, request; probe: health. "
-        "Every replica gives the same answers: the state is the database's."
+        "retry, pause, unpause, prune, watch, token; workers: worker, workers, request; "
+        "probe: health. Every replica gives the same answers: the state is the database's."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -215,6 +216,9 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.SUCCESS(f"Cancelled Django Task {result_id}; it will not run.")
             )
+
+    handle_pause = pauses.handle_pause
+    handle_unpause = pauses.handle_unpause
 
     def handle_retry(self, *, result_id: str, **_: Any) -> None:
         result = operations.retry_queued(result_id)
