@@ -19,10 +19,17 @@ its answer through the same methods (:meth:`Holder._renewed`,
 :meth:`Holder._refused`, the deadline): the rules stay here, for both.
 
 ``check()`` reports what the heartbeat last learned, without a
-statement: :class:`LeaseLost`, an operator's :class:`TaskCancelled`, or the
-worker's graceful stop (:class:`WorkerStopping`). A run ends once: by its own
-thread, or by a worker stopping at once (``interrupt()``), whichever comes
+statement: :class:`LeaseLost`, an operator's :class:`TaskCancelled`, the
+worker's graceful stop (:class:`WorkerStopping`), or a run past its
+``timeout`` (:class:`TaskTimedOut`). A run ends once: by its own thread, or
+by its worker, stopping at once (``interrupt()``) or ending a run that went on
+past its timeout and the worker's grace (``time_out()``), whichever comes
 first (:meth:`Holder._begin_end`).
+
+Timeouts are judged by the database's clock: a worker's renewal reads each
+run's age (the seconds since it began, by the database's clock) with its
+answer. A lease renewed by a heartbeat thread of its own (``with lease()``,
+``.start()``, a run that called ``fence()``) is not judged.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any, Protocol, TypeVar
 
 from django_bgtasks.core.progress import Progress
 from django_bgtasks.db.outages import Stopped, close_connection, retry_until_deadline
-from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
+from django_bgtasks.exceptions import LeaseLost, TaskCancelled, TaskTimedOut, WorkerStopping
 from django_bgtasks.validation import heartbeat_interval
 
 _T = TypeVar("_T")
@@ -97,6 +104,11 @@ class Holder:
     _progress: Progress | None = None
     # Why a lease is given up when a renewal is refused (taken over, ...).
     refused = "the lease was taken over or released by an operator"
+    # How long a run may go on (seconds, by the database's clock), or None;
+    # set before its heartbeat starts.
+    timeout: float | None = None
+    # Set once a renewal found the run past its timeout: check() raises.
+    _timed_out = False
 
     def __init__(
         self,
@@ -186,11 +198,19 @@ class Holder:
         name), ``token`` and ``owner`` (keys no ``LogRecord`` attribute uses)."""
         return {"task": self.name, "token": self.token, "owner": self.owner}
 
+    @property
+    def timed_out(self) -> bool:
+        """``True`` once a renewal found the run past its ``timeout``."""
+        return self._timed_out
+
     def check(self) -> None:
         """Raise :class:`LeaseLost` if the lease is gone, or
         :class:`TaskCancelled` if an operator asked to stop. No database access:
         it reports what the heartbeat thread last learned. Raises
-        :class:`WorkerStopping` (a ``TaskCancelled``) when the worker is stopping."""
+        :class:`WorkerStopping` (a ``TaskCancelled``) when the worker is
+        stopping, and :class:`TaskTimedOut` (one too) once the run went on
+        past its ``timeout``."""
+        self._raise_if_timed_out()
         self._raise_if_lost()
         if self._cancel_requested:
             raise TaskCancelled(self.name)
@@ -271,12 +291,37 @@ class Holder:
         """A renewal was refused: the lease is not this holder's any more."""
         self._declare_lost(self.refused)
 
-    def _renewed(self, sent: float, *, cancel_requested: bool) -> None:
-        """A renewal sent at ``sent`` (monotonic) succeeded: the deadline moves on."""
+    def _renewed(self, sent: float, *, cancel_requested: bool, age: float | None = None) -> None:
+        """A renewal sent at ``sent`` (monotonic) succeeded: the deadline moves
+        on. ``age``, when the renewal read it, is the seconds since the run
+        began by the database's clock: past the ``timeout``, the run is told."""
         with self._lock:
             self._deadline = max(self._deadline, sent + self.ttl)
             if cancel_requested:
                 self._cancel_requested = True
+            if self.timeout is not None and age is not None and age >= self.timeout:
+                self._timed_out = True
+
+    def timeout_due(self, age: float, grace: float) -> float | None:
+        """Seconds from a renewal that read the run's ``age`` to the next
+        moment its timeout calls for a renewal: its ``timeout`` (the run is
+        told), then ``grace`` after it (its worker ends it); ``None`` without a
+        timeout. A renewer beats then, as well as every ``interval``."""
+        if self.timeout is None:
+            return None
+        at = self.timeout + grace if self._timed_out else self.timeout
+        return max(at - age, 0.0)
+
+    def time_out(self) -> object:
+        """End the run, still going past its timeout and its worker's grace,
+        from the worker's renewer: recorded as timed out (fenced by the
+        token), its lease given up, its thread left to finish (its own end
+        then comes too late: :meth:`_begin_end`). What the subclass's end returned."""
+        raise NotImplementedError
+
+    def _raise_if_timed_out(self) -> None:
+        if self._timed_out:
+            raise TaskTimedOut(self.name, self.timeout or 0.0)
 
     def _retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
         """``call()`` (a fenced write of this holder's), retried on a new

@@ -35,7 +35,13 @@ from django_bgtasks.core.leases import KEEP_VALUE
 from django_bgtasks.core.progress import NOTHING, Progress
 from django_bgtasks.core.states import Lease, Renewal, WorkClaim
 from django_bgtasks.db.rules import RENEW_TASK
-from django_bgtasks.exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
+from django_bgtasks.exceptions import (
+    LeaseHeld,
+    LeaseLost,
+    TaskCancelled,
+    TaskTimedOut,
+    WorkerStopping,
+)
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
 from django_bgtasks.validation import (
@@ -111,6 +117,7 @@ class RunningLease(Holder):
         nothing written. Raises :class:`TaskCancelled` (after a write) if an
         operator asked to stop, as the last heartbeat or write learned it.
         """
+        self._raise_if_timed_out()
         # _raise_if_lost()'s two looks, inline: a progress bar calls this per item.
         if self._lost is not None or self._deadline <= time.monotonic():
             self._raise_if_lost()
@@ -181,9 +188,16 @@ class RunningLease(Holder):
 
     @classmethod
     def from_work(
-        cls, claim: WorkClaim, trigger: str, stopping: threading.Event, renewer: Renews
+        cls,
+        claim: WorkClaim,
+        trigger: str,
+        stopping: threading.Event,
+        renewer: Renews,
+        *,
+        timeout: float | None = None,
     ) -> RunningLease:
-        """A worker's claim, renewed by the worker's ``renewer``, stopped by ``stopping``."""
+        """A worker's claim, renewed by the worker's ``renewer`` (which judges
+        its ``timeout``), stopped by ``stopping``."""
         running = cls(
             claim.lease,
             attempt=claim.attempt,
@@ -192,6 +206,7 @@ class RunningLease(Holder):
             stopping=stopping,
         )
         running._renewer = renewer
+        running.timeout = timeout
         return running._started()
 
     def _started(self) -> RunningLease:
@@ -231,6 +246,14 @@ class RunningLease(Holder):
         right after. ``False`` when the run had already ended, or its lease
         was lost: nothing is written then."""
         return self.finish(WorkerStopping(self.name))
+
+    def time_out(self) -> bool:
+        """See :meth:`Holder.time_out`: released ``timed-out``, as a run that
+        raised :class:`TaskTimedOut` is; a worker retries it after its delay
+        while attempts remain. ``False`` when the run had ended, or its lease
+        was lost: nothing is written then."""
+        self._timed_out = True
+        return self.finish(TaskTimedOut(self.name, self.timeout or 0.0))
 
     def _release(self, outcome: str, error: str, result: Any) -> None:
         if self._progress.take() is None:
@@ -312,7 +335,8 @@ def _outcome(
     running: RunningLease, exc: BaseException | None, result: Any
 ) -> tuple[Outcome, str] | None:
     """The outcome and error ``running``'s end records: succeeded (``exc``
-    is ``None``), interrupted (:class:`WorkerStopping`), cancelled
+    is ``None``), interrupted (:class:`WorkerStopping`), timed out
+    (:class:`TaskTimedOut`), cancelled
     (:class:`TaskCancelled`) or failed; ``None`` for a lost lease (nothing
     is released). A failure is logged with its traceback (``logger.exception``
     on ``django_bgtasks``), here and only here. Work that returned a
@@ -323,6 +347,9 @@ def _outcome(
         return None
     if isinstance(exc, WorkerStopping):
         return Outcome.INTERRUPTED, str(exc)
+    if isinstance(exc, TaskTimedOut):
+        logger.warning("%s", exc, extra=running.log_extra())
+        return Outcome.TIMED_OUT, str(exc)
     if isinstance(exc, TaskCancelled):
         return Outcome.CANCELLED, str(exc)
     if exc is not None:
