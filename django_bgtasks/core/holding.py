@@ -90,7 +90,81 @@ class Renews(Protocol):
         ...
 
 
-class Holder:
+class Told:
+    """What a holder's heartbeat tells the work it holds the lease for, beside
+    a loss (:class:`Holder`): an operator's cancel, its worker's graceful
+    stop, and a run past its ``timeout``, judged by the database's clock (the
+    age of the run that each renewal of a worker's reads). A worker's renewer
+    ends a run that goes on past its timeout and the grace (:meth:`time_out`)."""
+
+    # How long a run may go on (seconds, by the database's clock), or None;
+    # set before its heartbeat starts.
+    timeout: float | None = None
+    # Set once a renewal found the run past its timeout: check() raises.
+    _timed_out = False
+    _cancel_requested = False
+    _stopping: threading.Event | None = None
+
+    @property
+    def name(self) -> str:
+        """The name its errors carry."""
+        raise NotImplementedError
+
+    @property
+    def stopping(self) -> bool:
+        """``True`` once the worker running this work began a graceful shutdown."""
+        return self._stopping is not None and self._stopping.is_set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        """``True`` once a heartbeat has brought an operator's cancel request."""
+        return self._cancel_requested
+
+    @property
+    def timed_out(self) -> bool:
+        """``True`` once a renewal found the run past its ``timeout``."""
+        return self._timed_out
+
+    def _raise_if_told(self) -> None:
+        """Raise :class:`TaskTimedOut`, :class:`TaskCancelled` or
+        :class:`WorkerStopping` (each a ``TaskCancelled``), if told so."""
+        if self._timed_out:
+            raise TaskTimedOut(self.name, self.timeout or 0.0)
+        if self._cancel_requested:
+            raise TaskCancelled(self.name)
+        if self._stopping is not None and self._stopping.is_set():
+            raise WorkerStopping(self.name)
+
+    def _judge_age(self, age: float | None) -> None:
+        """A renewal read the run's ``age`` (seconds since it began, by the
+        database's clock): past the ``timeout``, the run is told."""
+        if self.timeout is not None and age is not None and age >= self.timeout:
+            self._timed_out = True
+
+    def timeout_due(self, age: float, grace: float) -> float | None:
+        """Seconds from a renewal that read the run's ``age`` to the next
+        moment its timeout calls for a renewal: its ``timeout`` (the run is
+        told), then ``grace`` after it (its worker ends it); ``None`` without a
+        timeout. A renewer beats then, as well as every ``interval``."""
+        if self.timeout is None:
+            return None
+        at = self.timeout + grace if self._timed_out else self.timeout
+        return max(at - age, 0.0)
+
+    def time_out(self) -> object:
+        """End the run, still going past its timeout and its worker's grace,
+        from the worker's renewer: recorded as timed out (fenced by the
+        token), its lease given up, its thread left to finish (its own end
+        then comes too late: ``Holder._begin_end``). What the end returned."""
+        self._timed_out = True
+        return self._end_timed_out(TaskTimedOut(self.name, self.timeout or 0.0))
+
+    def _end_timed_out(self, exc: TaskTimedOut) -> object:
+        """Record the run's end as ``exc`` says, from another thread (a subclass's)."""
+        raise NotImplementedError
+
+
+class Holder(Told):
     """A lease held here while its work runs, renewed by a heartbeat thread,
     or by ``renewer`` (a worker's, for every lease it holds) when given.
 
@@ -104,11 +178,6 @@ class Holder:
     _progress: Progress | None = None
     # Why a lease is given up when a renewal is refused (taken over, ...).
     refused = "the lease was taken over or released by an operator"
-    # How long a run may go on (seconds, by the database's clock), or None;
-    # set before its heartbeat starts.
-    timeout: float | None = None
-    # Set once a renewal found the run past its timeout: check() raises.
-    _timed_out = False
 
     def __init__(
         self,
@@ -135,11 +204,6 @@ class Holder:
         self._ended_at: float | None = None
 
     # --- what a subclass says of its lease ------------------------------------
-
-    @property
-    def name(self) -> str:
-        """The name its errors carry."""
-        raise NotImplementedError
 
     @property
     def owner(self) -> str:
@@ -176,16 +240,6 @@ class Holder:
         return self._lost is not None
 
     @property
-    def stopping(self) -> bool:
-        """``True`` once the worker running this work began a graceful shutdown."""
-        return self._stopping is not None and self._stopping.is_set()
-
-    @property
-    def cancel_requested(self) -> bool:
-        """``True`` once a heartbeat has brought an operator's cancel request."""
-        return self._cancel_requested
-
-    @property
     def duration(self) -> float:
         """Seconds from the claim (when it was sent) to the run's end, or to
         now while it runs: what the worker's log says a run took. By this
@@ -198,11 +252,6 @@ class Holder:
         name), ``token`` and ``owner`` (keys no ``LogRecord`` attribute uses)."""
         return {"task": self.name, "token": self.token, "owner": self.owner}
 
-    @property
-    def timed_out(self) -> bool:
-        """``True`` once a renewal found the run past its ``timeout``."""
-        return self._timed_out
-
     def check(self) -> None:
         """Raise :class:`LeaseLost` if the lease is gone, or
         :class:`TaskCancelled` if an operator asked to stop. No database access:
@@ -210,12 +259,8 @@ class Holder:
         :class:`WorkerStopping` (a ``TaskCancelled``) when the worker is
         stopping, and :class:`TaskTimedOut` (one too) once the run went on
         past its ``timeout``."""
-        self._raise_if_timed_out()
         self._raise_if_lost()
-        if self._cancel_requested:
-            raise TaskCancelled(self.name)
-        if self.stopping:
-            raise WorkerStopping(self.name)
+        self._raise_if_told()
 
     # --- the heartbeat -------------------------------------------------------
 
@@ -299,29 +344,7 @@ class Holder:
             self._deadline = max(self._deadline, sent + self.ttl)
             if cancel_requested:
                 self._cancel_requested = True
-            if self.timeout is not None and age is not None and age >= self.timeout:
-                self._timed_out = True
-
-    def timeout_due(self, age: float, grace: float) -> float | None:
-        """Seconds from a renewal that read the run's ``age`` to the next
-        moment its timeout calls for a renewal: its ``timeout`` (the run is
-        told), then ``grace`` after it (its worker ends it); ``None`` without a
-        timeout. A renewer beats then, as well as every ``interval``."""
-        if self.timeout is None:
-            return None
-        at = self.timeout + grace if self._timed_out else self.timeout
-        return max(at - age, 0.0)
-
-    def time_out(self) -> object:
-        """End the run, still going past its timeout and its worker's grace,
-        from the worker's renewer: recorded as timed out (fenced by the
-        token), its lease given up, its thread left to finish (its own end
-        then comes too late: :meth:`_begin_end`). What the subclass's end returned."""
-        raise NotImplementedError
-
-    def _raise_if_timed_out(self) -> None:
-        if self._timed_out:
-            raise TaskTimedOut(self.name, self.timeout or 0.0)
+            self._judge_age(age)
 
     def _retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
         """``call()`` (a fenced write of this holder's), retried on a new

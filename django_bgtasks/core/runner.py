@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
+from django_bgtasks.background import registry
 from django_bgtasks.choices import Outcome, Trigger
 from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.core.leases import KEEP_VALUE
@@ -117,19 +118,14 @@ class RunningLease(Holder):
         nothing written. Raises :class:`TaskCancelled` (after a write) if an
         operator asked to stop, as the last heartbeat or write learned it.
         """
-        self._raise_if_timed_out()
-        # _raise_if_lost()'s two looks, inline: a progress bar calls this per item.
-        if self._lost is not None or self._deadline <= time.monotonic():
-            self._raise_if_lost()
+        # Inline, as a progress bar calls this per item (a timed-out run is told, not lost).
+        if self._lost is not None or self._timed_out or self._deadline <= time.monotonic():
+            self.check()
         # Refused here, not later in the heartbeat thread.
         encode_value(value, max_bytes=self._max_bytes)
         if self._progress.offer(value, flush=flush):
             self._renew()  # raises LeaseLost itself
-        # check() without its second look at the deadline: cheap in a tight loop.
-        if self._cancel_requested:
-            raise TaskCancelled(self.name)
-        if self._stopping is not None and self._stopping.is_set():
-            raise WorkerStopping(self.name)
+        self._raise_if_told()  # check() without its second look at the deadline: cheap
 
     async def aupdate(self, value: Any, *, flush: bool = False) -> None:
         """``update()`` for async code."""
@@ -188,16 +184,10 @@ class RunningLease(Holder):
 
     @classmethod
     def from_work(
-        cls,
-        claim: WorkClaim,
-        trigger: str,
-        stopping: threading.Event,
-        renewer: Renews,
-        *,
-        timeout: float | None = None,
+        cls, claim: WorkClaim, trigger: str, stopping: threading.Event, renewer: Renews
     ) -> RunningLease:
         """A worker's claim, renewed by the worker's ``renewer`` (which judges
-        its ``timeout``), stopped by ``stopping``."""
+        the ``timeout`` its registered task declares), stopped by ``stopping``."""
         running = cls(
             claim.lease,
             attempt=claim.attempt,
@@ -206,7 +196,7 @@ class RunningLease(Holder):
             stopping=stopping,
         )
         running._renewer = renewer
-        running.timeout = timeout
+        running.timeout = getattr(registry.get(running.name), "timeout", None)
         return running._started()
 
     def _started(self) -> RunningLease:
@@ -247,13 +237,7 @@ class RunningLease(Holder):
         was lost: nothing is written then."""
         return self.finish(WorkerStopping(self.name))
 
-    def time_out(self) -> bool:
-        """See :meth:`Holder.time_out`: released ``timed-out``, as a run that
-        raised :class:`TaskTimedOut` is; a worker retries it after its delay
-        while attempts remain. ``False`` when the run had ended, or its lease
-        was lost: nothing is written then."""
-        self._timed_out = True
-        return self.finish(TaskTimedOut(self.name, self.timeout or 0.0))
+    _end_timed_out = finish  # released timed-out (retried while attempts remain)
 
     def _release(self, outcome: str, error: str, result: Any) -> None:
         if self._progress.take() is None:

@@ -20,7 +20,7 @@ its own, then ends the run with one fenced statement:
 * cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
 * past the task's ``timeout`` (``TaskTimedOut`` at ``check()``/``update()``,
   or, for a run that did not stop within its worker's grace, ended by the
-  worker's renewer: :meth:`QueuedLease.time_out`): ``READY`` again while
+  worker's renewer: ``QueuedLease.time_out()``): ``READY`` again while
   attempts remain, else ``FAILED``, with that error;
 * a retry waits the task's ``retry_delay`` (doubling, capped, with jitter:
   ``LeaseTask.retry_delay_for``): ``run_after`` is set by the database's
@@ -126,7 +126,8 @@ class QueuedLease(Holder):
 
     def update(self, progress: Any) -> None:
         """Store ``progress`` (JSON) and renew, then :meth:`check`."""
-        self._raise_if_timed_out()
+        if self._timed_out:  # (its worker may have ended it: told so, not lost)
+            self._raise_if_told()
         self._raise_if_lost()
         encode_value(progress, kind="progress")  # a bad value raises before any SQL
         self._renew(progress=progress, set_progress=True)
@@ -144,16 +145,15 @@ class QueuedLease(Holder):
         self._stop_heartbeat()
         return _finish(self, READY, refund=True, ending=False)
 
-    def time_out(self) -> str:
-        """See :meth:`Holder.time_out`: the run ends as one that raised
-        :class:`TaskTimedOut` does (``READY`` after its retry delay while
+    def _end_timed_out(self, exc: TaskTimedOut) -> str:
+        """For :meth:`~django_bgtasks.core.holding.Told.time_out`: the run ends
+        as one that raised ``exc`` does (``READY`` after its retry delay while
         attempts remain, else ``FAILED``). Returns the status the row was left
         in (``RUNNING``: nothing written, the run had ended or its lease was lost)."""
-        self._timed_out = True
         if not self._begin_end():
             return RUNNING
         self._stop_heartbeat()
-        return _failed(self, TaskTimedOut(self.name, self.timeout or 0.0), ending=False)
+        return _failed(self, exc, ending=False)
 
     # --- the heartbeat -------------------------------------------------------------
 
@@ -407,6 +407,7 @@ def _finished(
     return status
 
 
+# Its parameters are alike QueueManager.finish()'s on purpose: it passes each on.
 def _finish(
     lease: QueuedLease,
     status: str,

@@ -118,9 +118,7 @@ class Worker:
         self._runs = Runs()
         self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
         self.ttl = self.heartbeat.ttl
-        # One statement a beat renews every lease held here; a run past its
-        # timeout is given the grace a graceful stop gives, then ended.
-        self.renewer = Renewer(timeout_grace=grace)
+        self.renewer = Renewer(timeout_grace=grace)  # one statement a beat renews them all
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
         # their own, each claiming and running one queued task at a time.
         self.run_queued = run_queued or queues is not None
@@ -293,9 +291,7 @@ class Worker:
         if claimed is None or work is None:
             return False  # nothing owed, or another worker won it
         trigger = claimed[0]
-        running = RunningLease.from_work(
-            work, trigger, self.stopping, self.renewer, timeout=task.timeout
-        )
+        running = RunningLease.from_work(work, trigger, self.stopping, self.renewer)
         log_started(running)
         thread = task.run_in_thread(running, work.args, work.kwargs)
         self._runs.add(running, thread)
