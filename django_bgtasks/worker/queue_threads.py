@@ -22,6 +22,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from django.db import DatabaseError
@@ -64,8 +65,10 @@ class QueueThreads:
         # the connection, so that the worker may hold a task it never learnt
         # of. The claims are made in rounds (the module docstring), and a
         # give-back only at the start of one: never while a claim is on its
-        # way, so it never takes a task just claimed.
-        self._held: set[int] = set()
+        # way, so it never takes a task just claimed. Counted: a run ended as
+        # timed out by the renewer may still be going in its thread while
+        # another thread here runs the same row again.
+        self._held: Counter[int] = Counter()
         self._unsure = False
         self._lock = threading.Lock()
         self._rounds: Group[bool, Claim | None] = Group(self._claim_round)
@@ -131,7 +134,7 @@ class QueueThreads:
                 raise
             logger.debug("queue: one claim for %d thread(s) took %d", limit, len(claimed))
             with self._lock:
-                self._held.update(claim.seq for claim in claimed)
+                self._held.update(claim.seq for claim in claimed)  # (Counter: one more each)
         handed = iter(claimed)
         return [next(handed, None) if want else None for want in wants]
 
@@ -214,7 +217,7 @@ class QueueThreads:
             return
         finally:
             with self._lock:
-                self._held.discard(claim.seq)
+                self._held -= Counter([claim.seq])
         log_ended(claim, status, time.monotonic() - claim.sent_at)
 
 
