@@ -216,8 +216,15 @@ class Renewer:
 
     def _time_out(self, holder: Holder) -> None:
         """End ``holder``'s run, past its timeout and the grace (see the
-        module docstring); its thread goes on, and its own end is refused."""
+        module docstring), on a thread of its own: its end is retried through
+        an outage up to its deadline, which must not hold up the beats of the
+        other leases. The run's own thread goes on, and its end is refused."""
         self.remove(holder)
+        threading.Thread(
+            target=self._end_timed_out, args=(holder,), name=f"{self.name}:timeout", daemon=True
+        ).start()
+
+    def _end_timed_out(self, holder: Holder) -> None:
         logger.warning(
             "%s: still running %g s past its timeout (%g s): ended as timed out; its "
             "thread is left to finish, and its end will be refused",
@@ -228,8 +235,10 @@ class Renewer:
         )
         try:
             holder.time_out()
-        except Exception:  # an outage past its deadline, a bug: the others' beats go on
+        except Exception:  # an outage past its deadline, a bug: the row is recovered
             logger.exception("%s: ending it as timed out failed", holder.described)
+        finally:
+            close_connection()
 
     def _gave_up(self, holder: Holder) -> bool:
         """Whether ``holder`` gave its lease up (its deadline passed: it says
