@@ -17,6 +17,7 @@ from django_bgtasks.exceptions import (
     LeaseLost,
     NotInAtomicBlock,
     TaskCancelled,
+    TaskTimedOut,
     UnknownTask,
     WorkerStopping,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "RunningLease",
     "TaskCancelled",
     "TaskState",
+    "TaskTimedOut",
     "UnknownTask",
     "WorkerStopping",
     "alease",

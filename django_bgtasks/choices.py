@@ -48,6 +48,9 @@ class Outcome(models.TextChoices):
     RELEASED_BY_OPERATOR = "released-by-operator", _("released by operator")
     # Stopped by a worker's graceful shutdown (SIGTERM), at a check() or update().
     INTERRUPTED = "interrupted", _("interrupted")
+    # Ran past its timeout (@background_task(timeout=S)): told at a check() or
+    # update(), or ended by its worker when it did not stop within the grace.
+    TIMED_OUT = "timed-out", _("timed out")
 
 
 class Trigger(models.TextChoices):
@@ -94,7 +97,15 @@ class QueueStatus(models.TextChoices):
 # What a holder may record when it releases its own lease; the others are
 # written by the database (lost) or by an operator (released-by-operator).
 HOLDER_OUTCOMES = frozenset(
-    {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.CANCELLED, Outcome.INTERRUPTED}
+    {
+        Outcome.SUCCEEDED,
+        Outcome.FAILED,
+        Outcome.CANCELLED,
+        Outcome.INTERRUPTED,
+        Outcome.TIMED_OUT,
+    }
 )
 # A run that ended so, of a resumable task, is owed another attempt.
 RESUMABLE_OUTCOMES = frozenset({Outcome.LOST, Outcome.INTERRUPTED})
+# A run that ended so is retried after its delay while attempts remain.
+RETRIED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.TIMED_OUT})

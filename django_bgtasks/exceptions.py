@@ -52,6 +52,20 @@ class WorkerStopping(TaskCancelled):
         BgTasksError.__init__(self, f"task {name!r} was interrupted: its worker is stopping")
 
 
+class TaskTimedOut(TaskCancelled):
+    """The run went on past its ``timeout`` (``@task(timeout=S)`` of
+    ``LeaseBackend``, ``@background_task(timeout=S)``), by the database's
+    clock: stop now. A :class:`TaskCancelled`, so code that handles a cancel
+    handles a timeout too; a Django Task is retried while attempts remain,
+    else ends ``FAILED`` with this error, and a background run's outcome is
+    ``timed-out``."""
+
+    def __init__(self, name: str, timeout: float) -> None:
+        self.name = name
+        self.timeout = timeout
+        BgTasksError.__init__(self, f"task {name!r} timed out: it ran past its {timeout:g} s")
+
+
 class UnknownTask(BgTasksError, LookupError):
     """No ``@background_task`` is registered under this name."""
 

@@ -87,3 +87,10 @@ MAX_ATTEMPTS = 1000
 # SIGTERM: an hour between looks, or a day's wait to stop, is a typing mistake.
 MAX_POLL = 3600.0
 MAX_GRACE = 86400.0
+# A Django Task's retry_delay= doubles on each attempt up to this many seconds
+# (an hour), before its +-10 % jitter; retry_delay= itself is at most this.
+MAX_RETRY_DELAY = 3600.0
+# The jitter of a retry's delay: a fraction of it, either way.
+RETRY_JITTER = 0.1
+# The longest timeout= a task may declare (seconds): a week.
+MAX_TIMEOUT = 604800.0

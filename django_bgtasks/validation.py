@@ -27,11 +27,14 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django_bgtasks.choices import HOLDER_OUTCOMES
 from django_bgtasks.conf import conf
 from django_bgtasks.limits import (
+    MAX_ATTEMPTS,
     MAX_ERROR_LENGTH,
     MAX_NAME_LENGTH,
     MAX_OWNER_LENGTH,
     MAX_QUEUE_NAME_LENGTH,
     MAX_RESULT_NOTE_LENGTH,
+    MAX_RETRY_DELAY,
+    MAX_TIMEOUT,
     MAX_TTL,
     MAX_VALUE_DEPTH,
     MIN_TTL,
@@ -129,6 +132,40 @@ def _check_seconds(kind: str, value: object, *, zero: bool) -> float:
     if seconds > MAX_TTL:
         raise ValueError(f"{kind} must be at most {MAX_TTL:g} seconds, not {seconds:g}")
     return seconds
+
+
+def validate_timeout(timeout: object) -> float | None:
+    """A task's ``timeout=``: seconds above 0, at most ``limits.MAX_TIMEOUT``
+    (a week); ``None`` means none."""
+    if timeout is None:
+        return None
+    return _check_bounded("timeout", timeout, MAX_TIMEOUT)
+
+
+def validate_retry_delay(delay: object) -> float | None:
+    """A Django Task's ``retry_delay=``: seconds above 0, at most
+    ``limits.MAX_RETRY_DELAY`` (an hour, the cap of its doubling); ``None``
+    means a retry at once."""
+    if delay is None:
+        return None
+    return _check_bounded("retry_delay", delay, MAX_RETRY_DELAY)
+
+
+def _check_bounded(kind: str, value: object, most: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{kind} must be a number of seconds, not {type(value).__name__}")
+    if not is_finite_number(value) or not 0 < value <= most:
+        raise ValueError(f"{kind} must be above 0 and at most {most:g} seconds, not {value!r}")
+    return float(value)
+
+
+def validate_attempts(attempts: object, kind: str = "max_attempts") -> int:
+    """How many runs a task may be given: a whole number from 1 to ``limits.MAX_ATTEMPTS``."""
+    if isinstance(attempts, bool) or not isinstance(attempts, int):
+        raise TypeError(f"{kind} must be an int, not {type(attempts).__name__}")
+    if not 1 <= attempts <= MAX_ATTEMPTS:
+        raise ValueError(f"{kind} must be between 1 and {MAX_ATTEMPTS}, not {attempts}")
+    return attempts
 
 
 def validate_token(token: object) -> int | None:

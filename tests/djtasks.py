@@ -203,3 +203,50 @@ BASE_EXCEPTIONS: dict[str, type[BaseException]] = {
 def raises_base_exception(kind: str) -> None:
     """Raise the ``BaseException`` named ``kind`` (a key of ``BASE_EXCEPTIONS``)."""
     raise BASE_EXCEPTIONS[kind](f"{kind} from the task")
+
+
+# --- retries and timeouts (tests/faults/test_retries_and_timeouts.py) ----------------------
+
+
+def _attempt_started(context: Any, path: str) -> None:
+    """Record the attempt and when it began by the database's clock (its
+    claim's ``last_attempted_at``)."""
+    started = context.task_result.last_attempted_at.isoformat()
+    record.call(path, f"attempt-{context.attempt} {started}")
+
+
+@task(takes_context=True, max_attempts=4, retry_delay=0.2)
+def fails_with_backoff(context: Any, path: str) -> None:
+    """Fails every attempt: four of them (the backend's MAX_ATTEMPTS is 1),
+    0.2, 0.4 and 0.8 s apart (+-10 %)."""
+    _attempt_started(context, path)
+    raise RuntimeError(f"attempt {context.attempt} fails")
+
+
+@task(takes_context=True, max_attempts=1)
+def fails_once_only(context: Any, path: str) -> None:
+    """Fails, and is not retried on a backend whose MAX_ATTEMPTS is 3."""
+    _attempt_started(context, path)
+    raise RuntimeError("no retry")
+
+
+@task(takes_context=True, timeout=0.5, max_attempts=2)
+def checks_past_timeout(context: Any, path: str, seconds: float) -> str:
+    """Checks every 20 ms for ``seconds``, far past its timeout."""
+    _attempt_started(context, path)
+    lease = task_lease(context)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lease.check()
+        time.sleep(0.02)
+    return "not timed out"
+
+
+@task(takes_context=True, timeout=0.5, max_attempts=2)
+def sleeps_past_timeout(context: Any, path: str, seconds: float) -> str:
+    """Sleeps ``seconds`` without a check, far past its timeout, then says so
+    and returns: an end that must come too late."""
+    _attempt_started(context, path)
+    time.sleep(seconds)
+    record.call(path, f"late-{context.attempt}")
+    return "late"

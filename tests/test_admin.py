@@ -1313,3 +1313,22 @@ def test_the_queue_pause_actions_pause_the_selected_tasks_queues(
     response = superuser.post(QUEUED, {**form, "action": "unpause_queues"}, follow=True)
     assert messages_of(response) == ["Unpaused the queue “default”."]
     assert QueuedTask.objects.paused_queues() == {}
+
+
+def test_a_timed_out_run_shows_its_outcome_in_red_and_can_be_filtered(
+    site_alias: str, viewer: Client
+) -> None:
+    lease = objects.try_claim("surface-slow", "worker-1", ttl=30)
+    error = "task 'surface-slow' timed out: it ran past its 2 s"
+    assert objects.release(
+        "surface-slow", "worker-1", token=lease.token, outcome=Outcome.TIMED_OUT, error=error
+    )
+    history = viewer.get(change_url("surface-slow")).content.decode()
+    assert re.findall(r"<tr><td>(\d+)</td><td class=\"bgtasks-outcome-([\w-]+)\"", history) == [
+        (str(lease.token), "timed-out")
+    ]
+    objects.try_claim("surface-quick", "worker-1", ttl=30)  # another row, not timed out
+    filtered = viewer.get(CHANGELIST, {"outcome__exact": "timed-out"}).content.decode()
+    assert change_url("surface-slow") in filtered and change_url("surface-quick") not in filtered
+    page = viewer.get(CHANGELIST).content.decode()
+    assert '<a href="?outcome__exact=timed-out">timed out</a>' in page  # offered as a filter

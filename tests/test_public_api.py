@@ -18,7 +18,14 @@ import sys
 import pytest
 
 import django_bgtasks
-from django_bgtasks import BgTasksError, LeaseHeld, LeaseLost, TaskCancelled, UnknownTask
+from django_bgtasks import (
+    BgTasksError,
+    LeaseHeld,
+    LeaseLost,
+    TaskCancelled,
+    TaskTimedOut,
+    UnknownTask,
+)
 from django_bgtasks.background import functions as tasks
 from django_bgtasks.core import runner, states
 from tests.procs import ROOT
@@ -103,3 +110,13 @@ def test_importing_the_package_alone_imports_no_runner_models_or_sql() -> None:
 def test_the_public_names_share_one_base() -> None:
     for error in (LeaseHeld, LeaseLost, TaskCancelled, UnknownTask):
         assert issubclass(error, BgTasksError)
+
+
+def test_a_timeout_is_a_cancel_that_says_so() -> None:
+    # Code that stops on a cancel stops on a timeout too; it names the limit.
+    assert issubclass(TaskTimedOut, TaskCancelled)
+    assert django_bgtasks.TaskTimedOut is TaskTimedOut
+    assert "TaskTimedOut" in django_bgtasks.__all__
+    error = TaskTimedOut("nightly", 2.5)
+    assert (error.name, error.timeout) == ("nightly", 2.5)
+    assert str(error) == "task 'nightly' timed out: it ran past its 2.5 s"

@@ -23,13 +23,15 @@ from django_bgtasks.choices import Outcome
 from django_bgtasks.conf import conf
 from django_bgtasks.core.runner import RunningLease, lease
 from django_bgtasks.exceptions import UnknownTask
-from django_bgtasks.limits import MAX_ATTEMPTS, MAX_TTL
+from django_bgtasks.limits import MAX_TTL
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.validation import (
     check_arguments,
     encode_value,
     is_finite_number,
+    validate_attempts,
     validate_name,
+    validate_timeout,
     validate_ttl,
 )
 
@@ -48,7 +50,8 @@ class BackgroundTaskFunction(Generic[P, R]):
     :class:`RunningLease` as its first argument.
 
     ``schedule`` (parsed), ``resume``, ``max_attempts`` and ``retry_delay``
-    tell ``bgtasks worker`` when to run it again; see docs/workers.md.
+    tell ``bgtasks worker`` when to run it again, ``timeout`` how long a
+    run it runs may go on; see docs/workers.md.
     """
 
     name: str
@@ -59,6 +62,8 @@ class BackgroundTaskFunction(Generic[P, R]):
     max_attempts: int = 1
     retry_delay: float = RETRY_DELAY
     timezone: str | None = None  # a cron schedule's (BGTASKS_SCHEDULES' too)
+    # Seconds a run may go on, by the database's clock (TaskTimedOut); None: no limit.
+    timeout: float | None = None
 
     @property
     def effective_schedule(self) -> Every | Cron | None:
@@ -201,11 +206,11 @@ def _traced(running: RunningLease) -> dict[str, Any]:
 
 def _traced_end(running: RunningLease, span: tracing.Span) -> None:
     """How the run ended, on its span: the outcome (``lost`` when its lease
-    was), and for a failed or lost run, status ERROR with its exception."""
+    was), and for a failed, timed-out or lost run, status ERROR with its exception."""
     span.set(tracing.OUTCOME, str(running.outcome or Outcome.LOST))
     if running.outcome is None:
         span.failed(running.exception, "the lease was lost")
-    elif running.outcome == Outcome.FAILED:
+    elif running.outcome in (Outcome.FAILED, Outcome.TIMED_OUT):
         span.failed(running.exception)
 
 
@@ -220,11 +225,7 @@ def _check_ttl(ttl: float) -> None:
 def _check_attempts(max_attempts: object, resume: bool) -> int:
     if max_attempts is None:
         return RESUMABLE_ATTEMPTS if resume else 1
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
-        raise TypeError(f"max_attempts must be an int, not {type(max_attempts).__name__}")
-    if not 1 <= max_attempts <= MAX_ATTEMPTS:
-        raise ValueError(f"max_attempts must be between 1 and {MAX_ATTEMPTS}, not {max_attempts}")
-    return max_attempts
+    return validate_attempts(max_attempts)
 
 
 def _check_delay(retry_delay: object) -> float:
@@ -246,6 +247,7 @@ def background_task(
     max_attempts: int | None = None,
     retry_delay: float | None = None,
     timezone: str | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., R]], BackgroundTaskFunction[..., R]]:
     """Register a function as the background task ``name``.
 
@@ -265,7 +267,12 @@ def background_task(
     has a worker claim a lost or interrupted run again, with ``lease.resume_from``;
     ``max_attempts`` (default 3 with ``resume``, else 1) bounds the attempts,
     lost and failed alike; ``retry_delay`` (default 10 s, doubling) spaces the
-    retries of a failed run. A bad value is a ``ValueError``/``TypeError`` here.
+    retries of a failed run (or of one that timed out); ``timeout`` (seconds)
+    bounds a run a worker runs: past it, by the database's clock, its next
+    ``check()``/``update()`` raises :class:`~django_bgtasks.TaskTimedOut` and
+    the run ends ``timed-out``, and a run that does not stop within the
+    worker's ``--grace`` more is ended ``timed-out`` by the worker
+    (docs/workers.md). A bad value is a ``ValueError``/``TypeError`` here.
     """
     name = validate_name(name)
     if ttl is not None:
@@ -275,10 +282,11 @@ def background_task(
     parsed = parse_schedule(schedule, timezone)
     attempts = _check_attempts(max_attempts, resume)
     delay = _check_delay(retry_delay)
+    timeout = validate_timeout(timeout)
 
     def register(func: Callable[..., R]) -> BackgroundTaskFunction[..., R]:
         task: BackgroundTaskFunction[..., R] = BackgroundTaskFunction(
-            name, func, ttl, parsed, resume, attempts, delay, timezone
+            name, func, ttl, parsed, resume, attempts, delay, timezone, timeout
         )
         registry.add(task)
         return task

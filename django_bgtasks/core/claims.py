@@ -116,12 +116,13 @@ class WorkQueue:
         delay: float,
         resume: bool,
     ) -> WorkClaim | None:
-        """Claim again the failed run ``expect`` of ``name``, ``delay`` seconds
+        """Claim again the failed (or timed-out) run ``expect`` of ``name``, ``delay`` seconds
         after it ended; ``resume`` keeps its last value for ``resume_from``."""
         extra = {
             "expect": validate_token(expect),
             "max_attempts": max_attempts,
             "failed": Outcome.FAILED.value,
+            "timed_out": Outcome.TIMED_OUT.value,
             "delay": float(delay),
             "resume": resume,
         }
@@ -210,17 +211,21 @@ class WorkQueue:
 
     def renew_many(
         self, tasks: list[tuple[str, str, int]], queued: list[tuple[int, str, int]]
-    ) -> dict[tuple[str, str, int], bool]:
+    ) -> dict[tuple[str, str, int], tuple[bool, float]]:
         """Renew, in one statement, every lease a worker holds: ``tasks``
         (name, owner, token) in the lease table and ``queued`` (seq, owner,
         token) Django Tasks, each as its own heartbeat would. Returns, for
         each lease still held, ``(kind, key, token)`` (``db.rules``' RENEW_TASK
         or RENEW_QUEUED, the name or the seq as text) -> its
-        ``cancel_requested``; a lease missing from it is no longer held."""
+        ``(cancel_requested, age)``, ``age`` the seconds since its run began
+        by the database's clock; a lease missing from it is no longer held."""
         params = {"leases": renew_many_param(tasks, queued)}
         rows = store.write("heartbeat", "renew_many", params)
         return {
-            (str(row["kind"]), str(row["key"]), int(row["token"])): bool(row["cancel_requested"])
+            (str(row["kind"]), str(row["key"]), int(row["token"])): (
+                bool(row["cancel_requested"]),
+                float(row["age"] or 0.0),
+            )
             for row in rows
         }
 

@@ -19,10 +19,17 @@ its answer through the same methods (:meth:`Holder._renewed`,
 :meth:`Holder._refused`, the deadline): the rules stay here, for both.
 
 ``check()`` reports what the heartbeat last learned, without a
-statement: :class:`LeaseLost`, an operator's :class:`TaskCancelled`, or the
-worker's graceful stop (:class:`WorkerStopping`). A run ends once: by its own
-thread, or by a worker stopping at once (``interrupt()``), whichever comes
+statement: :class:`LeaseLost`, an operator's :class:`TaskCancelled`, the
+worker's graceful stop (:class:`WorkerStopping`), or a run past its
+``timeout`` (:class:`TaskTimedOut`). A run ends once: by its own thread, or
+by its worker, stopping at once (``interrupt()``) or ending a run that went on
+past its timeout and the worker's grace (``time_out()``), whichever comes
 first (:meth:`Holder._begin_end`).
+
+Timeouts are judged by the database's clock: a worker's renewal reads each
+run's age (the seconds since it began, by the database's clock) with its
+answer. A lease renewed by a heartbeat thread of its own (``with lease()``,
+``.start()``, a run that called ``fence()``) is not judged.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any, Protocol, TypeVar
 
 from django_bgtasks.core.progress import Progress
 from django_bgtasks.db.outages import Stopped, close_connection, retry_until_deadline
-from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
+from django_bgtasks.exceptions import LeaseLost, TaskCancelled, TaskTimedOut, WorkerStopping
 from django_bgtasks.validation import heartbeat_interval
 
 _T = TypeVar("_T")
@@ -83,7 +90,81 @@ class Renews(Protocol):
         ...
 
 
-class Holder:
+class Told:
+    """What a holder's heartbeat tells the work it holds the lease for, beside
+    a loss (:class:`Holder`): an operator's cancel, its worker's graceful
+    stop, and a run past its ``timeout``, judged by the database's clock (the
+    age of the run that each renewal of a worker's reads). A worker's renewer
+    ends a run that goes on past its timeout and the grace (:meth:`time_out`)."""
+
+    # How long a run may go on (seconds, by the database's clock), or None;
+    # set before its heartbeat starts.
+    timeout: float | None = None
+    # Set once a renewal found the run past its timeout: check() raises.
+    _timed_out = False
+    _cancel_requested = False
+    _stopping: threading.Event | None = None
+
+    @property
+    def name(self) -> str:
+        """The name its errors carry."""
+        raise NotImplementedError
+
+    @property
+    def stopping(self) -> bool:
+        """``True`` once the worker running this work began a graceful shutdown."""
+        return self._stopping is not None and self._stopping.is_set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        """``True`` once a heartbeat has brought an operator's cancel request."""
+        return self._cancel_requested
+
+    @property
+    def timed_out(self) -> bool:
+        """``True`` once a renewal found the run past its ``timeout``."""
+        return self._timed_out
+
+    def _raise_if_told(self) -> None:
+        """Raise :class:`TaskTimedOut`, :class:`TaskCancelled` or
+        :class:`WorkerStopping` (each a ``TaskCancelled``), if told so."""
+        if self._timed_out:
+            raise TaskTimedOut(self.name, self.timeout or 0.0)
+        if self._cancel_requested:
+            raise TaskCancelled(self.name)
+        if self._stopping is not None and self._stopping.is_set():
+            raise WorkerStopping(self.name)
+
+    def _judge_age(self, age: float | None) -> None:
+        """A renewal read the run's ``age`` (seconds since it began, by the
+        database's clock): past the ``timeout``, the run is told."""
+        if self.timeout is not None and age is not None and age >= self.timeout:
+            self._timed_out = True
+
+    def timeout_due(self, age: float, grace: float) -> float | None:
+        """Seconds from a renewal that read the run's ``age`` to the next
+        moment its timeout calls for a renewal: its ``timeout`` (the run is
+        told), then ``grace`` after it (its worker ends it); ``None`` without a
+        timeout. A renewer beats then, as well as every ``interval``."""
+        if self.timeout is None:
+            return None
+        at = self.timeout + grace if self._timed_out else self.timeout
+        return max(at - age, 0.0)
+
+    def time_out(self) -> object:
+        """End the run, still going past its timeout and its worker's grace,
+        from the worker's renewer: recorded as timed out (fenced by the
+        token), its lease given up, its thread left to finish (its own end
+        then comes too late: ``Holder._begin_end``). What the end returned."""
+        self._timed_out = True
+        return self._end_timed_out(TaskTimedOut(self.name, self.timeout or 0.0))
+
+    def _end_timed_out(self, exc: TaskTimedOut) -> object:
+        """Record the run's end as ``exc`` says, from another thread (a subclass's)."""
+        raise NotImplementedError
+
+
+class Holder(Told):
     """A lease held here while its work runs, renewed by a heartbeat thread,
     or by ``renewer`` (a worker's, for every lease it holds) when given.
 
@@ -125,11 +206,6 @@ class Holder:
     # --- what a subclass says of its lease ------------------------------------
 
     @property
-    def name(self) -> str:
-        """The name its errors carry."""
-        raise NotImplementedError
-
-    @property
     def owner(self) -> str:
         """This holder's identity, as stored in the row."""
         return self._held.owner
@@ -164,16 +240,6 @@ class Holder:
         return self._lost is not None
 
     @property
-    def stopping(self) -> bool:
-        """``True`` once the worker running this work began a graceful shutdown."""
-        return self._stopping is not None and self._stopping.is_set()
-
-    @property
-    def cancel_requested(self) -> bool:
-        """``True`` once a heartbeat has brought an operator's cancel request."""
-        return self._cancel_requested
-
-    @property
     def duration(self) -> float:
         """Seconds from the claim (when it was sent) to the run's end, or to
         now while it runs: what the worker's log says a run took. By this
@@ -190,12 +256,11 @@ class Holder:
         """Raise :class:`LeaseLost` if the lease is gone, or
         :class:`TaskCancelled` if an operator asked to stop. No database access:
         it reports what the heartbeat thread last learned. Raises
-        :class:`WorkerStopping` (a ``TaskCancelled``) when the worker is stopping."""
+        :class:`WorkerStopping` (a ``TaskCancelled``) when the worker is
+        stopping, and :class:`TaskTimedOut` (one too) once the run went on
+        past its ``timeout``."""
         self._raise_if_lost()
-        if self._cancel_requested:
-            raise TaskCancelled(self.name)
-        if self.stopping:
-            raise WorkerStopping(self.name)
+        self._raise_if_told()
 
     # --- the heartbeat -------------------------------------------------------
 
@@ -271,12 +336,15 @@ class Holder:
         """A renewal was refused: the lease is not this holder's any more."""
         self._declare_lost(self.refused)
 
-    def _renewed(self, sent: float, *, cancel_requested: bool) -> None:
-        """A renewal sent at ``sent`` (monotonic) succeeded: the deadline moves on."""
+    def _renewed(self, sent: float, *, cancel_requested: bool, age: float | None = None) -> None:
+        """A renewal sent at ``sent`` (monotonic) succeeded: the deadline moves
+        on. ``age``, when the renewal read it, is the seconds since the run
+        began by the database's clock: past the ``timeout``, the run is told."""
         with self._lock:
             self._deadline = max(self._deadline, sent + self.ttl)
             if cancel_requested:
                 self._cancel_requested = True
+            self._judge_age(age)
 
     def _retrying(self, call: Callable[[], _T], *, stop: threading.Event | None = None) -> _T:
         """``call()`` (a fenced write of this holder's), retried on a new

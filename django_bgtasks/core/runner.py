@@ -29,13 +29,20 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
+from django_bgtasks.background import registry
 from django_bgtasks.choices import Outcome, Trigger
 from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.core.leases import KEEP_VALUE
 from django_bgtasks.core.progress import NOTHING, Progress
 from django_bgtasks.core.states import Lease, Renewal, WorkClaim
 from django_bgtasks.db.rules import RENEW_TASK
-from django_bgtasks.exceptions import LeaseHeld, LeaseLost, TaskCancelled, WorkerStopping
+from django_bgtasks.exceptions import (
+    LeaseHeld,
+    LeaseLost,
+    TaskCancelled,
+    TaskTimedOut,
+    WorkerStopping,
+)
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
 from django_bgtasks.validation import (
@@ -111,18 +118,14 @@ class RunningLease(Holder):
         nothing written. Raises :class:`TaskCancelled` (after a write) if an
         operator asked to stop, as the last heartbeat or write learned it.
         """
-        # _raise_if_lost()'s two looks, inline: a progress bar calls this per item.
-        if self._lost is not None or self._deadline <= time.monotonic():
-            self._raise_if_lost()
+        # Inline, as a progress bar calls this per item (a timed-out run is told, not lost).
+        if self._lost is not None or self._timed_out or self._deadline <= time.monotonic():
+            self.check()
         # Refused here, not later in the heartbeat thread.
         encode_value(value, max_bytes=self._max_bytes)
         if self._progress.offer(value, flush=flush):
             self._renew()  # raises LeaseLost itself
-        # check() without its second look at the deadline: cheap in a tight loop.
-        if self._cancel_requested:
-            raise TaskCancelled(self.name)
-        if self._stopping is not None and self._stopping.is_set():
-            raise WorkerStopping(self.name)
+        self._raise_if_told()  # check() without its second look at the deadline: cheap
 
     async def aupdate(self, value: Any, *, flush: bool = False) -> None:
         """``update()`` for async code."""
@@ -183,7 +186,8 @@ class RunningLease(Holder):
     def from_work(
         cls, claim: WorkClaim, trigger: str, stopping: threading.Event, renewer: Renews
     ) -> RunningLease:
-        """A worker's claim, renewed by the worker's ``renewer``, stopped by ``stopping``."""
+        """A worker's claim, renewed by the worker's ``renewer`` (which judges
+        the ``timeout`` its registered task declares), stopped by ``stopping``."""
         running = cls(
             claim.lease,
             attempt=claim.attempt,
@@ -192,6 +196,7 @@ class RunningLease(Holder):
             stopping=stopping,
         )
         running._renewer = renewer
+        running.timeout = getattr(registry.get(running.name), "timeout", None)
         return running._started()
 
     def _started(self) -> RunningLease:
@@ -231,6 +236,8 @@ class RunningLease(Holder):
         right after. ``False`` when the run had already ended, or its lease
         was lost: nothing is written then."""
         return self.finish(WorkerStopping(self.name))
+
+    _end_timed_out = finish  # released timed-out (retried while attempts remain)
 
     def _release(self, outcome: str, error: str, result: Any) -> None:
         if self._progress.take() is None:
@@ -312,7 +319,8 @@ def _outcome(
     running: RunningLease, exc: BaseException | None, result: Any
 ) -> tuple[Outcome, str] | None:
     """The outcome and error ``running``'s end records: succeeded (``exc``
-    is ``None``), interrupted (:class:`WorkerStopping`), cancelled
+    is ``None``), interrupted (:class:`WorkerStopping`), timed out
+    (:class:`TaskTimedOut`), cancelled
     (:class:`TaskCancelled`) or failed; ``None`` for a lost lease (nothing
     is released). A failure is logged with its traceback (``logger.exception``
     on ``django_bgtasks``), here and only here. Work that returned a
@@ -323,6 +331,9 @@ def _outcome(
         return None
     if isinstance(exc, WorkerStopping):
         return Outcome.INTERRUPTED, str(exc)
+    if isinstance(exc, TaskTimedOut):
+        logger.warning("%s", exc, extra=running.log_extra())
+        return Outcome.TIMED_OUT, str(exc)
     if isinstance(exc, TaskCancelled):
         return Outcome.CANCELLED, str(exc)
     if exc is not None:

@@ -277,11 +277,13 @@ _RENEW_MANY = f"""
     WHERE q.status = '{QUEUED_RUNNING}'
         AND q.updated_at >= {_NOW} - INTERVAL ROUND(q.ttl * 1000000) MICROSECOND
     {MYSQL_STEP}
-    SELECT '{RENEW_TASK}' AS kind, t.name AS `key`, t.token, t.cancel_requested
+    SELECT '{RENEW_TASK}' AS kind, t.name AS `key`, t.token, t.cancel_requested,
+        TIMESTAMPDIFF(MICROSECOND, t.started_at, @bgtasks_renewing) / 1000000 AS age
     FROM {_HELD_TASKS}
     WHERE t.running AND t.updated_at >= @bgtasks_renewing
     UNION ALL
-    SELECT '{RENEW_QUEUED}' AS kind, CAST(q.seq AS CHAR) AS `key`, q.token, q.cancel_requested
+    SELECT '{RENEW_QUEUED}' AS kind, CAST(q.seq AS CHAR) AS `key`, q.token, q.cancel_requested,
+        TIMESTAMPDIFF(MICROSECOND, q.last_attempted_at, @bgtasks_renewing) / 1000000 AS age
     FROM {_HELD_QUEUED}
     WHERE q.status = '{QUEUED_RUNNING}' AND q.updated_at >= @bgtasks_renewing
 """

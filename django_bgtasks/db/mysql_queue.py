@@ -138,7 +138,7 @@ _ENQUEUE = f"""
 _ENDS = """JSON_TABLE(%(ends)s, '$[*]' COLUMNS (seq BIGINT PATH '$.seq',
     owner VARCHAR(200) CHARACTER SET utf8mb4 PATH '$.owner', token BIGINT PATH '$.token',
     status VARCHAR(16) PATH '$.status', return_value LONGTEXT PATH '$.return_value',
-    error JSON PATH '$.error', refund INT PATH '$.refund')) e"""
+    error JSON PATH '$.error', refund INT PATH '$.refund', delay DOUBLE PATH '$.delay')) e"""
 # Step 1 locks the rows whose ending matches them, so step 2 writes those alone.
 _FINISH_MANY_PICK = _pick(
     f"""SELECT t.seq FROM {_ENDS}
@@ -157,7 +157,9 @@ FINISH_MANY = f"""
         t.errors = CASE WHEN e.error IS NULL OR JSON_TYPE(e.error) = 'NULL' THEN t.errors
             ELSE JSON_ARRAY_APPEND(t.errors, '$', JSON_EXTRACT(e.error, '$')) END,
         t.attempts = t.attempts - e.refund,
-        t.active_key = CASE WHEN e.status = '{{ready}}' THEN t.active_key END
+        t.active_key = CASE WHEN e.status = '{{ready}}' THEN t.active_key END,
+        t.run_after = CASE WHEN e.delay > 0
+            THEN {_NOW} + INTERVAL ROUND(e.delay * 1000000) MICROSECOND ELSE t.run_after END
     {MYSQL_STEP}
     SELECT seq, status, finished_at FROM {{table}} WHERE {_IS_PICKED}
 """
@@ -193,7 +195,9 @@ QUEUE = QueueStatements(
             errors = CASE WHEN %(error)s IS NULL THEN errors
                 ELSE JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%(error)s, '$')) END,
             attempts = attempts - %(refund)s,
-            active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END
+            active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END,
+            run_after = CASE WHEN %(delay)s > 0
+                THEN {_NOW} + INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND ELSE run_after END
         WHERE {_HOLDER}
         {MYSQL_STEP}
         SELECT status, finished_at FROM {{table}} WHERE seq = %(seq)s

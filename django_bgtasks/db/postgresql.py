@@ -262,7 +262,8 @@ STATEMENTS = Statements(
                 AS h(name text, owner text, token bigint)
             WHERE t.name = h.name AND t.owner = h.owner AND t.token = h.token AND t.running
                 AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'
-            RETURNING t.name AS key, t.token, t.cancel_requested
+            RETURNING t.name AS key, t.token, t.cancel_requested,
+                EXTRACT(EPOCH FROM clock_timestamp() - t.started_at)::float8 AS age
         ), queued AS (
             UPDATE {{queued}} q SET updated_at = clock_timestamp()
             FROM jsonb_to_recordset(%(leases)s::jsonb -> 'queued')
@@ -270,12 +271,13 @@ STATEMENTS = Statements(
             WHERE q.seq = h.seq AND q.owner = h.owner AND q.token = h.token
                 AND q.status = '{QUEUED_RUNNING}'
                 AND q.updated_at >= clock_timestamp() - q.ttl * interval '1 second'
-            RETURNING q.seq::text AS key, q.token, q.cancel_requested
+            RETURNING q.seq::text AS key, q.token, q.cancel_requested,
+                EXTRACT(EPOCH FROM clock_timestamp() - q.last_attempted_at)::float8 AS age
         )
         SELECT {RENEW_MANY_COLUMNS} FROM (
-            SELECT '{RENEW_TASK}' AS kind, key, token, cancel_requested FROM tasks
+            SELECT '{RENEW_TASK}' AS kind, key, token, cancel_requested, age FROM tasks
             UNION ALL
-            SELECT '{RENEW_QUEUED}' AS kind, key, token, cancel_requested FROM queued
+            SELECT '{RENEW_QUEUED}' AS kind, key, token, cancel_requested, age FROM queued
         ) renewed
     """,
 )
@@ -334,7 +336,10 @@ QUEUE = QueueStatements(
             errors = CASE WHEN %(error)s::jsonb IS NULL THEN errors
                 ELSE errors || jsonb_build_array(%(error)s::jsonb) END,
             attempts = attempts - %(refund)s,
-            active_key = CASE WHEN %(status)s::text = '{ready}' THEN active_key END
+            active_key = CASE WHEN %(status)s::text = '{ready}' THEN active_key END,
+            run_after = CASE WHEN %(delay)s::float8 > 0
+                THEN clock_timestamp() + %(delay)s::float8 * interval '1 second'
+                ELSE run_after END
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
             AND status = '{running}'
             AND updated_at >= clock_timestamp() - ttl * interval '1 second'
@@ -349,9 +354,11 @@ QUEUE = QueueStatements(
             errors = CASE WHEN e.error IS NULL THEN t.errors
                 ELSE t.errors || jsonb_build_array(e.error) END,
             attempts = t.attempts - e.refund,
-            active_key = CASE WHEN e.status = '{ready}' THEN t.active_key END
+            active_key = CASE WHEN e.status = '{ready}' THEN t.active_key END,
+            run_after = CASE WHEN e.delay > 0
+                THEN clock_timestamp() + e.delay * interval '1 second' ELSE t.run_after END
         FROM jsonb_to_recordset(%(ends)s::jsonb) AS e(seq bigint, owner text, token bigint,
-            status text, return_value text, error jsonb, refund integer)
+            status text, return_value text, error jsonb, refund integer, delay float8)
         WHERE t.seq = e.seq AND t.owner = e.owner AND t.token = e.token
             AND t.status = '{running}'
             AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'

@@ -137,9 +137,12 @@ class Statements:
 # ``holder`` rule of each table), writing ``updated_at`` alone (on
 # PostgreSQL a HOT update of the lease table). It returns one row per lease
 # still held, of RENEW_MANY_COLUMNS: ``kind`` ("task" or "queued"), ``key``
-# (the name, or the seq as text), ``token`` and ``cancel_requested``. A
-# lease not in the answer is not held any more: its holder gives it up.
-RENEW_MANY_COLUMNS = "kind, key, token, cancel_requested"
+# (the name, or the seq as text), ``token``, ``cancel_requested`` and ``age``
+# (the seconds since the run began, by the database's clock: the lease row's
+# ``started_at``, the queued row's ``last_attempted_at``; what a timeout is
+# judged by). A lease not in the answer is not held any more: its holder
+# gives it up.
+RENEW_MANY_COLUMNS = "kind, key, token, cancel_requested, age"
 RENEW_TASK = "task"
 RENEW_QUEUED = "queued"
 # Rendered with the lease statements, which then name the queued table too.
@@ -216,13 +219,14 @@ CLAIM_RESUME = (
     {claim_returning}
 """
 )
-# A failed run of claim %(expect)s, again, once its delay has passed.
+# A failed (or timed-out) run of claim %(expect)s, again, once its delay has passed.
 CLAIM_RETRY = """
     UPDATE {task}
     SET {claim_set}, attempt = attempt + 1,
         value = CASE WHEN {resume_param} THEN value END
     WHERE name = %(name)s AND token = {expect_param} AND NOT running
-        AND outcome = %(failed)s AND attempt < %(max_attempts)s AND {delay_passed}
+        AND outcome IN (%(failed)s, %(timed_out)s) AND attempt < %(max_attempts)s
+        AND {delay_passed}
         AND result_note = '' AND paused_at IS NULL
     {claim_returning}
 """

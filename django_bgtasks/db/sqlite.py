@@ -56,6 +56,13 @@ def _age(column: str) -> str:
 
 _AGE = _age("updated_at")  # since the last heartbeat
 
+
+def _after(seconds: str) -> str:
+    """The time ``seconds`` (an SQL expression) from now, by the database's
+    clock, as ``_NOW`` writes times (a retry's ``run_after``)."""
+    return f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', julianday('now') + ({seconds}) / 86400.0)"
+
+
 # Joins the statements of the one operation of several (renew_many), run by
 # run_steps in one transaction.
 STEP = "\n;\n"
@@ -234,7 +241,8 @@ STATEMENTS = Statements(
                     json_extract(value, '$.token')
                 FROM json_each(%(leases)s, '$.tasks'))
             AND running AND NOT ({_AGE} > ttl)
-        RETURNING '{RENEW_TASK}' AS kind, name AS key, token, cancel_requested
+        RETURNING '{RENEW_TASK}' AS kind, name AS key, token, cancel_requested,
+            {_age("started_at")} AS age
         {{step}}
         UPDATE {{queued}} SET updated_at = {_NOW}
         WHERE (seq, owner, token) IN (
@@ -242,7 +250,8 @@ STATEMENTS = Statements(
                     json_extract(value, '$.token')
                 FROM json_each(%(leases)s, '$.queued'))
             AND status = '{QUEUED_RUNNING}' AND {_AGE} <= ttl
-        RETURNING '{RENEW_QUEUED}' AS kind, CAST(seq AS TEXT) AS key, token, cancel_requested
+        RETURNING '{RENEW_QUEUED}' AS kind, CAST(seq AS TEXT) AS key, token, cancel_requested,
+            {_age("last_attempted_at")} AS age
     """,
 )
 
@@ -296,7 +305,8 @@ QUEUE = QueueStatements(
             errors = CASE WHEN %(error)s IS NULL THEN errors
                 ELSE json_insert(errors, '$[#]', json(%(error)s)) END,
             attempts = attempts - %(refund)s,
-            active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END
+            active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END,
+            run_after = CASE WHEN %(delay)s > 0 THEN {_after("%(delay)s")} ELSE run_after END
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
             AND status = '{{running}}' AND {_LIVE}
         RETURNING status, finished_at
@@ -310,13 +320,15 @@ QUEUE = QueueStatements(
             errors = CASE WHEN e.error IS NULL THEN errors
                 ELSE json_insert(errors, '$[#]', json(e.error)) END,
             attempts = attempts - e.refund,
-            active_key = CASE WHEN e.status = '{{ready}}' THEN active_key END
+            active_key = CASE WHEN e.status = '{{ready}}' THEN active_key END,
+            run_after = CASE WHEN e.delay > 0 THEN {_after("e.delay")} ELSE run_after END
         FROM (
             SELECT json_extract(value, '$.seq') AS seq, json_extract(value, '$.owner') AS owner,
                 json_extract(value, '$.token') AS token,
                 json_extract(value, '$.status') AS status,
                 json_extract(value, '$.return_value') AS return_value,
-                json_extract(value, '$.error') AS error, json_extract(value, '$.refund') AS refund
+                json_extract(value, '$.error') AS error, json_extract(value, '$.refund') AS refund,
+                json_extract(value, '$.delay') AS delay
             FROM json_each(%(ends)s)
         ) AS e
         WHERE {{table}}.seq = e.seq AND {{table}}.owner = e.owner AND {{table}}.token = e.token

@@ -120,10 +120,11 @@ def status_cell(state: TaskState, style: Style) -> Cell:
 
 
 def outcome_cell(outcome: str, style: Style) -> Cell:
-    """How a run ended: red failed or lost, yellow cancelled or released."""
+    """How a run ended: red failed, lost or timed out, yellow cancelled or released."""
     styles: dict[str, Callable[[str], str]] = {
         Outcome.FAILED: style.ERROR,
         Outcome.LOST: style.ERROR,
+        Outcome.TIMED_OUT: style.ERROR,
         Outcome.CANCELLED: style.WARNING,
         Outcome.RELEASED_BY_OPERATOR: style.WARNING,
     }

@@ -27,6 +27,9 @@ Options:
 * ``TTL`` (default ``BGTASKS_TTL``): the lease of each run, in seconds; a
   killed worker's task is recovered within it.
 
+Per task, ``@task(max_attempts=N, retry_delay=S, timeout=S)`` override
+``MAX_ATTEMPTS``, space the retries out and bound each run (:class:`LeaseTask`).
+
 A task function reaches its lease with
 :func:`~django_bgtasks.queue.execute.task_lease` (``update()`` for
 progress, ``check()`` for an operator's cancel), with or without
@@ -36,6 +39,7 @@ progress, ``check()`` for an operator's cancel), with or without
 from __future__ import annotations
 
 import dataclasses
+import random
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -51,7 +55,13 @@ from django_bgtasks.conf import conf
 from django_bgtasks.db.vendors import QUEUE_VENDORS
 from django_bgtasks.queue.enqueue import Pairs, store
 from django_bgtasks.queue.execute import result_from_row
-from django_bgtasks.validation import validate_pairs, validate_ttl
+from django_bgtasks.validation import (
+    validate_attempts,
+    validate_pairs,
+    validate_retry_delay,
+    validate_timeout,
+    validate_ttl,
+)
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -72,15 +82,28 @@ else:  # Task is generic in django-stubs and the backport, not in Django 6
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseTask(_Task):
-    """The backend's ``task_class``: Django's ``Task`` with a unique key.
+    """The backend's ``task_class``: Django's ``Task`` with a unique key,
+    retries and a timeout.
 
     ``@task(unique=True)`` keys the task by its path; ``@task(lease_name="...")``
     (or ``.using()``-style ``dataclasses.replace``) names the key. While one
     task of a key is ready or running, ``enqueue()`` returns its ``TaskResult``
-    instead of storing another: at most one run at a time per key."""
+    instead of storing another: at most one run at a time per key.
+
+    ``max_attempts`` (runs before it ends ``FAILED``) overrides the backend's
+    ``MAX_ATTEMPTS``; ``retry_delay`` (seconds) spaces the retries out, doubling
+    after each attempt, capped at ``limits.MAX_RETRY_DELAY``, with +-10 %
+    jitter (:meth:`retry_delay_for`); ``timeout`` (seconds) bounds each run
+    (``TaskTimedOut``). A bad value is an ``InvalidTask`` when the task is
+    declared. Where ``@task`` passes no extra keywords to ``task_class``
+    (Django 6.0), ``dataclasses.replace(task, max_attempts=3)`` gives the
+    same task with them."""
 
     unique: bool = False
     lease_name: str | None = None
+    max_attempts: int | None = None
+    retry_delay: float | None = None
+    timeout: float | None = None
 
     @property
     def unique_key(self) -> str | None:
@@ -88,6 +111,18 @@ class LeaseTask(_Task):
         if self.lease_name is not None:
             return str(self.lease_name)
         return self.module_path if self.unique else None
+
+    def retry_delay_for(self, attempt: int) -> float:
+        """Seconds before the retry that follows failed attempt ``attempt``
+        (1, 2, ...): ``retry_delay`` doubled for each attempt before it,
+        capped at ``limits.MAX_RETRY_DELAY``, then +-10 % of jitter (so that
+        tasks that failed together do not all come back together); 0 without
+        a ``retry_delay``."""
+        if self.retry_delay is None:
+            return 0.0
+        doubled = self.retry_delay * 2.0 ** min(max(attempt - 1, 0), 32)
+        jitter = random.uniform(-limits.RETRY_JITTER, limits.RETRY_JITTER)  # noqa: S311
+        return min(doubled, limits.MAX_RETRY_DELAY) * (1.0 + jitter)
 
 
 class LeaseBackend(compat.BaseTaskBackend):
@@ -105,9 +140,17 @@ class LeaseBackend(compat.BaseTaskBackend):
         self.ttl: Any = self.options.get("TTL")
 
     def validate_task(self, task: Any) -> None:
-        """Django's checks, and a unique key that fits its column (255
-        characters, the most MySQL/MariaDB index in a unique text column)."""
+        """Django's checks, the options of :class:`LeaseTask` (``max_attempts``,
+        ``retry_delay``, ``timeout``), and a unique key that fits its column
+        (255 characters, the most MySQL/MariaDB index in a unique text column)."""
         super().validate_task(task)
+        try:
+            if (attempts := getattr(task, "max_attempts", None)) is not None:
+                validate_attempts(attempts)
+            validate_retry_delay(getattr(task, "retry_delay", None))
+            validate_timeout(getattr(task, "timeout", None))
+        except (TypeError, ValueError) as exc:
+            raise compat.InvalidTask(f"task {task.module_path!r}: {exc}") from None
         key = getattr(task, "unique_key", None)
         if key is not None and not 0 < len(key) <= limits.MAX_UNIQUE_KEY_LENGTH:
             raise compat.InvalidTask(
@@ -154,7 +197,7 @@ class LeaseBackend(compat.BaseTaskBackend):
         self.validate_task(task)
         options = {
             "backend": self.alias,
-            "max_attempts": self._max_attempts(),
+            "max_attempts": self._max_attempts(getattr(task, "max_attempts", None)),
             "ttl": validate_ttl(self.ttl),
         }
         return store(
@@ -252,7 +295,10 @@ class LeaseBackend(compat.BaseTaskBackend):
         messages.extend(checks.Error(str(exc), hint=exc.hint, id=exc.id) for exc in errors)
         return messages
 
-    def _max_attempts(self) -> int:
+    def _max_attempts(self, task_attempts: int | None = None) -> int:
+        """The task's own ``max_attempts``, else the backend's ``MAX_ATTEMPTS``."""
+        if task_attempts is not None:
+            return task_attempts
         value = self.max_attempts
         if (
             isinstance(value, bool)

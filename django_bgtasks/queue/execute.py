@@ -18,6 +18,13 @@ its own, then ends the run with one fenced statement:
   remain (the next claim raises the token), else ``FAILED``; each attempt's
   error is kept, with its traceback;
 * cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
+* past the task's ``timeout`` (``TaskTimedOut`` at ``check()``/``update()``,
+  or, for a run that did not stop within its worker's grace, ended by the
+  worker's renewer: ``QueuedLease.time_out()``): ``READY`` again while
+  attempts remain, else ``FAILED``, with that error;
+* a retry waits the task's ``retry_delay`` (doubling, capped, with jitter:
+  ``LeaseTask.retry_delay_for``): ``run_after`` is set by the database's
+  clock in the statement that records the failed attempt;
 * the worker is stopping (``WorkerStopping``): ``READY`` again, the attempt
   given back, for the next worker; the same when a worker stopping at once
   ends the run from its main thread (:meth:`QueuedLease.interrupt`);
@@ -53,7 +60,7 @@ from django_bgtasks.choices import Outcome
 from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.core.states import as_datetime
 from django_bgtasks.db.rules import RENEW_QUEUED
-from django_bgtasks.exceptions import LeaseLost, TaskCancelled, WorkerStopping
+from django_bgtasks.exceptions import LeaseLost, TaskCancelled, TaskTimedOut, WorkerStopping
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import (
     FAILED,
@@ -104,6 +111,11 @@ class QueuedLease(Holder):
         super().__init__(claim, stopping=stopping, renewer=renewer)
         # When the run ended, by the database's clock (set by the finish).
         self.finished_at: dt.datetime | None = None
+        # The Task it runs, its running TaskResult and the signals' sender,
+        # once loaded (_execute): what an end by time_out() needs too.
+        self.task: Any = None
+        self.result: Any = None
+        self.sender: type | None = None
 
     @property
     def name(self) -> str:
@@ -117,6 +129,8 @@ class QueuedLease(Holder):
 
     def update(self, progress: Any) -> None:
         """Store ``progress`` (JSON) and renew, then :meth:`check`."""
+        if self._timed_out:  # (its worker may have ended it: told so, not lost)
+            self._raise_if_told()
         self._raise_if_lost()
         encode_value(progress, kind="progress")  # a bad value raises before any SQL
         self._renew(progress=progress, set_progress=True)
@@ -133,6 +147,16 @@ class QueuedLease(Holder):
             return RUNNING
         self._stop_heartbeat()
         return _finish(self, READY, refund=True, ending=False)
+
+    def _end_timed_out(self, exc: TaskTimedOut) -> str:
+        """For :meth:`~django_bgtasks.core.holding.Told.time_out`: the run ends
+        as one that raised ``exc`` does (``READY`` after its retry delay while
+        attempts remain, else ``FAILED``). Returns the status the row was left
+        in (``RUNNING``: nothing written, the run had ended or its lease was lost)."""
+        if not self._begin_end():
+            return RUNNING
+        self._stop_heartbeat()
+        return _failed(self, exc, ending=False)
 
     # --- the heartbeat -------------------------------------------------------------
 
@@ -304,9 +328,11 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
     except Exception as exc:  # nothing to run: no attempt can succeed
         span.failed(exc)
         return _finish(lease, FAILED, error=_error(exc))
-    lease._start_heartbeat(f"bgtasks-queued:{claim.uuid}")
     result = _running_result(task, claim)
     sender = type(task.get_backend())
+    lease.task, lease.result, lease.sender = task, result, sender
+    lease.timeout = getattr(task, "timeout", None)
+    lease._start_heartbeat(f"bgtasks-queued:{claim.uuid}")
     token = _current.set(lease)
     try:
         # Inside the try, as django-tasks-db's worker sends it: a receiver that
@@ -324,6 +350,10 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
     except WorkerStopping:
         lease._stop_heartbeat()
         return _finish(lease, READY, refund=True)
+    except TaskTimedOut as exc:
+        lease._stop_heartbeat()
+        logger.warning("queued task %s: %s (attempt %d)", lease.name, exc, claim.attempts)
+        return _failed(lease, exc)
     except TaskCancelled as exc:
         lease._stop_heartbeat()
         return _finished(lease, result, sender, FAILED, error=_error(exc))
@@ -336,10 +366,7 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
         lease._stop_heartbeat()
         logger.exception("queued task %s failed on attempt %d", lease.name, claim.attempts)
         span.failed(exc)
-        retry = claim.attempts < claim.max_attempts and not lease.cancel_requested
-        if retry:
-            return _finish(lease, READY, error=_error(exc))
-        return _finished(lease, result, sender, FAILED, error=_error(exc))
+        return _failed(lease, exc)
     finally:
         _current.reset(token)
         # (Again: stopping is idempotent, and must happen on every way out.)
@@ -357,6 +384,20 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
     return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)
 
 
+def _failed(lease: QueuedLease, exc: BaseException, *, ending: bool = True) -> str:
+    """End a run that raised ``exc`` (or timed out): ``READY`` again after
+    the task's retry delay while attempts remain (and no cancel came), else
+    ``FAILED``; the error is kept either way."""
+    claim = lease.claim
+    if claim.attempts < claim.max_attempts and not lease.cancel_requested:
+        retry_delay_for = getattr(lease.task, "retry_delay_for", None)
+        delay = retry_delay_for(claim.attempts) if retry_delay_for is not None else 0.0
+        return _finish(lease, READY, error=_error(exc), delay=delay, ending=ending)
+    if lease.sender is None:  # (never: set before the task ran)
+        return _finish(lease, FAILED, error=_error(exc), ending=ending)
+    return _finished(lease, lease.result, lease.sender, FAILED, error=_error(exc), ending=ending)
+
+
 def _finished(
     lease: QueuedLease,
     result: Any,
@@ -365,10 +406,11 @@ def _finished(
     *,
     return_value: str | None = None,
     error: dict[str, str] | None = None,
+    ending: bool = True,
 ) -> str:
     """End the run for good (succeeded or failed), then send ``task_finished``
     with the result as it ended."""
-    ended = _finish(lease, status, return_value=return_value, error=error)
+    ended = _finish(lease, status, return_value=return_value, error=error, ending=ending)
     if ended != status:
         return ended
     object.__setattr__(result, "status", compat.TaskResultStatus(status))
@@ -385,6 +427,7 @@ def _finished(
     return status
 
 
+# Its parameters are alike QueueManager.finish()'s on purpose: it passes each on.
 def _finish(
     lease: QueuedLease,
     status: str,
@@ -392,10 +435,12 @@ def _finish(
     return_value: str | None = None,
     error: dict[str, str] | None = None,
     refund: bool = False,
+    delay: float = 0.0,
     ending: bool = True,
 ) -> str:
-    """Write the run's end, retried through a database outage while the lease
-    can still be valid (the write is fenced, so a retry is safe). A retry
+    """Write the run's end (``delay``: a retry's, see ``Ending``), retried
+    through a database outage while the lease can still be valid (the write
+    is fenced, so a retry is safe). A retry
     first asks whether the try before it landed, its reply lost with the
     connection: the end is then written already, and this run did end."""
     if ending and not lease._begin_end():
@@ -410,7 +455,9 @@ def _finish(
         if tries > 1 and (landed := _queue().ended(lease.claim, status=status)) is not None:
             return landed
         claim = lease.claim
-        ending = Ending(claim.seq, claim.owner, claim.token, status, return_value, error, refund)
+        ending = Ending(
+            claim.seq, claim.owner, claim.token, status, return_value, error, refund, delay
+        )
         return _ends.submit(ending)
 
     try:

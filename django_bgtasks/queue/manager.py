@@ -33,6 +33,7 @@ from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import QueueStatements
 from django_bgtasks.validation import (
     encode_value,
+    is_finite_number,
     validate_limit,
     validate_owner,
     validate_queue_name,
@@ -126,6 +127,9 @@ class Ending:
     return_value: str | None = None
     error: dict[str, str] | None = None
     refund: bool = False
+    # A retry's delay: READY again, run_after this many seconds from now by
+    # the database's clock (0: at once).
+    delay: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         """One element of ``finish_many``'s ``ends`` (db/rules.py)."""
@@ -137,7 +141,15 @@ class Ending:
             "return_value": self.return_value,
             "error": self.error,
             "refund": 1 if self.refund else 0,
+            "delay": self.delay,
         }
+
+
+def _delay(delay: float) -> float:
+    """A retry's delay in seconds: 0 or more, finite (refused before any SQL)."""
+    if not is_finite_number(delay) or delay < 0:
+        raise ValueError(f"a retry's delay is a finite number of seconds >= 0, not {delay!r}")
+    return float(delay)
 
 
 class QueueQuerySet(models.QuerySet["QueuedTask"]):
@@ -266,10 +278,12 @@ class QueueManager(models.Manager["QueuedTask"]):
         return_value: str | None = None,
         error: dict[str, str] | None = None,
         refund: bool = False,
+        delay: float = 0.0,
     ) -> dt.datetime | bool | None:
         """End the claim's run with ``status`` (``READY`` again for a retry or an
-        interrupted run; ``refund`` gives the attempt back), the JSON text of
-        ``return_value`` and one more ``error``. The time it finished (by the
+        interrupted run; ``refund`` gives the attempt back; ``delay`` puts
+        ``run_after`` that many seconds from now, by the database's clock), the
+        JSON text of ``return_value`` and one more ``error``. The time it finished (by the
         database's clock; ``True`` for ``READY``, which has none), or ``None``
         when the lease is no longer this claim's: nothing is written."""
         params = {
@@ -278,6 +292,7 @@ class QueueManager(models.Manager["QueuedTask"]):
             "return_value": return_value,
             "error": None if error is None else json.dumps(error),
             "refund": 1 if refund else 0,
+            "delay": _delay(delay),
         }
         rows = self._write("finish", params)
         if not rows:
@@ -297,6 +312,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         for ending in ends:
             if ending.status not in ENDS:
                 raise ValueError(f"a run ends {', '.join(ENDS)}, not {ending.status!r}")
+            _delay(ending.delay)
         if not ends:
             return {}
         rows = self._write("finish_many", {"ends": json.dumps([e.as_json() for e in ends])})

@@ -121,7 +121,7 @@ class Worker:
         self._runs = Runs()
         self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
         self.ttl = self.heartbeat.ttl
-        self.renewer = Renewer()  # one statement a beat renews every lease held here
+        self.renewer = Renewer(timeout_grace=grace)  # one statement a beat renews them all
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
         # their own, each claiming and running one queued task at a time.
         self.run_queued = run_queued or queues is not None

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError
@@ -69,8 +70,10 @@ class QueueThreads:
         # the connection, so that the worker may hold a task it never learnt
         # of. The claims are made in rounds (the module docstring), and a
         # give-back only at the start of one: never while a claim is on its
-        # way, so it never takes a task just claimed.
-        self._held: set[int] = set()
+        # way, so it never takes a task just claimed. Counted: a run ended as
+        # timed out by the renewer may still be going in its thread while
+        # another thread here runs the same row again.
+        self._held: Counter[int] = Counter()
         self._unsure = False
         self._lock = threading.Lock()
         self._rounds: Group[bool, Claim | None] = Group(self._claim_round)
@@ -136,7 +139,7 @@ class QueueThreads:
                 raise
             logger.debug("queue: one claim for %d thread(s) took %d", limit, len(claimed))
             with self._lock:
-                self._held.update(claim.seq for claim in claimed)
+                self._held.update(claim.seq for claim in claimed)  # (Counter: one more each)
         handed = iter(claimed)
         return [next(handed, None) if want else None for want in wants]
 
@@ -221,16 +224,17 @@ class QueueThreads:
             return
         finally:
             with self._lock:
-                self._held.discard(claim.seq)
+                self._held -= Counter([claim.seq])
         duration = time.monotonic() - claim.sent_at
         log_ended(claim, status, duration)
         if self.metrics is not None:
             self.metrics.queued_ended(claim, status, duration, self.stopping.is_set())
 
     def running(self) -> int:
-        """How many queued tasks are claimed here and not ended."""
+        """How many queued tasks are claimed here and not ended (a timed-out
+        run still going in its thread counts, beside its row's next run)."""
         with self._lock:
-            return len(self._held)
+            return sum(self._held.values())
 
 
 def log_ended(claim: Claim, status: str, duration: float) -> None:

@@ -26,6 +26,17 @@ seen as fast as each lease's own heartbeat saw them:
 * a value waiting to be written (``update()``'s coalescing) is written at its
   deadline by its own statement, as its heartbeat thread wrote it.
 
+Timeouts (``@task(timeout=S)``, ``@background_task(timeout=S)``) are judged
+here, by the database's clock: each answer carries the run's age (seconds
+since it began). The first beat at or past its timeout tells the run (its
+next ``check()``/``update()`` raises ``TaskTimedOut``); a run still held at
+the first beat ``timeout_grace`` seconds later (the worker's ``--grace``) is
+ended by this thread (:meth:`~django_bgtasks.core.holding.Told.time_out`):
+recorded timed out, fenced by its token, its thread left to finish. A held
+run with a timeout is renewed at those two moments too, not only every
+interval (the process's clock only says when to look; the database's clock
+decides).
+
 A run that calls ``fence()`` gets a heartbeat thread of its own from then on
 (:meth:`~django_bgtasks.core.holding.Holder._own_heartbeat`): its fenced
 transaction holds its row, and the statement that renews the others must not
@@ -37,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -59,8 +71,9 @@ class Renewer:
     """The renewal thread of one worker; see the module docstring. It starts
     with the first lease added; :meth:`close` ends it."""
 
-    def __init__(self, name: str = "bgtasks-renewer") -> None:
+    def __init__(self, name: str = "bgtasks-renewer", *, timeout_grace: float = 0.0) -> None:
         self.name = name
+        self.timeout_grace = timeout_grace
         # Each held lease, and when its next renewal is due (monotonic).
         self._held: dict[Holder, float] = {}
         # A holder whose value could not be written: not before when to try again.
@@ -82,8 +95,10 @@ class Renewer:
         """Renew ``holder``'s lease from now on: one interval from now (as its
         own heartbeat thread, started now, would), or at the next beat if
         that comes sooner."""
+        now = time.monotonic()
+        due = holder.timeout_due(0.0, self.timeout_grace)
         with self._lock:
-            self._held[holder] = time.monotonic() + holder.interval
+            self._held[holder] = now + min(holder.interval, due if due is not None else math.inf)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
@@ -204,6 +219,32 @@ class Renewer:
             self._hand_out(holders, sent, answer)
             return
 
+    def _time_out(self, holder: Holder) -> None:
+        """End ``holder``'s run, past its timeout and the grace (see the
+        module docstring), on a thread of its own: its end is retried through
+        an outage up to its deadline, which must not hold up the beats of the
+        other leases. The run's own thread goes on, and its end is refused."""
+        self.remove(holder)
+        threading.Thread(
+            target=self._end_timed_out, args=(holder,), name=f"{self.name}:timeout", daemon=True
+        ).start()
+
+    def _end_timed_out(self, holder: Holder) -> None:
+        logger.warning(
+            "%s: still running %g s past its timeout (%g s): ended as timed out; its "
+            "thread is left to finish, and its end will be refused",
+            holder.described,
+            self.timeout_grace,
+            holder.timeout,
+            extra=holder.log_extra(),
+        )
+        try:
+            holder.time_out()
+        except Exception:  # an outage past its deadline, a bug: the row is recovered
+            logger.exception("%s: ending it as timed out failed", holder.described)
+        finally:
+            close_connection()
+
     def _gave_up(self, holder: Holder) -> bool:
         """Whether ``holder`` gave its lease up (its deadline passed: it says
         so itself, by the renew-deadline rule); it then leaves the renewer."""
@@ -213,21 +254,32 @@ class Renewer:
         return False
 
     def _hand_out(
-        self, holders: list[Holder], sent: float, answer: dict[tuple[str, str, int], bool]
+        self,
+        holders: list[Holder],
+        sent: float,
+        answer: dict[tuple[str, str, int], tuple[bool, float]],
     ) -> None:
         """Each holder its answer: renewed (the deadline moves on from
-        ``sent``) with its cancel flag, or refused. A holder that left
-        meanwhile (its run ended) is not told it was refused: its own end
-        may have come first."""
+        ``sent``) with its cancel flag and its run's age (a run past its
+        timeout is told; past its grace too, ended), or refused. A holder that
+        left meanwhile (its run ended) is not told it was refused: its own
+        end may have come first."""
         refused = 0
         for holder in holders:
             kind, key, _, token = holder.renewal_key()
-            cancel_requested = answer.get((kind, str(key), token))
-            if cancel_requested is not None:
-                holder._renewed(sent, cancel_requested=cancel_requested)
+            renewed = answer.get((kind, str(key), token))
+            if renewed is not None:
+                cancel_requested, age = renewed
+                told = holder.timed_out
+                holder._renewed(sent, cancel_requested=cancel_requested, age=age)
+                due = holder.timeout_due(age, self.timeout_grace)
+                if told and due == 0.0:
+                    self._time_out(holder)
+                    continue
                 with self._lock:
                     if holder in self._held:
-                        self._held[holder] = sent + holder.interval
+                        wait = min(holder.interval, due if due is not None else math.inf)
+                        self._held[holder] = sent + wait
                 continue
             with self._lock:
                 still_held = self._held.pop(holder, None) is not None

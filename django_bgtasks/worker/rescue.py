@@ -1,5 +1,5 @@
 """Runs that went wrong: a lost or interrupted run resumed or retried, a
-failed one retried after its delay, and a silent holder that nothing is owed
+failed or timed-out one retried after its delay, and a silent holder that nothing is owed
 for recorded as ``lost``.
 
 Each claim here is one compare-and-set on the row's token (``expect``), so
@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from django_bgtasks.background.functions import BackgroundTaskFunction
-from django_bgtasks.choices import RESUMABLE_OUTCOMES, Outcome
+from django_bgtasks.choices import RESUMABLE_OUTCOMES, RETRIED_OUTCOMES, Outcome
 from django_bgtasks.core.states import DueRow, WorkClaim
 from django_bgtasks.models import BackgroundTask
 
@@ -32,12 +32,12 @@ def owes_again(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
 
 
 def retry_due(task: BackgroundTaskFunction[..., Any], row: DueRow) -> bool:
-    """A failed run, attempts left, and its (doubling) delay passed by the
-    database's clock; never a run that failed only because its return value
-    could not be stored (its work is done)."""
+    """A failed (or timed-out) run, attempts left, and its (doubling) delay
+    passed by the database's clock; never a run that failed only because its
+    return value could not be stored (its work is done)."""
     return (
         not row.stale
-        and row.outcome == Outcome.FAILED
+        and row.outcome in RETRIED_OUTCOMES
         and not row.result_not_stored
         and row.attempt < task.max_attempts
         and row.finished_age is not None

@@ -211,7 +211,7 @@ READ_BY_NAME = {
     "renew": {"cancel_requested"},
     "renew_with_value": {"cancel_requested"},
     "clock": {"db_now"},
-    "renew_many": {"kind", "key", "token", "cancel_requested"},
+    "renew_many": {"kind", "key", "token", "cancel_requested", "age"},
 }
 QUEUE_READ_BY_NAME = {
     "renew": {"cancel_requested"},

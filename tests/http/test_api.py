@@ -80,6 +80,14 @@ def test_change_permission_alone_can_read_too(site_alias: str, operator: Client)
 # --- reads -----------------------------------------------------------------------------
 
 
+def test_a_timed_out_run_reads_so_in_the_api(site_alias: str, viewer: Client) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    error = "task 'cleanup' timed out: it ran past its 2 s"
+    objects.release("cleanup", "worker-1", token=lease.token, outcome="timed-out", error=error)
+    data = viewer.get("/bgtasks/cleanup/").json()
+    assert (data["outcome"], data["error"], data["running"]) == ("timed-out", error, False)
+
+
 def test_list_and_detail_return_task_states(site_alias: str, viewer: Client) -> None:
     lease = objects.try_claim("cleanup", "worker-1", {"done": 3, "total": 4}, ttl=30)
     objects.try_claim("other", "worker-2", ttl=30)

@@ -138,6 +138,19 @@ def test_show_prints_the_state_value_and_recent_runs(site_alias: str) -> None:
     assert tokens == ["2", "1"]
 
 
+def test_show_and_list_say_a_run_timed_out_in_red(site_alias: str) -> None:
+    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
+    error = "task 'cleanup' timed out: it ran past its 2 s"
+    objects.release("cleanup", "worker-1", token=lease.token, outcome="timed-out", error=error)
+    out = bgtasks("show", "cleanup")
+    assert "timed-out" in out and error in out
+    assert "timed-out" in bgtasks("list")
+    red = StringIO()
+    call_command("bgtasks", "list", stdout=red, force_color=True)
+    assert "\x1b[31;1mtimed-out" in red.getvalue()
+    assert json.loads(bgtasks("show", "cleanup", "--json"))["outcome"] == "timed-out"
+
+
 def test_show_json_is_the_task_state(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", {"done": 1}, ttl=30)
     data = json.loads(bgtasks("show", "cleanup", "--json"))

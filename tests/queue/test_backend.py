@@ -176,6 +176,68 @@ def test_a_priority_out_of_range_is_an_invalid_task(backend: str) -> None:
 # --- ours alone ------------------------------------------------------------------------
 
 
+# Every bad value of each of LeaseTask's options, and the reason it must name.
+BAD_OPTIONS = [
+    ("max_attempts", 0, "between 1 and 1000, not 0"),
+    ("max_attempts", 1001, "between 1 and 1000"),
+    ("max_attempts", 2.0, "must be an int, not float"),
+    ("max_attempts", True, "must be an int, not bool"),
+    ("max_attempts", "3", "must be an int, not str"),
+    ("retry_delay", 0, "above 0 and at most 3600"),
+    ("retry_delay", -1.0, "above 0"),
+    ("retry_delay", 3600.5, "at most 3600 seconds"),
+    ("retry_delay", float("nan"), "not nan"),
+    ("retry_delay", float("inf"), "not inf"),
+    ("retry_delay", True, "number of seconds, not bool"),
+    ("retry_delay", "1", "number of seconds, not str"),
+    ("timeout", 0, "above 0 and at most 604800"),
+    ("timeout", -5, "above 0"),
+    ("timeout", 604800.1, "at most 604800 seconds"),
+    ("timeout", float("nan"), "not nan"),
+    ("timeout", [1], "number of seconds, not list"),
+]
+
+
+@pytest.mark.parametrize(("option", "value", "reason"), BAD_OPTIONS)
+def test_a_bad_option_is_an_invalid_task_with_its_reason(
+    refusal_alias: str, option: str, value: Any, reason: str
+) -> None:
+    said = f"'tests.djtasks.add': {option} .*{re.escape(reason)}"
+    with pytest.raises(compat.InvalidTask, match=said):
+        dataclasses.replace(djtasks.add, **{option: value})
+    # Through @task(...) too, where it hands the keywords on (Django 6.1+, the backport).
+    with pytest.raises(compat.InvalidTask, match=re.escape(reason)):
+        djtasks.task(**{option: value})(djtasks.add.func)
+    assert QueuedTask.objects.using(refusal_alias).count() == 0
+
+
+def test_the_options_reach_the_task_and_max_attempts_overrides_the_backends(
+    tasks_alias: str,
+) -> None:
+    """@task(...) declares them; the row's max_attempts is the task's own,
+    over the backend's MAX_ATTEMPTS (1 on "default", 3 on "retrying")."""
+    task = djtasks.fails_with_backoff
+    assert (task.max_attempts, task.retry_delay, task.timeout) == (4, 0.2, None)
+    assert djtasks.checks_past_timeout.timeout == 0.5
+    own = task.enqueue("unused")
+    fewer = djtasks.fails_once_only.using(backend="retrying").enqueue("unused")
+    plain = djtasks.add.using(backend="retrying").enqueue(1, 2)
+    stored = {
+        str(row.uuid): row.max_attempts for row in QueuedTask.objects.using(tasks_alias).all()
+    }
+    assert stored == {own.id: 4, fewer.id: 1, plain.id: 3}
+
+
+def test_the_retry_delay_doubles_up_to_its_cap_with_ten_percent_jitter() -> None:
+    task = dataclasses.replace(djtasks.add, retry_delay=10)
+    for attempt, base in [(1, 10), (2, 20), (3, 40), (9, 2560), (10, 3600), (500, 3600)]:
+        delays = [task.retry_delay_for(attempt) for _ in range(200)]
+        assert all(0.9 * base <= delay <= 1.1 * base for delay in delays), (attempt, delays)
+        assert len(set(delays)) > 150  # jittered, not one value
+        assert min(delays) < base < max(delays)
+    assert djtasks.add.retry_delay_for(3) == 0.0  # no retry_delay: a retry at once
+
+
 @pytest.mark.parametrize("key", ["", "k" * 256])
 def test_a_unique_key_that_does_not_fit_is_an_invalid_task(tasks_alias: str, key: str) -> None:
     with pytest.raises(compat.InvalidTask, match="unique key"):

@@ -17,6 +17,7 @@ from django.db import connections
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.manager import Claim, Ending
 from tests import djtasks
+from tests.procs import wait_until
 from tests.queue.test_backend import backdate
 
 
@@ -185,4 +186,64 @@ def test_finish_many_refuses_bad_ends_and_writes_nothing(refusal_alias: str) -> 
     with pytest.raises(ValueError, match="not 'RUNNING'"):
         QueuedTask.objects.finish_many([ending(first), ending(second, "RUNNING")])
     assert QueuedTask.objects.finish_many([]) == {}
+    assert set(QueuedTask.objects.values_list("status", flat=True)) == {"RUNNING"}
+
+
+# --- a retry's delay, applied by the database's clock --------------------------------------
+
+
+def run_after_less_updated_at(alias: str, seq: int) -> float:
+    """``run_after - updated_at`` of row ``seq``, in seconds: both written by
+    one statement from the database's clock."""
+    row = QueuedTask.objects.using(alias).get(seq=seq)
+    return (row.run_after - row.updated_at).total_seconds()
+
+
+def test_a_retrys_delay_sets_run_after_by_the_databases_clock(tasks_alias: str) -> None:
+    enqueue(3)
+    one, many, at_once = QueuedTask.objects.claim_many("w", queues=None, limit=3)
+    error = {"exception_class_path": "builtins.ValueError", "traceback": "ValueError: no"}
+    assert QueuedTask.objects.finish(one, status="READY", error=error, delay=0.75) is True
+    written = QueuedTask.objects.finish_many(
+        [ending(many, "READY", error=error, delay=1.5), ending(at_once, "READY", error=error)]
+    )
+    assert written == {many.seq: True, at_once.seq: True}
+    assert run_after_less_updated_at(tasks_alias, one.seq) == pytest.approx(0.75, abs=0.002)
+    assert run_after_less_updated_at(tasks_alias, many.seq) == pytest.approx(1.5, abs=0.002)
+    assert QueuedTask.objects.using(tasks_alias).get(seq=at_once.seq).run_after is None
+    # Not claimed before its run_after; then claimed, by the database's clock.
+    assert [c.seq for c in QueuedTask.objects.claim_many("w", queues=None, limit=3)] == [
+        at_once.seq
+    ]
+    again = wait_until(
+        "the delayed retry", lambda: QueuedTask.objects.claim_many("w", queues=None, limit=3)
+    )
+    assert [claim.seq for claim in again] == [one.seq]
+
+
+def test_a_timed_out_runs_late_end_is_refused_by_the_fence(tasks_alias: str) -> None:
+    """What a worker's renewer writes for a run past its timeout and grace
+    (READY after its delay, the TaskTimedOut error), then the run's own end,
+    by its old token: nothing written, whether the row waits or was claimed again."""
+    enqueue(1)
+    [claim] = QueuedTask.objects.claim_many("w", queues=None, limit=1)
+    timed_out = {"exception_class_path": "django_bgtasks.exceptions.TaskTimedOut", "traceback": ""}
+    assert QueuedTask.objects.finish(claim, status="READY", error=timed_out) is True
+    assert QueuedTask.objects.finish(claim, status="SUCCESSFUL", return_value="1") is None
+    assert QueuedTask.objects.finish_many([ending(claim)]) == {}
+    [again] = QueuedTask.objects.claim_many("w", queues=None, limit=1)  # the same owner, even
+    assert QueuedTask.objects.finish(claim, status="SUCCESSFUL", return_value="1") is None
+    row = QueuedTask.objects.using(tasks_alias).get(seq=claim.seq)
+    assert (row.status, row.token, row.return_value) == ("RUNNING", again.token, None)
+    assert row.errors == [timed_out]
+
+
+@pytest.mark.parametrize("delay", [-0.1, float("nan"), float("inf"), "1", None])
+def test_a_bad_delay_is_refused_and_nothing_written(refusal_alias: str, delay: Any) -> None:
+    enqueue(1)
+    [claim] = QueuedTask.objects.claim_many("w", queues=None, limit=1)
+    with pytest.raises(ValueError, match="retry's delay"):
+        QueuedTask.objects.finish(claim, status="READY", delay=delay)
+    with pytest.raises(ValueError, match="retry's delay"):
+        QueuedTask.objects.finish_many([ending(claim, "READY", delay=delay)])
     assert set(QueuedTask.objects.values_list("status", flat=True)) == {"RUNNING"}

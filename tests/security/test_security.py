@@ -56,6 +56,8 @@ PARAMETERS |= {"max_attempts", "interrupted", "lost", "failed", "delay", "resume
 PARAMETERS |= {"id", "host", "pid", "tasks", "concurrency", "running", "seconds"}
 # A run's result (release).
 PARAMETERS |= {"result", "result_note"}
+# A timed-out run is retried as a failed one is (claim_retry).
+PARAMETERS |= {"timed_out"}
 # A worker's one renewal of every lease it holds.
 PARAMETERS |= {"leases"}
 # A request's trace context (django_bgtasks.tracing).
@@ -189,6 +191,8 @@ QUEUE_PARAMETERS |= {"task_path", "backend", "queue_name", "priority", "takes_co
 QUEUE_PARAMETERS |= {"run_after", "max_attempts", "ttl", "unique_key", "active_key", "rows"}
 QUEUE_PARAMETERS |= {"trace_context"}  # an enqueue's (django_bgtasks.tracing)
 QUEUE_PARAMETERS |= {"queue"}
+# A retry's delay (finish; finish_many's is in ``ends``).
+QUEUE_PARAMETERS |= {"delay"}
 
 
 @pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)

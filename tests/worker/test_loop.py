@@ -24,6 +24,7 @@ import pytest
 from django.db import connections
 
 from django_bgtasks import RunningLease, WorkerStopping, background_task
+from django_bgtasks.background import registry
 from django_bgtasks.background.functions import BackgroundTaskFunction
 from django_bgtasks.background.schedules import Cron, Every, parse_schedule
 from django_bgtasks.choices import Outcome, Status, Trigger
@@ -595,6 +596,26 @@ def test_bad_worker_options_and_schedules_are_clear_errors() -> None:
         background_task(name="bad", resume="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="retry_delay"):
         background_task(name="bad", retry_delay=float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "reason"),
+    [
+        (0, ValueError, "above 0 and at most 604800 seconds, not 0"),
+        (-1.5, ValueError, "not -1.5"),
+        (604801, ValueError, "at most 604800"),
+        (float("nan"), ValueError, "not nan"),
+        (float("inf"), ValueError, "not inf"),
+        ("5", TypeError, "timeout must be a number of seconds, not str"),
+        (True, TypeError, "not bool"),
+    ],
+)
+def test_a_bad_timeout_is_refused_at_registration(
+    timeout: Any, error: type[Exception], reason: str
+) -> None:
+    with pytest.raises(error, match=re.escape(reason)):
+        background_task(name="bad-timeout", timeout=timeout)
+    assert "bad-timeout" not in registry.registered()
 
 
 def test_a_worker_refuses_a_task_whose_ttl_the_heartbeat_interval_does_not_fit(

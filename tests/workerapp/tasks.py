@@ -84,3 +84,22 @@ def ignores_stop(lease: RunningLease, seconds: float = 120) -> None:
     with contextlib.suppress(WorkerStopping):
         lease.update({"pid": os.getpid()}, flush=True)
     time.sleep(seconds)
+
+
+@background_task(name="times-out-checking", ttl=2, timeout=0.5)
+def times_out_checking(lease: RunningLease, seconds: float = 20) -> str:
+    """Checks every 20 ms for ``seconds``, far past its timeout."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lease.check()
+        time.sleep(0.02)
+    return "not timed out"
+
+
+@background_task(name="times-out-silent", ttl=2, timeout=0.5, max_attempts=2, retry_delay=0.1)
+def times_out_silent(lease: RunningLease, seconds: float = 3) -> str:
+    """Sleeps ``seconds`` without a check, far past its timeout, then says so
+    (its worker's log) and returns: an end that must come too late."""
+    time.sleep(seconds)
+    print(f"late {lease.token}", flush=True)
+    return "late"
