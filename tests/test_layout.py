@@ -353,6 +353,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "background.schedules",
             "core.states",
             "db",
+            "queue.flow",
         ),
     ),
     (

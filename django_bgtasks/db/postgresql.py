@@ -274,7 +274,9 @@ _ENQUEUE = f"""
         %(queue_name)s::text, %(priority)s::integer, %(takes_context)s::boolean,
         r.item -> 'args_kwargs', %(run_after)s::timestamptz, '{{ready}}', 0,
         %(max_attempts)s::integer, '[]'::jsonb, '[]'::jsonb, '', 0, %(ttl)s::float8, false,
-        %(unique_key)s::text, %(active_key)s::text
+        %(unique_key)s::text, %(active_key)s::text,
+        r.item ->> 'concurrency_key', %(concurrency)s::integer, r.item ->> 'rate_key',
+        %(rate_limit)s::integer, %(rate_period)s::float8
     FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, n)
     ORDER BY r.n
     ON CONFLICT (active_key) DO NOTHING
@@ -282,22 +284,93 @@ _ENQUEUE = f"""
         to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS enqueued_at
 """
 
+# The claim (db/rules.py says how the flow limits are kept): ``cand`` locks
+# the first ready rows whose keys have a free slot, ``cfree`` and ``rfree``
+# lock the free slots of their keys, ``concurrent`` pairs each candidate with
+# the free slot of its rank within its concurrency key, and ``claimed`` those
+# that got one (or need none) with the free slot of their rank within their
+# rate key, ``took`` writes the slots
+# taken and the UPDATE claims the rows that got every slot they need. For
+# tasks without limits, the slot CTEs read nothing.
+# A rate slot is free once its last start is a window ago: the window of
+# the row being claimed (``t``), or of the candidates of its key.
+_RATE_SLOT_FREE = "(s.started_at IS NULL OR s.started_at <= clock_timestamp() - {window})"
+_T_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(window="t.rate_period * interval '1 second'")
+_CAND_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(
+    window="(SELECT max(rate_period) FROM cand WHERE cand.rate_key = s.flow_key)"
+    " * interval '1 second'"
+)
+
 QUEUE = QueueStatements(
     claim=f"""
+        WITH cand AS (
+            SELECT seq, token, priority, concurrency_key, concurrency, rate_key, rate_limit,
+                rate_period
+            FROM {{table}} t
+            WHERE status = '{{ready}}'
+                AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
+                AND (run_after IS NULL OR run_after <= clock_timestamp())
+                AND (concurrency_key IS NULL OR EXISTS (
+                    SELECT 1 FROM {{slots}} s
+                    WHERE s.kind = '{{concurrency}}' AND s.flow_key = t.concurrency_key
+                        AND s.slot <= t.concurrency AND s.seq IS NULL))
+                AND (rate_key IS NULL OR EXISTS (
+                    SELECT 1 FROM {{slots}} s
+                    WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key
+                        AND s.slot <= t.rate_limit AND {_T_RATE_SLOT_FREE}))
+            ORDER BY priority DESC, seq
+            LIMIT %(limit)s::integer
+            FOR UPDATE SKIP LOCKED
+        ), cfree AS (
+            SELECT s.id, s.flow_key, s.slot FROM {{slots}} s
+            WHERE s.kind = '{{concurrency}}' AND s.seq IS NULL
+                AND s.flow_key IN (SELECT concurrency_key FROM cand)
+            FOR UPDATE SKIP LOCKED
+        ), rfree AS (
+            SELECT s.id, s.flow_key, s.slot FROM {{slots}} s
+            WHERE s.kind = '{{rate}}' AND s.flow_key IN (SELECT rate_key FROM cand)
+                AND {_CAND_RATE_SLOT_FREE}
+            FOR UPDATE SKIP LOCKED
+        ), concurrent AS (
+            SELECT c.*, cs.id AS cslot
+            FROM (
+                SELECT cand.*,
+                    row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, seq)
+                        AS crank
+                FROM cand
+            ) c
+            LEFT JOIN (
+                SELECT *, row_number() OVER (PARTITION BY flow_key ORDER BY slot) AS rank
+                FROM cfree
+            ) cs ON cs.flow_key = c.concurrency_key AND cs.rank = c.crank
+                AND cs.slot <= c.concurrency
+            WHERE c.concurrency_key IS NULL OR cs.id IS NOT NULL
+        ), claimed AS (
+            SELECT c.seq, c.token, c.cslot, rs.id AS rslot
+            FROM (
+                SELECT concurrent.*,
+                    row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, seq)
+                        AS rrank
+                FROM concurrent
+            ) c
+            LEFT JOIN (
+                SELECT *, row_number() OVER (PARTITION BY flow_key ORDER BY slot) AS rank
+                FROM rfree
+            ) rs ON rs.flow_key = c.rate_key AND rs.rank = c.rrank AND rs.slot <= c.rate_limit
+            WHERE c.rate_key IS NULL OR rs.id IS NOT NULL
+        ), took AS (
+            UPDATE {{slots}} s SET seq = c.seq, token = c.token + 1,
+                started_at = CASE WHEN s.id = c.rslot THEN clock_timestamp()
+                    ELSE s.started_at END
+            FROM claimed c
+            WHERE s.id = c.cslot OR s.id = c.rslot
+        )
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
             updated_at = clock_timestamp(), cancel_requested = false,
             started_at = COALESCE(started_at, clock_timestamp()),
             last_attempted_at = clock_timestamp(), attempts = attempts + 1,
             worker_ids = worker_ids || jsonb_build_array(%(owner)s::text)
-        WHERE seq = ANY(ARRAY(
-            SELECT seq FROM {{table}}
-            WHERE status = '{{ready}}'
-                AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
-                AND (run_after IS NULL OR run_after <= clock_timestamp())
-            ORDER BY priority DESC, seq
-            LIMIT %(limit)s::integer
-            FOR UPDATE SKIP LOCKED
-        ))
+        WHERE seq IN (SELECT seq FROM claimed)
         RETURNING {CLAIM_COLUMNS}
     """,
     renew="""

@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django_bgtasks.choices import QueueStatus
+from django_bgtasks.choices import FlowLimit, QueueStatus
 
 # The result columns of every statement are read by name (db/rows.py), never by
 # position: the names, an alias for every expression, are what the readers rely
@@ -250,10 +250,51 @@ CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_co
 # digits), which the rows of one statement share, so it is parsed once.
 ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_context,
     args_kwargs, run_after, status, attempts, max_attempts, worker_ids, errors, owner,
-    token, ttl, cancel_requested, unique_key, active_key"""
+    token, ttl, cancel_requested, unique_key, active_key,
+    concurrency_key, concurrency, rate_key, rate_limit, rate_period"""
+# (The flow limits: ``concurrency``, ``rate_limit`` and ``rate_period`` are
+# the task's scalar parameters, NULL without that limit; each row of ``rows``
+# may hold its own ``concurrency_key`` and ``rate_key``, formed from its
+# arguments, and a missing one is NULL.)
+
+# --- Flow limits (``@task(concurrency=N)``, ``@task(rate_limit="N/s")``) --------------
+# Decided in the claim, by the database's clock, with slot rows
+# (``FlowSlot``, ``{slots}`` in the queue's statements): a concurrency key has
+# N rows, each naming the task that holds it (``seq``, ``token``) or nobody
+# (``seq`` NULL); a rate key has N rows, each with the time a task last
+# started on it. Counting the RUNNING rows of a key in the claim would be
+# racy under READ COMMITTED (two claims, each counting before the other
+# commits); a slot row is taken by one claim only:
+#
+# * The claim's candidates are the first ``limit`` ready rows in its order
+#   whose keys each have a free slot (by the statement's snapshot: a ready
+#   row of a key at its limit is passed over, so it holds back no other
+#   key and no unlimited task behind it). A row without keys is tested for
+#   nothing more: ``concurrency_key IS NULL OR ...`` is all it pays.
+# * Each candidate gets the free slot of its rank among the candidates of its
+#   key (the 2nd candidate of a key the 2nd free slot), slots locked ``FOR
+#   UPDATE SKIP LOCKED`` and re-checked on their newest version: a slot taken
+#   by a claim that committed meanwhile is free no more, and one another
+#   claim is taking is skipped. A candidate that gets every slot it needs is
+#   claimed, and its slots written in the same statement (a concurrency slot
+#   names its seq and new token; a rate slot's ``started_at`` becomes now);
+#   one that doesn't stays READY for the next claim. The claim never waits
+#   on a lock, so it can't deadlock with another claim or a finish.
+# * A concurrency slot is given back by migration 0013's trigger when its
+#   task leaves RUNNING (any statement: finish, give back, recover) or is
+#   deleted; the statements that end a run need not know of it. The same
+#   migration's trigger creates a key's N slots when a task of it is
+#   enqueued (none are created once slot N exists).
+# * SQLite runs one writer at a time: its claim counts the free slots of each
+#   key in the statement and takes as many candidates; triggers take the
+#   slots of the rows it claims.
+# A limit lowered by a deploy takes effect as the tasks holding the higher
+# slots end; raised, the next enqueue creates the new slots.
 
 # The statuses, as the templates name them: {ready}, {running}, ...
 STATUSES = {status.name.lower(): status.value for status in QueueStatus}
+# The kinds of flow slot, as the templates name them: {concurrency}, {rate}.
+FLOW_KINDS = {kind.name.lower(): kind.value for kind in FlowLimit}
 
 # The error recorded for a run whose worker went silent past its ttl.
 LOST_ERROR_CLASS = "django_bgtasks.exceptions.LeaseLost"

@@ -22,7 +22,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django_bgtasks.db import mysql, mysql_queue, postgresql, sqlite
 from django_bgtasks.db.cursor import fetch_all
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.rules import STATUSES, QueueStatements, Statements
+from django_bgtasks.db.rules import FLOW_KINDS, STATUSES, QueueStatements, Statements
 from django_bgtasks.exceptions import InAtomicBlock
 
 
@@ -91,10 +91,13 @@ def statements(
     )
 
 
-def queue_statements(connection: BaseDatabaseWrapper, *, table: str) -> QueueStatements:
-    """The queue's statements for this connection's vendor, on ``table`` (the
-    unquoted ``db_table``), ready to execute."""
-    key = ("queue", connection.vendor, table)
+def queue_statements(
+    connection: BaseDatabaseWrapper, *, table: str, slots: str = "django_bgtasks_flowslot"
+) -> QueueStatements:
+    """The queue's statements for this connection's vendor, on ``table`` and
+    the flow limits' ``slots`` (the unquoted ``db_table`` names), ready to
+    execute."""
+    key = ("queue", connection.vendor, table, slots)
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
     vendor = _BY_VENDOR.get(connection.vendor)
@@ -103,8 +106,11 @@ def queue_statements(connection: BaseDatabaseWrapper, *, table: str) -> QueueSta
             f"django_bgtasks.backend.LeaseBackend supports {', '.join(QUEUE_VENDORS)}, "
             f"not {connection.vendor!r} (database {connection.alias!r})"
         )
-    quoted = connection.ops.quote_name(table)
-    return _render(key, vendor.queue, lambda template: template.format(table=quoted, **STATUSES))
+    quote = connection.ops.quote_name
+    tables = {"table": quote(table), "slots": quote(slots)}
+    return _render(
+        key, vendor.queue, lambda template: template.format(**tables, **STATUSES, **FLOW_KINDS)
+    )
 
 
 def _render(key: tuple[str, ...], templates: _Set, fill: Callable[[str], str]) -> _Set:

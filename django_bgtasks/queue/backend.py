@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -49,6 +49,7 @@ from django.db import connections
 from django_bgtasks import compat, limits
 from django_bgtasks.conf import conf
 from django_bgtasks.db.vendors import QUEUE_VENDORS
+from django_bgtasks.queue import flow
 from django_bgtasks.queue.enqueue import Pairs, store
 from django_bgtasks.queue.execute import result_from_row
 from django_bgtasks.validation import validate_pairs, validate_ttl
@@ -72,15 +73,29 @@ else:  # Task is generic in django-stubs and the backport, not in Django 6
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseTask(_Task):
-    """The backend's ``task_class``: Django's ``Task`` with a unique key.
+    """The backend's ``task_class``: Django's ``Task`` with a unique key and
+    flow limits.
 
     ``@task(unique=True)`` keys the task by its path; ``@task(lease_name="...")``
     (or ``.using()``-style ``dataclasses.replace``) names the key. While one
     task of a key is ready or running, ``enqueue()`` returns its ``TaskResult``
-    instead of storing another: at most one run at a time per key."""
+    instead of storing another: at most one run at a time per key.
+
+    ``@task(concurrency=N, concurrency_key=...)``: at most N tasks of one key
+    ``RUNNING`` at once, across every worker; ``@task(rate_limit="N/s",
+    rate_key=...)`` (or ``"N/m"``, ``"N/h"``): at most N starts of one key in
+    any window of that length, by the database's clock. A key is a format
+    string over the arguments by parameter name (``"account:{account_id}"``)
+    or a callable taking the arguments; by default the task's path. Tasks
+    over a limit wait ``READY`` without holding back the others
+    (:mod:`django_bgtasks.queue.flow`)."""
 
     unique: bool = False
     lease_name: str | None = None
+    concurrency: int | None = None
+    concurrency_key: str | Callable[..., str] | None = None
+    rate_limit: str | None = None
+    rate_key: str | Callable[..., str] | None = None
 
     @property
     def unique_key(self) -> str | None:
@@ -105,9 +120,17 @@ class LeaseBackend(compat.BaseTaskBackend):
         self.ttl: Any = self.options.get("TTL")
 
     def validate_task(self, task: Any) -> None:
-        """Django's checks, and a unique key that fits its column (255
-        characters, the most MySQL/MariaDB index in a unique text column)."""
+        """Django's checks, a unique key that fits its column (255
+        characters, the most MySQL/MariaDB index in a unique text column),
+        and the flow limits (:func:`django_bgtasks.queue.flow.check_task`):
+        each an ``InvalidTask`` with the reason. Django calls it when the task
+        is declared (``@task(...)``, ``.using()``), on Django 6 and on the
+        backport alike, and enqueue calls it again."""
         super().validate_task(task)
+        try:
+            flow.check_task(task)
+        except ValueError as exc:
+            raise compat.InvalidTask(f"task {task.module_path!r}: {exc}") from None
         key = getattr(task, "unique_key", None)
         if key is not None and not 0 < len(key) <= limits.MAX_UNIQUE_KEY_LENGTH:
             raise compat.InvalidTask(

@@ -35,6 +35,7 @@ from django.db import IntegrityError
 from django_bgtasks import compat
 from django_bgtasks.conf import conf
 from django_bgtasks.queue.execute import result_from_row
+from django_bgtasks.queue.flow import FlowOptions
 from django_bgtasks.validation import check_arguments
 
 if TYPE_CHECKING:
@@ -81,10 +82,20 @@ def store(
         {"uuid": id_.hex, "args_kwargs": {"args": list(args), "kwargs": dict(kwargs)}}
         for id_, (args, kwargs) in zip(ids, pairs, strict=True)
     ]
+    flow = FlowOptions.of(task)
+    if flow.limited:
+        # Each row's keys, from its own arguments: a key they can't form is
+        # refused now, with nothing stored.
+        for index, (row, (args, kwargs)) in enumerate(zip(rows, pairs, strict=True)):
+            try:
+                row["concurrency_key"], row["rate_key"] = flow.keys(task, args, kwargs)
+            except TypeError as exc:
+                raise TypeError(f"item {index}: {exc}" if numbered else str(exc)) from None
     text = _encoded(rows, name, numbered=numbered)
     # As the database stores them and get_result() reads them back (a tuple
     # becomes a list): the results say the same from the start.
-    arguments = [row["args_kwargs"] for row in json.loads(text)]
+    stored = json.loads(text)
+    arguments = [row["args_kwargs"] for row in stored]
     key = getattr(task, "unique_key", None)
     fields = {
         "task_path": task.module_path,
@@ -93,13 +104,12 @@ def store(
         "takes_context": task.takes_context,
         "run_after": task.run_after,
         **options,
+        **flow.columns(),
         "unique_key": key or "",
         "active_key": key,
     }
     if key is not None:
-        return _store_unique(
-            objects, task, fields, ids[0], arguments[0], len(pairs), sender=sender
-        )
+        return _store_unique(objects, task, fields, ids[0], stored[0], len(pairs), sender=sender)
     enqueued = objects.enqueue(fields, text)
     results = [
         ready_result(task, id_, enqueued[id_.hex], stored, backend=fields["backend"])
@@ -115,14 +125,16 @@ def _store_unique(
     task: Any,
     fields: dict[str, Any],
     id_: uuid.UUID,
-    arguments: dict[str, Any],
+    row: dict[str, Any],
     count: int,
     *,
     sender: type,
 ) -> list[Any]:
-    """The first item of a unique task, stored unless its key is held: the
-    ``count`` results of the task that holds the key."""
-    text = json.dumps([{"uuid": id_.hex, "args_kwargs": arguments}])
+    """The first item (``row``, as the statement takes it) of a unique task,
+    stored unless its key is held: the ``count`` results of the task that
+    holds the key."""
+    text = json.dumps([row])
+    arguments = row["args_kwargs"]
     key = fields["active_key"]
     for _ in range(3):
         if enqueued := objects.enqueue(fields, text):

@@ -368,7 +368,10 @@ class QueueManager(models.Manager["QueuedTask"]):
         return connections[conf.DATABASE]
 
     def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
-        return vendors.queue_statements(connection, table=self.model._meta.db_table)
+        slots = self.model._meta.apps.get_model("django_bgtasks", "FlowSlot")
+        return vendors.queue_statements(
+            connection, table=self.model._meta.db_table, slots=slots._meta.db_table
+        )
 
     def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"
