@@ -48,6 +48,7 @@ from django_bgtasks.db.rules import (
     ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
     QueueStatements,
+    flow_slots_free,
 )
 
 _NOW = "SYSDATE(6)"
@@ -91,14 +92,7 @@ _CLAIM_PICK = _pick(
     WHERE status = '{{ready}}'
         AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
         AND (run_after IS NULL OR run_after <= {_NOW})
-        AND (concurrency_key IS NULL OR EXISTS (
-            SELECT 1 FROM {{slots}} s
-            WHERE s.kind = '{{concurrency}}' AND s.flow_key = t.concurrency_key
-                AND s.slot <= t.concurrency AND s.seq IS NULL))
-        AND (rate_key IS NULL OR EXISTS (
-            SELECT 1 FROM {{slots}} s
-            WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key AND s.slot <= t.rate_limit
-                AND {_RATE_SLOT_FREE}))
+        AND {flow_slots_free(_RATE_SLOT_FREE)}
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED"""
@@ -113,13 +107,13 @@ _CSLOTS, _RSLOTS, _TAKEN = "@bgtasks_cslots", "@bgtasks_rslots", "@bgtasks_taken
 
 
 def _free_slots(kind: str, key: str, free: str, into: str) -> str:
-    return f"""SELECT JSON_ARRAYAGG(id) INTO {into} FROM (
+    return f"""SELECT JSON_ARRAYAGG(id) AS free FROM (
         SELECT DISTINCT s.id FROM {_PICKED_ROWS}
             STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq
             STRAIGHT_JOIN {{slots}} s FORCE INDEX (bgtasks_flow_slot)
                 ON s.kind = '{{{kind}}}' AND s.flow_key = t.{key}
         WHERE {free}
-        FOR UPDATE SKIP LOCKED) free"""
+        FOR UPDATE SKIP LOCKED) free INTO {into}"""
 
 
 def _ranked_slots(variable: str, alias: str) -> str:
@@ -130,9 +124,9 @@ def _ranked_slots(variable: str, alias: str) -> str:
 
 
 _ASSIGN = f"""
-    SELECT JSON_ARRAYAGG(c.seq),
+    SELECT JSON_ARRAYAGG(c.seq) AS picked,
         JSON_ARRAYAGG(JSON_OBJECT('seq', c.seq, 'token', c.token + 1, 'c', c.cslot, 'r', rs.id))
-    INTO {_PICKED}, {_TAKEN}
+            AS taken
     FROM (
         SELECT p.*,
             ROW_NUMBER() OVER (PARTITION BY p.rate_key ORDER BY p.priority DESC, p.seq) AS rrank
@@ -156,6 +150,7 @@ _ASSIGN = f"""
     LEFT JOIN {_ranked_slots(_RSLOTS, "rs")}
         ON rs.flow_key = c.rate_key AND rs.rnk = c.rrank AND rs.slot <= c.rate_limit
     WHERE c.rate_key IS NULL OR rs.id IS NOT NULL
+    INTO {_PICKED}, {_TAKEN}
 """
 _TAKEN_ROWS = (
     f"JSON_TABLE(COALESCE({_TAKEN}, '[]'), '$[*]' COLUMNS (seq BIGINT PATH '$.seq',"

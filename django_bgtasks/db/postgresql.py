@@ -33,6 +33,7 @@ from django_bgtasks.db.rules import (
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
+    flow_slots_free,
 )
 
 FRAGMENTS = {
@@ -301,6 +302,26 @@ _CAND_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(
     " * interval '1 second'"
 )
 
+
+def _paired(rows: str, key: str, limit: str, free: str, *, slot: str) -> str:
+    """The rows of the CTE ``rows`` that may take a slot of their ``key``
+    (a column), with the id of the one they take as ``slot``: the n-th row of
+    a key (in the claim's order) takes the n-th free slot of the CTE ``free``
+    within its ``limit``; a row without the key passes, with no slot."""
+    return f"""SELECT r.*, f.id AS {slot}
+            FROM (
+                SELECT {rows}.*,
+                    row_number() OVER (PARTITION BY {key} ORDER BY priority DESC, seq)
+                        AS {slot}_rank
+                FROM {rows}
+            ) r
+            LEFT JOIN (
+                SELECT *, row_number() OVER (PARTITION BY flow_key ORDER BY slot) AS rank
+                FROM {free}
+            ) f ON f.flow_key = r.{key} AND f.rank = r.{slot}_rank AND f.slot <= r.{limit}
+            WHERE r.{key} IS NULL OR f.id IS NOT NULL"""
+
+
 QUEUE = QueueStatements(
     claim=f"""
         WITH cand AS (
@@ -310,14 +331,7 @@ QUEUE = QueueStatements(
             WHERE status = '{{ready}}'
                 AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
                 AND (run_after IS NULL OR run_after <= clock_timestamp())
-                AND (concurrency_key IS NULL OR EXISTS (
-                    SELECT 1 FROM {{slots}} s
-                    WHERE s.kind = '{{concurrency}}' AND s.flow_key = t.concurrency_key
-                        AND s.slot <= t.concurrency AND s.seq IS NULL))
-                AND (rate_key IS NULL OR EXISTS (
-                    SELECT 1 FROM {{slots}} s
-                    WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key
-                        AND s.slot <= t.rate_limit AND {_T_RATE_SLOT_FREE}))
+                AND {flow_slots_free(_T_RATE_SLOT_FREE)}
             ORDER BY priority DESC, seq
             LIMIT %(limit)s::integer
             FOR UPDATE SKIP LOCKED
@@ -332,32 +346,9 @@ QUEUE = QueueStatements(
                 AND {_CAND_RATE_SLOT_FREE}
             FOR UPDATE SKIP LOCKED
         ), concurrent AS (
-            SELECT c.*, cs.id AS cslot
-            FROM (
-                SELECT cand.*,
-                    row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, seq)
-                        AS crank
-                FROM cand
-            ) c
-            LEFT JOIN (
-                SELECT *, row_number() OVER (PARTITION BY flow_key ORDER BY slot) AS rank
-                FROM cfree
-            ) cs ON cs.flow_key = c.concurrency_key AND cs.rank = c.crank
-                AND cs.slot <= c.concurrency
-            WHERE c.concurrency_key IS NULL OR cs.id IS NOT NULL
+            {_paired("cand", "concurrency_key", "concurrency", "cfree", slot="cslot")}
         ), claimed AS (
-            SELECT c.seq, c.token, c.cslot, rs.id AS rslot
-            FROM (
-                SELECT concurrent.*,
-                    row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, seq)
-                        AS rrank
-                FROM concurrent
-            ) c
-            LEFT JOIN (
-                SELECT *, row_number() OVER (PARTITION BY flow_key ORDER BY slot) AS rank
-                FROM rfree
-            ) rs ON rs.flow_key = c.rate_key AND rs.rank = c.rrank AND rs.slot <= c.rate_limit
-            WHERE c.rate_key IS NULL OR rs.id IS NOT NULL
+            {_paired("concurrent", "rate_key", "rate_limit", "rfree", slot="rslot")}
         ), took AS (
             UPDATE {{slots}} s SET seq = c.seq, token = c.token + 1,
                 started_at = CASE WHEN s.id = c.rslot THEN clock_timestamp()

@@ -90,26 +90,25 @@ POSTGRESQL_BACKWARDS = [
     "DROP FUNCTION IF EXISTS bgtasks_flow_slots_create()",
 ]
 
-# SQLite has no generate_series (and no WITH inside a trigger): N zeros as a
-# JSON array, whose keys are 0 to N - 1.
-_SQLITE_SERIES = (
-    "json_each('[' || substr(replace(hex(zeroblob({n})), '00', '0,'), 1, 2 * {n} - 1) || ']')"
-)
 SQLITE_FORWARDS = [
-    f"""
+    # SQLite has no generate_series (and no WITH inside a trigger): N zeros as
+    # a JSON array, whose keys are 0 to N - 1.
+    """
     CREATE TRIGGER bgtasks_flow_slots_create
     AFTER INSERT ON django_bgtasks_queuedtask
     WHEN NEW.concurrency_key IS NOT NULL OR NEW.rate_key IS NOT NULL
     BEGIN
         INSERT OR IGNORE INTO django_bgtasks_flowslot (kind, flow_key, slot)
         SELECT 'concurrency', NEW.concurrency_key, n.key + 1
-        FROM {_SQLITE_SERIES.format(n="NEW.concurrency")} n
+        FROM json_each('[' || substr(replace(hex(zeroblob(NEW.concurrency)), '00', '0,'),
+            1, 2 * NEW.concurrency - 1) || ']') n
         WHERE NEW.concurrency_key IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM django_bgtasks_flowslot WHERE kind = 'concurrency'
                 AND flow_key = NEW.concurrency_key AND slot = NEW.concurrency);
         INSERT OR IGNORE INTO django_bgtasks_flowslot (kind, flow_key, slot)
         SELECT 'rate', NEW.rate_key, n.key + 1
-        FROM {_SQLITE_SERIES.format(n="NEW.rate_limit")} n
+        FROM json_each('[' || substr(replace(hex(zeroblob(NEW.rate_limit)), '00', '0,'),
+            1, 2 * NEW.rate_limit - 1) || ']') n
         WHERE NEW.rate_key IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM django_bgtasks_flowslot WHERE kind = 'rate'
                 AND flow_key = NEW.rate_key AND slot = NEW.rate_limit);
@@ -168,14 +167,8 @@ SQLITE_BACKWARDS = [
     "DROP TRIGGER IF EXISTS bgtasks_flow_slots_create",
 ]
 
-# MySQL has no generate_series and no WHEN on a trigger: a loop, and an IF.
-_MYSQL_FREE = """
-        IF OLD.status = 'RUNNING' AND {still_running} AND OLD.concurrency_key IS NOT NULL THEN
-            UPDATE django_bgtasks_flowslot SET seq = NULL, token = NULL
-            WHERE kind = 'concurrency' AND flow_key = OLD.concurrency_key
-                AND seq = OLD.seq AND token = OLD.token;
-        END IF;
-"""
+# MySQL has no generate_series and no WHEN on a trigger: a loop, and an IF
+# (its UPDATE trigger runs for every update, a heartbeat's too).
 MYSQL_FORWARDS = [
     """
     ALTER TABLE django_bgtasks_queuedtask
@@ -214,18 +207,27 @@ MYSQL_FORWARDS = [
         END IF;
     END
     """,
-    f"""
+    """
     CREATE TRIGGER bgtasks_flow_slot_free
     AFTER UPDATE ON django_bgtasks_queuedtask FOR EACH ROW
     BEGIN
-        {_MYSQL_FREE.format(still_running="NEW.status <> 'RUNNING'")}
+        IF OLD.status = 'RUNNING' AND NEW.status <> 'RUNNING'
+            AND OLD.concurrency_key IS NOT NULL THEN
+            UPDATE django_bgtasks_flowslot SET seq = NULL, token = NULL
+            WHERE kind = 'concurrency' AND flow_key = OLD.concurrency_key
+                AND seq = OLD.seq AND token = OLD.token;
+        END IF;
     END
     """,
-    f"""
+    """
     CREATE TRIGGER bgtasks_flow_slot_free_deleted
     AFTER DELETE ON django_bgtasks_queuedtask FOR EACH ROW
     BEGIN
-        {_MYSQL_FREE.format(still_running="TRUE")}
+        IF OLD.status = 'RUNNING' AND OLD.concurrency_key IS NOT NULL THEN
+            UPDATE django_bgtasks_flowslot SET seq = NULL, token = NULL
+            WHERE kind = 'concurrency' AND flow_key = OLD.concurrency_key
+                AND seq = OLD.seq AND token = OLD.token;
+        END IF;
     END
     """,
 ]

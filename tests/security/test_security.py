@@ -185,6 +185,7 @@ QUEUE_PARAMETERS = {"owner", "all", "queues", "seq", "token", "set_progress", "p
 QUEUE_PARAMETERS |= {"status", "return_value", "error", "refund", "uuid", "held", "limit", "ends"}
 QUEUE_PARAMETERS |= {"task_path", "backend", "queue_name", "priority", "takes_context"}
 QUEUE_PARAMETERS |= {"run_after", "max_attempts", "ttl", "unique_key", "active_key", "rows"}
+QUEUE_PARAMETERS |= {"concurrency", "rate_limit", "rate_period"}
 
 
 @pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)
