@@ -287,20 +287,20 @@ _ENQUEUE = f"""
 
 # The claim (db/rules.py says how the flow limits are kept): ``cand`` locks
 # the first ready rows whose keys have a free slot, ``cfree`` and ``rfree``
-# lock the free slots of their keys, ``concurrent`` pairs each candidate with
+# lock as many free slots of each key as it has candidates (no more: a key of
+# 10,000 slots costs what a key of 10 does; a rate key's oldest starts first,
+# by migration 0013's index), ``concurrent`` pairs each candidate with
 # the free slot of its rank within its concurrency key, and ``claimed`` those
 # that got one (or need none) with the free slot of their rank within their
 # rate key, ``took`` writes the slots
 # taken and the UPDATE claims the rows that got every slot they need. For
 # tasks without limits, the slot CTEs read nothing.
 # A rate slot is free once its last start is a window ago: the window of
-# the row being claimed (``t``), or of the candidates of its key.
+# the row being claimed (``t``), or the longest of the candidates of its key
+# (``w``).
 _RATE_SLOT_FREE = "(s.started_at IS NULL OR s.started_at <= clock_timestamp() - {window})"
 _T_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(window="t.rate_period * interval '1 second'")
-_CAND_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(
-    window="(SELECT max(rate_period) FROM cand WHERE cand.rate_key = s.flow_key)"
-    " * interval '1 second'"
-)
+_W_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(window="w.period * interval '1 second'")
 
 
 def _paired(rows: str, key: str, limit: str, free: str, *, slot: str) -> str:
@@ -336,15 +336,30 @@ QUEUE = QueueStatements(
             LIMIT %(limit)s::integer
             FOR UPDATE SKIP LOCKED
         ), cfree AS (
-            SELECT s.id, s.flow_key, s.slot FROM {{slots}} s
-            WHERE s.kind = '{{concurrency}}' AND s.seq IS NULL
-                AND s.flow_key IN (SELECT concurrency_key FROM cand)
-            FOR UPDATE SKIP LOCKED
+            SELECT f.* FROM (
+                SELECT concurrency_key AS key, count(*) AS wanted, max(concurrency) AS most
+                FROM cand WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key
+            ) w CROSS JOIN LATERAL (
+                SELECT s.id, s.flow_key, s.slot FROM {{slots}} s
+                WHERE s.kind = '{{concurrency}}' AND s.flow_key = w.key AND s.slot <= w.most
+                    AND s.seq IS NULL
+                ORDER BY s.slot
+                LIMIT w.wanted
+                FOR UPDATE SKIP LOCKED
+            ) f
         ), rfree AS (
-            SELECT s.id, s.flow_key, s.slot FROM {{slots}} s
-            WHERE s.kind = '{{rate}}' AND s.flow_key IN (SELECT rate_key FROM cand)
-                AND {_CAND_RATE_SLOT_FREE}
-            FOR UPDATE SKIP LOCKED
+            SELECT f.* FROM (
+                SELECT rate_key AS key, count(*) AS wanted, max(rate_limit) AS most,
+                    max(rate_period) AS period
+                FROM cand WHERE rate_key IS NOT NULL GROUP BY rate_key
+            ) w CROSS JOIN LATERAL (
+                SELECT s.id, s.flow_key, s.slot FROM {{slots}} s
+                WHERE s.kind = '{{rate}}' AND s.flow_key = w.key AND s.slot <= w.most
+                    AND {_W_RATE_SLOT_FREE}
+                ORDER BY s.started_at NULLS FIRST
+                LIMIT w.wanted
+                FOR UPDATE SKIP LOCKED
+            ) f
         ), concurrent AS (
             {_paired("cand", "concurrency_key", "concurrency", "cfree", slot="cslot")}
         ), claimed AS (

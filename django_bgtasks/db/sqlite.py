@@ -258,8 +258,11 @@ _ENQUEUE = f"""
 # within their key is within that count; migration 0013's trigger takes the
 # slots of the rows it sets RUNNING, by the same 'now'. A rate slot is free
 # once its start is a window ago (to the millisecond the times are kept in).
-_FREE_SLOTS = """(SELECT count(*) FROM {{slots}} s
-    WHERE s.kind = '{{{kind}}}' AND s.flow_key = t.{key} AND s.slot <= t.{limit} AND {free})"""
+# (Counted up to the claim's limit: a key of 10,000 slots costs what one of
+# ten does.)
+_FREE_SLOTS = """(SELECT count(*) FROM (SELECT 1 FROM {{slots}} s
+    WHERE s.kind = '{{{kind}}}' AND s.flow_key = t.{key} AND s.slot <= t.{limit} AND {free}
+    LIMIT %(limit)s))"""
 _C_FREE = "s.seq IS NULL"
 _R_FREE = (
     "(s.started_at IS NULL OR (julianday('now') - julianday(s.started_at)) * 86400.0"

@@ -27,6 +27,11 @@ from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 POSTGRESQL_FORWARDS = [
+    # The claim takes a rate key's oldest starts first (never started first).
+    """
+    CREATE INDEX bgtasks_flow_slot_started
+    ON django_bgtasks_flowslot (kind, flow_key, started_at NULLS FIRST)
+    """,
     """
     CREATE FUNCTION bgtasks_flow_slots_create() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -83,6 +88,7 @@ POSTGRESQL_FORWARDS = [
     """,
 ]
 POSTGRESQL_BACKWARDS = [
+    "DROP INDEX IF EXISTS bgtasks_flow_slot_started",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slot_free_deleted ON django_bgtasks_queuedtask",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slot_free ON django_bgtasks_queuedtask",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slots_create ON django_bgtasks_queuedtask",
@@ -91,6 +97,11 @@ POSTGRESQL_BACKWARDS = [
 ]
 
 SQLITE_FORWARDS = [
+    # (Ascending, NULLs sort first on SQLite and MySQL.)
+    """
+    CREATE INDEX bgtasks_flow_slot_started
+    ON django_bgtasks_flowslot (kind, flow_key, started_at)
+    """,
     # SQLite has no generate_series (and no WITH inside a trigger): N zeros as
     # a JSON array, whose keys are 0 to N - 1.
     """
@@ -135,7 +146,7 @@ SQLITE_FORWARDS = [
             WHERE kind = 'rate' AND flow_key = NEW.rate_key AND slot <= NEW.rate_limit
                 AND (started_at IS NULL OR (julianday('now') - julianday(started_at))
                     * 86400.0 >= NEW.rate_period - 0.0005)
-            ORDER BY slot LIMIT 1);
+            ORDER BY started_at LIMIT 1);
     END
     """,
     """
@@ -165,6 +176,7 @@ SQLITE_BACKWARDS = [
     "DROP TRIGGER IF EXISTS bgtasks_flow_slot_free",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slots_take",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slots_create",
+    "DROP INDEX IF EXISTS bgtasks_flow_slot_started",
 ]
 
 # MySQL has no generate_series and no WHEN on a trigger: a loop, and an IF
@@ -178,6 +190,10 @@ MYSQL_FORWARDS = [
     """
     ALTER TABLE django_bgtasks_flowslot
     MODIFY flow_key varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
+    """,
+    """
+    CREATE INDEX bgtasks_flow_slot_started
+    ON django_bgtasks_flowslot (kind, flow_key, started_at)
     """,
     """
     CREATE TRIGGER bgtasks_flow_slots_create
@@ -235,6 +251,7 @@ MYSQL_BACKWARDS = [
     "DROP TRIGGER IF EXISTS bgtasks_flow_slot_free_deleted",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slot_free",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slots_create",
+    "DROP INDEX bgtasks_flow_slot_started ON django_bgtasks_flowslot",
 ]
 
 
