@@ -78,7 +78,7 @@ def store(
     if not pairs:
         return []
     ids = [uuid.uuid4() for _ in pairs]
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"uuid": id_.hex, "args_kwargs": {"args": list(args), "kwargs": dict(kwargs)}}
         for id_, (args, kwargs) in zip(ids, pairs, strict=True)
     ]

@@ -368,7 +368,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         return connections[conf.DATABASE]
 
     def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
-        slots = self.model._meta.apps.get_model("django_bgtasks", "FlowSlot")
+        slots = self.model._meta.apps.get_model(self.model._meta.app_label, "FlowSlot")
         return vendors.queue_statements(
             connection, table=self.model._meta.db_table, slots=slots._meta.db_table
         )
