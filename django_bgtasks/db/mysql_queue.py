@@ -87,12 +87,16 @@ _RATE_SLOT_FREE = (
     f"(s.started_at IS NULL OR s.started_at <= {_NOW}"
     " - INTERVAL ROUND(t.rate_period * 1000000) MICROSECOND)"
 )
+_T_RATE_FREE = f"""EXISTS (
+            SELECT 1 FROM {{slots}} s
+            WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key AND s.slot <= t.rate_limit
+                AND {_RATE_SLOT_FREE})"""
 _CLAIM_PICK = _pick(
     f"""SELECT seq FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
     WHERE status = '{{ready}}'
         AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
         AND (run_after IS NULL OR run_after <= {_NOW})
-        AND {flow_slots_free(_RATE_SLOT_FREE)}
+        AND {flow_slots_free(_T_RATE_FREE)}
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED"""

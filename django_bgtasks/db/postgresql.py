@@ -299,7 +299,17 @@ _ENQUEUE = f"""
 # the row being claimed (``t``), or the longest of the candidates of its key
 # (``w``).
 _RATE_SLOT_FREE = "(s.started_at IS NULL OR s.started_at <= clock_timestamp() - {window})"
-_T_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(window="t.rate_period * interval '1 second'")
+_T_WINDOW = "t.rate_period * interval '1 second'"
+# Whether the rate key of ``t`` has a free slot: its oldest start (never
+# started first), read from migration 0013's index, is a window ago.
+_T_RATE_FREE = f"""EXISTS (
+                    SELECT 1 FROM (
+                        SELECT s.started_at FROM {{slots}} s
+                        WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key
+                            AND s.slot <= t.rate_limit
+                        ORDER BY s.started_at NULLS FIRST LIMIT 1
+                    ) s
+                    WHERE {_RATE_SLOT_FREE.format(window=_T_WINDOW)})"""
 _W_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(window="w.period * interval '1 second'")
 
 
@@ -331,7 +341,7 @@ QUEUE = QueueStatements(
             WHERE status = '{{ready}}'
                 AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
                 AND (run_after IS NULL OR run_after <= clock_timestamp())
-                AND {flow_slots_free(_T_RATE_SLOT_FREE)}
+                AND {flow_slots_free(_T_RATE_FREE)}
             ORDER BY priority DESC, seq
             LIMIT %(limit)s::integer
             FOR UPDATE SKIP LOCKED

@@ -293,21 +293,19 @@ ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_conte
 
 # The claim's test that the ready row ``t`` may start now, as far as its flow
 # limits go (by the statement's snapshot): each key it has has a free slot.
-# A row without keys pays for the ``IS NULL`` alone. ``rate_slot_free`` is the
-# vendor's test that a rate slot ``s``'s last start is ``t``'s window ago.
+# A row without keys pays for the ``IS NULL`` alone. ``rate_free`` is the
+# vendor's test that ``t``'s rate key has a slot whose last start is ``t``'s
+# window ago.
 _FLOW_SLOTS_FREE = """(concurrency_key IS NULL OR EXISTS (
         SELECT 1 FROM {{slots}} s
         WHERE s.kind = '{{concurrency}}' AND s.flow_key = t.concurrency_key
             AND s.slot <= t.concurrency AND s.seq IS NULL))
-    AND (rate_key IS NULL OR EXISTS (
-        SELECT 1 FROM {{slots}} s
-        WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key
-            AND s.slot <= t.rate_limit AND {rate_slot_free}))"""
+    AND (rate_key IS NULL OR {rate_free})"""
 
 
-def flow_slots_free(rate_slot_free: str) -> str:
-    """The claim's flow test (above), with the vendor's ``rate_slot_free``."""
-    return _FLOW_SLOTS_FREE.format(rate_slot_free=rate_slot_free)
+def flow_slots_free(rate_free: str) -> str:
+    """The claim's flow test (above), with the vendor's ``rate_free``."""
+    return _FLOW_SLOTS_FREE.format(rate_free=rate_free)
 
 
 # The statuses, as the templates name them: {ready}, {running}, ...

@@ -13,6 +13,9 @@ from, and the triggers that keep the slots.
   run need not know of the slots. On SQLite, where one writer runs at a time,
   a third takes the slots of each row the claim sets ``RUNNING`` (the claim
   counts the free slots first).
+* PostgreSQL: an index in the claim's order (status, priority DESC, seq), as
+  0012 made on MySQL, so that the claim reads ready rows in its order and
+  stops at its limit.
 * MySQL/MariaDB: the keys compare byte for byte (``utf8mb4_bin``), as 0012
   made the unique keys.
 
@@ -27,6 +30,13 @@ from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 POSTGRESQL_FORWARDS = [
+    # The claim's order, as 0012 gave it to MySQL: the claim reads the ready
+    # rows in it and stops at its limit, so a row's flow test runs only on
+    # the rows it reads, not on every ready row before a sort.
+    """
+    CREATE INDEX bgtasks_queued_claim
+    ON django_bgtasks_queuedtask (status, priority DESC, seq)
+    """,
     # The claim takes a rate key's oldest starts first (never started first).
     """
     CREATE INDEX bgtasks_flow_slot_started
@@ -88,6 +98,7 @@ POSTGRESQL_FORWARDS = [
     """,
 ]
 POSTGRESQL_BACKWARDS = [
+    "DROP INDEX IF EXISTS bgtasks_queued_claim",
     "DROP INDEX IF EXISTS bgtasks_flow_slot_started",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slot_free_deleted ON django_bgtasks_queuedtask",
     "DROP TRIGGER IF EXISTS bgtasks_flow_slot_free ON django_bgtasks_queuedtask",
