@@ -47,7 +47,11 @@ them), made once with ``make bench-env`` (benchmarks/requirements-peers.txt):
 
 ``--limits`` declares our tasks with flow limits that never bind
 (``concurrency=10_000``, ``rate_limit="10000/s"``; benchmarks/throughput_tasks.py):
-run it with and without, ``--backends bgtasks``, for what limits cost.
+run it with and without, ``--backends bgtasks``, for what limits cost. With
+``--analyze``, each drain's tasks are committed with PostgreSQL's statistics
+of the backend's tables (``ANALYZE`` in the enqueue's transaction): a queue
+emptied by the round before and refilled at once otherwise has none, and the
+planner then sorts every ready row, which a claim with limits pays for.
 
 The full run (an embedded PostgreSQL, the machine's MariaDB and a SQLite
 file; each ``--dsn`` is one database, ``embedded`` starts the embedded
@@ -135,6 +139,12 @@ def arguments() -> argparse.Namespace:
     add("--samples", type=int, default=100, help="latency samples per round")
     add("--settle", type=float, default=3.0, help="seconds for workers to start")
     add("--json", help="write every round's figures here")
+    add(
+        "--analyze",
+        action="store_true",
+        help="PostgreSQL: ANALYZE each backend's tables with its drain's tasks, so the "
+        "planner sees the queue as it is (a steady queue's statistics)",
+    )
     add(
         "--limits",
         action="store_true",
