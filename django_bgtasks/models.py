@@ -316,6 +316,12 @@ class FlowSlot(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["kind", "flow_key", "slot"], name="bgtasks_flow_slot")
         ]
+        # The slot a task holds, given back when it ends (migration 0013's
+        # trigger), and a key's free slots (seq NULL), without reading the
+        # key's every slot.
+        indexes = [
+            models.Index(fields=["kind", "flow_key", "seq"], name="bgtasks_flow_slot_holder")
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.flow_key} #{self.slot}"

@@ -337,6 +337,11 @@ class Migration(migrations.Migration):
                         fields=("kind", "flow_key", "slot"), name="bgtasks_flow_slot"
                     )
                 ],
+                "indexes": [
+                    models.Index(
+                        fields=["kind", "flow_key", "seq"], name="bgtasks_flow_slot_holder"
+                    )
+                ],
             },
         ),
         migrations.RunPython(
