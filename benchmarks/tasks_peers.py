@@ -41,7 +41,8 @@ class Peer:
 
 PEERS = (
     Peer("bgtasks", "django-bgtasks", "django-bgtasks", "django_bgtasks", "django_bgtasks",
-         "django_bgtasks.backend.LeaseBackend", True, ("django_bgtasks_queuedtask",)),
+         "django_bgtasks.backend.LeaseBackend", True,
+         ("django_bgtasks_queuedtask", "django_bgtasks_flowslot")),
     Peer("db", "django-tasks-db", "django-tasks-db", "django_tasks_db", "django_tasks_db",
          "django_tasks_db.DatabaseBackend", False, ("django_tasks_database_dbtaskresult",)),
     Peer("djq", "dj-queue", "dj-queue", "dj_queue", "dj_queue",

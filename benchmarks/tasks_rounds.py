@@ -209,6 +209,8 @@ class Bench:
                         task.enqueue()
                 else:
                     bulk(task, [([], {})] * tasks)
+                if self.args.analyze:
+                    analyze(alias)
             enqueued = time.perf_counter() - started
             committed = time.time()
             wait_finished(alias, tasks, processes)
@@ -218,6 +220,20 @@ class Bench:
         failed = counts(alias)[1]
         assert failed == 0, f"{alias}: {failed} tasks failed (see {self.logs})"
         return tasks / took, (tasks / enqueued if bulk else None)
+
+
+def analyze(alias: str) -> None:
+    """PostgreSQL's statistics of ``alias``'s tables, committed with the
+    drain's tasks (ANALYZE runs inside a transaction): the planner sees the
+    queue as it is, not as the last round's DELETE left it."""
+    from django.db import connection
+    from tasks_peers import BY_ALIAS
+
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for table in BY_ALIAS[alias].tables:
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(table)}")
 
 
 def stamped(path: Path, processes: Processes, timeout: float = 120) -> float:

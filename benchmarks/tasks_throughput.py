@@ -45,6 +45,14 @@ them), made once with ``make bench-env`` (benchmarks/requirements-peers.txt):
     .venv-bench/bin/pip install -e ".[mysql,postgres,embedded]" \\
         -r benchmarks/requirements-peers.txt
 
+``--limits`` declares our tasks with flow limits that never bind
+(``concurrency=10_000``, ``rate_limit="10000/s"``; benchmarks/throughput_tasks.py):
+run it with and without, ``--backends bgtasks``, for what limits cost. With
+``--analyze``, each drain's tasks are committed with PostgreSQL's statistics
+of the backend's tables (``ANALYZE`` in the enqueue's transaction): a queue
+emptied by the round before and refilled at once otherwise has none, and the
+planner then sorts every ready row, which a claim with limits pays for.
+
 The full run (an embedded PostgreSQL, the machine's MariaDB and a SQLite
 file; each ``--dsn`` is one database, ``embedded`` starts the embedded
 PostgreSQL):
@@ -57,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -130,6 +139,18 @@ def arguments() -> argparse.Namespace:
     add("--samples", type=int, default=100, help="latency samples per round")
     add("--settle", type=float, default=3.0, help="seconds for workers to start")
     add("--json", help="write every round's figures here")
+    add(
+        "--analyze",
+        action="store_true",
+        help="PostgreSQL: ANALYZE each backend's tables with its drain's tasks, so the "
+        "planner sees the queue as it is (a steady queue's statistics)",
+    )
+    add(
+        "--limits",
+        action="store_true",
+        help="declare ours with flow limits that never bind (concurrency=10000, "
+        'rate_limit="10000/s"): what limits cost a claim',
+    )
     add("--one", nargs=2, help=argparse.SUPPRESS)  # DSN CONN_MAX_AGE: one child's part
     add("--out", help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -170,6 +191,8 @@ def main() -> None:
     """Runs each database at each CONN_MAX_AGE in a process of its own
     (Django is set up once a process), one after another."""
     args = arguments()
+    if args.limits:
+        os.environ["BENCH_LIMITS"] = "1"  # for the children and their workers
     if args.one:
         import tasks_rounds
 

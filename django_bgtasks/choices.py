@@ -94,6 +94,15 @@ class QueueStatus(models.TextChoices):
     FAILED = "FAILED", _("failed")
 
 
+class FlowLimit(models.TextChoices):
+    """What a flow slot (``FlowSlot.kind``) limits: how many tasks of a key
+    run at once (``@task(concurrency=N)``), or how many start in a window
+    (``@task(rate_limit="N/s")``)."""
+
+    CONCURRENCY = "concurrency", _("concurrency")
+    RATE = "rate", _("rate")
+
+
 # What a holder may record when it releases its own lease; the others are
 # written by the database (lost) or by an operator (released-by-operator).
 HOLDER_OUTCOMES = frozenset(

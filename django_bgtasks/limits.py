@@ -83,6 +83,13 @@ FORGET_WORKERS_AFTER = 3600.0
 # The most runs a task may be given (``max_attempts=`` of @background_task, a
 # LeaseBackend's MAX_ATTEMPTS): more is a loop, not a retry policy.
 MAX_ATTEMPTS = 1000
+# A Django Task's flow limits (``@task(concurrency=N)``, ``rate_limit="N/s"``):
+# each is N slot rows per key (``FlowSlot``), so N is bounded; more than this
+# many at once, or starts in one window, is no limit. The key's column is as
+# long as the unique key's (the most MySQL/MariaDB index in a unique column).
+MAX_FLOW_LIMIT = 10_000
+MAX_FLOW_KEY_LENGTH = 255
+FLOW_KIND_LENGTH = 16
 # A worker's poll (seconds between looks for due work) and its grace on
 # SIGTERM: an hour between looks, or a day's wait to stop, is a typing mistake.
 MAX_POLL = 3600.0

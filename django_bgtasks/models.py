@@ -284,6 +284,20 @@ class QueuedTask(models.Model):
         blank=True,
         unique=True,
     )
+    # Flow limits (``@task(concurrency=N, rate_limit="N/s")``), resolved at
+    # enqueue: the key of each, formed from the task's arguments, and the
+    # limit. NULL keys: no limit, and a claim that pays nothing for them.
+    # The claim takes a FlowSlot of each key the task has (db/rules.py).
+    # NULL, not "": "no key" must not be a key the claim could look up.
+    concurrency_key = models.CharField(  # noqa: DJ001
+        _("concurrency key"), max_length=limits.MAX_FLOW_KEY_LENGTH, null=True, blank=True
+    )
+    concurrency = models.IntegerField(_("concurrency limit"), null=True, blank=True)
+    rate_key = models.CharField(  # noqa: DJ001
+        _("rate key"), max_length=limits.MAX_FLOW_KEY_LENGTH, null=True, blank=True
+    )
+    rate_limit = models.IntegerField(_("starts per window"), null=True, blank=True)
+    rate_period = models.FloatField(_("rate window (s)"), null=True, blank=True)
 
     # The W3C trace context of the enqueue (django_bgtasks.tracing): the run's
     # span continues the enqueuer's trace.
@@ -329,3 +343,40 @@ class PausedQueue(models.Model):
 
     def __str__(self) -> str:
         return self.queue_name
+
+
+class FlowSlot(models.Model):
+    """One of the N slots of a Django Task's flow limit, for one key: what
+    makes the limit race-free with any number of workers claiming at once.
+
+    A concurrency key has N rows (``kind`` ``concurrency``); a row names the
+    task that holds it (``seq`` and the ``token`` of its claim) or nobody.
+    A rate key has N rows (``kind`` ``rate``), each with the time a task last
+    started on it: a start needs a row whose ``started_at`` is a window ago.
+    The claim statement takes the rows it needs ``FOR UPDATE SKIP LOCKED``
+    (db/); migration 0013's triggers create a key's rows when a task of it is
+    enqueued, and give a concurrency slot back when its task stops running
+    (finished, back to ready, recovered or deleted)."""
+
+    kind = models.CharField(_("limit"), max_length=limits.FLOW_KIND_LENGTH)
+    flow_key = models.CharField(_("key"), max_length=limits.MAX_FLOW_KEY_LENGTH)
+    slot = models.IntegerField(_("slot"))
+    seq = models.BigIntegerField(_("held by task"), null=True, blank=True)
+    token = models.BigIntegerField(_("token"), null=True, blank=True)
+    started_at = models.DateTimeField(_("last start"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("flow slot")
+        verbose_name_plural = _("flow slots")
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "flow_key", "slot"], name="bgtasks_flow_slot")
+        ]
+        # The slot a task holds, given back when it ends (migration 0013's
+        # trigger), and a key's free slots (seq NULL), without reading the
+        # key's every slot.
+        indexes = [
+            models.Index(fields=["kind", "flow_key", "seq"], name="bgtasks_flow_slot_holder")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.flow_key} #{self.slot}"

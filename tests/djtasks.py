@@ -250,3 +250,31 @@ def sleeps_past_timeout(context: Any, path: str, seconds: float) -> str:
     time.sleep(seconds)
     record.call(path, f"late-{context.attempt}")
     return "late"
+
+
+# Flow limits (tests/queue/test_flow.py, tests/faults/test_flow_workers.py):
+# what each run did is read from its row (its start and end by the
+# database's clock), not from these functions.
+@task(concurrency=2, concurrency_key="account:{account}")
+def per_account(account: str, seconds: float = 0.0) -> str:
+    """At most two of one ``account`` at once; sleeps ``seconds``."""
+    time.sleep(seconds)
+    return account
+
+
+@task(rate_limit="5/s")
+def five_a_second(n: int) -> int:
+    """At most five starts in any second."""
+    return n
+
+
+@task(rate_limit="2/h", rate_key=lambda account, n=0: f"mail:{account}")
+def two_an_hour(account: str, n: int = 0) -> int:
+    """At most two starts an hour per account (a callable key)."""
+    return n
+
+
+@task(concurrency=1, rate_limit="3/m", concurrency_key="{a}", rate_key="{b}")
+def both_limits(a: str, b: str) -> str:
+    """One of ``a`` at once, and three starts of ``b`` a minute."""
+    return a + b

@@ -354,6 +354,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "core.states",
             "db",
             "tracing",
+            "queue.flow",
         ),
     ),
     (

@@ -401,8 +401,7 @@ STATEMENTS = Statements(
                 THEN 0 ELSE 1 END,
             value = CASE WHEN {{resume_param}} THEN value END,
             {{claim_set}}
-        WHERE {RESUME_OWED}
-        {{claim_returning}}
+        WHERE {RESUME_OWED} {{claim_returning}}
     """,
     claim_retry=CLAIM_RETRY,
     skip_slot=SKIP_SLOT,  # read by its row count (READERS), as take_slot

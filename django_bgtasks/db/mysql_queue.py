@@ -51,6 +51,7 @@ from django_bgtasks.db.rules import (
     PAUSED_QUEUES,
     UNPAUSE_QUEUE,
     QueueStatements,
+    flow_slots_free,
 )
 
 _NOW = "SYSDATE(6)"
@@ -83,15 +84,101 @@ def _pick(rows: str) -> str:
 # other claims are taking; a recovery, the rows being written now (a finish, a
 # heartbeat: a stale one is recovered at the next pass, and a recovery never
 # waits on a worker's write, nor deadlocks with one).
+# A rate slot is free once its last start is a window ago (the window of
+# the row ``t``).
+_RATE_SLOT_FREE = (
+    f"(s.started_at IS NULL OR s.started_at <= {_NOW}"
+    " - INTERVAL ROUND(t.rate_period * 1000000) MICROSECOND)"
+)
+_T_RATE_FREE = f"""EXISTS (
+            SELECT 1 FROM {{slots}} s
+            WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key AND s.slot <= t.rate_limit
+                AND {_RATE_SLOT_FREE})"""
 _CLAIM_PICK = _pick(
-    f"""SELECT seq FROM {{table}} FORCE INDEX (bgtasks_queued_claim)
+    f"""SELECT seq FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
     WHERE status = '{{ready}}'
         AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
         AND (run_after IS NULL OR run_after <= {_NOW})
         AND {NOT_PAUSED}
+        AND {flow_slots_free(_T_RATE_FREE)}
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED"""
+)
+# The flow limits (db/rules.py): the free slots of the picked rows' keys,
+# locked (skipping those other claims are taking) into a variable each; then
+# each picked row paired with the free slot of its rank within its key, and
+# the picked rows narrowed to those that got every slot they need
+# (``_PICKED``), with their slots (``_TAKEN``); the slots written; the rows
+# claimed. For rows without limits each of these steps reads nothing.
+_CSLOTS, _RSLOTS, _TAKEN = "@bgtasks_cslots", "@bgtasks_rslots", "@bgtasks_taken"
+
+
+def _free_slots(kind: str, key: str, free: str, into: str) -> str:
+    return f"""SELECT JSON_ARRAYAGG(id) AS free FROM (
+        SELECT DISTINCT s.id FROM {_PICKED_ROWS}
+            STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq
+            STRAIGHT_JOIN {{slots}} s FORCE INDEX (bgtasks_flow_slot)
+                ON s.kind = '{{{kind}}}' AND s.flow_key = t.{key}
+        WHERE {free}
+        FOR UPDATE SKIP LOCKED) free INTO {into}"""
+
+
+def _ranked_slots(variable: str, alias: str) -> str:
+    return f"""(SELECT s.id, s.flow_key, s.slot,
+            ROW_NUMBER() OVER (PARTITION BY s.flow_key ORDER BY s.slot) AS rnk
+        FROM JSON_TABLE(COALESCE({variable}, '[]'), '$[*]' COLUMNS (id BIGINT PATH '$')) f
+            STRAIGHT_JOIN {{slots}} s FORCE INDEX (PRIMARY) ON s.id = f.id) {alias}"""
+
+
+_ASSIGN = f"""
+    SELECT JSON_ARRAYAGG(c.seq) AS picked,
+        JSON_ARRAYAGG(JSON_OBJECT('seq', c.seq, 'token', c.token + 1, 'c', c.cslot, 'r', rs.id))
+            AS taken
+    FROM (
+        SELECT p.*,
+            ROW_NUMBER() OVER (PARTITION BY p.rate_key ORDER BY p.priority DESC, p.seq) AS rrank
+        FROM (
+            SELECT c.*, cs.id AS cslot
+            FROM (
+                SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency, t.rate_key,
+                    t.rate_limit,
+                    ROW_NUMBER() OVER (
+                        PARTITION BY t.concurrency_key ORDER BY t.priority DESC, t.seq
+                    ) AS crank
+                FROM {_PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY)
+                    ON t.seq = picked.seq
+            ) c
+            LEFT JOIN {_ranked_slots(_CSLOTS, "cs")}
+                ON cs.flow_key = c.concurrency_key AND cs.rnk = c.crank
+                AND cs.slot <= c.concurrency
+            WHERE c.concurrency_key IS NULL OR cs.id IS NOT NULL
+        ) p
+    ) c
+    LEFT JOIN {_ranked_slots(_RSLOTS, "rs")}
+        ON rs.flow_key = c.rate_key AND rs.rnk = c.rrank AND rs.slot <= c.rate_limit
+    WHERE c.rate_key IS NULL OR rs.id IS NOT NULL
+    INTO {_PICKED}, {_TAKEN}
+"""
+_TAKEN_ROWS = (
+    f"JSON_TABLE(COALESCE({_TAKEN}, '[]'), '$[*]' COLUMNS (seq BIGINT PATH '$.seq',"
+    " token BIGINT PATH '$.token', c BIGINT PATH '$.c', r BIGINT PATH '$.r')) taken"
+)
+_TAKE_SLOTS = f"""
+    UPDATE {_TAKEN_ROWS} STRAIGHT_JOIN {{slots}} s FORCE INDEX (PRIMARY)
+        ON s.id = taken.c OR s.id = taken.r
+    SET s.started_at = CASE WHEN s.id = taken.r THEN {_NOW} ELSE s.started_at END,
+        s.seq = taken.seq, s.token = taken.token
+"""
+_FLOW_STEPS = MYSQL_STEP.join(
+    [
+        _free_slots(
+            "concurrency", "concurrency_key", "s.seq IS NULL AND s.slot <= t.concurrency", _CSLOTS
+        ),
+        _free_slots("rate", "rate_key", f"s.slot <= t.rate_limit AND {_RATE_SLOT_FREE}", _RSLOTS),
+        _ASSIGN,
+        _TAKE_SLOTS,
+    ]
 )
 _RECOVER_PICK = _pick(
     f"""SELECT seq FROM {{table}} FORCE INDEX (bgtasks_queued_running)
@@ -116,13 +203,17 @@ _GIVE_BACK_PICK = _pick(
 _ENQUEUE_ROWS = (
     "JSON_TABLE(%(rows)s, '$[*]' COLUMNS (n FOR ORDINALITY,"
     " uuid CHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.uuid',"
-    " args_kwargs JSON PATH '$.args_kwargs')) r"
+    " args_kwargs JSON PATH '$.args_kwargs',"
+    " concurrency_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+    " PATH '$.concurrency_key',"
+    " rate_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.rate_key')) r"
 )
 _ENQUEUE = f"""
     INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
     SELECT r.uuid, %(task_path)s, %(backend)s, %(queue_name)s, %(priority)s,
         %(takes_context)s, r.args_kwargs, %(run_after)s, '{{ready}}', 0, %(max_attempts)s,
-        '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s, %(active_key)s, %(trace_context)s
+        '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s, %(active_key)s, %(trace_context)s,
+        r.concurrency_key, %(concurrency)s, r.rate_key, %(rate_limit)s, %(rate_period)s
     FROM {_ENQUEUE_ROWS}
     ORDER BY r.n
     ON DUPLICATE KEY UPDATE active_key = {{table}}.active_key
@@ -168,6 +259,8 @@ FINISH_MANY = f"""
 QUEUE = QueueStatements(
     claim=f"""
         {_CLAIM_PICK}
+        {MYSQL_STEP}
+        {_FLOW_STEPS}
         {MYSQL_STEP}
         UPDATE {_PICKED_JOIN}
         SET status = '{{running}}', owner = %(owner)s, token = token + 1,

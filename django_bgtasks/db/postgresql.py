@@ -1,6 +1,7 @@
-"""PostgreSQL's statements: the lease operations, the workers' and the queue's,
-with the fragments they share, the time parameters they take, and the names of
-the channels pushed changes come on (the rules: :mod:`django_bgtasks.db.rules`).
+"""PostgreSQL's statements: the lease operations and the workers', with the
+fragments they share, the time parameters they take, and the names of the
+channels pushed changes come on (the rules: :mod:`django_bgtasks.db.rules`);
+the queue's are in :mod:`django_bgtasks.db.postgresql_queue`.
 
 The clock is ``clock_timestamp()``: ``now()`` is frozen at transaction start.
 Parameters that a statement repeats are cast, so that they keep one type under
@@ -12,30 +13,22 @@ from __future__ import annotations
 import datetime as dt
 
 from django_bgtasks.db.rules import (
-    CANCELLED_ERROR_CLASS,
-    CLAIM_COLUMNS,
     CLAIM_REQUEST,
     CLAIM_RESUME,
     CLAIM_RETRY,
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
-    ENQUEUE_COLUMNS,
-    LOST_ERROR_CLASS,
-    NOT_PAUSED,
-    PAUSED_QUEUES,
-    QUEUE_RETRY,
     QUEUED_RUNNING,
     RENEW_MANY_COLUMNS,
     RENEW_QUEUED,
     RENEW_TASK,
+    # (alike mysql.py's list on purpose: the statements both take from rules)
     RUN_COLUMNS,
     SKIP_SLOT,
     STATE_COLUMNS,
     TAKE_SLOT,
     UNPAUSE,
-    UNPAUSE_QUEUE,
     WORKER_COLUMNS,
-    QueueStatements,
     Statements,
 )
 
@@ -280,139 +273,6 @@ STATEMENTS = Statements(
             SELECT '{RENEW_QUEUED}' AS kind, key, token, cancel_requested, age FROM queued
         ) renewed
     """,
-)
-
-
-# The queue's (Django Tasks).
-# The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
-# one statement whatever their number, stored in the order of ``rows``.
-_ENQUEUE = f"""
-    INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
-    SELECT (r.item ->> 'uuid')::uuid, %(task_path)s::text, %(backend)s::text,
-        %(queue_name)s::text, %(priority)s::integer, %(takes_context)s::boolean,
-        r.item -> 'args_kwargs', %(run_after)s::timestamptz, '{{ready}}', 0,
-        %(max_attempts)s::integer, '[]'::jsonb, '[]'::jsonb, '', 0, %(ttl)s::float8, false,
-        %(unique_key)s::text, %(active_key)s::text, %(trace_context)s::text
-    FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, n)
-    ORDER BY r.n
-    ON CONFLICT (active_key) DO NOTHING
-    RETURNING replace(uuid::text, '-', '') AS uuid,
-        to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS enqueued_at
-"""
-
-QUEUE = QueueStatements(
-    claim=f"""
-        UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
-            updated_at = clock_timestamp(), cancel_requested = false,
-            started_at = COALESCE(started_at, clock_timestamp()),
-            last_attempted_at = clock_timestamp(), attempts = attempts + 1,
-            worker_ids = worker_ids || jsonb_build_array(%(owner)s::text)
-        WHERE seq = ANY(ARRAY(
-            SELECT seq FROM {{table}}
-            WHERE status = '{{ready}}'
-                AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
-                AND (run_after IS NULL OR run_after <= clock_timestamp())
-                AND {NOT_PAUSED}
-            ORDER BY priority DESC, seq
-            LIMIT %(limit)s::integer
-            FOR UPDATE SKIP LOCKED
-        ))
-        RETURNING {CLAIM_COLUMNS}
-    """,
-    renew="""
-        UPDATE {table} SET updated_at = clock_timestamp(),
-            progress = CASE WHEN %(set_progress)s::boolean THEN %(progress)s::jsonb
-                ELSE progress END
-        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
-            AND status = '{running}'
-            AND updated_at >= clock_timestamp() - ttl * interval '1 second'
-        RETURNING cancel_requested
-    """,
-    finish="""
-        UPDATE {table} SET status = %(status)s::text, updated_at = clock_timestamp(),
-            finished_at = CASE WHEN %(status)s::text = '{ready}' THEN NULL
-                ELSE clock_timestamp() END,
-            return_value = %(return_value)s::jsonb,
-            errors = CASE WHEN %(error)s::jsonb IS NULL THEN errors
-                ELSE errors || jsonb_build_array(%(error)s::jsonb) END,
-            attempts = attempts - %(refund)s,
-            active_key = CASE WHEN %(status)s::text = '{ready}' THEN active_key END,
-            run_after = CASE WHEN %(delay)s::float8 > 0
-                THEN clock_timestamp() + %(delay)s::float8 * interval '1 second'
-                ELSE run_after END
-        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
-            AND status = '{running}'
-            AND updated_at >= clock_timestamp() - ttl * interval '1 second'
-        RETURNING status, finished_at
-    """,
-    # As ``finish``, for every ending in the JSON array ``ends`` at once: each
-    # row fenced alike (its seq, owner, token, RUNNING and a live lease).
-    finish_many="""
-        UPDATE {table} AS t SET status = e.status, updated_at = clock_timestamp(),
-            finished_at = CASE WHEN e.status = '{ready}' THEN NULL ELSE clock_timestamp() END,
-            return_value = e.return_value::jsonb,
-            errors = CASE WHEN e.error IS NULL THEN t.errors
-                ELSE t.errors || jsonb_build_array(e.error) END,
-            attempts = t.attempts - e.refund,
-            active_key = CASE WHEN e.status = '{ready}' THEN t.active_key END,
-            run_after = CASE WHEN e.delay > 0
-                THEN clock_timestamp() + e.delay * interval '1 second' ELSE t.run_after END
-        FROM jsonb_to_recordset(%(ends)s::jsonb) AS e(seq bigint, owner text, token bigint,
-            status text, return_value text, error jsonb, refund integer, delay float8)
-        WHERE t.seq = e.seq AND t.owner = e.owner AND t.token = e.token
-            AND t.status = '{running}'
-            AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'
-        RETURNING t.seq AS seq, t.status AS status, t.finished_at AS finished_at
-    """,
-    recover=f"""
-        UPDATE {{table}} SET
-            status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END,
-            active_key = CASE WHEN attempts < max_attempts THEN active_key END,
-            finished_at = CASE WHEN attempts < max_attempts THEN NULL
-                ELSE clock_timestamp() END,
-            errors = errors || jsonb_build_array(jsonb_build_object(
-                'exception_class_path', '{LOST_ERROR_CLASS}',
-                'traceback', 'LeaseLost: the worker ' || owner || ' was lost: no heartbeat '
-                    || 'within the ttl (' || ttl || ' s), on attempt ' || attempts
-                    || ' of ' || max_attempts))
-        WHERE status = '{{running}}'
-            AND updated_at < clock_timestamp() - ttl * interval '1 second'
-        RETURNING uuid, status
-    """,
-    cancel=f"""
-        UPDATE {{table}} SET cancel_requested = true,
-            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
-            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
-            finished_at = CASE WHEN status = '{{ready}}' THEN clock_timestamp()
-                ELSE finished_at END,
-            errors = CASE WHEN status = '{{ready}}' THEN errors || jsonb_build_array(
-                jsonb_build_object('exception_class_path', '{CANCELLED_ERROR_CLASS}',
-                    'traceback', 'TaskCancelled: cancelled by an operator before it started'))
-                ELSE errors END
-        WHERE uuid = %(uuid)s AND status IN ('{{ready}}', '{{running}}')
-        RETURNING status
-    """,
-    ended="""
-        SELECT status, finished_at FROM {table}
-        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
-            AND status = %(status)s::text
-    """,
-    give_back="""
-        UPDATE {table} SET status = '{ready}', updated_at = clock_timestamp(),
-            started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
-            attempts = attempts - 1, worker_ids = worker_ids - (-1)
-        WHERE owner = %(owner)s AND status = '{running}' AND NOT (seq = ANY(%(held)s::bigint[]))
-        RETURNING uuid
-    """,
-    retry=QUEUE_RETRY,
-    enqueue=_ENQUEUE,
-    pause_queue="""
-        INSERT INTO {paused} (queue_name, paused_at) VALUES (%(queue)s, clock_timestamp())
-        ON CONFLICT (queue_name) DO NOTHING
-        RETURNING 1 AS matched
-    """,
-    unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
-    paused_queues=PAUSED_QUEUES,
 )
 
 

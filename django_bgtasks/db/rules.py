@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django_bgtasks.choices import QueueStatus
+from django_bgtasks.choices import FlowLimit, QueueStatus
 
 # The result columns of every statement are read by name (db/rows.py), never by
 # position: the names, an alias for every expression, are what the readers rely
@@ -285,7 +285,8 @@ CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_co
 # one for the statement, whatever its number of tasks; django_bgtasks.tracing.)
 ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_context,
     args_kwargs, run_after, status, attempts, max_attempts, worker_ids, errors, owner,
-    token, ttl, cancel_requested, unique_key, active_key, trace_context"""
+    token, ttl, cancel_requested, unique_key, active_key, trace_context,
+    concurrency_key, concurrency, rate_key, rate_limit, rate_period"""
 
 # A claim takes no task of a paused queue (``{paused}``: the PausedQueue
 # table, one row per queue name, whatever the backend alias): the one filter
@@ -296,9 +297,66 @@ NOT_PAUSED = "queue_name NOT IN (SELECT paused.queue_name FROM {paused} paused)"
 # pause is an INSERT that a paused name leaves alone: each vendor spells it.)
 UNPAUSE_QUEUE = "DELETE FROM {paused} WHERE queue_name = %(queue)s"
 PAUSED_QUEUES = "SELECT queue_name, paused_at FROM {paused} ORDER BY queue_name"
+# (The flow limits: ``concurrency``, ``rate_limit`` and ``rate_period`` are
+# the task's scalar parameters, NULL without that limit; each row of ``rows``
+# may hold its own ``concurrency_key`` and ``rate_key``, formed from its
+# arguments, and a missing one is NULL.)
+
+# --- Flow limits (``@task(concurrency=N)``, ``@task(rate_limit="N/s")``) --------------
+# Decided in the claim, by the database's clock, with slot rows
+# (``FlowSlot``, ``{slots}`` in the queue's statements): a concurrency key has
+# N rows, each naming the task that holds it (``seq``, ``token``) or nobody
+# (``seq`` NULL); a rate key has N rows, each with the time a task last
+# started on it. Counting the RUNNING rows of a key in the claim would be
+# racy under READ COMMITTED (two claims, each counting before the other
+# commits); a slot row is taken by one claim only:
+#
+# * The claim's candidates are the first ``limit`` ready rows in its order
+#   whose keys each have a free slot (by the statement's snapshot: a ready
+#   row of a key at its limit is passed over, so it holds back no other
+#   key and no unlimited task behind it). A row without keys is tested for
+#   nothing more: ``concurrency_key IS NULL OR ...`` is all it pays.
+# * Each candidate gets the free slot of its rank among the candidates of its
+#   key (the 2nd candidate of a key the 2nd free slot), slots locked ``FOR
+#   UPDATE SKIP LOCKED`` and re-checked on their newest version: a slot taken
+#   by a claim that committed meanwhile is free no more, and one another
+#   claim is taking is skipped. A candidate that gets every slot it needs is
+#   claimed, and its slots written in the same statement (a concurrency slot
+#   names its seq and new token; a rate slot's ``started_at`` becomes now);
+#   one that doesn't stays READY for the next claim. The claim never waits
+#   on a lock, so it can't deadlock with another claim or a finish.
+# * A concurrency slot is given back by migration 0013's trigger when its
+#   task leaves RUNNING (any statement: finish, give back, recover) or is
+#   deleted; the statements that end a run need not know of it. The same
+#   migration's trigger creates a key's N slots when a task of it is
+#   enqueued (none are created once slot N exists).
+# * SQLite runs one writer at a time: its claim counts the free slots of each
+#   key in the statement and takes as many candidates; triggers take the
+#   slots of the rows it claims.
+# A limit lowered by a deploy takes effect as the tasks holding the higher
+# slots end; raised, the next enqueue creates the new slots.
+
+# The claim's test that the ready row ``t`` may start now, as far as its flow
+# limits go (by the statement's snapshot): each key it has has a free slot.
+# A row without keys pays for the ``IS NULL`` alone. ``rate_free`` is the
+# vendor's test that ``t``'s rate key has a slot whose last start is ``t``'s
+# window ago.
+_FLOW_SLOTS_FREE = """(concurrency_key IS NULL OR EXISTS (
+        SELECT 1 FROM {{slots}} s
+        WHERE s.kind = '{{concurrency}}' AND s.flow_key = t.concurrency_key
+            AND s.slot <= t.concurrency AND s.seq IS NULL))
+    AND (rate_key IS NULL OR {rate_free})"""
+
+
+def flow_slots_free(rate_free: str) -> str:
+    """The claim's flow test (above), with the vendor's ``rate_free``."""
+    return _FLOW_SLOTS_FREE.format(rate_free=rate_free)
+
 
 # The statuses, as the templates name them: {ready}, {running}, ...
 STATUSES = {status.name.lower(): status.value for status in QueueStatus}
+# The kinds of flow slot, as the templates name them: {concurrency}, {rate}.
+FLOW_KINDS = {kind.name.lower(): kind.value for kind in FlowLimit}
 
 # The error recorded for a run whose worker went silent past its ttl.
 LOST_ERROR_CLASS = "django_bgtasks.exceptions.LeaseLost"

@@ -267,12 +267,34 @@ _ENQUEUE = f"""
     SELECT json_extract(value, '$.uuid'), %(task_path)s, %(backend)s, %(queue_name)s,
         %(priority)s, %(takes_context)s, json_extract(value, '$.args_kwargs'), %(run_after)s,
         '{{ready}}', 0, %(max_attempts)s, '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s,
-        %(active_key)s, %(trace_context)s
+        %(active_key)s, %(trace_context)s,
+        json_extract(value, '$.concurrency_key'), %(concurrency)s,
+        json_extract(value, '$.rate_key'), %(rate_limit)s, %(rate_period)s
     FROM json_each(%(rows)s) WHERE true
     ORDER BY key
     ON CONFLICT (active_key) DO NOTHING
     RETURNING uuid, enqueued_at
 """
+
+# The flow limits (db/rules.py): one writer at a time, so the claim counts
+# the free slots of each candidate's keys and takes the candidates whose rank
+# within their key is within that count; migration 0013's trigger takes the
+# slots of the rows it sets RUNNING, by the same 'now'. A rate slot is free
+# once its start is a window ago (to the millisecond the times are kept in).
+# (Counted up to the claim's limit: a key of 10,000 slots costs what one of
+# ten does.)
+_FREE_SLOTS = """(SELECT count(*) FROM (SELECT 1 FROM {{slots}} s
+    WHERE s.kind = '{{{kind}}}' AND s.flow_key = t.{key} AND s.slot <= t.{limit} AND {free}
+    LIMIT %(limit)s))"""
+_C_FREE = "s.seq IS NULL"
+_R_FREE = (
+    "(s.started_at IS NULL OR (julianday('now') - julianday(s.started_at)) * 86400.0"
+    " >= t.rate_period - 0.0005)"
+)
+_C_FREE_SLOTS = _FREE_SLOTS.format(
+    kind="concurrency", key="concurrency_key", limit="concurrency", free=_C_FREE
+)
+_R_FREE_SLOTS = _FREE_SLOTS.format(kind="rate", key="rate_key", limit="rate_limit", free=_R_FREE)
 
 QUEUE = QueueStatements(
     claim=f"""
@@ -281,13 +303,35 @@ QUEUE = QueueStatements(
             started_at = COALESCE(started_at, {_NOW}), last_attempted_at = {_NOW},
             attempts = attempts + 1, worker_ids = json_insert(worker_ids, '$[#]', %(owner)s)
         WHERE seq IN (
-            SELECT seq FROM {{table}}
-            WHERE status = '{{ready}}'
-                AND (%(all)s OR queue_name IN (SELECT value FROM json_each(%(queues)s)))
-                AND (run_after IS NULL OR julianday(run_after) <= julianday('now'))
-                AND {NOT_PAUSED}
-            ORDER BY priority DESC, seq
-            LIMIT %(limit)s
+            SELECT seq FROM (
+                SELECT seq, rate_key, rfree,
+                    row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, seq)
+                        AS rrank
+                FROM (
+                    SELECT seq, priority, concurrency_key, rate_key, cfree, rfree,
+                        row_number() OVER (
+                            PARTITION BY concurrency_key ORDER BY priority DESC, seq
+                        ) AS crank
+                    FROM (
+                        SELECT seq, priority, concurrency_key, rate_key,
+                            CASE WHEN concurrency_key IS NOT NULL THEN {_C_FREE_SLOTS} END
+                                AS cfree,
+                            CASE WHEN rate_key IS NOT NULL THEN {_R_FREE_SLOTS} END AS rfree
+                        FROM {{table}} t
+                        WHERE status = '{{ready}}'
+                            AND (%(all)s
+                                OR queue_name IN (SELECT value FROM json_each(%(queues)s)))
+                            AND (run_after IS NULL OR julianday(run_after) <= julianday('now'))
+                            AND {NOT_PAUSED}
+                            AND (concurrency_key IS NULL OR {_C_FREE_SLOTS} > 0)
+                            AND (rate_key IS NULL OR {_R_FREE_SLOTS} > 0)
+                        ORDER BY priority DESC, seq
+                        LIMIT %(limit)s
+                    )
+                )
+                WHERE concurrency_key IS NULL OR crank <= cfree
+            )
+            WHERE rate_key IS NULL OR rrank <= rfree
         )
         RETURNING {CLAIM_COLUMNS}
     """,

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 from django.db import NotSupportedError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_bgtasks.db import mysql, mysql_queue, postgresql, sqlite
+from django_bgtasks.db import mysql, mysql_queue, postgresql, postgresql_queue, sqlite
 from django_bgtasks.db.cursor import fetch_all
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.rules import STATUSES, QueueStatements, Statements
+from django_bgtasks.db.rules import FLOW_KINDS, STATUSES, QueueStatements, Statements
 from django_bgtasks.exceptions import InAtomicBlock
 
 
@@ -38,7 +38,10 @@ class _Vendor:
 
 _BY_VENDOR = {
     "postgresql": _Vendor(
-        postgresql.STATEMENTS, postgresql.FRAGMENTS, postgresql.QUEUE, postgresql.time_param
+        postgresql.STATEMENTS,
+        postgresql.FRAGMENTS,
+        postgresql_queue.QUEUE,
+        postgresql.time_param,
     ),
     "sqlite": _Vendor(sqlite.STATEMENTS, sqlite.FRAGMENTS, sqlite.QUEUE, sqlite.time_param),
     "mysql": _Vendor(mysql.STATEMENTS, mysql.FRAGMENTS, mysql_queue.QUEUE, mysql.time_param),
@@ -92,12 +95,16 @@ def statements(
 
 
 def queue_statements(
-    connection: BaseDatabaseWrapper, *, table: str, paused: str
+    connection: BaseDatabaseWrapper,
+    *,
+    table: str,
+    paused: str,
+    slots: str = "django_bgtasks_flowslot",
 ) -> QueueStatements:
-    """The queue's statements for this connection's vendor, on ``table`` and
-    the paused queues' table ``paused`` (unquoted ``db_table`` names), ready
-    to execute."""
-    key = ("queue", connection.vendor, table, paused)
+    """The queue's statements for this connection's vendor, on ``table``, the
+    paused queues' table ``paused`` and the flow limits' ``slots`` (unquoted
+    ``db_table`` names), ready to execute."""
+    key = ("queue", connection.vendor, table, paused, slots)
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
     vendor = _BY_VENDOR.get(connection.vendor)
@@ -107,8 +114,10 @@ def queue_statements(
             f"not {connection.vendor!r} (database {connection.alias!r})"
         )
     quote = connection.ops.quote_name
-    tables = {"table": quote(table), "paused": quote(paused)}
-    return _render(key, vendor.queue, lambda template: template.format(**tables, **STATUSES))
+    tables = {"table": quote(table), "paused": quote(paused), "slots": quote(slots)}
+    return _render(
+        key, vendor.queue, lambda template: template.format(**tables, **STATUSES, **FLOW_KINDS)
+    )
 
 
 def _render(key: tuple[str, ...], templates: _Set, fill: Callable[[str], str]) -> _Set:

@@ -22,7 +22,7 @@ OUTCOMES = [
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_bgtasks", "0012_mysql_queue"),
+        ("django_bgtasks", "0013_flow_limits"),
     ]
 
     operations = [

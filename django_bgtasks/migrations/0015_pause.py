@@ -96,7 +96,7 @@ def _run(statements_by_vendor: dict[str, list[str]]) -> Callable[..., None]:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_bgtasks", "0012_mysql_queue"),
+        ("django_bgtasks", "0014_timeouts"),
     ]
 
     operations = [

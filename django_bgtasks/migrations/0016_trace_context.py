@@ -16,7 +16,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_bgtasks", "0012_mysql_queue"),
+        ("django_bgtasks", "0015_pause"),
     ]
 
     operations = [

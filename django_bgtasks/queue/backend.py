@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -53,6 +53,7 @@ from django.db import connections
 from django_bgtasks import compat, limits
 from django_bgtasks.conf import conf
 from django_bgtasks.db.vendors import QUEUE_VENDORS
+from django_bgtasks.queue import flow
 from django_bgtasks.queue.enqueue import Pairs, store
 from django_bgtasks.queue.execute import result_from_row
 from django_bgtasks.validation import (
@@ -83,7 +84,7 @@ else:  # Task is generic in django-stubs and the backport, not in Django 6
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseTask(_Task):
     """The backend's ``task_class``: Django's ``Task`` with a unique key,
-    retries and a timeout.
+    retries, a timeout and flow limits.
 
     ``@task(unique=True)`` keys the task by its path; ``@task(lease_name="...")``
     (or ``.using()``-style ``dataclasses.replace``) names the key. While one
@@ -94,16 +95,31 @@ class LeaseTask(_Task):
     ``MAX_ATTEMPTS``; ``retry_delay`` (seconds) spaces the retries out, doubling
     after each attempt, capped at ``limits.MAX_RETRY_DELAY``, with +-10 %
     jitter (:meth:`retry_delay_for`); ``timeout`` (seconds) bounds each run
-    (``TaskTimedOut``). A bad value is an ``InvalidTask`` when the task is
-    declared. Where ``@task`` passes no extra keywords to ``task_class``
-    (Django 6.0), ``dataclasses.replace(task, max_attempts=3)`` gives the
-    same task with them."""
+    (``TaskTimedOut``).
+
+    ``@task(concurrency=N, concurrency_key=...)``: at most N tasks of one key
+    ``RUNNING`` at once, across every worker; ``@task(rate_limit="N/s",
+    rate_key=...)`` (or ``"N/m"``, ``"N/h"``): at most N starts of one key in
+    any window of that length, by the database's clock. A key is a format
+    string over the arguments by parameter name (``"account:{account_id}"``)
+    or a callable taking the arguments; by default the task's path. Tasks
+    over a limit wait ``READY`` without holding back the others
+    (:mod:`django_bgtasks.queue.flow`).
+
+    A bad value is an ``InvalidTask`` when the task is declared. Where
+    ``@task`` passes no extra keywords to ``task_class`` (Django 6.0),
+    ``dataclasses.replace(task, max_attempts=3)`` gives the same task with
+    them."""
 
     unique: bool = False
     lease_name: str | None = None
     max_attempts: int | None = None
     retry_delay: float | None = None
     timeout: float | None = None
+    concurrency: int | None = None
+    concurrency_key: str | Callable[..., str] | None = None
+    rate_limit: str | None = None
+    rate_key: str | Callable[..., str] | None = None
 
     @property
     def unique_key(self) -> str | None:
@@ -141,14 +157,19 @@ class LeaseBackend(compat.BaseTaskBackend):
 
     def validate_task(self, task: Any) -> None:
         """Django's checks, the options of :class:`LeaseTask` (``max_attempts``,
-        ``retry_delay``, ``timeout``), and a unique key that fits its column
-        (255 characters, the most MySQL/MariaDB index in a unique text column)."""
+        ``retry_delay``, ``timeout``, and the flow limits:
+        :func:`django_bgtasks.queue.flow.check_task`), and a unique key that
+        fits its column (255 characters, the most MySQL/MariaDB index in a
+        unique text column): each an ``InvalidTask`` with the reason. Django
+        calls it when the task is declared (``@task(...)``, ``.using()``), on
+        Django 6 and on the backport alike, and enqueue calls it again."""
         super().validate_task(task)
         try:
             if (attempts := getattr(task, "max_attempts", None)) is not None:
                 validate_attempts(attempts)
             validate_retry_delay(getattr(task, "retry_delay", None))
             validate_timeout(getattr(task, "timeout", None))
+            flow.check_task(task)
         except (TypeError, ValueError) as exc:
             raise compat.InvalidTask(f"task {task.module_path!r}: {exc}") from None
         key = getattr(task, "unique_key", None)

@@ -39,6 +39,7 @@ from django.db import IntegrityError
 from django_bgtasks import compat, tracing
 from django_bgtasks.conf import conf
 from django_bgtasks.queue.execute import result_from_row
+from django_bgtasks.queue.flow import FlowOptions
 from django_bgtasks.validation import check_arguments
 
 if TYPE_CHECKING:
@@ -81,14 +82,24 @@ def store(
     if not pairs:
         return []
     ids = [uuid.uuid4() for _ in pairs]
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"uuid": id_.hex, "args_kwargs": {"args": list(args), "kwargs": dict(kwargs)}}
         for id_, (args, kwargs) in zip(ids, pairs, strict=True)
     ]
+    flow = FlowOptions.of(task)
+    if flow.limited:
+        # Each row's keys, from its own arguments: a key they can't form is
+        # refused now, with nothing stored.
+        for index, (row, (args, kwargs)) in enumerate(zip(rows, pairs, strict=True)):
+            try:
+                row["concurrency_key"], row["rate_key"] = flow.keys(task, args, kwargs)
+            except TypeError as exc:
+                raise TypeError(f"item {index}: {exc}" if numbered else str(exc)) from None
     text = _encoded(rows, name, numbered=numbered)
     # As the database stores them and get_result() reads them back (a tuple
     # becomes a list): the results say the same from the start.
-    arguments = [row["args_kwargs"] for row in json.loads(text)]
+    stored = json.loads(text)
+    arguments = [row["args_kwargs"] for row in stored]
     key = getattr(task, "unique_key", None)
     fields = {
         "task_path": task.module_path,
@@ -97,6 +108,7 @@ def store(
         "takes_context": task.takes_context,
         "run_after": task.run_after,
         **options,
+        **flow.columns(),
         "unique_key": key or "",
         "active_key": key,
     }
@@ -108,7 +120,7 @@ def store(
         fields["trace_context"] = span.context
         if key is not None:
             results = _store_unique(
-                objects, task, fields, ids[0], arguments[0], len(pairs), sender=sender
+                objects, task, fields, ids[0], stored[0], len(pairs), sender=sender
             )
             span.set(tracing.MESSAGE_ID, results[0].id)  # the stored task's, or the holder's
             return results
@@ -129,14 +141,16 @@ def _store_unique(
     task: Any,
     fields: dict[str, Any],
     id_: uuid.UUID,
-    arguments: dict[str, Any],
+    row: dict[str, Any],
     count: int,
     *,
     sender: type,
 ) -> list[Any]:
-    """The first item of a unique task, stored unless its key is held: the
-    ``count`` results of the task that holds the key."""
-    text = json.dumps([{"uuid": id_.hex, "args_kwargs": arguments}])
+    """The first item (``row``, as the statement takes it) of a unique task,
+    stored unless its key is held: the ``count`` results of the task that
+    holds the key."""
+    text = json.dumps([row])
+    arguments = row["args_kwargs"]
     key = fields["active_key"]
     for _ in range(3):
         if enqueued := objects.enqueue(fields, text):

@@ -20,7 +20,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.apps import apps
 from django.db import IntegrityError, connections, models, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
@@ -143,6 +142,15 @@ class Ending:
             "refund": 1 if self.refund else 0,
             "delay": self.delay,
         }
+
+
+def _tables(model: type[models.Model]) -> dict[str, str]:
+    """The queue's tables: ``model``'s, the paused queues' and the flow slots'
+    (those models looked up beside it, not imported: models -> queue)."""
+    meta = model._meta
+    paused = meta.apps.get_model(meta.app_label, _PAUSED_QUEUE)
+    slots = meta.apps.get_model(meta.app_label, "FlowSlot")
+    return {"table": meta.db_table, "paused": paused._meta.db_table, "slots": slots._meta.db_table}
 
 
 def _delay(delay: float) -> float:
@@ -414,9 +422,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         return connections[conf.DATABASE]
 
     def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
-        # The paused queues' model is looked up, not imported (models -> queue).
-        paused = apps.get_model("django_bgtasks", _PAUSED_QUEUE)._meta.db_table
-        return vendors.queue_statements(connection, table=self.model._meta.db_table, paused=paused)
+        return vendors.queue_statements(connection, **_tables(self.model))
 
     def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"

@@ -193,6 +193,7 @@ QUEUE_PARAMETERS |= {"trace_context"}  # an enqueue's (django_bgtasks.tracing)
 QUEUE_PARAMETERS |= {"queue"}
 # A retry's delay (finish; finish_many's is in ``ends``).
 QUEUE_PARAMETERS |= {"delay"}
+QUEUE_PARAMETERS |= {"concurrency", "rate_limit", "rate_period"}
 
 
 @pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)

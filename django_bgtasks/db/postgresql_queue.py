@@ -1,0 +1,244 @@
+"""PostgreSQL's statements of the queue (Django Tasks): enqueue, the claim with
+its flow limits and paused queues, renew, finish, give back, recover, cancel
+and retry (the rules: :mod:`django_bgtasks.db.rules`). Apart from the lease
+statements of :mod:`django_bgtasks.db.postgresql` only for their size; the
+same conventions hold: the clock is ``clock_timestamp()``, and repeated
+parameters are cast.
+"""
+
+from __future__ import annotations
+
+from django_bgtasks.db.rules import (
+    # (alike mysql_queue.py's list on purpose: the statements both take from rules)
+    CANCELLED_ERROR_CLASS,
+    CLAIM_COLUMNS,
+    ENQUEUE_COLUMNS,
+    LOST_ERROR_CLASS,
+    NOT_PAUSED,
+    PAUSED_QUEUES,
+    QUEUE_RETRY,
+    UNPAUSE_QUEUE,
+    QueueStatements,
+    flow_slots_free,
+)
+
+# The queue's (Django Tasks).
+# The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
+# one statement whatever their number, stored in the order of ``rows``.
+_ENQUEUE = f"""
+    INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
+    SELECT (r.item ->> 'uuid')::uuid, %(task_path)s::text, %(backend)s::text,
+        %(queue_name)s::text, %(priority)s::integer, %(takes_context)s::boolean,
+        r.item -> 'args_kwargs', %(run_after)s::timestamptz, '{{ready}}', 0,
+        %(max_attempts)s::integer, '[]'::jsonb, '[]'::jsonb, '', 0, %(ttl)s::float8, false,
+        %(unique_key)s::text, %(active_key)s::text, %(trace_context)s::text,
+        r.item ->> 'concurrency_key', %(concurrency)s::integer, r.item ->> 'rate_key',
+        %(rate_limit)s::integer, %(rate_period)s::float8
+    FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, n)
+    ORDER BY r.n
+    ON CONFLICT (active_key) DO NOTHING
+    RETURNING replace(uuid::text, '-', '') AS uuid,
+        to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS enqueued_at
+"""
+
+# The claim (db/rules.py says how the flow limits are kept): ``cand`` locks
+# the first ready rows whose keys have a free slot, ``cfree`` and ``rfree``
+# lock as many free slots of each key as it has candidates (no more: a key of
+# 10,000 slots costs what a key of 10 does; a rate key's oldest starts first,
+# by migration 0013's index), ``concurrent`` pairs each candidate with
+# the free slot of its rank within its concurrency key, and ``claimed`` those
+# that got one (or need none) with the free slot of their rank within their
+# rate key, ``took`` writes the slots
+# taken and the UPDATE claims the rows that got every slot they need. For
+# tasks without limits, the slot CTEs read nothing.
+# A rate slot is free once its last start is a window ago: the window of
+# the row being claimed (``t``), or the longest of the candidates of its key
+# (``w``).
+_RATE_SLOT_FREE = "(s.started_at IS NULL OR s.started_at <= clock_timestamp() - {window})"
+_T_WINDOW = "t.rate_period * interval '1 second'"
+# Whether the rate key of ``t`` has a free slot: its oldest start (never
+# started first), read from migration 0013's index, is a window ago.
+_T_RATE_FREE = f"""EXISTS (
+                    SELECT 1 FROM (
+                        SELECT s.started_at FROM {{slots}} s
+                        WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key
+                            AND s.slot <= t.rate_limit
+                        ORDER BY s.started_at NULLS FIRST LIMIT 1
+                    ) s
+                    WHERE {_RATE_SLOT_FREE.format(window=_T_WINDOW)})"""
+_W_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(window="w.period * interval '1 second'")
+
+
+def _paired(rows: str, key: str, limit: str, free: str, *, slot: str) -> str:
+    """The rows of the CTE ``rows`` that may take a slot of their ``key``
+    (a column), with the id of the one they take as ``slot``: the n-th row of
+    a key (in the claim's order) takes the n-th free slot of the CTE ``free``
+    within its ``limit``; a row without the key passes, with no slot."""
+    return f"""SELECT r.*, f.id AS {slot}
+            FROM (
+                SELECT {rows}.*,
+                    row_number() OVER (PARTITION BY {key} ORDER BY priority DESC, seq)
+                        AS {slot}_rank
+                FROM {rows}
+            ) r
+            LEFT JOIN (
+                SELECT *, row_number() OVER (PARTITION BY flow_key ORDER BY slot) AS rank
+                FROM {free}
+            ) f ON f.flow_key = r.{key} AND f.rank = r.{slot}_rank AND f.slot <= r.{limit}
+            WHERE r.{key} IS NULL OR f.id IS NOT NULL"""
+
+
+QUEUE = QueueStatements(
+    claim=f"""
+        WITH cand AS (
+            SELECT seq, token, priority, concurrency_key, concurrency, rate_key, rate_limit,
+                rate_period
+            FROM {{table}} t
+            WHERE status = '{{ready}}'
+                AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
+                AND (run_after IS NULL OR run_after <= clock_timestamp())
+                AND {NOT_PAUSED}
+                AND {flow_slots_free(_T_RATE_FREE)}
+            ORDER BY priority DESC, seq
+            LIMIT %(limit)s::integer
+            FOR UPDATE SKIP LOCKED
+        ), cfree AS (
+            SELECT f.* FROM (
+                SELECT concurrency_key AS key, count(*) AS wanted, max(concurrency) AS most
+                FROM cand WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key
+            ) w CROSS JOIN LATERAL (
+                SELECT s.id, s.flow_key, s.slot FROM {{slots}} s
+                WHERE s.kind = '{{concurrency}}' AND s.flow_key = w.key AND s.slot <= w.most
+                    AND s.seq IS NULL
+                ORDER BY s.slot
+                LIMIT w.wanted
+                FOR UPDATE SKIP LOCKED
+            ) f
+        ), rfree AS (
+            SELECT f.* FROM (
+                SELECT rate_key AS key, count(*) AS wanted, max(rate_limit) AS most,
+                    max(rate_period) AS period
+                FROM cand WHERE rate_key IS NOT NULL GROUP BY rate_key
+            ) w CROSS JOIN LATERAL (
+                SELECT s.id, s.flow_key, s.slot FROM {{slots}} s
+                WHERE s.kind = '{{rate}}' AND s.flow_key = w.key AND s.slot <= w.most
+                    AND {_W_RATE_SLOT_FREE}
+                ORDER BY s.started_at NULLS FIRST
+                LIMIT w.wanted
+                FOR UPDATE SKIP LOCKED
+            ) f
+        ), concurrent AS (
+            {_paired("cand", "concurrency_key", "concurrency", "cfree", slot="cslot")}
+        ), claimed AS (
+            {_paired("concurrent", "rate_key", "rate_limit", "rfree", slot="rslot")}
+        ), took AS (
+            UPDATE {{slots}} s SET seq = c.seq, token = c.token + 1,
+                started_at = CASE WHEN s.id = c.rslot THEN clock_timestamp()
+                    ELSE s.started_at END
+            FROM claimed c
+            WHERE s.id = c.cslot OR s.id = c.rslot
+        )
+        UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
+            updated_at = clock_timestamp(), cancel_requested = false,
+            started_at = COALESCE(started_at, clock_timestamp()),
+            last_attempted_at = clock_timestamp(), attempts = attempts + 1,
+            worker_ids = worker_ids || jsonb_build_array(%(owner)s::text)
+        WHERE seq IN (SELECT seq FROM claimed)
+        RETURNING {CLAIM_COLUMNS}
+    """,
+    renew="""
+        UPDATE {table} SET updated_at = clock_timestamp(),
+            progress = CASE WHEN %(set_progress)s::boolean THEN %(progress)s::jsonb
+                ELSE progress END
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = '{running}'
+            AND updated_at >= clock_timestamp() - ttl * interval '1 second'
+        RETURNING cancel_requested
+    """,
+    finish="""
+        UPDATE {table} SET status = %(status)s::text, updated_at = clock_timestamp(),
+            finished_at = CASE WHEN %(status)s::text = '{ready}' THEN NULL
+                ELSE clock_timestamp() END,
+            return_value = %(return_value)s::jsonb,
+            errors = CASE WHEN %(error)s::jsonb IS NULL THEN errors
+                ELSE errors || jsonb_build_array(%(error)s::jsonb) END,
+            attempts = attempts - %(refund)s,
+            active_key = CASE WHEN %(status)s::text = '{ready}' THEN active_key END,
+            run_after = CASE WHEN %(delay)s::float8 > 0
+                THEN clock_timestamp() + %(delay)s::float8 * interval '1 second'
+                ELSE run_after END
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = '{running}'
+            AND updated_at >= clock_timestamp() - ttl * interval '1 second'
+        RETURNING status, finished_at
+    """,
+    # As ``finish``, for every ending in the JSON array ``ends`` at once: each
+    # row fenced alike (its seq, owner, token, RUNNING and a live lease).
+    finish_many="""
+        UPDATE {table} AS t SET status = e.status, updated_at = clock_timestamp(),
+            finished_at = CASE WHEN e.status = '{ready}' THEN NULL ELSE clock_timestamp() END,
+            return_value = e.return_value::jsonb,
+            errors = CASE WHEN e.error IS NULL THEN t.errors
+                ELSE t.errors || jsonb_build_array(e.error) END,
+            attempts = t.attempts - e.refund,
+            active_key = CASE WHEN e.status = '{ready}' THEN t.active_key END,
+            run_after = CASE WHEN e.delay > 0
+                THEN clock_timestamp() + e.delay * interval '1 second' ELSE t.run_after END
+        FROM jsonb_to_recordset(%(ends)s::jsonb) AS e(seq bigint, owner text, token bigint,
+            status text, return_value text, error jsonb, refund integer, delay float8)
+        WHERE t.seq = e.seq AND t.owner = e.owner AND t.token = e.token
+            AND t.status = '{running}'
+            AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'
+        RETURNING t.seq AS seq, t.status AS status, t.finished_at AS finished_at
+    """,
+    recover=f"""
+        UPDATE {{table}} SET
+            status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END,
+            active_key = CASE WHEN attempts < max_attempts THEN active_key END,
+            finished_at = CASE WHEN attempts < max_attempts THEN NULL
+                ELSE clock_timestamp() END,
+            errors = errors || jsonb_build_array(jsonb_build_object(
+                'exception_class_path', '{LOST_ERROR_CLASS}',
+                'traceback', 'LeaseLost: the worker ' || owner || ' was lost: no heartbeat '
+                    || 'within the ttl (' || ttl || ' s), on attempt ' || attempts
+                    || ' of ' || max_attempts))
+        WHERE status = '{{running}}'
+            AND updated_at < clock_timestamp() - ttl * interval '1 second'
+        RETURNING uuid, status
+    """,
+    cancel=f"""
+        UPDATE {{table}} SET cancel_requested = true,
+            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
+            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
+            errors = CASE WHEN status = '{{ready}}' THEN errors || jsonb_build_array(
+                jsonb_build_object('exception_class_path', '{CANCELLED_ERROR_CLASS}',
+                    'traceback', 'TaskCancelled: cancelled by an operator before it started'))
+                ELSE errors END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN clock_timestamp()
+                ELSE finished_at END
+        WHERE uuid = %(uuid)s AND status IN ('{{ready}}', '{{running}}')
+        RETURNING status
+    """,
+    # (alike sqlite.py's cancel and ended on purpose: the same rules, in each dialect)
+    ended="""
+        SELECT status, finished_at FROM {table}
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = %(status)s::text
+    """,
+    give_back="""
+        UPDATE {table} SET status = '{ready}', updated_at = clock_timestamp(),
+            started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
+            attempts = attempts - 1, worker_ids = worker_ids - (-1)
+        WHERE owner = %(owner)s AND status = '{running}' AND NOT (seq = ANY(%(held)s::bigint[]))
+        RETURNING uuid
+    """,
+    retry=QUEUE_RETRY,
+    enqueue=_ENQUEUE,
+    pause_queue="""
+        INSERT INTO {paused} (queue_name, paused_at) VALUES (%(queue)s, clock_timestamp())
+        ON CONFLICT (queue_name) DO NOTHING
+        RETURNING 1 AS matched
+    """,
+    unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
+    paused_queues=PAUSED_QUEUES,
+)
