@@ -230,7 +230,12 @@ def test_heartbeats_are_hot_updates_on_postgresql(pg_alias: str) -> None:
     after = counts()
     updated, hot = after[0] - before[0], after[1] - before[1]
     assert updated >= 300
-    assert hot == updated
+    # A heartbeat that touched an indexed column would be no HOT update at
+    # all. A few may still miss: HOT needs room on the row's page, and the
+    # page is pruned of the earlier versions only once no snapshot of the
+    # database still sees them (another session's, under xdist, for a moment),
+    # so a burst of 300 can fill it first (299 of 300 in a CI rehearsal).
+    assert hot >= updated * 0.97, (hot, updated)
 
 
 def test_the_fillfactor_leaves_room_for_hot_updates(pg_alias: str) -> None:
