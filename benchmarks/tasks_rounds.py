@@ -61,8 +61,31 @@ def run(args: argparse.Namespace, dsn: str, conn_max_age: int) -> None:
                     rounds[alias]["bulk"].append(bulk)
         print(f"round {number + 1} of {args.rounds} done", flush=True)
     table(args, variants, rounds, refused)
+    spend_table(bench.spent)
     if args.out:
-        Path(args.out).write_text(json.dumps({"rounds": rounds, "refused": refused}))
+        spent = {" ".join(map(str, key)): value for key, value in bench.spent.items()}
+        Path(args.out).write_text(
+            json.dumps({"rounds": rounds, "refused": refused, "spent": spent})
+        )
+
+
+def spend_table(spent: dict[tuple[str, int, int], list[dict[str, float]]]) -> None:
+    """Where each drain's time went (Spend.per_task), medians of the rounds."""
+    from tasks_peers import BY_ALIAS
+
+    print("\nwhere a drain's time goes, a task (medians): CPU ms of the workers, of the"
+          " database server (the machine's rest) and of this process; the cores kept"
+          " busy; PostgreSQL's commits and WAL bytes")  # fmt: skip
+    print(f"{'backend':<16}{'workers':>8}{'threads':>8}{'workers ms':>11}{'db ms':>8}"
+          f"{'bench ms':>9}{'cores':>7}{'commits':>9}{'WAL B':>8}")  # fmt: skip
+    for (alias, workers, threads), drains in spent.items():
+
+        def mid(name: str, drains: list[dict[str, float]] = drains) -> float:
+            return statistics.median(drain[name] for drain in drains)
+
+        print(f"{BY_ALIAS[alias].label:<16}{workers:>8}{threads:>8}{mid('workers_ms'):>11.3f}"
+              f"{mid('database_ms'):>8.3f}{mid('bench_ms'):>9.3f}{mid('cores_busy'):>7.2f}"
+              f"{mid('commits'):>9.2f}{mid('wal_bytes'):>8.0f}")  # fmt: skip
 
 
 def header(conn_max_age: int) -> str:
@@ -116,6 +139,8 @@ class Bench:
     def __init__(self, dsn: str, conn_max_age: int, args: argparse.Namespace, logs: Path):
         self.dsn, self.conn_max_age, self.args, self.logs = dsn, conn_max_age, args, logs
         self.startup: dict[tuple[str, int], float] = {}  # the last, by (alias, threads)
+        # Where each drain's time went (Spend.per_task), by (alias, workers, threads).
+        self.spent: dict[tuple[str, int, int], list[dict[str, float]]] = defaultdict(list)
 
     def start(self, alias: str, workers: int, threads: int) -> Processes:
         """``workers`` worker processes of this backend, each in a session of
@@ -213,13 +238,87 @@ class Bench:
                     analyze(alias)
             enqueued = time.perf_counter() - started
             committed = time.time()
+            spent, counted = Spend.now(processes), database_counts()
             wait_finished(alias, tasks, processes)
+            spent = Spend.now(processes).since(spent)
             took = last_finish(alias) - committed
         finally:
             self.stop(processes)
+        # After the stop: a server process counts what its session did when it
+        # ends (and at most once a second before).
+        spent.commits, spent.wal = (a - b for a, b in zip(database_counts(), counted, strict=True))
         failed = counts(alias)[1]
         assert failed == 0, f"{alias}: {failed} tasks failed (see {self.logs})"
+        self.spent[(alias, workers, threads)].append(spent.per_task(tasks))
         return tasks / took, (tasks / enqueued if bulk else None)
+
+
+class Spend:
+    """What a drain cost, between two snapshots (:meth:`now`): the CPU time of
+    the worker processes (their trees), of this process, and of the whole
+    machine (so of the database server, the rest on a quiet machine), and on
+    PostgreSQL the commits and WAL bytes its statistics count (this
+    process's polls of the count, one each 0.5 s, among them)."""
+
+    def __init__(self, wall: float, workers: float, bench: float, machine: float) -> None:
+        self.wall, self.workers, self.bench, self.machine = wall, workers, bench, machine
+        self.commits = self.wal = 0.0  # (PostgreSQL's, set by the drain)
+
+    @classmethod
+    def now(cls, processes: Processes) -> Spend:
+        import psutil
+
+        def cpu(process: psutil.Process) -> float:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:  # gone
+                return 0.0
+            return times.user + times.system
+
+        workers = 0.0
+        for popen in processes:
+            try:
+                tree = [psutil.Process(popen.pid)]
+                tree += tree[0].children(recursive=True)
+            except psutil.Error:
+                continue
+            workers += sum(cpu(process) for process in tree)
+        machine = psutil.cpu_times()
+        busy = sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
+        return cls(time.perf_counter(), workers, cpu(psutil.Process()), busy)
+
+    def since(self, before: Spend) -> Spend:
+        return Spend(*(getattr(self, name) - getattr(before, name) for name in
+                       ("wall", "workers", "bench", "machine")))  # fmt: skip
+
+    def per_task(self, tasks: int) -> dict[str, float]:
+        """ms of CPU a task (workers, database and the rest, this process),
+        the machine's cores kept busy, commits and WAL bytes a task."""
+        return {
+            "workers_ms": self.workers / tasks * 1000,
+            "database_ms": (self.machine - self.workers - self.bench) / tasks * 1000,
+            "bench_ms": self.bench / tasks * 1000,
+            "cores_busy": self.machine / self.wall,
+            "commits": self.commits / tasks,
+            "wal_bytes": self.wal / tasks,
+        }
+
+
+def database_counts() -> tuple[float, float]:
+    """PostgreSQL's count of commits in this database, and of WAL bytes;
+    zeros elsewhere."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return 0.0, 0.0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute(
+            "SELECT xact_commit, (SELECT wal_bytes FROM pg_stat_wal) FROM pg_stat_database"
+            " WHERE datname = current_database()"
+        )
+        commits, wal = cursor.fetchone()
+    return float(commits), float(wal)
 
 
 def analyze(alias: str) -> None:
@@ -254,7 +353,10 @@ def wait_finished(alias: str, tasks: int, processes: Processes, stall: float = 1
 
     done, changed = 0, time.monotonic()
     while done < tasks:
-        time.sleep(0.1)
+        # Not more often: the count reads the whole table (19 ms a count at
+        # 20,000 rows on PostgreSQL), CPU the workers and their database
+        # share; the drain's end is read from the rows, not from this loop.
+        time.sleep(0.5)
         alive(processes)
         now = counts(alias)[0]
         if now != done:

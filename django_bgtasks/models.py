@@ -310,7 +310,10 @@ class QueuedTask(models.Model):
         verbose_name_plural = _("Django tasks")
         ordering = ["-seq"]
         # Plain indexes led by the status (not partial ones: MySQL/MariaDB
-        # have none, and Django warns of them there).
+        # have none, and Django warns of them there). On PostgreSQL,
+        # migration 0017 makes them partial under the same names (READY rows
+        # only; RUNNING rows by owner), so that a claim and an end write
+        # fewer index entries and a renewal none.
         indexes = [
             # The claim: ready tasks of a queue, by priority, then enqueue order.
             models.Index(

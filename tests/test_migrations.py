@@ -207,30 +207,34 @@ def test_unapplying_0005_leaves_0004s_history_trigger_and_reapplying_restores_00
 def test_heartbeats_are_hot_updates_on_postgresql(pg_alias: str) -> None:
     """A heartbeat touches no indexed column, so PostgreSQL rewrites the row
     in place (HOT) without writing any index entry."""
-    connection = connections[pg_alias]
     lease = objects.try_claim("beat", "a", ttl=120)
-    table = BackgroundTask._meta.db_table
-
-    def counts() -> tuple[int, int]:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_force_next_flush()")
-        time.sleep(1.2)  # a session flushes its counters when it goes idle
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute(
-                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = %s",
-                [table],
-            )
-            updated, hot = cursor.fetchone()
-        return updated, hot
-
-    before = counts()
+    before = _updates(pg_alias, BackgroundTask._meta.db_table)
     for _ in range(300):
         assert objects.heartbeat("beat", "a", token=lease.token)
-    after = counts()
+    _assert_hot(before, _updates(pg_alias, BackgroundTask._meta.db_table))
+
+
+def _updates(alias: str, table: str) -> tuple[int, int]:
+    """PostgreSQL's count of updates of ``table``, and of HOT ones."""
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    time.sleep(1.2)  # a session flushes its counters when it goes idle
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = %s",
+            [table],
+        )
+        updated, hot = cursor.fetchone()
+    return updated, hot
+
+
+def _assert_hot(before: tuple[int, int], after: tuple[int, int]) -> None:
+    """The 300 updates between the two counts were HOT, or nearly all."""
     updated, hot = after[0] - before[0], after[1] - before[1]
     assert updated >= 300
-    # A heartbeat that touched an indexed column would be no HOT update at
+    # An update that touched an indexed column would be no HOT update at
     # all. A few may still miss: HOT needs room on the row's page, and the
     # page is pruned of the earlier versions only once no snapshot of the
     # database still sees them (another session's, under xdist, for a moment),
@@ -246,6 +250,61 @@ def test_the_fillfactor_leaves_room_for_hot_updates(pg_alias: str) -> None:
             [BackgroundTask._meta.db_table],
         )
         assert cursor.fetchone()[0] == ["fillfactor=50"]
+
+
+# --- PostgreSQL: the queue's partial indexes (0017) -----------------------------------
+
+
+def test_a_queued_tasks_renewals_are_hot_updates_on_postgresql(pg_alias: str) -> None:
+    """0017 took ``updated_at`` out of the running rows' index: a renewal of a
+    queued task's lease writes no index entry either."""
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    djtasks.add.enqueue(1, 2)
+    claim = QueuedTask.objects.claim("w", queues=None)
+    assert claim is not None
+    before = _updates(pg_alias, QueuedTask._meta.db_table)
+    for _ in range(300):
+        assert QueuedTask.objects.renew(claim) is False
+    _assert_hot(before, _updates(pg_alias, QueuedTask._meta.db_table))
+
+
+def test_unapplying_0017_restores_the_plain_queue_indexes_and_reapplying_narrows_them(
+    pg_alias: str,
+) -> None:
+    partial = {
+        "bgtasks_queued_claim": "(priority DESC, seq) WHERE ((status)::text = 'READY'::text)",
+        "bgtasks_queued_ready": (
+            "(queue_name, priority DESC, seq) WHERE ((status)::text = 'READY'::text)"
+        ),
+        "bgtasks_queued_running": "(owner) WHERE ((status)::text = 'RUNNING'::text)",
+        "bgtasks_queued_failed": "(seq) WHERE ((status)::text = 'FAILED'::text)",
+    }
+    assert {name: _pg_queue_indexes(pg_alias).get(name) for name in partial} == partial
+    assert not any("pattern_ops" in index for index in _pg_queue_indexes(pg_alias).values())
+    call_command("migrate", "django_bgtasks", "0016_trace_context", database=pg_alias, verbosity=0)
+    try:
+        plain = _pg_queue_indexes(pg_alias)
+        assert plain["bgtasks_queued_claim"] == "(status, priority DESC, seq)"
+        assert plain["bgtasks_queued_running"] == "(status, updated_at)"
+        assert "bgtasks_queued_failed" not in plain
+        assert any("(active_key varchar_pattern_ops)" in index for index in plain.values())
+    finally:
+        call_command("migrate", "django_bgtasks", database=pg_alias, verbosity=0)
+    assert {name: _pg_queue_indexes(pg_alias).get(name) for name in partial} == partial
+
+
+def _pg_queue_indexes(alias: str) -> dict[str, str]:
+    """Each index of the queue table on PostgreSQL: its columns and predicate."""
+    from django_bgtasks.models import QueuedTask
+
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s",
+            [QueuedTask._meta.db_table],
+        )
+        return {name: definition.split(" USING btree ")[1] for name, definition in cursor}
 
 
 # --- MySQL / MariaDB: names compare byte for byte (0006) --------------------------------
