@@ -1,8 +1,9 @@
 """PostgreSQL's statements of the queue (Django Tasks): enqueue, the claim with
-its flow limits and paused queues, renew, finish, give back, recover, cancel
-and retry (the rules: :mod:`django_bgtasks.db.rules`). Apart from the lease
-statements of :mod:`django_bgtasks.db.postgresql` only for their size; the
-same conventions hold: the clock is ``clock_timestamp()``, and repeated
+its flow limits and paused queues, renew, finish, the ends of several runs
+with the next claim in one statement, give back, recover, cancel and retry
+(the rules: :mod:`django_bgtasks.db.rules`). Apart from the lease statements
+of :mod:`django_bgtasks.db.postgresql` only for their size; the same
+conventions hold: the clock is ``clock_timestamp()``, and repeated
 parameters are cast.
 """
 
@@ -88,9 +89,10 @@ def _paired(rows: str, key: str, limit: str, free: str, *, slot: str) -> str:
             WHERE r.{key} IS NULL OR f.id IS NOT NULL"""
 
 
-QUEUE = QueueStatements(
-    claim=f"""
-        WITH cand AS (
+# The claim's CTEs (its ``LIMIT``, queues and owner are parameters) and its
+# UPDATE, apart: ``finish_claim`` puts them after the ends' UPDATE.
+_CLAIM_CTES = f"""
+        cand AS (
             SELECT seq, token, priority, concurrency_key, concurrency, rate_key, rate_limit,
                 rate_period
             FROM {{table}} t
@@ -137,14 +139,57 @@ QUEUE = QueueStatements(
                     ELSE s.started_at END
             FROM claimed c
             WHERE s.id = c.cslot OR s.id = c.rslot
-        )
+        )"""
+_CLAIM_UPDATE = f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
             updated_at = clock_timestamp(), cancel_requested = false,
             started_at = COALESCE(started_at, clock_timestamp()),
             last_attempted_at = clock_timestamp(), attempts = attempts + 1,
             worker_ids = worker_ids || jsonb_build_array(%(owner)s::text)
         WHERE seq IN (SELECT seq FROM claimed)
-        RETURNING {CLAIM_COLUMNS}
+        RETURNING {CLAIM_COLUMNS}"""
+# As ``finish``, for every ending in the JSON array ``ends`` at once: each
+# row fenced alike (its seq, owner, token, RUNNING and a live lease).
+_FINISH_MANY = """
+        UPDATE {table} AS t SET status = e.status, updated_at = clock_timestamp(),
+            finished_at = CASE WHEN e.status = '{ready}' THEN NULL ELSE clock_timestamp() END,
+            return_value = e.return_value::jsonb,
+            errors = CASE WHEN e.error IS NULL THEN t.errors
+                ELSE t.errors || jsonb_build_array(e.error) END,
+            attempts = t.attempts - e.refund,
+            active_key = CASE WHEN e.status = '{ready}' THEN t.active_key END,
+            run_after = CASE WHEN e.delay > 0
+                THEN clock_timestamp() + e.delay * interval '1 second' ELSE t.run_after END
+        FROM jsonb_to_recordset(%(ends)s::jsonb) AS e(seq bigint, owner text, token bigint,
+            status text, return_value text, error jsonb, refund integer, delay float8)
+        WHERE t.seq = e.seq AND t.owner = e.owner AND t.token = e.token
+            AND t.status = '{running}'
+            AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'
+        RETURNING t.seq AS seq, t.status AS status, t.finished_at AS finished_at"""
+# ``finish_many`` and a claim in one statement, so in one round trip and one
+# commit: what a worker's threads do between two tasks. Each part is the
+# statement it is alone. The claim reads the table as the statement began,
+# so it takes nothing this statement ended (a retry made READY waits for the
+# next claim) and no slot its ends give back (their trigger runs after it).
+# One row at least: the seq and finished_at of the rows ended, as two arrays
+# in one order, beside the first claimed row's columns (NULL when none was
+# claimed), then a row for each other claimed row (the arrays repeated).
+_FINISH_CLAIM = f"""
+        WITH ended AS ({_FINISH_MANY}
+        ), {_CLAIM_CTES.strip()}, taken AS ({_CLAIM_UPDATE}
+        ), ends AS (
+            SELECT array_agg(seq) AS ended_seq, array_agg(finished_at) AS ended_at FROM ended
+        )
+        SELECT ends.ended_seq, ends.ended_at,
+            {", ".join(f"taken.{column.strip()}" for column in CLAIM_COLUMNS.split(","))}
+        FROM ends LEFT JOIN taken ON true
+"""
+
+
+QUEUE = QueueStatements(
+    claim=f"""
+        WITH {_CLAIM_CTES.strip()}
+{_CLAIM_UPDATE}
     """,
     renew="""
         UPDATE {table} SET updated_at = clock_timestamp(),
@@ -172,25 +217,8 @@ QUEUE = QueueStatements(
             AND updated_at >= clock_timestamp() - ttl * interval '1 second'
         RETURNING status, finished_at
     """,
-    # As ``finish``, for every ending in the JSON array ``ends`` at once: each
-    # row fenced alike (its seq, owner, token, RUNNING and a live lease).
-    finish_many="""
-        UPDATE {table} AS t SET status = e.status, updated_at = clock_timestamp(),
-            finished_at = CASE WHEN e.status = '{ready}' THEN NULL ELSE clock_timestamp() END,
-            return_value = e.return_value::jsonb,
-            errors = CASE WHEN e.error IS NULL THEN t.errors
-                ELSE t.errors || jsonb_build_array(e.error) END,
-            attempts = t.attempts - e.refund,
-            active_key = CASE WHEN e.status = '{ready}' THEN t.active_key END,
-            run_after = CASE WHEN e.delay > 0
-                THEN clock_timestamp() + e.delay * interval '1 second' ELSE t.run_after END
-        FROM jsonb_to_recordset(%(ends)s::jsonb) AS e(seq bigint, owner text, token bigint,
-            status text, return_value text, error jsonb, refund integer, delay float8)
-        WHERE t.seq = e.seq AND t.owner = e.owner AND t.token = e.token
-            AND t.status = '{running}'
-            AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'
-        RETURNING t.seq AS seq, t.status AS status, t.finished_at AS finished_at
-    """,
+    finish_many=_FINISH_MANY,
+    finish_claim=_FINISH_CLAIM,
     recover=f"""
         UPDATE {{table}} SET
             status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END,

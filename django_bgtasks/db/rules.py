@@ -403,3 +403,7 @@ class QueueStatements:
     pause_queue: str
     unpause_queue: str
     paused_queues: str
+    # ``finish_many`` and ``claim`` in one statement (PostgreSQL's); empty
+    # where a vendor runs the two one after the other
+    # (``QueuedTask.objects.finish_and_claim``).
+    finish_claim: str = ""

@@ -51,6 +51,7 @@ import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.utils.module_loading import import_string
@@ -111,6 +112,9 @@ class QueuedLease(Holder):
         super().__init__(claim, stopping=stopping, renewer=renewer)
         # When the run ended, by the database's clock (set by the finish).
         self.finished_at: dt.datetime | None = None
+        # What writes the run's end and returns what its finish returned: the
+        # process's group of ends, or the worker's (execute()'s write_end).
+        self.write_end: Callable[[Ending], dt.datetime | bool | None] = _ends.submit
         # The Task it runs, its running TaskResult and the signals' sender,
         # once loaded (_execute): what an end by time_out() needs too.
         self.task: Any = None
@@ -291,14 +295,23 @@ def _running_result(task: Any, claim: Claim) -> Any:
 
 
 def execute(
-    claim: Claim, *, stopping: threading.Event | None = None, renewer: Renews | None = None
+    claim: Claim,
+    *,
+    stopping: threading.Event | None = None,
+    renewer: Renews | None = None,
+    write_end: Callable[[Ending], dt.datetime | bool | None] | None = None,
 ) -> str:
     """Run ``claim``'s task here under its lease and record how it ended (see
     the module docstring). Returns the status it was left in (``RUNNING``
     when the lease was lost and nothing could be written). A worker passes
     its ``renewer``, which renews the lease with the others it holds; else
-    the lease has a heartbeat thread of its own."""
+    the lease has a heartbeat thread of its own. ``write_end`` writes the
+    end (returning what ``QueuedTask.objects.finish`` would): a worker's
+    threads write it with their next claim; by default it goes with the
+    process's other ends."""
     lease = QueuedLease(claim, stopping=stopping, renewer=renewer)
+    if write_end is not None:
+        lease.write_end = write_end
     with _running_lock:
         _running.add(lease)
     traced = {
@@ -458,7 +471,7 @@ def _finish(
         ending = Ending(
             claim.seq, claim.owner, claim.token, status, return_value, error, refund, delay
         )
-        return _ends.submit(ending)
+        return lease.write_end(ending)
 
     try:
         written = lease._retrying(attempt)

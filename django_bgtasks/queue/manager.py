@@ -250,20 +250,9 @@ class QueueManager(models.Manager["QueuedTask"]):
         Each has its own token and attempt, and its lease's ttl is its row's;
         they share ``sent_at``. Empty when none is ready. A ``limit`` that is
         not a whole number from 1 is refused before any SQL."""
-        owner = validate_owner(owner)
-        limit = validate_limit(limit)
-        connection = self._connection()
-        names = list(queues or [])
-        params = {
-            "owner": owner,
-            "all": queues is None,
-            "queues": names if connection.vendor == "postgresql" else json.dumps(names),
-            "limit": limit,
-        }
+        params = _claim_params(self._connection(), owner, queues, validate_limit(limit))
         sent = time.monotonic()
-        claimed = [Claim.from_row(row, owner, sent) for row in self._write("claim", params)]
-        # (RETURNING has no order.)
-        return sorted(claimed, key=lambda claim: (-claim.priority, claim.seq))
+        return _claimed(self._write("claim", params), params["owner"], sent)
 
     def renew(
         self, claim: Claim, *, progress: Any = None, set_progress: bool = False
@@ -314,17 +303,31 @@ class QueueManager(models.Manager["QueuedTask"]):
         :meth:`finish` would have returned for each row written, by its
         ``seq``; a row missing was not written. A status that is not an end,
         or one seq twice, is refused before any SQL."""
-        seqs = [ending.seq for ending in ends]
-        if len(set(seqs)) != len(seqs):
-            raise ValueError(f"each run ends once: a seq is repeated in {seqs}")
-        for ending in ends:
-            if ending.status not in ENDS:
-                raise ValueError(f"a run ends {', '.join(ENDS)}, not {ending.status!r}")
-            _delay(ending.delay)
+        param = _ends_param(ends)
         if not ends:
             return {}
-        rows = self._write("finish_many", {"ends": json.dumps([e.as_json() for e in ends])})
+        rows = self._write("finish_many", {"ends": param})
         return {int(row["seq"]): as_datetime(row["finished_at"]) or True for row in rows}
+
+    def finish_and_claim(
+        self, ends: Sequence[Ending], owner: str, *, queues: list[str] | None, limit: int
+    ) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
+        """:meth:`finish_many` for ``ends``, then :meth:`claim_many` of up to
+        ``limit`` tasks (none with an int 0) for ``owner``: what each returns.
+        On PostgreSQL one statement, one commit (whose claim takes no task or
+        slot these ends freed: the next does); elsewhere one, then the other.
+        Bad ends, owner or limit are refused before any SQL."""
+        if not (type(limit) is int and limit == 0):
+            limit = validate_limit(limit)
+        connection = self._connection()
+        params = {"ends": _ends_param(ends), **_claim_params(connection, owner, queues, limit)}
+        if not self._statements(connection).finish_claim:
+            written = self.finish_many(ends)
+            return written, self.claim_many(owner, queues=queues, limit=limit) if limit else []
+        sent = time.monotonic()
+        rows = self._write("finish_claim", params)
+        claimed = _claimed([row for row in rows if row["seq"] is not None], owner, sent)
+        return _ended(rows[0]), claimed
 
     def ended(self, claim: Claim, *, status: str) -> dt.datetime | bool | None:
         """What :meth:`finish` returned, for a finish whose reply was lost (the
@@ -427,3 +430,41 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"
         return vendors.write(self._connection(), operation, self._statements, statement, params)
+
+
+def _claimed(rows: list[Row], owner: str, sent: float) -> list[Claim]:
+    """The claims of a claim's rows, in the claim's order (RETURNING has none)."""
+    claimed = [Claim.from_row(row, owner, sent) for row in rows]
+    return sorted(claimed, key=lambda claim: (-claim.priority, claim.seq))
+
+
+def _claim_params(
+    connection: BaseDatabaseWrapper, owner: str, queues: list[str] | None, limit: int
+) -> dict[str, Any]:
+    """A claim's parameters: its owner, queues (every one with ``None``) and limit."""
+    names = list(queues or [])
+    return {
+        "owner": validate_owner(owner),
+        "all": queues is None,
+        "queues": names if connection.vendor == "postgresql" else json.dumps(names),
+        "limit": limit,
+    }
+
+
+def _ended(row: Row) -> dict[int, dt.datetime | bool]:
+    """What ``finish_many`` returns, from the arrays of a ``finish_claim`` row."""
+    seqs, ats = row["ended_seq"] or [], row["ended_at"] or []
+    return {int(seq): as_datetime(at) or True for seq, at in zip(seqs, ats, strict=True)}
+
+
+def _ends_param(ends: Sequence[Ending]) -> str:
+    """The JSON array ``finish_many`` takes, once ``ends`` are checked: one
+    end a run, each an end status, with a delay it can store."""
+    seqs = [ending.seq for ending in ends]
+    if len(set(seqs)) != len(seqs):
+        raise ValueError(f"each run ends once: a seq is repeated in {seqs}")
+    for ending in ends:
+        if ending.status not in ENDS:
+            raise ValueError(f"a run ends {', '.join(ENDS)}, not {ending.status!r}")
+        _delay(ending.delay)
+    return json.dumps([ending.as_json() for ending in ends])

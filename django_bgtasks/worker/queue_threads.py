@@ -4,12 +4,17 @@ and claims the next; with nothing ready, it waits ``poll`` seconds, or less
 on PostgreSQL, where the change feed wakes it when a task becomes ready.
 
 Claims are made in rounds, one statement each, for every thread that wants
-a task: a thread that finds no claim on its way makes one at once, for
-itself and every thread already waiting (``claim_many`` with that many as
-its limit), and the threads that come while it is on its way wait for it to
+a task: a thread that finds no round on its way runs one at once, for itself
+and every thread already waiting (``claim_many`` with that many as its
+limit), and the threads that come while it is on its way wait for it to
 end, then the next round claims for all of them. Each claimed task is handed
 to one thread of its round, so the worker never holds a task that no thread
-of its own is about to run.
+of its own is about to run. A thread whose task ended brings that end to
+the round, and the round writes the ends it was brought with its claim
+(``QueuedTask.objects.finish_and_claim``: one statement on PostgreSQL), so
+between two tasks a thread waits for one round trip and one commit, shared
+with the other threads of its round. Its next task is kept for it until its
+run's end is logged; when the worker stops first, the task is given back.
 
 A claim whose reply was lost with the connection may have committed: the
 next round then gives back, before it claims, every task the worker claimed
@@ -19,11 +24,12 @@ and holds in no thread, so that it does not wait out its ttl as ``RUNNING``.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DatabaseError
 
@@ -31,7 +37,7 @@ from django_bgtasks.core.holding import Renews
 from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
-from django_bgtasks.queue.manager import READY, RUNNING, Claim
+from django_bgtasks.queue.manager import READY, RUNNING, Claim, Ending
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
 
 if TYPE_CHECKING:
@@ -76,7 +82,10 @@ class QueueThreads:
         self._held: Counter[int] = Counter()
         self._unsure = False
         self._lock = threading.Lock()
-        self._rounds: Group[bool, Claim | None] = Group(self._claim_round)
+        self._rounds: Group[_Turn, tuple[Written, Claim | None]] = Group(self._claim_round)
+        # Each queue thread's own: ``mine`` (it is one), and ``next``, the task
+        # its last end's round claimed for it.
+        self._local = threading.local()
 
     def start(self, *, once: bool = False, renewer: Renews | None = None) -> None:
         """Start the threads; with ``once``, each ends when nothing is ready.
@@ -116,32 +125,61 @@ class QueueThreads:
         if give_back:
             with self._lock:
                 self._unsure = True
-        return self._rounds.submit(True)
+        return self._rounds.submit(_Turn(None, True))[1]
 
-    def _claim_round(self, wants: list[bool]) -> list[Claim | None]:
-        """One round: the give-back owed, if any, then one claim for every
-        thread that ``wants`` a task, handed out in their order (``False``:
-        a thread that ends, and only gives back)."""
+    def write_end(self, ending: Ending) -> Written:
+        """Write a run's end in the next round (what ``finish`` would return).
+        Brought by a queue thread of this worker that is not stopping, it
+        also wants that thread's next task, kept for it (:meth:`_loop`)."""
+        want = getattr(self._local, "mine", False) and not self.stopping.is_set()
+        want = want and getattr(self._local, "next", None) is None
+        written, claim = self._rounds.submit(_Turn(ending, want))
+        if claim is not None:
+            self._local.next = claim
+        return written
+
+    def _claim_round(self, turns: list[_Turn]) -> list[tuple[Written, Claim | None]]:
+        """One round: the give-back owed, if any, then one statement for the
+        ends the ``turns`` bring and a claim for each that wants a task,
+        handed out in their order (neither: a thread that ends, and only
+        gives back)."""
         with self._lock:
             if self._unsure:
                 self._give_back_unheld()
                 self._unsure = False
-        limit = sum(wants)
+        # One end a row per statement: a second (a run timed out by the
+        # renewer, still going in its thread, ending beside the row's next
+        # run here) is written alone after it, and only one of them matches.
+        ends: dict[int, Ending] = {}
+        for turn in turns:
+            if turn.ending is not None:
+                ends.setdefault(turn.ending.seq, turn.ending)
+        limit = sum(turn.want for turn in turns)
+        written: dict[int, dt.datetime | bool] = {}
         claimed: list[Claim] = []
-        if limit:
+        if ends or limit:
             try:
-                claimed = QueuedTask.objects.claim_many(
-                    self.worker_id, queues=self.queues, limit=limit
+                written, claimed = QueuedTask.objects.finish_and_claim(
+                    list(ends.values()), self.worker_id, queues=self.queues, limit=limit
                 )
             except TRANSIENT_ERRORS:
-                with self._lock:
-                    self._unsure = True  # its reply may be what was lost
+                if limit:
+                    with self._lock:
+                        self._unsure = True  # its reply may be what was lost
                 raise
-            logger.debug("queue: one claim for %d thread(s) took %d", limit, len(claimed))
+            logger.debug(
+                "queue: one round for %d thread(s) ended %d and took %d",
+                len(turns),
+                len(ends),
+                len(claimed),
+            )
             with self._lock:
                 self._held.update(claim.seq for claim in claimed)  # (Counter: one more each)
         handed = iter(claimed)
-        return [next(handed, None) if want else None for want in wants]
+        return [
+            (_written(turn.ending, ends, written), next(handed, None) if turn.want else None)
+            for turn in turns
+        ]
 
     def _give_back_unheld(self) -> None:
         """Put back in the queue every task this worker claimed and holds in no
@@ -159,12 +197,14 @@ class QueueThreads:
         seconds or until ``wakeup`` (a task became ready, on PostgreSQL; a
         stop). With ``once``, stop then."""
         backoff = self.poll
+        self._local.mine = True
         try:
             while not self.stopping.is_set():
                 # Cleared before the claim: a task ready after it sets it again.
                 wakeup.clear()
+                claim = self._local.__dict__.pop("next", None)
                 try:
-                    claim = self.claim()
+                    claim = claim or self.claim()
                 except TRANSIENT_ERRORS as exc:
                     logger.warning(
                         "queue: database unreachable, retrying in %g s: %s", backoff, exc
@@ -183,9 +223,16 @@ class QueueThreads:
                     continue
                 self._run(claim, backoff)
         finally:
+            # A task claimed for this thread that it will not run: given back
+            # by the round below, as every task claimed here and not held.
+            kept = self._local.__dict__.pop("next", None)
+            if kept is not None:
+                with self._lock:
+                    self._held -= Counter([kept.seq])
+                    self._unsure = True
             # Stopping before the database came back: one last try.
             with contextlib.suppress(DatabaseError):
-                self._rounds.submit(False)
+                self._rounds.submit(_Turn(None, False))
             close_connection()
 
     def _run(self, claim: Claim, backoff: float) -> None:
@@ -206,7 +253,9 @@ class QueueThreads:
         if self.metrics is not None:
             self.metrics.queued_started(claim)
         try:
-            status = execute(claim, stopping=self.stopping, renewer=self.renewer)
+            status = execute(
+                claim, stopping=self.stopping, renewer=self.renewer, write_end=self.write_end
+            )
         except TRANSIENT_ERRORS as exc:
             # Its end could not be written before the lease's deadline: the
             # row is recovered after its ttl.
@@ -235,6 +284,35 @@ class QueueThreads:
         run still going in its thread counts, beside its row's next run)."""
         with self._lock:
             return sum(self._held.values())
+
+
+# What a run's finish returned (QueuedTask.objects.finish): the time it
+# ended, True for READY, None when the lease was no longer its.
+Written = dt.datetime | bool | None
+
+
+def _written(
+    ending: Ending | None, ends: dict[int, Ending], written: dict[int, dt.datetime | bool]
+) -> Written:
+    """What a round wrote of ``ending`` (its thread's end, if any): from the
+    round's statement, or, for a second end of one row, from one of its own."""
+    if ending is None:
+        return None
+    if ends[ending.seq] is not ending:
+        # Not raised: the round's claims are made, and must be handed out.
+        # Unwritten, that run's row is the recovery's (as a lost lease's).
+        with contextlib.suppress(*TRANSIENT_ERRORS):
+            return QueuedTask.objects.finish_many([ending]).get(ending.seq)
+        return None
+    return written.get(ending.seq)
+
+
+class _Turn(NamedTuple):
+    """A thread's part in a round: the end of its run to write, if any, and
+    whether it wants a task."""
+
+    ending: Ending | None
+    want: bool
 
 
 def log_ended(claim: Claim, status: str, duration: float) -> None:

@@ -262,15 +262,21 @@ def test_every_queue_vendor_names_the_result_columns_its_readers_read(
 
     for vendor in vendors.QUEUE_VENDORS:
         for statement, query in _rendered(vendor, queue=True).items():
+            if not query:  # a statement this vendor does not have
+                assert (vendor, statement) != ("postgresql", "finish_claim")
+                continue
             if vendor == "mysql":
                 names = sorted(_mysql_columns(statement, query, monkeypatch, queue=True))
             else:
                 names = result_columns(query)
             assert names is not None and len(set(names)) == len(names), (vendor, statement)
-            if statement == "claim":
-                row = _Reading(set(names))
+            if statement in ("claim", "finish_claim"):
+                # finish_claim's rows: the ends' arrays beside a claim's columns.
+                ended = {"ended_seq", "ended_at"} if statement == "finish_claim" else set()
+                assert set(names) >= ended, vendor
+                row = _Reading(set(names) - ended)
                 Claim.from_row(row, "a", 0.0)
-                assert row.read == set(names), vendor
+                assert row.read == set(names) - ended, vendor
             else:
                 assert set(names) >= QUEUE_READ_BY_NAME[statement], (vendor, statement)
 

@@ -101,22 +101,23 @@ def test_a_worker_writes_the_ends_of_runs_that_end_together_in_one_statement(
 ) -> None:
     """Four threads running tasks of 0.1 s, while each statement of ends takes
     0.1 s more (as on a loaded server): the ends that come meanwhile share
-    the next ``finish_many`` (counted as they reach the real one), and each
-    run's end is written once, its row as the run returned it."""
+    the next ``finish_and_claim`` (counted as they reach the real one), and
+    each run's end is written once, its row as the run returned it."""
     from django_bgtasks.models import QueuedTask
     from django_bgtasks.queue.manager import QueueManager
     from django_bgtasks.worker.loop import Worker
     from tests import djtasks
 
     sizes: list[int] = []
-    finish_many = QueueManager.finish_many
+    finish_and_claim = QueueManager.finish_and_claim
 
-    def counted(self: QueueManager, ends: Any) -> Any:
-        sizes.append(len(ends))
-        time.sleep(0.1)
-        return finish_many(self, ends)
+    def counted(self: QueueManager, ends: Any, *args: Any, **kwargs: Any) -> Any:
+        if ends:
+            sizes.append(len(ends))
+            time.sleep(0.1)
+        return finish_and_claim(self, ends, *args, **kwargs)
 
-    monkeypatch.setattr(QueueManager, "finish_many", counted)
+    monkeypatch.setattr(QueueManager, "finish_and_claim", counted)
     record = tmp_path / "record"
     ids = [djtasks.runs_checking.enqueue(str(record), f"k{n}", 0.1).id for n in range(16)]
     Worker([], concurrency=4, poll=0.05, run_queued=True).run(once=True)

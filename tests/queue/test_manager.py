@@ -1,6 +1,7 @@
 """``QueuedTask.objects``' batched statements (issue 28): ``claim_many``, up to
-``limit`` ready tasks in one statement, and ``finish_many``, several runs'
-ends in one, each row fenced by its own token. The single ``claim`` and
+``limit`` ready tasks in one statement, ``finish_many``, several runs' ends
+in one, each row fenced by its own token, and ``finish_and_claim``, both in
+one statement on PostgreSQL. The single ``claim`` and
 ``finish``, and everything else of the queue, are tests/queue/test_backend.py's.
 """
 
@@ -187,6 +188,67 @@ def test_finish_many_refuses_bad_ends_and_writes_nothing(refusal_alias: str) -> 
         QueuedTask.objects.finish_many([ending(first), ending(second, "RUNNING")])
     assert QueuedTask.objects.finish_many([]) == {}
     assert set(QueuedTask.objects.values_list("status", flat=True)) == {"RUNNING"}
+
+
+# --- finish_and_claim: the ends and the next claims, one statement on PostgreSQL ----------
+
+
+def test_finish_and_claim_writes_each_fenced_end_and_claims_in_order(tasks_alias: str) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    enqueue(3, backend="retrying")  # (attempts left: a READY end may be claimed again)
+    ok, retried, stale = QueuedTask.objects.claim_many("w", queues=None, limit=3)
+    later = enqueue(2, priority=-1)
+    first = enqueue(1, priority=5)
+    error = {"exception_class_path": "builtins.ValueError", "traceback": "ValueError: no"}
+    ends = [
+        ending(ok),
+        ending(retried, "READY", return_value=None, error=error),
+        ending(stale, token=stale.token - 1),
+    ]
+    connection = connections[tasks_alias]
+    with CaptureQueriesContext(connection) as statements:
+        written, claimed = QueuedTask.objects.finish_and_claim(ends, "w", queues=None, limit=2)
+    assert set(written) == {ok.seq, retried.seq}
+    assert isinstance(written[ok.seq], dt.datetime) and written[retried.seq] is True
+    after = {row.seq: row for row in rows(tasks_alias).values()}
+    assert after[ok.seq].status == "SUCCESSFUL" and after[ok.seq].finished_at == written[ok.seq]
+    assert after[retried.seq].errors == [error]
+    assert (after[stale.seq].status, after[stale.seq].token) == ("RUNNING", stale.token)
+    if connection.vendor == "postgresql":
+        # One statement, one commit: its claim read the table as it began, so
+        # it did not take the task its own end made ready again.
+        assert len(statements) == 1
+        assert [str(claim.uuid) for claim in claimed] == [first[0], later[0]]
+        assert after[retried.seq].status == "READY"
+    else:  # the ends, then the claim: the retried task ranks first of the plain ones
+        assert [str(claim.uuid) for claim in claimed] == [first[0], str(retried.uuid)]
+        assert after[retried.seq].token == retried.token + 1
+    for claim in claimed:
+        assert (after[claim.seq].status, after[claim.seq].owner) == ("RUNNING", "w")
+        assert claim.token == after[claim.seq].token
+    # Neither ends nor claims: nothing to write, nothing taken.
+    assert QueuedTask.objects.finish_and_claim([], "w", queues=["nowhere"], limit=3) == ({}, [])
+    assert QueuedTask.objects.finish_and_claim([ending(stale)], "w", queues=None, limit=0)[1] == []
+
+
+def test_finish_and_claim_refuses_bad_input_and_writes_nothing(refusal_alias: str) -> None:
+    enqueue(3)
+    first, second = QueuedTask.objects.claim_many("w", queues=None, limit=2)
+    bad: list[tuple[type[Exception], str, Any, Any]] = [
+        (ValueError, "seq is repeated", [ending(first), ending(first)], 1),
+        (ValueError, "not 'RUNNING'", [ending(second, "RUNNING")], 1),
+        (ValueError, "limit must be between", [ending(first)], -1),
+        (TypeError, "limit must be an int", [ending(first)], True),
+        (TypeError, "limit must be an int", [ending(first)], 0.0),
+    ]
+    for error, message, ends, limit in bad:
+        with pytest.raises(error, match=message):
+            QueuedTask.objects.finish_and_claim(ends, "w", queues=None, limit=limit)
+    with pytest.raises(ValueError, match="owner"):
+        QueuedTask.objects.finish_and_claim([ending(first)], "", queues=None, limit=1)
+    statuses = sorted(QueuedTask.objects.values_list("status", flat=True))
+    assert statuses == ["READY", "RUNNING", "RUNNING"]
 
 
 # --- a retry's delay, applied by the database's clock --------------------------------------

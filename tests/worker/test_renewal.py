@@ -198,7 +198,14 @@ def _stopped(
     if drained:
         # Let the released runs end first: a stop that came while a body was
         # between its wait and its check() would end that run interrupted.
-        wait_until("the released runs ended", lambda: not worker.renewer.held(), timeout=10)
+        # (Only the background runs wait for ``release``: queued tasks are left.)
+        from django_bgtasks.queue.execute import QueuedLease
+
+        def ended() -> bool:
+            held = worker.renewer.held()
+            return all(isinstance(lease, QueuedLease) for lease in held)
+
+        wait_until("the released runs ended", ended, timeout=10)
     worker.stop()
     thread.join(30)
     assert not thread.is_alive()
@@ -223,7 +230,7 @@ def test_a_worker_renews_all_its_runs_and_django_tasks_with_one_statement_a_beat
             time.sleep(4 * INTERVAL + 0.1)
             counted.counting = False
         finally:
-            _stopped(worker, thread, release)
+            _stopped(worker, thread, release, drained=True)
     # One renewal a beat, naming every lease held; no heartbeat of one lease.
     assert counted.singles == 0
     beats = [at for at, _ in counted.many]
@@ -327,7 +334,9 @@ def test_a_fenced_transaction_holds_up_no_other_leases_renewal(server_alias: str
             fenced.set()
             time.sleep(2.2)
         release.wait(30)
-        lease.check()
+        while True:  # until its check() sees the worker's stop (the test's last step)
+            lease.check()
+            time.sleep(0.02)
 
     tasks = [
         make_task("renew-fenced", fences, ttl=ttl),
@@ -342,7 +351,8 @@ def test_a_fenced_transaction_holds_up_no_other_leases_renewal(server_alias: str
         assert _heartbeat(db_alias, BackgroundTask, "name", "renew-other") > before
         assert [lease.name for lease in worker.renewer.held()] == ["renew-other"]
     finally:
-        _stopped(worker, thread, release)
+        # renew-other ends first (drained); renew-fenced only at the stop.
+        _stopped(worker, thread, release, drained=True)
     assert runs_of("renew-fenced") == [Outcome.INTERRUPTED]  # (its check() saw the stop)
     assert runs_of("renew-other") == [Outcome.SUCCEEDED]
 

@@ -1,0 +1,164 @@
+"""Two versions of django-bgtasks' worker draining the same queue, side by
+side: ``--base REF`` (a git ref, checked out in a temporary worktree) and
+this tree, in alternating rounds of one run on one database.
+
+Each round empties and vacuums the queue table, starts ``--workers`` worker
+processes of ``--concurrency`` threads (``bgtasks worker``, as
+benchmarks/tasks_throughput.py starts them) with the side's django_bgtasks
+first on their path, enqueues ``--tasks`` no-op tasks in one transaction
+with the table's statistics (``ANALYZE`` on PostgreSQL), and times the drain
+from that commit to the last ``finished_at``. For each round it prints the
+drain rate and where the drain's time went, a task (tasks_rounds.Spend):
+CPU of the workers and of the database server (the machine's rest), the
+commits and WAL bytes PostgreSQL counted; then each side's medians and
+their ratios. Both versions must have the same migrations (one schema).
+
+    .venv-bench/bin/python benchmarks/drain_ab.py --base HEAD~1 \\
+        --dsn postgres://postgres@127.0.0.1:5432/bgtasks_bench
+
+(``make bench-env`` builds .venv-bench; the database must exist. It is
+emptied: use one of its own.) benchmarks/queue_indexes.py compares two
+migrations the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ("rate", "workers_ms", "database_ms", "commits", "wal_bytes")
+
+
+def drain(dsn: str, args: argparse.Namespace, tree: str | None = None) -> dict[str, float]:
+    """One drain: its rate and Spend.per_task(). The workers run django_bgtasks
+    from ``tree`` (a checkout) when given, else as this process imports it."""
+    import tasks_peers
+    import tasks_rounds
+    import throughput_tasks
+    from django.db import connection, transaction
+
+    tasks_peers.clear(["bgtasks"])
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE django_bgtasks_queuedtask")
+    command = [sys.executable, tasks_rounds.THIS, "manage", dsn, "600",
+               *tasks_peers.worker_commands("bgtasks", 1, args.concurrency)[0]]  # fmt: skip
+    env = {**os.environ, **({"PYTHONPATH": tree} if tree else {})}
+    workers = [
+        subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+        for _ in range(args.workers)
+    ]
+    try:
+        time.sleep(args.settle)
+        with transaction.atomic():
+            tasks_peers.bulk_enqueue("bgtasks")(
+                throughput_tasks.NOOP["bgtasks"], [([], {})] * args.tasks
+            )
+            tasks_rounds.analyze("bgtasks")
+        committed = time.time()
+        spent, counted = tasks_rounds.Spend.now(workers), tasks_rounds.database_counts()
+        tasks_rounds.wait_finished("bgtasks", args.tasks, workers)
+        spent = tasks_rounds.Spend.now(workers).since(spent)
+        took = tasks_peers.last_finish("bgtasks") - committed
+    finally:
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            worker.wait()
+    spent.commits, spent.wal = (
+        after - before
+        for after, before in zip(tasks_rounds.database_counts(), counted, strict=True)
+    )
+    return {"rate": args.tasks / took, **spent.per_task(args.tasks)}
+
+
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The options both comparisons take."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dsn", required=True, help="a database of its own")
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=4, help="drains per side")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=8, help="threads per worker")
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds for workers to start")
+    return parser
+
+
+def compare(args: argparse.Namespace, sides: dict[str, Callable[[], dict[str, float]]]) -> None:
+    """Runs each side's drain ``args.rounds`` times, alternating (the order
+    turning each round), and prints each round, the medians and their ratio
+    (the second side over the first)."""
+    names = list(sides)
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    for number in range(args.rounds):
+        for name in names if number % 2 == 0 else names[::-1]:
+            figures = sides[name]()
+            rounds[name].append(figures)
+            print(f"round {number + 1} {name}: "
+                  + "  ".join(f"{figure} {figures[figure]:,.3f}" for figure in FIGURES),
+                  flush=True)  # fmt: skip
+    medians = {
+        name: {figure: statistics.median(r[figure] for r in done) for figure in FIGURES}
+        for name, done in rounds.items()
+    }
+    print(f"\n{args.tasks} no-op tasks a drain, {args.workers} workers of {args.concurrency}"
+          f" threads, {args.rounds} rounds a side; medians, a task")  # fmt: skip
+    width = max(len(name) for name in names) + 2
+    print(f"{'side':<{width}}" + "".join(f"{figure:>13}" for figure in FIGURES))
+    for name in names:
+        print(f"{name:<{width}}" + "".join(f"{medians[name][f]:>13,.3f}" for f in FIGURES))
+    first, second = (medians[name] for name in names)
+    ratios = [second[figure] / first[figure] if first[figure] else 0 for figure in FIGURES]
+    print(f"{'ratio':<{width}}" + "".join(f"{ratio:>13.3f}" for ratio in ratios))
+
+
+def setup(dsn: str) -> None:
+    """Django on ``dsn`` (CONN_MAX_AGE=600), migrated, for the workers' backend."""
+    os.environ["BENCH_BACKENDS"] = "bgtasks"  # for the workers
+    import tasks_throughput
+
+    tasks_throughput.setup_django(tasks_throughput.prepare(dsn), 600)
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def main() -> None:
+    parser = arguments(__doc__ or "")
+    parser.add_argument("--base", required=True, help="the git ref to compare this tree with")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bgtasks-base-") as base:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", base, args.base],
+                       check=True, capture_output=True)  # fmt: skip
+        try:
+            migrations = [
+                sorted(path.name for path in (tree / "django_bgtasks/migrations").glob("0*.py"))
+                for tree in (Path(base), ROOT)
+            ]
+            if migrations[0] != migrations[1]:
+                sys.exit(f"{args.base} and this tree have different migrations: one schema only")
+            setup(args.dsn)
+            compare(args, {
+                f"base {args.base}": lambda: drain(args.dsn, args, tree=base),
+                "this tree": lambda: drain(args.dsn, args, tree=str(ROOT)),
+            })  # fmt: skip
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", base],
+                           check=False)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
