@@ -3,9 +3,9 @@ side: ``--base REF`` (a git ref, checked out in a temporary worktree) and
 this tree, in alternating rounds of one run on one database.
 
 Each round empties and vacuums the queue table, starts ``--workers`` worker
-processes of ``--concurrency`` threads (``bgtasks worker``, as
-benchmarks/tasks_throughput.py starts them) with the side's django_bgtasks
-first on their path, enqueues ``--tasks`` no-op tasks in one transaction
+processes of ``--concurrency`` threads (``bgtasks worker``, started by the
+side's own benchmarks/tasks_throughput.py, which puts its checkout first on
+the path), enqueues ``--tasks`` no-op tasks in one transaction
 with the table's statistics (``ANALYZE`` on PostgreSQL), and times the drain
 from that commit to the last ``finished_at``. For each round it prints the
 drain rate and where the drain's time went, a task (tasks_rounds.Spend):
@@ -42,7 +42,7 @@ FIGURES = ("rate", "workers_ms", "database_ms", "commits", "wal_bytes")
 
 def drain(dsn: str, args: argparse.Namespace, tree: str | None = None) -> dict[str, float]:
     """One drain: its rate and Spend.per_task(). The workers run django_bgtasks
-    from ``tree`` (a checkout) when given, else as this process imports it."""
+    from ``tree`` (a checkout) when given, else from this one."""
     import tasks_peers
     import tasks_rounds
     import throughput_tasks
@@ -52,11 +52,12 @@ def drain(dsn: str, args: argparse.Namespace, tree: str | None = None) -> dict[s
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE django_bgtasks_queuedtask")
-    command = [sys.executable, tasks_rounds.THIS, "manage", dsn, "600",
+    # The tree's own tasks_throughput.py: it puts its checkout first on the path.
+    script = str(Path(tree) / "benchmarks/tasks_throughput.py") if tree else tasks_rounds.THIS
+    command = [sys.executable, script, "manage", dsn, "600",
                *tasks_peers.worker_commands("bgtasks", 1, args.concurrency)[0]]  # fmt: skip
-    env = {**os.environ, **({"PYTHONPATH": tree} if tree else {})}
     workers = [
-        subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
         for _ in range(args.workers)
     ]
     try:
