@@ -46,23 +46,27 @@ TABLE = "django_bgtasks_queuedtask"
 
 FORWARDS = [
     "DROP INDEX IF EXISTS bgtasks_queued_claim",
-    f"""CREATE INDEX bgtasks_queued_claim ON {TABLE} (priority DESC, seq)
+    """CREATE INDEX bgtasks_queued_claim ON django_bgtasks_queuedtask (priority DESC, seq)
         WHERE status = 'READY'""",
     "DROP INDEX IF EXISTS bgtasks_queued_ready",
-    f"""CREATE INDEX bgtasks_queued_ready ON {TABLE} (queue_name, priority DESC, seq)
+    """CREATE INDEX bgtasks_queued_ready
+        ON django_bgtasks_queuedtask (queue_name, priority DESC, seq)
         WHERE status = 'READY'""",
     "DROP INDEX IF EXISTS bgtasks_queued_running",
-    f"CREATE INDEX bgtasks_queued_running ON {TABLE} (owner) WHERE status = 'RUNNING'",
-    f"CREATE INDEX bgtasks_queued_failed ON {TABLE} (seq) WHERE status = 'FAILED'",
+    """CREATE INDEX bgtasks_queued_running ON django_bgtasks_queuedtask (owner)
+        WHERE status = 'RUNNING'""",
+    """CREATE INDEX bgtasks_queued_failed ON django_bgtasks_queuedtask (seq)
+        WHERE status = 'FAILED'""",
 ]
 BACKWARDS = [
     "DROP INDEX IF EXISTS bgtasks_queued_failed",
     "DROP INDEX IF EXISTS bgtasks_queued_running",
-    f"CREATE INDEX bgtasks_queued_running ON {TABLE} (status, updated_at)",
+    "CREATE INDEX bgtasks_queued_running ON django_bgtasks_queuedtask (status, updated_at)",
     "DROP INDEX IF EXISTS bgtasks_queued_ready",
-    f"CREATE INDEX bgtasks_queued_ready ON {TABLE} (status, queue_name, priority DESC, seq)",
+    """CREATE INDEX bgtasks_queued_ready
+        ON django_bgtasks_queuedtask (status, queue_name, priority DESC, seq)""",
     "DROP INDEX IF EXISTS bgtasks_queued_claim",
-    f"CREATE INDEX bgtasks_queued_claim ON {TABLE} (status, priority DESC, seq)",
+    "CREATE INDEX bgtasks_queued_claim ON django_bgtasks_queuedtask (status, priority DESC, seq)",
 ]
 
 # The pattern index's name is Django's hash: found by what it is (as 0009).

@@ -480,16 +480,21 @@ BATCH_TASKS = 40
 def test_batches_through_a_workers_fault_run_each_attempt_once(
     tasks_alias: str, workers: Workers, tmp_path: Path, fault: str
 ) -> None:
-    """Two workers of four threads drain tasks that take 0.5 s, claimed and
-    finished in batches; one of them is faulted with a batch running. From
+    """Two workers of four threads drain tasks that take 0.5 s (1.5 s for the
+    graceful stop), claimed and finished in batches; one of them is faulted
+    with a batch running. From
     the database: every task succeeded, its end written by its last holder
     (no stale holder's end accepted), each attempt ran at most once and the
     last exactly once, and nothing is left RUNNING or READY."""
     from django_bgtasks.models import QueuedTask
 
     record = tmp_path / "record"
+    # A graceful stop hits only runs under way (a task claimed and not yet
+    # started is given back unrun): long enough runs that a loaded machine's
+    # SIGTERM still lands while the first batch runs.
+    seconds = 1.5 if fault == "sigterm" else 0.5
     ids = [
-        djtasks.runs_checking.using(backend="retrying").enqueue(str(record), f"k{n}", 0.5).id
+        djtasks.runs_checking.using(backend="retrying").enqueue(str(record), f"k{n}", seconds).id
         for n in range(BATCH_TASKS)
     ]
     victim = workers.start("--queue", "default", "--concurrency", "4")

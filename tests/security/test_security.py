@@ -209,6 +209,9 @@ def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> N
     rendered = vendors.queue_statements(connection, table=table, paused=paused)
     for field in fields(rules.QueueStatements):
         text = getattr(rendered, field.name)
+        if not text:  # a statement this vendor does not have (finish_claim)
+            assert (vendor, field.name) != ("postgresql", "finish_claim")
+            continue
         placeholders = set(re.findall(r"%\((\w+)\)s", text))
         assert placeholders <= QUEUE_PARAMETERS, (field.name, placeholders)
         stray = re.sub(r"%\(\w+\)s|%%", "", text)
