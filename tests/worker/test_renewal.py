@@ -345,6 +345,11 @@ def test_a_fenced_transaction_holds_up_no_other_leases_renewal(server_alias: str
     worker, thread = _started_worker(tasks, run_queued=False)
     try:
         assert fenced.wait(30)
+        # (renew-other may start after renew-fenced fenced: wait for its lease.)
+        wait_until(
+            "renew-other's lease taken",
+            lambda: _heartbeat(db_alias, BackgroundTask, "name", "renew-other") is not None,
+        )
         before = _heartbeat(db_alias, BackgroundTask, "name", "renew-other")
         time.sleep(1.8)
         # Renewed meanwhile, by the worker's statement; the fenced run by its own thread.
