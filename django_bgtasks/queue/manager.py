@@ -303,11 +303,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         :meth:`finish` would have returned for each row written, by its
         ``seq``; a row missing was not written. A status that is not an end,
         or one seq twice, is refused before any SQL."""
-        param = _ends_param(ends)
-        if not ends:
-            return {}
-        rows = self._write("finish_many", {"ends": param})
-        return {int(row["seq"]): as_datetime(row["finished_at"]) or True for row in rows}
+        return _by_seq(self._write("finish_many", {"ends": _ends_param(ends)})) if ends else {}
 
     def finish_and_claim(
         self, ends: Sequence[Ending], owner: str, *, queues: list[str] | None, limit: int
@@ -320,14 +316,17 @@ class QueueManager(models.Manager["QueuedTask"]):
         if not (type(limit) is int and limit == 0):
             limit = validate_limit(limit)
         connection = self._connection()
-        params = {"ends": _ends_param(ends), **_claim_params(connection, owner, queues, limit)}
-        if not self._statements(connection).finish_claim:
-            written = self.finish_many(ends)
-            return written, self.claim_many(owner, queues=queues, limit=limit) if limit else []
+        claim = _claim_params(connection, owner, queues, limit)
+        param = _ends_param(ends)
+        if not self._statements(connection).finish_claim:  # (checked once, above)
+            written = _by_seq(self._write("finish_many", {"ends": param})) if ends else {}
+            sent = time.monotonic()
+            claimed = self._write("claim", claim) if limit else []
+            return written, _claimed(claimed, claim["owner"], sent)
         sent = time.monotonic()
-        rows = self._write("finish_claim", params)
-        claimed = _claimed([row for row in rows if row["seq"] is not None], owner, sent)
-        return _ended(rows[0]), claimed
+        rows = self._write("finish_claim", {"ends": param, **claim})
+        claimed = [row for row in rows if row["seq"] is not None]
+        return _ended(rows[0]), _claimed(claimed, claim["owner"], sent)
 
     def ended(self, claim: Claim, *, status: str) -> dt.datetime | bool | None:
         """What :meth:`finish` returned, for a finish whose reply was lost (the
@@ -449,6 +448,11 @@ def _claim_params(
         "queues": names if connection.vendor == "postgresql" else json.dumps(names),
         "limit": limit,
     }
+
+
+def _by_seq(rows: list[Row]) -> dict[int, dt.datetime | bool]:
+    """What ``finish_many`` returns, from its rows: each row's finish by seq."""
+    return {int(row["seq"]): as_datetime(row["finished_at"]) or True for row in rows}
 
 
 def _ended(row: Row) -> dict[int, dt.datetime | bool]:
