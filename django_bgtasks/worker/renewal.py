@@ -82,6 +82,11 @@ class Renewer:
         # Held while a statement is on its way: remove(wait=True) waits for it.
         self._sending = threading.Lock()
         self._wakeup = threading.Event()
+        # When the thread's wait ends by itself (monotonic; -inf while it is
+        # awake): a lease added that is due no sooner needs no wake-up, since
+        # the thread reads the held leases again then. Waking it at every
+        # task's start cost a thread switch a task.
+        self._sleeping_until = -math.inf
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
         # How many renewal statements it sent (the worker's debug log says each).
@@ -97,12 +102,15 @@ class Renewer:
         that comes sooner."""
         now = time.monotonic()
         due = holder.timeout_due(0.0, self.timeout_grace)
+        at = now + min(holder.interval, due if due is not None else math.inf)
         with self._lock:
-            self._held[holder] = now + min(holder.interval, due if due is not None else math.inf)
+            self._held[holder] = at
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
-        self._wakeup.set()
+            sooner = at < self._sleeping_until
+        if sooner:
+            self._wakeup.set()
 
     def remove(self, holder: Holder, *, wait: bool = False) -> None:
         """Renew ``holder``'s lease no more. With ``wait``, return only once
@@ -137,9 +145,10 @@ class Renewer:
             while not self._closing.is_set():
                 self._wakeup.clear()
                 with self._lock:
+                    self._sleeping_until = -math.inf
                     due = dict(self._held)
                 if not due:
-                    self._wakeup.wait()
+                    self._sleep(math.inf)
                     continue
                 now = time.monotonic()
                 values = {holder: self._value_due(holder) for holder in due}
@@ -151,9 +160,19 @@ class Renewer:
                     self._beat()
                     continue
                 wake_at = min([beat_at, *(at for at in values.values() if at is not None)])
-                self._wakeup.wait(max(wake_at - time.monotonic(), 0.0))
+                self._sleep(wake_at)
         finally:
             close_connection()
+
+    def _sleep(self, until: float) -> None:
+        """Wait until ``until`` (monotonic), or a wake-up: by :meth:`add`
+        only for a lease due sooner."""
+        with self._lock:
+            self._sleeping_until = until
+        if until == math.inf:
+            self._wakeup.wait()
+        else:
+            self._wakeup.wait(max(until - time.monotonic(), 0.0))
 
     def _value_due(self, holder: Holder) -> float | None:
         due = holder.value_due()
