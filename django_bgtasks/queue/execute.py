@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import threading
@@ -235,7 +236,20 @@ def load_task(path: str, **changes: Any) -> Any:
     found = import_string(path)
     if not isinstance(found, compat.Task):
         raise TypeError(f"{path!r} is not a Task (decorate the function with @task)")
-    return dataclasses.replace(found, **changes)
+    try:
+        return _with_options(found, tuple(sorted(changes.items())))
+    except TypeError:  # an option that can't be hashed: made afresh, as Django makes it
+        return dataclasses.replace(found, **changes)
+
+
+@functools.lru_cache(maxsize=512)
+def _with_options(task: Any, changes: tuple[tuple[str, Any], ...]) -> Any:
+    """``task`` with ``changes``, made once for each: a ``Task`` is frozen,
+    and making one validates it (its backend's ``validate_task``), which a
+    worker would otherwise do again for every row it runs. Keyed by the
+    ``Task`` object itself, so a module reloaded (or a test's stand-in)
+    gets its own."""
+    return dataclasses.replace(task, **dict(changes))
 
 
 def _enqueued_task(queued: QueuedTask | Claim) -> Any:
