@@ -375,6 +375,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "core.runner",
             "background.functions",
+            "queue.results",
             "queue.execute",
             "queue.enqueue",
             "queue.backend",

@@ -55,7 +55,7 @@ from django_bgtasks.conf import conf
 from django_bgtasks.db.vendors import QUEUE_VENDORS
 from django_bgtasks.queue import flow
 from django_bgtasks.queue.enqueue import Pairs, store
-from django_bgtasks.queue.execute import result_from_row
+from django_bgtasks.queue.results import result_from_row
 from django_bgtasks.validation import (
     validate_attempts,
     validate_pairs,

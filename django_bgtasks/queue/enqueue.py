@@ -38,8 +38,8 @@ from django.db import IntegrityError
 
 from django_bgtasks import compat, tracing
 from django_bgtasks.conf import conf
-from django_bgtasks.queue.execute import result_from_row
 from django_bgtasks.queue.flow import FlowOptions
+from django_bgtasks.queue.results import result_from_row
 from django_bgtasks.validation import check_arguments
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def ready_result(
     backend: str,
 ) -> Any:
     """The ``TaskResult`` of a task just stored: what
-    :func:`~django_bgtasks.queue.execute.result_from_row` reads of its row,
+    :func:`~django_bgtasks.queue.results.result_from_row` reads of its row,
     without reading it, with the ``Task`` as it was enqueued."""
     result: Any = compat.TaskResult(
         task=task,

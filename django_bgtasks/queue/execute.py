@@ -37,16 +37,14 @@ at once when no write is on its way, else in the next one), each row still
 fenced by its own token; the run's thread waits for its row's outcome, so
 what it logs, signals and returns is what was committed.
 
-Task results are built here from what the row holds, so the backend and the
-worker describe a task alike (:func:`result_from_row`).
+The ``Task`` and its ``TaskResult`` are built from what the row holds by
+:mod:`~django_bgtasks.queue.results`, as the backend builds them.
 """
 
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import datetime as dt
-import functools
 import json
 import logging
 import threading
@@ -55,12 +53,9 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from django.utils.module_loading import import_string
-
 from django_bgtasks import compat, tracing
 from django_bgtasks.choices import Outcome
 from django_bgtasks.core.holding import Holder, Renews
-from django_bgtasks.core.states import as_datetime
 from django_bgtasks.db.rules import RENEW_QUEUED
 from django_bgtasks.exceptions import LeaseLost, TaskCancelled, TaskTimedOut, WorkerStopping
 from django_bgtasks.queue.groups import Group
@@ -73,10 +68,11 @@ from django_bgtasks.queue.manager import (
     Ending,
     QueueManager,
 )
+from django_bgtasks.queue.results import enqueued_task, running_result
 from django_bgtasks.validation import clean_error, encode_value
 
 if TYPE_CHECKING:
-    from django_bgtasks.models import QueuedTask
+    pass
 
 logger = logging.getLogger("django_bgtasks.queued")
 _T = TypeVar("_T")
@@ -231,83 +227,6 @@ def task_lease(context: Any = None) -> QueuedLease:
     return running
 
 
-def load_task(path: str, **changes: Any) -> Any:
-    """The ``Task`` at ``path``, with ``changes`` (priority, queue_name, ...)."""
-    found = import_string(path)
-    if not isinstance(found, compat.Task):
-        raise TypeError(f"{path!r} is not a Task (decorate the function with @task)")
-    try:
-        return _with_options(found, tuple(sorted(changes.items())))
-    except TypeError:  # an option that can't be hashed: made afresh, as Django makes it
-        return dataclasses.replace(found, **changes)
-
-
-@functools.lru_cache(maxsize=512)
-def _with_options(task: Any, changes: tuple[tuple[str, Any], ...]) -> Any:
-    """``task`` with ``changes``, made once for each: a ``Task`` is frozen,
-    and making one validates it (its backend's ``validate_task``), which a
-    worker would otherwise do again for every row it runs. Keyed by the
-    ``Task`` object itself, so a module reloaded (or a test's stand-in)
-    gets its own."""
-    return dataclasses.replace(task, **dict(changes))
-
-
-def _enqueued_task(queued: QueuedTask | Claim) -> Any:
-    """The ``Task`` a queued row (or a claim of it) names, with the options it
-    was enqueued with: its priority, queue, backend and ``run_after``."""
-    return load_task(
-        queued.task_path,
-        priority=queued.priority,
-        queue_name=queued.queue_name,
-        backend=queued.backend,
-        run_after=queued.run_after,
-    )
-
-
-def result_from_row(row: QueuedTask) -> Any:
-    """A ``TaskResult`` with what ``row`` holds."""
-    task = _enqueued_task(row)
-    args_kwargs = row.args_kwargs or {}
-    result: Any = compat.TaskResult(
-        task=task,
-        id=str(row.uuid),
-        status=compat.TaskResultStatus(row.status),
-        enqueued_at=row.enqueued_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        last_attempted_at=row.last_attempted_at,
-        args=list(args_kwargs.get("args", [])),
-        kwargs=dict(args_kwargs.get("kwargs", {})),
-        backend=row.backend,
-        errors=[
-            compat.TaskError(
-                exception_class_path=error["exception_class_path"], traceback=error["traceback"]
-            )
-            for error in row.errors or []
-        ],
-        worker_ids=list(row.worker_ids or []),
-    )
-    object.__setattr__(result, "_return_value", row.return_value)
-    return result
-
-
-def _running_result(task: Any, claim: Claim) -> Any:
-    return compat.TaskResult(
-        task=task,
-        id=str(claim.uuid),
-        status=compat.TaskResultStatus(RUNNING),
-        enqueued_at=as_datetime(claim.enqueued_at),
-        started_at=claim.started_at,
-        finished_at=None,
-        last_attempted_at=claim.last_attempted_at,
-        args=claim.args,
-        kwargs=claim.kwargs,
-        backend=claim.backend,
-        errors=[],
-        worker_ids=claim.worker_ids,
-    )
-
-
 def execute(
     claim: Claim,
     *,
@@ -351,11 +270,11 @@ def execute(
 
 def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
     try:
-        task = _enqueued_task(claim)
+        task = enqueued_task(claim)
     except Exception as exc:  # nothing to run: no attempt can succeed
         span.failed(exc)
         return _finish(lease, FAILED, error=_error(exc))
-    result = _running_result(task, claim)
+    result = running_result(task, claim)
     sender = type(task.get_backend())
     lease.task, lease.result, lease.sender = task, result, sender
     lease.timeout = getattr(task, "timeout", None)
@@ -507,4 +426,4 @@ def _error(exc: BaseException) -> dict[str, str]:
     }
 
 
-__all__ = ["QueuedLease", "execute", "result_from_row", "running_leases", "task_lease"]
+__all__ = ["QueuedLease", "execute", "running_leases", "task_lease"]

@@ -389,3 +389,33 @@ def test_a_coalesced_value_is_written_at_its_deadline_not_at_the_next_beat(
         assert time.monotonic() - since < 1.5  # the next beat would be 2 s after the claim
     finally:
         _stopped(worker, thread, release)
+
+
+def test_a_lease_due_sooner_than_the_renewers_wait_wakes_it(db_alias: str) -> None:
+    """The renewer sleeps until its next beat and is woken by a lease added
+    only when that lease is due sooner (renewal.py's ``_sleeping_until``): a
+    run of ttl 3 s started while it sleeps out a 20 s interval is renewed
+    every second from its start, never lost."""
+    release, seen = threading.Event(), {}
+    slow = make_task("renew-slow", _waits(release, seen), ttl=60)
+    fast = make_task("renew-fast", _waits(release, seen), ttl=3)
+    a_worker_runs("renew-slow", "renew-fast")
+    assert BackgroundTask.objects.request_run("renew-slow")
+    worker = Worker([slow, fast], concurrency=4, poll=0.05, run_queued=False)
+    thread = threading.Thread(target=worker.run, name="test-worker")
+    thread.start()
+    try:
+        wait_until("the slow run held", lambda: len(worker.renewer.held()) == 1)
+        time.sleep(0.3)  # the renewer is asleep until the slow run's beat, 20 s on
+        assert BackgroundTask.objects.request_run("renew-fast")
+        wait_until("the fast run held", lambda: len(worker.renewer.held()) == 2)
+        first = _heartbeat(db_alias, BackgroundTask, "name", "renew-fast")
+        time.sleep(4.5)  # one and a half of its ttls: unrenewed, it would be lost
+        assert _heartbeat(db_alias, BackgroundTask, "name", "renew-fast") > first
+        assert len(worker.renewer.held()) == 2
+    finally:
+        _stopped(worker, thread, release)
+    assert seen == {}  # neither run lost its lease
+    assert (
+        sorted(run.outcome for run in TaskRun.objects.using(db_alias)) == [Outcome.SUCCEEDED] * 2
+    )
