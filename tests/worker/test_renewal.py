@@ -414,7 +414,7 @@ def test_a_lease_due_sooner_than_the_renewers_wait_wakes_it(db_alias: str) -> No
         assert _heartbeat(db_alias, BackgroundTask, "name", "renew-fast") > first
         assert len(worker.renewer.held()) == 2
     finally:
-        _stopped(worker, thread, release)
+        _stopped(worker, thread, release, drained=True)
     assert seen == {}  # neither run lost its lease
     assert (
         sorted(run.outcome for run in TaskRun.objects.using(db_alias)) == [Outcome.SUCCEEDED] * 2
