@@ -126,6 +126,14 @@ VERSION_INDEPENDENT = [
     "tests/faults/test_workers.py",
     "tests/fuzz",
     "tests/db/test_pgbouncer.py",
+    # The queue's features as real worker processes (flow limits, pause,
+    # retries and timeouts, schedules): what they test is the claim's SQL and
+    # the worker's threads; test_backend_workers.py's remaining tests run the
+    # same workers through Django 6's Tasks framework.
+    "tests/faults/test_flow_workers.py",
+    "tests/faults/test_pause.py",
+    "tests/faults/test_retries_and_timeouts.py",
+    "tests/faults/test_task_schedules.py",
     # Of the Django Tasks workers' fault tests, the ones that prove exactly
     # once under races and faults with hundreds of tasks: the claim's and the
     # end's SQL, as test_races.py and test_workers.py do for the leases. The
