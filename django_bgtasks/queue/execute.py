@@ -51,7 +51,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from django_bgtasks import compat, tracing
 from django_bgtasks.choices import Outcome
@@ -70,9 +70,6 @@ from django_bgtasks.queue.manager import (
 )
 from django_bgtasks.queue.results import enqueued_task, running_result
 from django_bgtasks.validation import clean_error, encode_value
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger("django_bgtasks.queued")
 _T = TypeVar("_T")
