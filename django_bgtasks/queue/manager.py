@@ -251,8 +251,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         they share ``sent_at``. Empty when none is ready. A ``limit`` that is
         not a whole number from 1 is refused before any SQL."""
         params = _claim_params(self._connection(), owner, queues, validate_limit(limit))
-        sent = time.monotonic()
-        return _claimed(self._write("claim", params), params["owner"], sent)
+        return _write_claim(self, params)
 
     def renew(
         self, claim: Claim, *, progress: Any = None, set_progress: bool = False
@@ -303,7 +302,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         :meth:`finish` would have returned for each row written, by its
         ``seq``; a row missing was not written. A status that is not an end,
         or one seq twice, is refused before any SQL."""
-        return _by_seq(self._write("finish_many", {"ends": _ends_param(ends)})) if ends else {}
+        return _write_ends(self, ends, _ends_param(ends))
 
     def finish_and_claim(
         self, ends: Sequence[Ending], owner: str, *, queues: list[str] | None, limit: int
@@ -319,10 +318,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         claim = _claim_params(connection, owner, queues, limit)
         param = _ends_param(ends)
         if not self._statements(connection).finish_claim:  # (checked once, above)
-            written = _by_seq(self._write("finish_many", {"ends": param})) if ends else {}
-            sent = time.monotonic()
-            claimed = self._write("claim", claim) if limit else []
-            return written, _claimed(claimed, claim["owner"], sent)
+            return _write_ends(self, ends, param), _write_claim(self, claim) if limit else []
         sent = time.monotonic()
         rows = self._write("finish_claim", {"ends": param, **claim})
         claimed = [row for row in rows if row["seq"] is not None]
@@ -448,6 +444,22 @@ def _claim_params(
         "queues": names if connection.vendor == "postgresql" else json.dumps(names),
         "limit": limit,
     }
+
+
+# claim_many's and finish_many's statements, for finish_and_claim too: it
+# checks and builds their parameters once, for whichever way it goes.
+def _write_claim(queue: QueueManager, params: dict[str, Any]) -> list[Claim]:
+    """The claim of ``params``, checked and built by ``_claim_params``."""
+    sent = time.monotonic()
+    return _claimed(queue._write("claim", params), params["owner"], sent)
+
+
+def _write_ends(
+    queue: QueueManager, ends: Sequence[Ending], param: str
+) -> dict[int, dt.datetime | bool]:
+    """``finish_many``'s statement for ``ends``, whose parameter ``param``
+    (``_ends_param``) checked them: nothing is sent for no ends."""
+    return _by_seq(queue._write("finish_many", {"ends": param})) if ends else {}
 
 
 def _by_seq(rows: list[Row]) -> dict[int, dt.datetime | bool]:

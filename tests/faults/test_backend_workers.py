@@ -59,7 +59,7 @@ def finished(result: Any, timeout: float = 60) -> Any:
 # claims for the whole drain (each process enqueues for about a second),
 # and few enough to drain in seconds on SQLite too: 2,000 took 38 s an engine.
 TASKS_PER_PROCESS = 200
-TASKS = 4 * TASKS_PER_PROCESS
+ENQUEUED = 4 * TASKS_PER_PROCESS
 
 
 def test_800_tasks_from_4_processes_run_exactly_once_by_3_workers(
@@ -78,16 +78,16 @@ def test_800_tasks_from_4_processes_run_exactly_once_by_3_workers(
     finally:
         for enqueuer in enqueuers:
             enqueuer.kill()
-    assert len(set(ids)) == TASKS
-    wait_until(f"{TASKS} runs", lambda: len(lines(record)) >= TASKS, timeout=120)
+    assert len(set(ids)) == ENQUEUED
+    wait_until(f"{ENQUEUED} runs", lambda: len(lines(record)) >= ENQUEUED, timeout=120)
     time.sleep(0.5)  # a run twice would show now
     workers.stop_all()
     keys = Counter(line.split()[0] for line in lines(record))
-    assert len(keys) == TASKS and set(keys.values()) == {1}, keys.most_common(3)
+    assert len(keys) == ENQUEUED and set(keys.values()) == {1}, keys.most_common(3)
     pids = {line.split()[1] for line in lines(record)}
     assert len(pids) == 3, "every worker took a share"
     statuses = Counter(str(result_of(i).status) for i in ids)
-    assert statuses == {SUCCESSFUL: TASKS}
+    assert statuses == {SUCCESSFUL: ENQUEUED}
 
 
 def test_a_killed_workers_task_is_retried_by_another(
