@@ -1,5 +1,6 @@
 """Enqueue rates: LeaseBackend's ``enqueue()`` and ``enqueue_many()`` next to
-django-tasks-db's ``enqueue()``, on the same PostgreSQL in the same run.
+django-tasks-db's ``enqueue()``, on the same PostgreSQL (or MariaDB/MySQL)
+in the same run.
 
 Each variant stores no-op tasks from this process through Django's public
 Tasks API, on one connection Django keeps open (as a web process does
@@ -111,7 +112,8 @@ def empty() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute(f"TRUNCATE {', '.join(TABLES)}")
+        for table in TABLES:  # (MySQL's TRUNCATE takes one table)
+            cursor.execute(f"TRUNCATE {table}")
 
 
 def main() -> None:

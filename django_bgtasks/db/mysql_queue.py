@@ -373,13 +373,24 @@ def _enqueue(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:
     """The INSERT, then the read of what it stored, in the caller's
-    transaction (never one of its own: an enqueue joins the caller's)."""
-    insert, read = query.split(MYSQL_STEP)
+    transaction (never one of its own: an enqueue joins the caller's), in one
+    round trip where the connection allows several statements in one (as
+    mysqlclient's do unless told otherwise), else one after the other."""
     with connection.cursor() as cursor:
-        cursor.execute(insert, params)
-        if not cursor.rowcount:
-            return []
-        cursor.execute(read, params)
+        # A key another task holds stores nothing, and the read, by the new
+        # uuids, finds nothing. (The INSERT's row count can't tell: Django
+        # asks MySQL for the rows found, and its ON DUPLICATE KEY UPDATE
+        # finds the holder's.)
+        if multi_statements(connection):
+            # An error in the INSERT raises here, and the server runs nothing
+            # after it.
+            cursor.execute(query, params)
+            with connection.wrap_database_errors:
+                cursor.nextset()
+        else:
+            insert, read = query.split(MYSQL_STEP)
+            cursor.execute(insert, params)
+            cursor.execute(read, params)
         return named(cursor)
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connections
+from django.db import OperationalError, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from django_bgtasks.db import mysql, vendors
 from django_bgtasks.db.rows import Row
@@ -212,3 +213,64 @@ def test_an_error_inside_a_statements_transaction_leaves_none_open(mysql_alias: 
     assert [row["status"] for row in _run(mysql_alias, "finish", **holder, **ending)] == [
         "SUCCESSFUL"
     ]
+
+
+def test_an_enqueue_is_its_insert_and_the_read_of_what_it_stored(
+    mysql_queue_alias: str, tmp_path: Any
+) -> None:
+    """One query with several statements a query (two without), in autocommit
+    or in the caller's transaction; a unique key another task holds stores
+    nothing, and the holder's result comes back."""
+    connection = connections[mysql_queue_alias]
+    rows = QueuedTask.objects.using(mysql_queue_alias)
+    record = str(tmp_path / "record")
+    with CaptureQueriesContext(connection) as queries:
+        single = djtasks.add.enqueue(1, 2)
+        with transaction.atomic(using=mysql_queue_alias):
+            first = djtasks.unique_record.enqueue(record, "a")
+        held = djtasks.unique_record.enqueue(record, "a")
+    # Each query's statements, by their first word; the atomic()'s BEGIN and COMMIT aside.
+    steps = [
+        [step.split()[0] for step in query["sql"].split(mysql.MYSQL_STEP)]
+        for query in queries.captured_queries
+        if query["sql"] not in {"BEGIN", "COMMIT"}
+    ]
+    one_query = mysql.multi_statements(connection)
+    stored = [["INSERT", "SELECT"]] if one_query else [["INSERT"], ["SELECT"]]
+    # The held key too: the INSERT and its read (of nothing), then the ORM's
+    # read of the holder.
+    assert steps == stored * 3 + [["SELECT"]]
+    assert held.id == first.id
+    assert rows.count() == 2
+    for result in (single, first):
+        assert result.enqueued_at == rows.get(uuid=result.id).enqueued_at
+
+
+def test_an_enqueue_that_fails_stores_nothing_and_leaves_the_connection_usable(
+    mysql_queue_alias: str, tmp_path: Any
+) -> None:
+    """The INSERT waits past the lock wait timeout (another session holds the
+    row of the unique key it meets): the error reaches the caller, the read
+    after it never runs, and the connection's next query is answered (no
+    result left unread)."""
+    record = str(tmp_path / "record")
+    first = djtasks.unique_record.enqueue(record, "a")
+    connection = connections[mysql_queue_alias]
+    other = connections.create_connection(mysql_queue_alias)
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute(
+                f"SELECT seq FROM {TABLE} WHERE uuid = %s FOR UPDATE", [uuid.UUID(first.id).hex]
+            )
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        with pytest.raises(OperationalError, match="Lock wait timeout"):
+            djtasks.unique_record.enqueue(record, "a")
+        assert QueuedTask.objects.using(mysql_queue_alias).count() == 1
+        after = djtasks.add.enqueue(1, 2)
+        assert QueuedTask.objects.using(mysql_queue_alias).filter(uuid=after.id).exists()
+    finally:
+        other.rollback()
+        other.close()
+        connection.close()  # (and its session's lock wait timeout)
