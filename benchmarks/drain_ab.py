@@ -98,31 +98,36 @@ def arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def compare(args: argparse.Namespace, sides: dict[str, Callable[[], dict[str, float]]]) -> None:
-    """Runs each side's drain ``args.rounds`` times, alternating (the order
-    turning each round), and prints each round, the medians and their ratio
-    (the second side over the first)."""
+def compare(
+    args: argparse.Namespace,
+    sides: dict[str, Callable[[], dict[str, float]]],
+    figures: tuple[str, ...] = FIGURES,
+    title: str = "",
+) -> None:
+    """Runs each side's round (a drain) ``args.rounds`` times, alternating (the
+    order turning each round), and prints each round's ``figures``, the
+    medians and their ratio (the second side over the first)."""
     names = list(sides)
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for number in range(args.rounds):
         for name in names if number % 2 == 0 else names[::-1]:
-            figures = sides[name]()
-            rounds[name].append(figures)
+            measured = sides[name]()
+            rounds[name].append(measured)
             print(f"round {number + 1} {name}: "
-                  + "  ".join(f"{figure} {figures[figure]:,.3f}" for figure in FIGURES),
+                  + "  ".join(f"{figure} {measured[figure]:,.3f}" for figure in figures),
                   flush=True)  # fmt: skip
     medians = {
-        name: {figure: statistics.median(r[figure] for r in done) for figure in FIGURES}
+        name: {figure: statistics.median(r[figure] for r in done) for figure in figures}
         for name, done in rounds.items()
     }
-    print(f"\n{args.tasks} no-op tasks a drain, {args.workers} workers of {args.concurrency}"
-          f" threads, {args.rounds} rounds a side; medians, a task")  # fmt: skip
+    print(title or f"\n{args.tasks} no-op tasks a drain, {args.workers} workers of "
+          f"{args.concurrency} threads, {args.rounds} rounds a side; medians, a task")  # fmt: skip
     width = max(len(name) for name in names) + 2
-    print(f"{'side':<{width}}" + "".join(f"{figure:>13}" for figure in FIGURES))
+    print(f"{'side':<{width}}" + "".join(f"{figure:>13}" for figure in figures))
     for name in names:
-        print(f"{name:<{width}}" + "".join(f"{medians[name][f]:>13,.3f}" for f in FIGURES))
+        print(f"{name:<{width}}" + "".join(f"{medians[name][f]:>13,.3f}" for f in figures))
     first, second = (medians[name] for name in names)
-    ratios = [second[figure] / first[figure] if first[figure] else 0 for figure in FIGURES]
+    ratios = [second[figure] / first[figure] if first[figure] else 0 for figure in figures]
     print(f"{'ratio':<{width}}" + "".join(f"{ratio:>13.3f}" for ratio in ratios))
 
 
@@ -141,6 +146,17 @@ def main() -> None:
     parser = arguments(__doc__ or "")
     parser.add_argument("--base", required=True, help="the git ref to compare this tree with")
     args = parser.parse_args()
+    against_base(args, lambda tree: lambda: drain(args.dsn, args, tree=tree))
+
+
+def against_base(
+    args: argparse.Namespace,
+    side: Callable[[str], Callable[[], dict[str, float]]],
+    figures: tuple[str, ...] = FIGURES,
+    title: str = "",
+) -> None:
+    """:func:`compare` ``side(tree)`` of ``args.base`` (checked out in a
+    temporary worktree) and of this tree."""
     with tempfile.TemporaryDirectory(prefix="bgtasks-base-") as base:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", base, args.base],
                        check=True, capture_output=True)  # fmt: skip
@@ -152,10 +168,8 @@ def main() -> None:
             if migrations[0] != migrations[1]:
                 sys.exit(f"{args.base} and this tree have different migrations: one schema only")
             setup(args.dsn)
-            compare(args, {
-                f"base {args.base}": lambda: drain(args.dsn, args, tree=base),
-                "this tree": lambda: drain(args.dsn, args, tree=str(ROOT)),
-            })  # fmt: skip
+            compare(args, {f"base {args.base}": side(base), "this tree": side(str(ROOT))},
+                    figures, title)  # fmt: skip
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", base],
                            check=False)  # fmt: skip

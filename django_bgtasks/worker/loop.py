@@ -54,7 +54,8 @@ are due by time, and a notification lost while the feed reconnects is healed
 by the next poll. The Django Tasks queue's threads wait ``poll`` seconds
 when nothing is ready, or less on PostgreSQL, where migration 0010's trigger
 announces a task becoming ready (an ``enqueue()`` committed, a retry, a
-recovery) and the feed wakes every idle queue thread of the worker.
+recovery) and the feed wakes one idle queue thread of the worker
+(worker/idle.py).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class Worker:
             self.queue_threads.start(once=once, renewer=self.renewer)
         watcher = self._watch()
         queue_watcher = (
-            changes.watch_queue(self.queues, wake=self.queue_threads.wake, using=conf.DATABASE)
+            changes.watch_queue(self.queues, wake=self.queue_threads.idle.wake)
             if self.run_queued and not once
             else None
         )

@@ -1,7 +1,8 @@
 """A worker's Django Tasks threads (``bgtasks worker --queue``): each claims a
 ready queued task, runs it under its lease (:mod:`django_bgtasks.queue.execute`),
 and claims the next; with nothing ready, it waits ``poll`` seconds, or less
-on PostgreSQL, where the change feed wakes it when a task becomes ready.
+on PostgreSQL, where the change feed wakes one idle thread when a task
+becomes ready (:mod:`django_bgtasks.worker.idle`).
 
 Claims are made in rounds, one statement each, for every thread that wants
 a task: a thread that finds no round on its way runs one at once, for itself
@@ -38,6 +39,7 @@ from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import READY, RUNNING, Claim, Ending
+from django_bgtasks.worker.idle import IdleThreads
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
 
 if TYPE_CHECKING:
@@ -68,8 +70,10 @@ class QueueThreads:
         self.metrics: WorkerMetrics | None = None
         self.threads: list[threading.Thread] = []
         self._once = False
-        # One per thread: set when a queued task may be ready, and on stopping.
+        # One per thread: set by ``idle`` (a task may be ready: the change feed
+        # calls its ``wake``), and on stopping.
         self._wakeups: list[threading.Event] = []
+        self.idle = IdleThreads()
         # Guarded by ``_lock``: the seq of each queued task claimed here and
         # not yet ended (from the claim's reply until its run's end, so also
         # while it is handed to its thread), and whether a claim failed with
@@ -84,7 +88,7 @@ class QueueThreads:
         self._lock = threading.Lock()
         self._rounds: Group[_Turn, tuple[Written, Claim | None]] = Group(self._claim_round)
         # Each queue thread's own: ``mine`` (it is one), and ``next``, the task
-        # its last end's round claimed for it.
+        # its last end's round claimed for it, or ``none_ready`` if it found none.
         self._local = threading.local()
 
     def start(self, *, once: bool = False, renewer: Renews | None = None) -> None:
@@ -102,7 +106,7 @@ class QueueThreads:
             self.threads.append(thread)
 
     def wake(self) -> None:
-        """A task may be ready, or the worker is stopping: every idle thread looks."""
+        """The worker is stopping: every idle thread looks."""
         for wakeup in self._wakeups:
             wakeup.set()
 
@@ -136,6 +140,8 @@ class QueueThreads:
         written, claim = self._rounds.submit(_Turn(ending, want))
         if claim is not None:
             self._local.next = claim
+        elif want:
+            self._local.none_ready = True
         return written
 
     def _claim_round(self, turns: list[_Turn]) -> list[tuple[Written, Claim | None]]:
@@ -203,8 +209,11 @@ class QueueThreads:
                 # Cleared before the claim: a task ready after it sets it again.
                 wakeup.clear()
                 claim = self._local.__dict__.pop("next", None)
+                # Its last end's round found no task for it: it waits (a task
+                # ready since then is owed a wake-up, worker/idle.py).
+                none_ready = self._local.__dict__.pop("none_ready", False)
                 try:
-                    claim = claim or self.claim()
+                    claim = claim or (None if none_ready else self.claim())
                 except TRANSIENT_ERRORS as exc:
                     logger.warning(
                         "queue: database unreachable, retrying in %g s: %s", backoff, exc
@@ -219,8 +228,11 @@ class QueueThreads:
                         return
                     # (A stop that came before the clear above: seen here.)
                     if not self.stopping.is_set():
-                        wakeup.wait(spread(self.poll))
+                        self.idle.wait(wakeup, spread(self.poll))
                     continue
+                # More may be ready (a burst sends one notification): the
+                # next idle thread looks while this one runs its task.
+                self.idle.wake(owe=False)
                 self._run(claim, backoff)
         finally:
             # A task claimed for this thread that it will not run: given back

@@ -1,0 +1,65 @@
+"""A worker's idle queue threads (:class:`IdleThreads`), and the wake-up that
+goes to one of them when a Django Task may be ready.
+
+One ready task needs one thread. Woken all at once, a worker's threads
+would each claim (all but one finding nothing), and while they ran, the
+thread that did claim the task would wait for the GIL to start it: with 8
+threads, a tenth of the starts waited 3 ms or more, one in a hundred 30 ms
+(docs/benchmarks.md). So a notification wakes one idle thread, and a thread
+whose claim brought it a task wakes the next idle one before running it: a
+burst of tasks (a bulk enqueue sends one notification) reaches every thread,
+one claim apart.
+
+A notification that finds no thread idle (each is claiming, or running a
+task) is owed to the next thread that would wait: that thread claims once
+more instead, since its last claim may have read the queue before the task
+was committed.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class IdleThreads:
+    """The events of the queue threads waiting for a task (the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # The waiting threads' events, the last to wait last: it is woken
+        # first (its stack and its connection are the warmest).
+        self._waiting: list[threading.Event] = []
+        # The one of them that polls: the others wait for a wake-up alone.
+        self._poller: threading.Event | None = None
+        self._owed = False
+
+    def wait(self, wakeup: threading.Event, timeout: float) -> None:
+        """Wait until ``wakeup`` is set (by :meth:`wake`, or by a stop), and,
+        if no other idle thread polls, at most ``timeout`` seconds; at once if
+        a wake-up is owed. ``wakeup`` is the calling thread's own, cleared
+        before its last claim."""
+        with self._lock:
+            if self._owed:
+                self._owed = False
+                return
+            self._waiting.append(wakeup)
+            polls = self._poller is None
+            if polls:
+                self._poller = wakeup
+        try:
+            wakeup.wait(timeout if polls else None)
+        finally:
+            with self._lock:
+                if wakeup in self._waiting:
+                    self._waiting.remove(wakeup)
+                if self._poller is wakeup:
+                    self._poller = None
+
+    def wake(self, *, owe: bool = True) -> None:
+        """Wake the last thread to wait, if one is; else, with ``owe``, owe the
+        wake-up to the next thread that would wait."""
+        with self._lock:
+            if self._waiting:
+                self._waiting.pop().set()
+            elif owe:
+                self._owed = True

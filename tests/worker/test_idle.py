@@ -1,0 +1,168 @@
+"""A worker's idle queue threads (django_bgtasks/worker/idle.py): one of them
+polls, a ready task wakes one, and a thread that claimed a task wakes the
+next; with threads (IdleThreads alone), then through a worker's threads on
+every engine, and on PostgreSQL, where the change feed wakes them."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.push import feed as changes
+from django_bgtasks.queue.manager import QueueManager
+from django_bgtasks.worker.idle import IdleThreads
+from django_bgtasks.worker.loop import Worker
+from tests import djtasks
+
+
+def waiting(
+    idle: IdleThreads, timeout: float
+) -> tuple[threading.Event, threading.Thread, list[float]]:
+    """A thread waiting in ``idle``; the list gets how long its wait lasted."""
+    event, took = threading.Event(), []
+
+    def wait() -> None:
+        began = time.monotonic()
+        idle.wait(event, timeout)
+        took.append(time.monotonic() - began)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return event, thread, took
+
+
+def test_a_wake_up_goes_to_the_last_thread_to_wait_and_to_it_alone() -> None:
+    idle = IdleThreads()
+    first, first_thread, _ = waiting(idle, 10)
+    time.sleep(0.05)
+    last, last_thread, _ = waiting(idle, 10)
+    time.sleep(0.05)
+    idle.wake()
+    last_thread.join(5)
+    assert not last_thread.is_alive() and last.is_set()
+    assert first_thread.is_alive() and not first.is_set()
+    idle.wake()
+    first_thread.join(5)
+    assert not first_thread.is_alive()
+
+
+def test_one_waiting_thread_polls_and_the_others_wait_to_be_woken() -> None:
+    """The first to wait polls (its wait times out); the second waits past
+    that timeout, until it is woken."""
+    idle = IdleThreads()
+    _, poller, poller_took = waiting(idle, 0.2)
+    time.sleep(0.05)
+    _, other, other_took = waiting(idle, 0.2)
+    poller.join(5)
+    assert poller_took and 0.15 < poller_took[0] < 2
+    time.sleep(0.3)
+    assert other.is_alive(), "a second idle thread polled too"
+    idle.wake()
+    other.join(5)
+    assert other_took[0] > 0.4
+
+
+def test_a_wake_up_no_thread_waits_for_is_owed_to_the_next_unless_told_not_to() -> None:
+    """A thread claiming when a task is committed may have read the queue
+    before it: its next wait returns at once, and only that one."""
+    idle = IdleThreads()
+    idle.wake(owe=False)
+    _, thread, took = waiting(idle, 0.2)
+    thread.join(5)
+    assert took[0] > 0.15, "a wake-up that was not owed was kept"
+    idle.wake()
+    _, thread, took = waiting(idle, 5)
+    thread.join(5)
+    assert took[0] < 1, "the owed wake-up was lost"
+    _, thread, took = waiting(idle, 0.2)
+    thread.join(5)
+    assert took[0] > 0.15, "one owed wake-up was kept for two waits"
+
+
+# --- a worker's threads ------------------------------------------------------------------
+
+
+@pytest.fixture
+def wants(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many threads wanted a task in each round of the worker's claims
+    (``finish_and_claim``'s ``limit``), as they reach the real statement."""
+    counted: list[int] = []
+    finish_and_claim = QueueManager.finish_and_claim
+
+    def counting(self: QueueManager, *args: Any, limit: int = 0, **kwargs: Any) -> Any:
+        if limit:
+            counted.append(limit)
+        return finish_and_claim(self, *args, limit=limit, **kwargs)
+
+    monkeypatch.setattr(QueueManager, "finish_and_claim", counting)
+    return counted
+
+
+@contextlib.contextmanager
+def running(worker: Worker) -> Iterator[Worker]:
+    thread = threading.Thread(target=worker.run, name="test-worker")
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(30)
+        connections.close_all()
+    assert not thread.is_alive()
+
+
+def test_an_idle_worker_polls_with_one_thread_not_all(tasks_alias: str, wants: list[int]) -> None:
+    """Eight idle threads, a poll of 0.1 s (each wait 0.05-0.1 s): over 1.5 s,
+    at most 30 claims and their threads, as one thread polling makes; eight
+    would make 120 or more. A task enqueued then still runs."""
+    with running(Worker([], concurrency=8, poll=0.1, run_queued=True)):
+        time.sleep(0.5)  # past the start, when every thread claims
+        before = sum(wants)
+        time.sleep(1.5)
+        polled = sum(wants) - before
+        assert 5 <= polled <= 30, wants
+        result = djtasks.add.enqueue(1, 2)
+        deadline = time.monotonic() + 10
+        while QueuedTask.objects.using(tasks_alias).get(uuid=result.id).status != "SUCCESSFUL":
+            assert time.monotonic() < deadline, "the task was not run"
+            time.sleep(0.02)
+
+
+def test_a_ready_task_wakes_one_thread_and_a_burst_reaches_them_all(
+    pg_direct_alias: str, wants: list[int], tmp_path: Path
+) -> None:
+    """PostgreSQL's change feed: with a poll of 30 s, no thread claims unless
+    woken. One task wakes one thread, which wakes one more as it starts it,
+    and its end's round asks for its next: three claims, not ten. Eight
+    tasks of 1 s in one batch (one notification) each reach a thread of
+    their own: they all run at once."""
+    record = tmp_path / "record"
+    with running(Worker([], concurrency=8, poll=30, run_queued=True)):
+        assert changes.feed().synced.wait(10)
+        time.sleep(0.5)
+        wants.clear()
+        djtasks.record.enqueue(str(record), "one")
+        _wait_for(lambda: record.exists() and record.read_text().count("\n") == 1)
+        time.sleep(0.3)
+        assert sum(wants) <= 3, wants
+        started = tmp_path / "started"
+        backend = djtasks.sleeps.get_backend()
+        backend.enqueue_many(djtasks.sleeps, [((str(started), 1.0), {})] * 8)
+        began = time.monotonic()
+        _wait_for(lambda: started.exists() and started.read_text().count("\n") == 8)
+        assert time.monotonic() - began < 0.9, "a task waited for another to end"
+
+
+def _wait_for(condition: Any, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
