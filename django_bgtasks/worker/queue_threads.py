@@ -140,7 +140,7 @@ class QueueThreads:
         written, claim = self._rounds.submit(_Turn(ending, want))
         if claim is not None:
             self._local.next = claim
-        elif want:
+        elif want and written is not True:  # (True: READY again, for the next claim)
             self._local.none_ready = True
         return written
 

@@ -166,3 +166,19 @@ def _wait_for(condition: Any, timeout: float = 10) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+def test_a_retry_its_own_end_made_ready_is_claimed_next_by_its_thread(tasks_alias: str) -> None:
+    """The round that writes an end claims from the table as it was before
+    it: a retry it makes ready is not among what it can take. Its thread
+    claims again at once, not at its next poll (30 s here), and ``--once``
+    doesn't stop before it."""
+    from django_bgtasks import compat
+
+    result = djtasks.fails_first.using(backend="retrying").enqueue()
+    began = time.monotonic()
+    Worker([], concurrency=1, poll=30, run_queued=True).run(once=True)
+    assert time.monotonic() - began < 20
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.SUCCESSFUL
+    assert result.attempts == 2
