@@ -88,7 +88,7 @@ class QueueThreads:
         self._lock = threading.Lock()
         self._rounds: Group[_Turn, tuple[Written, Claim | None]] = Group(self._claim_round)
         # Each queue thread's own: ``mine`` (it is one), and ``next``, the task
-        # its last end's round claimed for it, or ``none_ready`` if it found none.
+        # its last end's round claimed for it.
         self._local = threading.local()
 
     def start(self, *, once: bool = False, renewer: Renews | None = None) -> None:
@@ -140,8 +140,6 @@ class QueueThreads:
         written, claim = self._rounds.submit(_Turn(ending, want))
         if claim is not None:
             self._local.next = claim
-        elif want and written is not True:  # (True: READY again, for the next claim)
-            self._local.none_ready = True
         return written
 
     def _claim_round(self, turns: list[_Turn]) -> list[tuple[Written, Claim | None]]:
@@ -209,11 +207,8 @@ class QueueThreads:
                 # Cleared before the claim: a task ready after it sets it again.
                 wakeup.clear()
                 claim = self._local.__dict__.pop("next", None)
-                # Its last end's round found no task for it: it waits (a task
-                # ready since then is owed a wake-up, worker/idle.py).
-                none_ready = self._local.__dict__.pop("none_ready", False)
                 try:
-                    claim = claim or (None if none_ready else self.claim())
+                    claim = claim or self.claim()
                 except TRANSIENT_ERRORS as exc:
                     logger.warning(
                         "queue: database unreachable, retrying in %g s: %s", backoff, exc

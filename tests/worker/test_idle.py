@@ -140,8 +140,10 @@ def test_a_ready_task_wakes_one_thread_and_a_burst_reaches_them_all(
     pg_direct_alias: str, wants: list[int], tmp_path: Path
 ) -> None:
     """PostgreSQL's change feed: with a poll of 30 s, no thread claims unless
-    woken. One task wakes one thread, which wakes one more as it starts it,
-    and its end's round asks for its next: three claims, not ten. Eight
+    woken. One task wakes one thread, which wakes one more as it starts it;
+    its end's round asks for its next, and its thread once more (that round
+    read the table before its end: a retry, or a flow slot, it freed is for
+    the next claim): four claims, not ten. Eight
     tasks of 1 s in one batch (one notification) each reach a thread of
     their own: they all run at once."""
     record = tmp_path / "record"
@@ -152,7 +154,7 @@ def test_a_ready_task_wakes_one_thread_and_a_burst_reaches_them_all(
         djtasks.record.enqueue(str(record), "one")
         _wait_for(lambda: record.exists() and record.read_text().count("\n") == 1)
         time.sleep(0.3)
-        assert sum(wants) <= 3, wants
+        assert sum(wants) <= 4, wants
         started = tmp_path / "started"
         backend = djtasks.sleeps.get_backend()
         backend.enqueue_many(djtasks.sleeps, [((str(started), 1.0), {})] * 8)
