@@ -14,17 +14,35 @@ A notification that finds no thread idle (each is claiming, or running a
 task) is owed to the next thread that would wait: that thread claims once
 more instead, since its last claim may have read the queue before the task
 was committed.
+
+How often the polling thread looks: every ``poll`` seconds while the
+process's change feed listens (PostgreSQL, not behind a pooler), where the
+poll is only the fallback; elsewhere (SQLite, MySQL, a transaction pooler, a
+feed reconnecting) ``threads`` times as often, so the worker looks for a
+ready task as often as when each of its threads polled alone, and a task
+waits for a thread no longer than it did then.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+
+from django_bgtasks.push import feed as changes
+from django_bgtasks.worker.polls import spread
+
+
+def listening() -> bool:
+    """Whether this process's change feed listens (PostgreSQL): a task made
+    ready then wakes an idle thread."""
+    return changes.feed().listener_pid is not None
 
 
 class IdleThreads:
     """The events of the queue threads waiting for a task (the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int, *, notified: Callable[[], bool] = listening) -> None:
+        self._threads, self._notified = threads, notified
         self._lock = threading.Lock()
         # The waiting threads' events, the last to wait last: it is woken
         # first (its stack and its connection are the warmest).
@@ -33,11 +51,11 @@ class IdleThreads:
         self._poller: threading.Event | None = None
         self._owed = False
 
-    def wait(self, wakeup: threading.Event, timeout: float) -> None:
+    def wait(self, wakeup: threading.Event, poll: float) -> None:
         """Wait until ``wakeup`` is set (by :meth:`wake`, or by a stop), and,
-        if no other idle thread polls, at most ``timeout`` seconds; at once if
-        a wake-up is owed. ``wakeup`` is the calling thread's own, cleared
-        before its last claim."""
+        if no other idle thread polls, until it is time to poll (``poll``,
+        the module docstring); at once if a wake-up is owed. ``wakeup`` is the
+        calling thread's own, cleared before its last claim."""
         with self._lock:
             if self._owed:
                 self._owed = False
@@ -47,7 +65,10 @@ class IdleThreads:
             if polls:
                 self._poller = wakeup
         try:
-            wakeup.wait(timeout if polls else None)
+            if polls:
+                wakeup.wait(spread(poll if self._notified() else poll / self._threads))
+            else:
+                wakeup.wait()
         finally:
             with self._lock:
                 if wakeup in self._waiting:

@@ -40,7 +40,7 @@ from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import READY, RUNNING, Claim, Ending
 from django_bgtasks.worker.idle import IdleThreads
-from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
+from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS
 
 if TYPE_CHECKING:
     from django_bgtasks.worker.metrics import WorkerMetrics
@@ -73,7 +73,7 @@ class QueueThreads:
         # One per thread: set by ``idle`` (a task may be ready: the change feed
         # calls its ``wake``), and on stopping.
         self._wakeups: list[threading.Event] = []
-        self.idle = IdleThreads()
+        self.idle = IdleThreads(count)
         # Guarded by ``_lock``: the seq of each queued task claimed here and
         # not yet ended (from the claim's reply until its run's end, so also
         # while it is handed to its thread), and whether a claim failed with
@@ -223,7 +223,7 @@ class QueueThreads:
                         return
                     # (A stop that came before the clear above: seen here.)
                     if not self.stopping.is_set():
-                        self.idle.wait(wakeup, spread(self.poll))
+                        self.idle.wait(wakeup, self.poll)
                     continue
                 # More may be ready (a burst sends one notification): the
                 # next idle thread looks while this one runs its task.

@@ -23,15 +23,20 @@ from django_bgtasks.worker.loop import Worker
 from tests import djtasks
 
 
+def notified() -> IdleThreads:
+    """The idle threads of a worker of 8 whose change feed listens."""
+    return IdleThreads(8, notified=lambda: True)
+
+
 def waiting(
-    idle: IdleThreads, timeout: float
+    idle: IdleThreads, poll: float
 ) -> tuple[threading.Event, threading.Thread, list[float]]:
     """A thread waiting in ``idle``; the list gets how long its wait lasted."""
     event, took = threading.Event(), []
 
     def wait() -> None:
         began = time.monotonic()
-        idle.wait(event, timeout)
+        idle.wait(event, poll)
         took.append(time.monotonic() - began)
 
     thread = threading.Thread(target=wait)
@@ -40,7 +45,7 @@ def waiting(
 
 
 def test_a_wake_up_goes_to_the_last_thread_to_wait_and_to_it_alone() -> None:
-    idle = IdleThreads()
+    idle = notified()
     first, first_thread, _ = waiting(idle, 10)
     time.sleep(0.05)
     last, last_thread, _ = waiting(idle, 10)
@@ -55,36 +60,46 @@ def test_a_wake_up_goes_to_the_last_thread_to_wait_and_to_it_alone() -> None:
 
 
 def test_one_waiting_thread_polls_and_the_others_wait_to_be_woken() -> None:
-    """The first to wait polls (its wait times out); the second waits past
-    that timeout, until it is woken."""
-    idle = IdleThreads()
+    """The first to wait polls (its wait ends in the second half of the
+    poll); the second waits past it, until it is woken."""
+    idle = notified()
     _, poller, poller_took = waiting(idle, 0.2)
     time.sleep(0.05)
     _, other, other_took = waiting(idle, 0.2)
     poller.join(5)
-    assert poller_took and 0.15 < poller_took[0] < 2
+    assert poller_took and 0.09 < poller_took[0] < 2
     time.sleep(0.3)
     assert other.is_alive(), "a second idle thread polled too"
     idle.wake()
     other.join(5)
-    assert other_took[0] > 0.4
+    assert other_took[0] > 0.3  # past any poll (0.1-0.2 s)
 
 
 def test_a_wake_up_no_thread_waits_for_is_owed_to_the_next_unless_told_not_to() -> None:
     """A thread claiming when a task is committed may have read the queue
     before it: its next wait returns at once, and only that one."""
-    idle = IdleThreads()
+    idle = notified()
     idle.wake(owe=False)
     _, thread, took = waiting(idle, 0.2)
     thread.join(5)
-    assert took[0] > 0.15, "a wake-up that was not owed was kept"
+    assert took[0] > 0.09, "a wake-up that was not owed was kept"
     idle.wake()
     _, thread, took = waiting(idle, 5)
     thread.join(5)
     assert took[0] < 1, "the owed wake-up was lost"
     _, thread, took = waiting(idle, 0.2)
     thread.join(5)
-    assert took[0] > 0.15, "one owed wake-up was kept for two waits"
+    assert took[0] > 0.09, "one owed wake-up was kept for two waits"
+
+
+def test_without_notifications_the_poller_looks_as_often_as_every_thread_did() -> None:
+    """No change feed listening (SQLite, MySQL, a pooler): a task waits for
+    no thread longer than when each of the 8 polled alone, so the one that
+    polls looks 8 times a poll (a wait of 0.05-0.1 s for a poll of 0.8)."""
+    idle = IdleThreads(8, notified=lambda: False)
+    _, thread, took = waiting(idle, 0.8)
+    thread.join(5)
+    assert 0.04 < took[0] < 0.3
 
 
 # --- a worker's threads ------------------------------------------------------------------
@@ -119,21 +134,34 @@ def running(worker: Worker) -> Iterator[Worker]:
     assert not thread.is_alive()
 
 
-def test_an_idle_worker_polls_with_one_thread_not_all(tasks_alias: str, wants: list[int]) -> None:
-    """Eight idle threads, a poll of 0.1 s (each wait 0.05-0.1 s): over 1.5 s,
-    at most 30 claims and their threads, as one thread polling makes; eight
-    would make 120 or more. A task enqueued then still runs."""
+def test_an_idle_worker_polls_with_one_thread_at_a_time(
+    tasks_alias: str, wants: list[int]
+) -> None:
+    """Eight idle threads: each poll is one thread's claim, not a round of
+    several (every engine). A task enqueued then still runs."""
     with running(Worker([], concurrency=8, poll=0.1, run_queued=True)):
         time.sleep(0.5)  # past the start, when every thread claims
-        before = sum(wants)
-        time.sleep(1.5)
-        polled = sum(wants) - before
-        assert 5 <= polled <= 30, wants
+        wants.clear()
+        time.sleep(1.0)
+        assert wants and set(wants) == {1}, wants
         result = djtasks.add.enqueue(1, 2)
         deadline = time.monotonic() + 10
         while QueuedTask.objects.using(tasks_alias).get(uuid=result.id).status != "SUCCESSFUL":
             assert time.monotonic() < deadline, "the task was not run"
             time.sleep(0.02)
+
+
+def test_a_listening_worker_polls_once_a_poll(pg_direct_alias: str, wants: list[int]) -> None:
+    """PostgreSQL's change feed listening, the poll is the fallback: eight
+    idle threads, a poll of 0.1 s (a wait of 0.05-0.1 s), over 1.5 s at most
+    30 claims, as one thread polling makes; before, each thread polled, and
+    they made 144-161."""
+    with running(Worker([], concurrency=8, poll=0.1, run_queued=True)):
+        assert changes.feed().synced.wait(10)
+        time.sleep(0.5)
+        before = sum(wants)
+        time.sleep(1.5)
+        assert 5 <= sum(wants) - before <= 30, wants
 
 
 def test_a_ready_task_wakes_one_thread_and_a_burst_reaches_them_all(
