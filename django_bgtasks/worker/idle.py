@@ -3,9 +3,9 @@ goes to one of them when a Django Task may be ready.
 
 One ready task needs one thread. Woken all at once, a worker's threads
 would each claim (all but one finding nothing), and while they ran, the
-thread that did claim the task would wait for the GIL to start it: with 8
-threads, a tenth of the starts waited 3 ms or more, one in a hundred 30 ms
-(docs/benchmarks.md). So a notification wakes one idle thread, and a thread
+thread that did claim the task waited behind them to start it: with 8
+threads, a tenth of the starts waited 3 ms or more, one in a hundred 10 ms
+or more (docs/benchmarks.md, "Idle workers"). So a notification wakes one idle thread, and a thread
 whose claim brought it a task wakes the next idle one before running it: a
 burst of tasks (a bulk enqueue sends one notification) reaches every thread,
 one claim apart.
