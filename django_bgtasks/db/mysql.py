@@ -289,11 +289,11 @@ _RENEW_MANY = f"""
 """
 
 
-def _renew_many(
+def _steps(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:
-    """renew_many's steps, in one round trip where the connection allows: the
-    rows of its last step, the read."""
+    """A statement's steps, in one round trip where the connection allows: the
+    rows of its last, a read (renew_many's answer; an enqueue's rows)."""
     with connection.cursor() as cursor:
         if multi_statements(connection):
             cursor.execute(query, params)
@@ -488,7 +488,7 @@ READERS: dict[str, Reader] = {
     "forget_workers": _count,
     "list_workers": _rows,
     "clock": _rows,
-    "renew_many": _renew_many,
+    "renew_many": _steps,
     "pause": _upsert,
     "unpause": _count,
 }

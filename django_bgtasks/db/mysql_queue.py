@@ -41,6 +41,7 @@ from django_bgtasks.db.mysql import MYSQL_STEP, Reader, multi_statements
 from django_bgtasks.db.mysql import _count as count_rows
 from django_bgtasks.db.mysql import _renew as renew_steps
 from django_bgtasks.db.mysql import _rows as read_rows
+from django_bgtasks.db.mysql import _steps as steps
 from django_bgtasks.db.rows import Row, named
 from django_bgtasks.db.rules import (
     CANCELLED_ERROR_CLASS,
@@ -199,7 +200,8 @@ _GIVE_BACK_PICK = _pick(
 # The backend's enqueue (db.rules.ENQUEUE_COLUMNS), in the caller's
 # transaction: the INSERT (a key another task holds updates nothing, where
 # the other vendors' ON CONFLICT DO NOTHING stores nothing), then a read of
-# the rows it stored, by their uuid.
+# the rows it stored, by their uuid (the holder's row has another), both in
+# one round trip where the connection allows (db/mysql.py's _steps).
 _ENQUEUE_ROWS = (
     "JSON_TABLE(%(rows)s, '$[*]' COLUMNS (n FOR ORDINALITY,"
     " uuid CHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.uuid',"
@@ -369,31 +371,6 @@ QUEUE = QueueStatements(
 # --- How a statement is run, and its result read -----------------------------------------
 
 
-def _enqueue(
-    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Row]:
-    """The INSERT, then the read of what it stored, in the caller's
-    transaction (never one of its own: an enqueue joins the caller's), in one
-    round trip where the connection allows several statements in one (as
-    mysqlclient's do unless told otherwise), else one after the other."""
-    with connection.cursor() as cursor:
-        # A key another task holds stores nothing, and the read, by the new
-        # uuids, finds nothing. (The INSERT's row count can't tell: Django
-        # asks MySQL for the rows found, and its ON DUPLICATE KEY UPDATE
-        # finds the holder's.)
-        if multi_statements(connection):
-            # An error in the INSERT raises here, and the server runs nothing
-            # after it.
-            cursor.execute(query, params)
-            with connection.wrap_database_errors:
-                cursor.nextset()
-        else:
-            insert, read = query.split(MYSQL_STEP)
-            cursor.execute(insert, params)
-            cursor.execute(read, params)
-        return named(cursor)
-
-
 def _transaction(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:
@@ -441,7 +418,7 @@ READERS: dict[str, Reader] = {
     "ended": read_rows,
     "give_back": _transaction,
     "retry": count_rows,
-    "enqueue": _enqueue,
+    "enqueue": steps,
     "pause_queue": count_rows,
     "unpause_queue": count_rows,
     "paused_queues": read_rows,

@@ -105,9 +105,10 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # queue's manager hand them to it through vendors.read/write): through
     # db/cursor.fetch_all, or on MySQL through db/mysql.py's readers, which
     # run each statement and read its result (_rows, _count, _renew, _upsert,
-    # _claim, _renew_many; _claim_update and _last_insert_id a claim's token), and the
+    # _claim, _steps; _claim_update and _last_insert_id a claim's token), and the
     # queue's through db/mysql_queue.py's _transaction (a statement's steps in
-    # one transaction) and _enqueue (an INSERT and the read of what it stored);
+    # one transaction) and db/mysql.py's _steps (the enqueue's INSERT and the
+    # read of what it stored, in the caller's transaction);
     # db/probes.py's mysql_server and postgresql_replication read a server's
     # settings for the checks; migrations run their own
     # constant DDL (and no f-string or % formatting near it); db/cursor.py's
@@ -123,10 +124,10 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/mysql.py:_claim",
         "db/mysql.py:_last_insert_id",
         "db/mysql.py:_claim_update",  # MySQL: a claim and its token read in one query
-        "db/mysql.py:_renew_many",  # MySQL: a worker's renewal and the read of its answer
+        # MySQL: a worker's renewal and the read of its answer; the queue's
+        # enqueue and the read of what it stored.
+        "db/mysql.py:_steps",
         "db/mysql_queue.py:_transaction",
-        # The enqueue's INSERT and its read-back, in the caller's transaction.
-        "db/mysql_queue.py:_enqueue",
         "db/probes.py:mysql_server",
         "db/probes.py:postgresql_replication",
         "db/cursor.py:fetch_all",
