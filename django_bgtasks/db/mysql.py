@@ -292,15 +292,15 @@ _RENEW_MANY = f"""
 def _steps(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:
-    """A statement's steps, in one round trip where the connection allows: the
-    rows of its last, a read (renew_many's answer; an enqueue's rows)."""
+    """Steps in one round trip where allowed: the last one's rows (a read)."""
     with connection.cursor() as cursor:
         if multi_statements(connection):
             cursor.execute(query, params)
-            # To the last result set, no further: mysqlclient's nextset()
-            # reads away the rows of the set it leaves.
-            for _ in range(query.count(MYSQL_STEP)):
-                cursor.nextset()
+            # To the last result set, no further (nextset() reads away the
+            # rows of the set it leaves); a later step's error as Django's.
+            with connection.wrap_database_errors:
+                for _ in range(query.count(MYSQL_STEP)):
+                    cursor.nextset()
             return named(cursor)
         for step in query.split(MYSQL_STEP):
             cursor.execute(step, params)
