@@ -14,7 +14,8 @@ else in ``atomic()`` one step after another:
 3. a read of them hands back the columns RETURNING gives on the other vendors.
 
 The rows stay locked until the commit, so what step 3 reads is what step 2
-wrote. A write of one row (finish, cancel) has no step 1: the UPDATE's row
+wrote. The enqueue is an INSERT and a read; MariaDB's INSERT ... RETURNING
+makes it one statement there (:func:`_enqueue`). A write of one row (finish, cancel) has no step 1: the UPDATE's row
 count says whether it matched. A claim keeps ``SKIP LOCKED`` only as long as
 the locking read stops at ``LIMIT``: InnoDB locks each row it reads, and a
 sort would read every ready row. Migration 0012's index (status, priority
@@ -32,6 +33,7 @@ no NOTIFY: the workers' queue threads poll.
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 from django.db import DatabaseError, transaction
@@ -201,7 +203,8 @@ _GIVE_BACK_PICK = _pick(
 # transaction: the INSERT (a key another task holds updates nothing, where
 # the other vendors' ON CONFLICT DO NOTHING stores nothing), then a read of
 # the rows it stored, by their uuid (the holder's row has another), both in
-# one round trip where the connection allows (db/mysql.py's _steps).
+# one round trip where the connection allows (db/mysql.py's _steps); on
+# MariaDB, the INSERT alone with RETURNING (_enqueue).
 _ENQUEUE_ROWS = (
     "JSON_TABLE(%(rows)s, '$[*]' COLUMNS (n FOR ORDINALITY,"
     " uuid CHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.uuid',"
@@ -210,6 +213,17 @@ _ENQUEUE_ROWS = (
     " PATH '$.concurrency_key',"
     " rate_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.rate_key')) r"
 )
+
+
+def _enqueued(prefix: str) -> str:
+    """What the enqueue hands back of each task it stored: its uuid in 32 hex
+    digits and its ``enqueued_at`` as text (columns of ``prefix``)."""
+    return (
+        f"REPLACE({prefix}uuid, '-', '') AS uuid, DATE_FORMAT({prefix}enqueued_at,"
+        " '%%Y-%%m-%%d %%H:%%i:%%s.%%f') AS enqueued_at"
+    )
+
+
 _ENQUEUE = f"""
     INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
     SELECT r.uuid, %(task_path)s, %(backend)s, %(queue_name)s, %(priority)s,
@@ -220,10 +234,12 @@ _ENQUEUE = f"""
     ORDER BY r.n
     ON DUPLICATE KEY UPDATE active_key = {{table}}.active_key
     {MYSQL_STEP}
-    SELECT REPLACE(t.uuid, '-', '') AS uuid,
-        DATE_FORMAT(t.enqueued_at, '%%Y-%%m-%%d %%H:%%i:%%s.%%f') AS enqueued_at
+    SELECT {_enqueued("t.")}
     FROM {_ENQUEUE_ROWS} STRAIGHT_JOIN {{table}} t ON t.uuid = r.uuid
 """
+# MariaDB (10.5+) hands back what an INSERT wrote in the same statement: its
+# first step alone, ending with this, reads what the second step reads.
+_ENQUEUE_RETURNING = f"\n    RETURNING {_enqueued('')}"
 
 
 # As ``finish``, for every ending in the JSON array ``ends`` (db/rules.py's
@@ -407,6 +423,24 @@ def _transaction(
         return rows
 
 
+def _enqueue(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """MySQL: the INSERT and the read of what it stored, in one round trip
+    where allowed. MariaDB: the INSERT alone, with RETURNING, one statement
+    less for the server. A held unique key's ON DUPLICATE KEY UPDATE makes
+    RETURNING hand back the holder's row, which the read by uuid leaves out:
+    so does this. Without a unique key, no row is another's."""
+    if not connection.mysql_is_mariadb:  # type: ignore[attr-defined]
+        return steps(connection, statement, query, params)
+    insert, _read = query.split(MYSQL_STEP)
+    rows = read_rows(connection, statement, insert + _ENQUEUE_RETURNING, params)
+    if params["active_key"] is None:
+        return rows
+    ours = {row["uuid"] for row in json.loads(params["rows"])}
+    return [row for row in rows if row["uuid"] in ours]
+
+
 # How each statement is run and read (see the readers above and mysql.py's).
 READERS: dict[str, Reader] = {
     "claim": _transaction,
@@ -418,7 +452,7 @@ READERS: dict[str, Reader] = {
     "ended": read_rows,
     "give_back": _transaction,
     "retry": count_rows,
-    "enqueue": steps,
+    "enqueue": _enqueue,
     "pause_queue": count_rows,
     "unpause_queue": count_rows,
     "paused_queues": read_rows,
