@@ -3,8 +3,7 @@ workers', and how each one is run and its result read (the rules:
 :mod:`django_bgtasks.db.rules`). The Django Tasks queue's, on the same ways,
 are :mod:`django_bgtasks.db.mysql_queue`'s.
 
-Neither server has UPDATE ... RETURNING (MySQL has no RETURNING at all;
-MariaDB's INSERT ... RETURNING serves the queue's enqueue there), and
+Neither has UPDATE ... RETURNING (MySQL has none; MariaDB's INSERT has), and
 Django's MySQL backend counts *matched* rows (CLIENT.FOUND_ROWS), so a write
 reports by its row count (a heartbeat's cancel flag too: see renew), and a
 claim's token by the LAST_INSERT_ID(expr) idiom. The server sends that value

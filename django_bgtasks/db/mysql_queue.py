@@ -15,14 +15,14 @@ else in ``atomic()`` one step after another:
 
 The rows stay locked until the commit, so what step 3 reads is what step 2
 wrote. The enqueue is an INSERT and a read; MariaDB's INSERT ... RETURNING
-makes it one statement there (:func:`_enqueue`). A write of one row (finish, cancel) has no step 1: the UPDATE's row
-count says whether it matched. A claim keeps ``SKIP LOCKED`` only as long as
-the locking read stops at ``LIMIT``: InnoDB locks each row it reads, and a
-sort would read every ready row. Migration 0012's index (status, priority
-DESC, seq) gives the claim's order without a sort (MySQL 8.0 and MariaDB
-10.8+; MariaDB 10.6 and 10.7 ignore DESC in an index, so concurrent claims
-there may find every ready row locked and come back empty until their next
-poll).
+makes it one statement there (:func:`_enqueue`). A write of one row (finish,
+cancel) has no step 1: the UPDATE's row count says whether it matched. A
+claim keeps ``SKIP LOCKED`` only as long as the locking read stops at
+``LIMIT``: InnoDB locks each row it reads, and a sort would read every ready
+row. Migration 0012's index (status, priority DESC, seq) gives the claim's
+order without a sort (MySQL 8.0 and MariaDB 10.8+; MariaDB 10.6 and 10.7
+ignore DESC in an index, so concurrent claims there may find every ready row
+locked and come back empty until their next poll).
 
 Strings that JSON_TABLE reads have a collation of their own, so they are
 compared in ``utf8mb4_bin`` (as PostgreSQL and SQLite compare them);
