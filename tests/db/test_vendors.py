@@ -124,9 +124,10 @@ class _DescribingCursor:
         pass
 
     def execute(self, sql: str, params: object = None) -> None:
-        # An INSERT ... SELECT (the queue's enqueue) hands back no rows.
+        # An INSERT ... SELECT (the queue's enqueue) hands back no rows, unless
+        # it ends in RETURNING (MariaDB's).
         is_insert = sql.lstrip().upper().startswith("INSERT")
-        names = None if is_insert else result_columns(sql)
+        names = None if is_insert and "RETURNING" not in sql else result_columns(sql)
         self.description = None if names is None else [(name,) for name in names]
 
     def fetchall(self) -> list[tuple[int, ...]]:
@@ -134,10 +135,15 @@ class _DescribingCursor:
 
 
 def _mysql_columns(
-    statement: str, query: str, monkeypatch: pytest.MonkeyPatch, *, queue: bool = False
+    statement: str,
+    query: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    queue: bool = False,
+    mariadb: bool = False,
 ) -> set[str]:
     """The names of the rows db/mysql.py's reader of ``statement`` builds
-    (db/mysql_queue.py's, of the queue's with ``queue``)."""
+    (db/mysql_queue.py's, of the queue's with ``queue``), on MySQL or MariaDB."""
     from django_bgtasks.db import mysql
 
     monkeypatch.setattr(mysql.transaction, "atomic", lambda using: contextlib.nullcontext())
@@ -146,8 +152,10 @@ def _mysql_columns(
         connection=SimpleNamespace(client_flag=0),
         alias="fake",
         vendor="mysql",
+        mysql_is_mariadb=mariadb,
     )
-    rows = vendors.run(connection, statement, query, {}, queue=queue)  # type: ignore[arg-type]
+    params = {"active_key": None}  # (what an enqueue's reader reads of them)
+    rows = vendors.run(connection, statement, query, params, queue=queue)  # type: ignore[arg-type]
     assert len(rows) == 1, (statement, rows)
     return set(rows[0])
 
@@ -257,7 +265,7 @@ def test_every_queue_vendor_names_the_result_columns_its_readers_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The Django Tasks queue's statements, on each vendor it runs on (on
-    MySQL, the rows db/mysql_queue.py's readers build)."""
+    MySQL and MariaDB, the rows db/mysql_queue.py's readers build)."""
     from django_bgtasks.queue.manager import Claim
 
     for vendor in vendors.QUEUE_VENDORS:
@@ -267,6 +275,9 @@ def test_every_queue_vendor_names_the_result_columns_its_readers_read(
                 continue
             if vendor == "mysql":
                 names = sorted(_mysql_columns(statement, query, monkeypatch, queue=True))
+                # MariaDB's readers build the same rows (its enqueue, by RETURNING).
+                mariadb = _mysql_columns(statement, query, monkeypatch, queue=True, mariadb=True)
+                assert sorted(mariadb) == names, statement
             else:
                 names = result_columns(query)
             assert names is not None and len(set(names)) == len(names), (vendor, statement)
