@@ -5,10 +5,10 @@ One ready task needs one thread. Woken all at once, a worker's threads
 would each claim (all but one finding nothing), and while they ran, the
 thread that did claim the task waited behind them to start it: with 8
 threads, a tenth of the starts waited 3 ms or more, one in a hundred 10 ms
-or more (docs/benchmarks.md, "Idle workers"). So a notification wakes one idle thread, and a thread
-whose claim brought it a task wakes the next idle one before running it: a
-burst of tasks (a bulk enqueue sends one notification) reaches every thread,
-one claim apart.
+or more (docs/benchmarks.md, "Idle workers"). So a notification wakes one
+idle thread, and a thread whose claim brought it a task wakes the next idle
+one before running it: a burst of tasks (a bulk enqueue sends one
+notification) reaches every thread, one claim apart.
 
 A notification that finds no thread idle (each is claiming, or running a
 task) is owed to the next thread that would wait: that thread claims once

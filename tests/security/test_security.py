@@ -108,7 +108,8 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # _claim, _steps; _claim_update and _last_insert_id a claim's token), and the
     # queue's through db/mysql_queue.py's _transaction (a statement's steps in
     # one transaction) and db/mysql.py's _steps (the enqueue's INSERT and the
-    # read of what it stored, in the caller's transaction);
+    # read of what it stored, in the caller's transaction) or, on MariaDB,
+    # _rows (the INSERT with RETURNING);
     # db/probes.py's mysql_server and postgresql_replication read a server's
     # settings for the checks; migrations run their own
     # constant DDL (and no f-string or % formatting near it); db/cursor.py's
