@@ -51,7 +51,9 @@ NAME = "job"
 TTL = 1.0
 WORKERS = 8
 SOAK = bool(os.environ.get("BGTASKS_SOAK"))
-CI_SECONDS = {"postgres": 120.0, "mysql": 60.0}
+# A minute each: every kind of fault still happens in it and the same counts
+# are asserted (docs/reliability.md); BGTASKS_SOAK runs the long profile.
+CI_SECONDS = {"postgres": 60.0, "mysql": 60.0}
 RESULTS = Path(ROOT) / ".tmp"
 
 
