@@ -776,11 +776,11 @@ def test_task_lease_outside_a_run_is_a_lookup_error() -> None:
         task_lease()
 
 
-# A heartbeat every 0.25 s, not the default third of the ttl: under CI's load
-# a renewal thread stalled for over 1.3 s once (MariaDB, a CI rehearsal of
-# 2026-12-04), and the lease expired under a live task. The test is of the
-# heartbeats keeping a lease alive, not of how late a loaded machine runs a
-# thread; 1.75 s of slack is what this interval leaves against the 2 s ttl.
+# A heartbeat every 0.25 s, not the default third of the ttl: in a CI
+# rehearsal of 2026-12-04 (MariaDB, a loaded machine) a renewal came over
+# 1.3 s late once, and the lease expired under a live task. Why it was late
+# (a stalled thread, or a lock wait beside recover()) is not established;
+# this interval leaves 1.75 s of slack against the 2 s ttl.
 @override_settings(BGTASKS_HEARTBEAT_INTERVAL=0.25)
 def test_heartbeats_keep_a_long_task_alive(tasks_alias: str, tmp_path: Any) -> None:
     # ttl 2 s: a 3 s task that never calls check() stays held.
