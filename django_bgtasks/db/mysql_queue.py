@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import DatabaseError, transaction
@@ -392,35 +393,55 @@ def _transaction(
 ) -> list[Row]:
     """The steps of ``query`` in one transaction: the rows of the last, a read,
     when the write before it matched any row, else none."""
-    *before, write, last = query.split(MYSQL_STEP)
+    return in_one_transaction(connection, [statement], [query], params)[0]
+
+
+def in_one_transaction(
+    connection: BaseDatabaseWrapper,
+    statements: Sequence[str],
+    queries: Sequence[str],
+    params: dict[str, Any],
+) -> list[list[Row]]:
+    """The steps of each of ``queries`` (``statements``, each of them run by
+    :func:`_transaction`), one after the other in one transaction, sent as
+    one query where the connection allows: each one's rows, as
+    :func:`_transaction` reads them. ``params`` holds every query's."""
+    for statement in statements:
+        if READERS[statement] is not _transaction:
+            raise ValueError(f"{statement!r} is not a write of steps")
+    parts = [query.split(MYSQL_STEP) for query in queries]
+    results: list[list[Row]] = []
     with connection.cursor() as cursor:
         if not multi_statements(connection):
             with transaction.atomic(using=connection.alias):
-                for step in before:
-                    cursor.execute(step, params)
-                cursor.execute(write, params)
-                if not cursor.rowcount:
-                    return []
-                cursor.execute(last, params)
-                return named(cursor)
-        steps = ["START TRANSACTION", *before, write, last, "COMMIT"]
+                for *before, write, last in parts:
+                    for step in before:
+                        cursor.execute(step, params)
+                    cursor.execute(write, params)
+                    written = cursor.rowcount
+                    if written:
+                        cursor.execute(last, params)
+                    results.append(named(cursor) if written else [])
+            return results
+        steps = ["START TRANSACTION", *(step for part in parts for step in part), "COMMIT"]
         try:
             cursor.execute(MYSQL_STEP.join(steps), params)
             # An error in a later step is raised by nextset(), and the server
             # runs nothing after it: the transaction is rolled back below.
             with connection.wrap_database_errors:
-                for _ in before:
+                for *before, _write, _last in parts:
+                    for _ in before:
+                        cursor.nextset()
                     cursor.nextset()
-                cursor.nextset()
-                written = cursor.rowcount
-                cursor.nextset()
-                rows = named(cursor) if written else []
+                    written = cursor.rowcount
+                    cursor.nextset()
+                    results.append(named(cursor) if written else [])
                 cursor.nextset()  # the COMMIT's
         except BaseException:
             with contextlib.suppress(DatabaseError), connection.wrap_database_errors:
                 cursor.execute("ROLLBACK")
             raise
-        return rows
+        return results
 
 
 def _enqueue(

@@ -404,6 +404,6 @@ class QueueStatements:
     unpause_queue: str
     paused_queues: str
     # ``finish_many`` and ``claim`` in one statement (PostgreSQL's); empty
-    # where a vendor runs the two one after the other
-    # (``QueuedTask.objects.finish_and_claim``).
+    # where a vendor runs the two one after the other in one transaction
+    # (``QueuedTask.objects.finish_and_claim``, ``vendors.write_together``).
     finish_claim: str = ""

@@ -1,7 +1,8 @@
 """The vendors django-bgtasks runs on, and the one place their statements are
 rendered and run: :func:`statements` (the lease operations and the workers'),
 :func:`queue_statements` (the Django Tasks queue), :func:`read`,
-:func:`write` (the one refusal inside ``atomic()``), :func:`run` (each
+:func:`write` (the one refusal inside ``atomic()``), :func:`write_together`
+(several writes, one commit), :func:`run` (each
 hands back rows by column name: :mod:`~django_bgtasks.db.rows`) and
 :func:`time_param`. Each vendor's statements are in its own module
 (:mod:`~django_bgtasks.db.postgresql`, :mod:`~django_bgtasks.db.sqlite`,
@@ -12,11 +13,11 @@ hands back rows by column name: :mod:`~django_bgtasks.db.rows`) and
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from django.db import NotSupportedError
+from django.db import NotSupportedError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.db import mysql, mysql_queue, postgresql, postgresql_queue, sqlite
@@ -156,6 +157,31 @@ def write(
     if connection.in_atomic_block:
         raise InAtomicBlock(operation)
     return read(connection, statements_of, statement, params)
+
+
+def write_together(
+    connection: BaseDatabaseWrapper,
+    operation: str,
+    statements_of: Callable[[BaseDatabaseWrapper], QueueStatements],
+    statements: Sequence[str],
+    params: dict[str, Any],
+) -> list[list[Row]]:
+    """As :func:`write` for several of the queue's writes, one after the other
+    in one transaction, with one commit (on MySQL, sent as one query where the
+    connection allows: :func:`~django_bgtasks.db.mysql_queue.in_one_transaction`):
+    the rows of each, in order. ``params`` holds every one's. An error in
+    any of them writes none."""
+    if connection.in_atomic_block:
+        raise InAtomicBlock(operation)
+    rendered = statements_of(connection)
+    queries = [getattr(rendered, statement) for statement in statements]
+    if connection.vendor == "mysql":
+        return mysql_queue.in_one_transaction(connection, statements, queries, params)
+    with transaction.atomic(using=connection.alias):
+        return [
+            run(connection, statement, query, params, queue=True)
+            for statement, query in zip(statements, queries, strict=True)
+        ]
 
 
 def run(

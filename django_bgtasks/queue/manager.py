@@ -3,11 +3,11 @@
 ``enqueue()`` is one statement on the ``BGTASKS_DATABASE`` alias, whatever
 the number of tasks, that joins the caller's transaction (a rolled-back view
 enqueues nothing). The workers' operations (claim, renew, finish, ended,
-give_back, recover; a claim and a finish also for several tasks at once:
-``claim_many``, ``finish_many``) and the operator's cancel and retry are one
-statement each from :mod:`django_bgtasks.db`, in autocommit, and refuse to
-run inside ``atomic()`` (:class:`InAtomicBlock`), as the lease operations
-do: a claim or a heartbeat that a rollback could undo would not be a lease.
+give_back, recover; ``claim_many``, ``finish_many`` for several tasks, and
+``finish_and_claim``, both with one commit) and the operator's cancel and
+retry are each a statement, or one transaction, of :mod:`django_bgtasks.db`,
+and refuse ``atomic()`` (:class:`InAtomicBlock`) as the lease operations do:
+a claim or a heartbeat that a rollback could undo would not be a lease.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ FINISHED = (SUCCESSFUL, FAILED)
 _PAUSED_QUEUE = "PausedQueue"
 # What a run's end leaves a row in: READY again (a retry, a stop), or finished.
 ENDS = (READY, *FINISHED)
+FINISH_CLAIM = ("finish_many", "claim")
 
 
 @dataclass(frozen=True)
@@ -307,20 +308,23 @@ class QueueManager(models.Manager["QueuedTask"]):
     def finish_and_claim(
         self, ends: Sequence[Ending], owner: str, *, queues: list[str] | None, limit: int
     ) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
-        """:meth:`finish_many` for ``ends``, then :meth:`claim_many` of up to
-        ``limit`` tasks (none with an int 0) for ``owner``: what each returns.
-        On PostgreSQL one statement, one commit (whose claim takes no task or
-        slot these ends freed: the next does); elsewhere one, then the other.
-        Bad ends, owner or limit are refused before any SQL."""
+        """:meth:`finish_many` for ``ends``, then :meth:`claim_many` of up to ``limit``
+        tasks (none with an int 0) for ``owner``, with one commit: what each returns.
+        On PostgreSQL one statement, whose claim takes no task or slot its ends
+        freed (the next does); elsewhere one transaction, the claim after the ends.
+        An error writes neither; bad ends, owner or limit are refused before any SQL."""
         if not (type(limit) is int and limit == 0):
             limit = validate_limit(limit)
         connection = self._connection()
         claim = _claim_params(connection, owner, queues, limit)
         param = _ends_param(ends)
-        if not self._statements(connection).finish_claim:  # (checked once, above)
+        if not (ends and limit):  # one of them, or nothing to send
             return _write_ends(self, ends, param), _write_claim(self, claim) if limit else []
         sent = time.monotonic()
-        rows = self._write("finish_claim", {"ends": param, **claim})
+        params = {"ends": param, **claim}
+        if not self._statements(connection).finish_claim:
+            return _write_ends_claim(self, connection, params, sent)
+        rows = self._write("finish_claim", params)
         claimed = [row for row in rows if row["seq"] is not None]
         return _ended(rows[0]), _claimed(claimed, claim["owner"], sent)
 
@@ -446,8 +450,8 @@ def _claim_params(
     }
 
 
-# claim_many's and finish_many's statements, for finish_and_claim too: it
-# checks and builds their parameters once, for whichever way it goes.
+# claim_many's and finish_many's statements, for finish_and_claim too (which
+# checks and builds their parameters once).
 def _write_claim(queue: QueueManager, params: dict[str, Any]) -> list[Claim]:
     """The claim of ``params``, checked and built by ``_claim_params``."""
     sent = time.monotonic()
@@ -460,6 +464,16 @@ def _write_ends(
     """``finish_many``'s statement for ``ends``, whose parameter ``param``
     (``_ends_param``) checked them: nothing is sent for no ends."""
     return _by_seq(queue._write("finish_many", {"ends": param})) if ends else {}
+
+
+def _write_ends_claim(
+    queue: QueueManager, connection: BaseDatabaseWrapper, params: dict[str, Any], sent: float
+) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
+    """``finish_and_claim`` elsewhere than on PostgreSQL: one transaction."""
+    ended, claimed = vendors.write_together(
+        connection, "QueuedTask.objects.finish_and_claim", queue._statements, FINISH_CLAIM, params
+    )
+    return _by_seq(ended), _claimed(claimed, params["owner"], sent)
 
 
 def _by_seq(rows: list[Row]) -> dict[int, dt.datetime | bool]:

@@ -1,7 +1,7 @@
 """``QueuedTask.objects``' batched statements (issue 28): ``claim_many``, up to
 ``limit`` ready tasks in one statement, ``finish_many``, several runs' ends
 in one, each row fenced by its own token, and ``finish_and_claim``, both in
-one statement on PostgreSQL. The single ``claim`` and
+one transaction with one commit (one statement on PostgreSQL). The single ``claim`` and
 ``finish``, and everything else of the queue, are tests/queue/test_backend.py's.
 """
 
@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 import pytest
-from django.db import connections
+from django.db import DatabaseError, connections, transaction
 
+from django_bgtasks.db.mysql import multi_statements
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.manager import Claim, Ending
 from tests import djtasks
@@ -190,7 +191,7 @@ def test_finish_many_refuses_bad_ends_and_writes_nothing(refusal_alias: str) -> 
     assert set(QueuedTask.objects.values_list("status", flat=True)) == {"RUNNING"}
 
 
-# --- finish_and_claim: the ends and the next claims, one statement on PostgreSQL ----------
+# --- finish_and_claim: the ends and the next claims, one commit --------------------------
 
 
 def test_finish_and_claim_writes_each_fenced_end_and_claims_in_order(tasks_alias: str) -> None:
@@ -224,12 +225,54 @@ def test_finish_and_claim_writes_each_fenced_end_and_claims_in_order(tasks_alias
     else:  # the ends, then the claim: the retried task ranks first of the plain ones
         assert [str(claim.uuid) for claim in claimed] == [first[0], str(retried.uuid)]
         assert after[retried.seq].token == retried.token + 1
+    if connection.vendor == "mysql" and multi_statements(connection):
+        assert len(statements) == 1  # every step, and the commit, in one round trip
     for claim in claimed:
         assert (after[claim.seq].status, after[claim.seq].owner) == ("RUNNING", "w")
         assert claim.token == after[claim.seq].token
     # Neither ends nor claims: nothing to write, nothing taken.
     assert QueuedTask.objects.finish_and_claim([], "w", queues=["nowhere"], limit=3) == ({}, [])
     assert QueuedTask.objects.finish_and_claim([ending(stale)], "w", queues=None, limit=0)[1] == []
+
+
+def test_finish_and_claim_writes_no_end_when_its_claim_fails(
+    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ends and the claim commit together: a claim that fails (here on a
+    table that is not there, a real error from the server) takes its ends
+    back with it, and the connection is left usable. PostgreSQL's one
+    statement is set aside, so that the way the others go is proven there
+    too."""
+    from django_bgtasks.exceptions import InAtomicBlock
+    from django_bgtasks.queue.manager import QueueManager
+
+    def statuses() -> set[str]:
+        return set(QueuedTask.objects.using(tasks_alias).values_list("status", flat=True))
+
+    enqueue(2)
+    held = QueuedTask.objects.claim_many("w", queues=None, limit=2)
+    ends = [ending(claim) for claim in held]
+    connection = connections[tasks_alias]
+    statements = QueueManager._statements
+    table = connection.ops.quote_name(QueuedTask._meta.db_table)
+
+    def broken(self: QueueManager, connection: Any) -> Any:
+        rendered = statements(self, connection)
+        missing = connection.ops.quote_name("bgtasks_no_such_table")
+        claim = rendered.claim.replace(table, missing)
+        return dataclasses.replace(rendered, claim=claim, finish_claim="")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(QueueManager, "_statements", broken)
+        with pytest.raises(DatabaseError):
+            QueuedTask.objects.finish_and_claim(ends, "w", queues=None, limit=1)
+        assert statuses() == {"RUNNING"}
+        with transaction.atomic(using=tasks_alias), pytest.raises(InAtomicBlock):
+            QueuedTask.objects.finish_and_claim(ends, "w", queues=None, limit=1)
+    # The same ends with the real claim: written, the connection fine.
+    written, claimed = QueuedTask.objects.finish_and_claim(ends, "w", queues=None, limit=1)
+    assert set(written) == {claim.seq for claim in held} and claimed == []
+    assert statuses() == {"SUCCESSFUL"}
 
 
 def test_finish_and_claim_refuses_bad_input_and_writes_nothing(refusal_alias: str) -> None:
