@@ -4,7 +4,7 @@
 the number of tasks, that joins the caller's transaction (a rolled-back view
 enqueues nothing). The workers' operations (claim, renew, finish, ended,
 give_back, recover; ``claim_many``, ``finish_many`` for several tasks, and
-``finish_and_claim``, both with one commit) and the operator's cancel and
+``finish_and_claim``, both at once) and the operator's cancel and
 retry are each a statement, or one transaction, of :mod:`django_bgtasks.db`,
 and refuse ``atomic()`` (:class:`InAtomicBlock`) as the lease operations do:
 a claim or a heartbeat that a rollback could undo would not be a lease.
@@ -12,6 +12,7 @@ a claim or a heartbeat that a rollback could undo would not be a lease.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
@@ -133,16 +134,7 @@ class Ending:
 
     def as_json(self) -> dict[str, Any]:
         """One element of ``finish_many``'s ``ends`` (db/rules.py)."""
-        return {
-            "seq": self.seq,
-            "owner": self.owner,
-            "token": self.token,
-            "status": self.status,
-            "return_value": self.return_value,
-            "error": self.error,
-            "refund": 1 if self.refund else 0,
-            "delay": self.delay,
-        }
+        return {**dataclasses.asdict(self), "refund": 1 if self.refund else 0}
 
 
 def _tables(model: type[models.Model]) -> dict[str, str]:
@@ -309,16 +301,18 @@ class QueueManager(models.Manager["QueuedTask"]):
         self, ends: Sequence[Ending], owner: str, *, queues: list[str] | None, limit: int
     ) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
         """:meth:`finish_many` for ``ends``, then :meth:`claim_many` of up to ``limit``
-        tasks (none with an int 0) for ``owner``, with one commit: what each returns.
-        On PostgreSQL one statement, whose claim takes no task or slot its ends
-        freed (the next does); elsewhere one transaction, the claim after the ends.
-        An error writes neither; bad ends, owner or limit are refused before any SQL."""
+        tasks (none with an int 0) for ``owner``: what each returns. On PostgreSQL one
+        statement, whose claim takes no task or slot its ends freed (the next does); on
+        MySQL one transaction (an error writes neither); on SQLite one, then the other.
+        Bad ends, owner or limit are refused before any SQL."""
         if not (type(limit) is int and limit == 0):
             limit = validate_limit(limit)
         connection = self._connection()
         claim = _claim_params(connection, owner, queues, limit)
         param = _ends_param(ends)
-        if not (ends and limit):  # one of them, or nothing to send
+        # One of them, nothing to send, or SQLite: there one transaction for
+        # both was measured slower than two (docs/benchmarks.md).
+        if not (ends and limit) or connection.vendor == "sqlite":
             return _write_ends(self, ends, param), _write_claim(self, claim) if limit else []
         sent = time.monotonic()
         params = {"ends": param, **claim}
@@ -469,7 +463,7 @@ def _write_ends(
 def _write_ends_claim(
     queue: QueueManager, connection: BaseDatabaseWrapper, params: dict[str, Any], sent: float
 ) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
-    """``finish_and_claim`` elsewhere than on PostgreSQL: one transaction."""
+    """``finish_and_claim`` on MySQL: one transaction (one query, where allowed)."""
     ended, claimed = vendors.write_together(
         connection, "QueuedTask.objects.finish_and_claim", queue._statements, FINISH_CLAIM, params
     )

@@ -12,10 +12,11 @@ end, then the next round claims for all of them. Each claimed task is handed
 to one thread of its round, so the worker never holds a task that no thread
 of its own is about to run. A thread whose task ended brings that end to
 the round, and the round writes the ends it was brought with its claim
-(``QueuedTask.objects.finish_and_claim``: one commit; one statement on
-PostgreSQL), so between two tasks a thread waits for one commit, shared
-with the other threads of its round. Its next task is kept for it until its
-run's end is logged; when the worker stops first, the task is given back.
+(``QueuedTask.objects.finish_and_claim``: one statement on PostgreSQL, one
+query on MySQL), so between two tasks a thread waits for one round trip and
+one commit (two on SQLite), shared with the other threads of its round.
+Its next task is kept for it until its run's end is logged; when the worker
+stops first, the task is given back.
 
 A claim whose reply was lost with the connection may have committed: the
 next round then gives back, before it claims, every task the worker claimed
