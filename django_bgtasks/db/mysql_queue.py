@@ -184,11 +184,23 @@ _FLOW_STEPS = MYSQL_STEP.join(
         _TAKE_SLOTS,
     ]
 )
-_RECOVER_PICK = _pick(
-    f"""SELECT seq FROM {{table}} FORCE INDEX (bgtasks_queued_running)
-    WHERE status = '{{running}}' AND {_STALE}
+# A recovery finds the stale rows by a read that locks nothing, then locks
+# them by primary key, checking each again. Its ttl is in no index, so a
+# locking read through bgtasks_queued_running reads every running row, and
+# InnoDB keeps the lock of each live row it read till the commit, even
+# under READ COMMITTED: each heartbeat would wait for that recovery's end
+# (for as long as its client takes, with ``multi_statements`` off).
+_STALE_SEQS = "@bgtasks_stale"
+_FIND_STALE = f"""SELECT JSON_ARRAYAGG(seq) AS stale
+    FROM {{table}} FORCE INDEX (bgtasks_queued_running)
+    WHERE status = '{{running}}' AND {_STALE} INTO {_STALE_SEQS}"""
+_LOCK_STALE = _pick(
+    f"""SELECT t.seq FROM JSON_TABLE({_STALE_SEQS}, '$[*]' COLUMNS (seq BIGINT PATH '$')) stale
+        STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = stale.seq
+    WHERE t.status = '{{running}}' AND {_STALE}
     FOR UPDATE SKIP LOCKED"""
 )
+_RECOVER_PICK = f"{_FIND_STALE}{MYSQL_STEP}{_LOCK_STALE}"
 _GIVE_BACK_PICK = _pick(
     """SELECT seq FROM {table} FORCE INDEX (bgtasks_queued_running)
     WHERE owner = %(owner)s AND status = '{running}'

@@ -143,6 +143,45 @@ def test_the_writes_of_several_rows_wait_on_no_row_they_dont_write(mysql_alias: 
     assert [row.status for row in rows.order_by("-priority")] == ["FAILED", "READY", "READY"]
 
 
+def test_a_recovery_in_flight_holds_back_no_live_leases_heartbeat(mysql_alias: str) -> None:
+    """A recovery whose transaction is still open after its pick (a slow
+    client; with ``multi_statements`` off each step is its own round trip)
+    holds the locks of the stale rows alone: a live lease's heartbeat is
+    written at once, not after that recovery ends. The recovery reads every
+    running row to find the stale ones (the ttl is in no index); had it
+    read them with a lock, InnoDB would keep each live row's till its end,
+    and the heartbeat would wait for it, past its lease's ttl."""
+    _enqueue(1, 0)
+    stale, live = QueuedTask.objects.claim_many("w1", queues=None, limit=2)
+    rows = QueuedTask.objects.using(mysql_alias)
+    rows.filter(seq=stale.seq).update(updated_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    connection = connections[mysql_alias]
+    other = connections.create_connection(mysql_alias)
+    try:
+        other.set_autocommit(False)
+        recover = vendors.queue_statements(other, table=TABLE, paused="django_bgtasks_pausedqueue")
+        *pick, _update, _read = recover.recover.split(mysql.MYSQL_STEP)
+        with other.cursor() as cursor:
+            for step in pick:
+                cursor.execute(step, {})
+            cursor.execute("SELECT @bgtasks_picked")
+            [(picked,)] = cursor.fetchall()
+        assert json.loads(picked) == [stale.seq]
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        # Renewed, no cancel requested (a lock wait would time out: OperationalError).
+        assert QueuedTask.objects.renew(live) is False
+    finally:
+        other.rollback()
+        other.close()
+        connection.close()  # (and its session's lock wait timeout)
+    # The whole recovery: the stale run ended (its one attempt lost), the live one held still.
+    assert [row["status"] for row in _run(mysql_alias, "recover")] == ["FAILED"]
+    after = rows.get(seq=live.seq)
+    assert (after.status, after.owner, after.token) == ("RUNNING", "w1", live.token)
+    assert rows.get(seq=stale.seq).status == "FAILED"
+
+
 def test_finish_many_writes_each_row_its_ending_fences_and_no_other(
     mysql_queue_alias: str,
 ) -> None:
