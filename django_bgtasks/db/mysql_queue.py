@@ -98,8 +98,12 @@ _T_RATE_FREE = f"""EXISTS (
             SELECT 1 FROM {{slots}} s
             WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key AND s.slot <= t.rate_limit
                 AND {_RATE_SLOT_FREE})"""
-_CLAIM_PICK = _pick(
-    f"""SELECT seq FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
+# The claim's pick keeps, beside the picked rows, whether any has a flow
+# limit (MariaDB runs the flow steps only then: db/mariadb_queue.py).
+FLOW_PICKED = "@bgtasks_flow"
+CLAIM_PICK = f"""SELECT JSON_ARRAYAGG(seq) AS picked,
+        MAX(concurrency_key IS NOT NULL OR rate_key IS NOT NULL) AS flow
+    FROM (SELECT seq, concurrency_key, rate_key FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
     WHERE status = '{{ready}}'
         AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
         AND (run_after IS NULL OR run_after <= {_NOW})
@@ -107,8 +111,7 @@ _CLAIM_PICK = _pick(
         AND {flow_slots_free(_T_RATE_FREE)}
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED"""
-)
+    FOR UPDATE SKIP LOCKED) locked INTO {_PICKED}, {FLOW_PICKED}"""
 # The flow limits (db/rules.py): the free slots of the picked rows' keys,
 # locked (skipping those other claims are taking) into a variable each; then
 # each picked row paired with the free slot of its rank within its key, and
@@ -174,16 +177,14 @@ _TAKE_SLOTS = f"""
     SET s.started_at = CASE WHEN s.id = taken.r THEN {_NOW} ELSE s.started_at END,
         s.seq = taken.seq, s.token = taken.token
 """
-_FLOW_STEPS = MYSQL_STEP.join(
-    [
-        _free_slots(
-            "concurrency", "concurrency_key", "s.seq IS NULL AND s.slot <= t.concurrency", _CSLOTS
-        ),
-        _free_slots("rate", "rate_key", f"s.slot <= t.rate_limit AND {_RATE_SLOT_FREE}", _RSLOTS),
-        _ASSIGN,
-        _TAKE_SLOTS,
-    ]
-)
+CLAIM_FLOW = [
+    _free_slots(
+        "concurrency", "concurrency_key", "s.seq IS NULL AND s.slot <= t.concurrency", _CSLOTS
+    ),
+    _free_slots("rate", "rate_key", f"s.slot <= t.rate_limit AND {_RATE_SLOT_FREE}", _RSLOTS),
+    _ASSIGN,
+    _TAKE_SLOTS,
+]
 # A recovery finds the stale rows by a read that locks nothing, then locks
 # them by primary key, checking each again. Its ttl is in no index, so a
 # locking read through bgtasks_queued_running reads every running row, and
@@ -287,12 +288,8 @@ FINISH_MANY = f"""
 """
 
 
-QUEUE = QueueStatements(
-    claim=f"""
-        {_CLAIM_PICK}
-        {MYSQL_STEP}
-        {_FLOW_STEPS}
-        {MYSQL_STEP}
+# The claim's last two steps: the picked rows claimed, and read.
+CLAIM_WRITE = f"""
         UPDATE {_PICKED_JOIN}
         SET status = '{{running}}', owner = %(owner)s, token = token + 1,
             updated_at = {_NOW}, cancel_requested = 0,
@@ -300,7 +297,11 @@ QUEUE = QueueStatements(
             attempts = attempts + 1, worker_ids = JSON_ARRAY_APPEND(worker_ids, '$', %(owner)s)
         {MYSQL_STEP}
         SELECT {CLAIM_COLUMNS} FROM {{table}} WHERE {_IS_PICKED} ORDER BY priority DESC, seq
-    """,
+"""
+
+
+QUEUE = QueueStatements(
+    claim=MYSQL_STEP.join([CLAIM_PICK, *CLAIM_FLOW, CLAIM_WRITE]),
     # As the lease's renew (mysql.py): a match of the first step is a renewal
     # without a cancel request; only then the second, with one.
     renew=f"""

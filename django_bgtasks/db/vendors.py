@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 from django.db import NotSupportedError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_bgtasks.db import mysql, mysql_queue, postgresql, postgresql_queue, sqlite
+from django_bgtasks.db import (
+    mariadb_queue,
+    mysql,
+    mysql_queue,
+    postgresql,
+    postgresql_queue,
+    sqlite,
+)
 from django_bgtasks.db.cursor import fetch_all
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import FLOW_KINDS, STATUSES, QueueStatements, Statements
@@ -105,7 +112,9 @@ def queue_statements(
     """The queue's statements for this connection's vendor, on ``table``, the
     paused queues' table ``paused`` and the flow limits' ``slots`` (unquoted
     ``db_table`` names), ready to execute."""
-    key = ("queue", connection.vendor, table, paused, slots)
+    # MariaDB's own where they differ from MySQL's (db/mariadb_queue.py).
+    mariadb = connection.vendor == "mysql" and connection.mysql_is_mariadb  # type: ignore[attr-defined]
+    key = ("queue", "mariadb" if mariadb else connection.vendor, table, paused, slots)
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
     vendor = _BY_VENDOR.get(connection.vendor)
@@ -117,7 +126,9 @@ def queue_statements(
     quote = connection.ops.quote_name
     tables = {"table": quote(table), "paused": quote(paused), "slots": quote(slots)}
     return _render(
-        key, vendor.queue, lambda template: template.format(**tables, **STATUSES, **FLOW_KINDS)
+        key,
+        mariadb_queue.QUEUE if mariadb else vendor.queue,
+        lambda template: template.format(**tables, **STATUSES, **FLOW_KINDS),
     )
 
 

@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_bgtasks.db import mysql, vendors
 from django_bgtasks.db.rows import Row
-from django_bgtasks.models import QueuedTask
+from django_bgtasks.models import FlowSlot, QueuedTask
 from tests import djtasks
 
 TABLE = QueuedTask._meta.db_table
@@ -180,6 +180,35 @@ def test_a_recovery_in_flight_holds_back_no_live_leases_heartbeat(mysql_alias: s
     after = rows.get(seq=live.seq)
     assert (after.status, after.owner, after.token) == ("RUNNING", "w1", live.token)
     assert rows.get(seq=stale.seq).status == "FAILED"
+
+
+def test_on_mariadb_a_claim_runs_its_flow_steps_only_for_a_row_with_a_limit(
+    mysql_queue_alias: str,
+) -> None:
+    """MariaDB runs the claim's flow steps (the first keeps the free slots in
+    @bgtasks_cslots) only when a picked row has a flow limit; MySQL, which
+    has no compound statement outside stored programs, runs them always.
+    Either way the rows are claimed, and the limited one takes its slot."""
+    connection = connections[mysql_queue_alias]
+
+    def slots_read() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @bgtasks_cslots = 'untouched'")
+            [(untouched,)] = cursor.fetchall()
+            cursor.execute("SET @bgtasks_cslots = 'untouched'")
+        return not untouched
+
+    _enqueue(0)
+    slots_read()
+    assert len(_claim(mysql_queue_alias, 1)) == 1
+    assert slots_read() is (not connection.mysql_is_mariadb)
+    djtasks.per_account.enqueue("a")
+    assert [json.loads(row["args_kwargs"])["args"] for row in _claim(mysql_queue_alias, 1)] == [
+        ["a"]
+    ]
+    assert slots_read() is True
+    taken = FlowSlot.objects.using(mysql_queue_alias).filter(seq__isnull=False)
+    assert list(taken.values_list("flow_key", flat=True)) == ["account:a"]
 
 
 def test_finish_many_writes_each_row_its_ending_fences_and_no_other(
