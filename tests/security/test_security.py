@@ -106,10 +106,10 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # db/cursor.fetch_all, or on MySQL through db/mysql.py's readers, which
     # run each statement and read its result (_rows, _count, _renew, _upsert,
     # _claim, _steps; _claim_update and _last_insert_id a claim's token), and the
-    # queue's through db/mysql_queue.py's _transaction (a statement's steps in
-    # one transaction) and db/mysql.py's _steps (the enqueue's INSERT and the
-    # read of what it stored, in the caller's transaction) or, on MariaDB,
-    # _rows (the INSERT with RETURNING);
+    # queue's through db/mysql_queue.py's in_one_transaction (the steps of a
+    # statement, or of several, in one transaction) and db/mysql.py's _steps
+    # (the enqueue's INSERT and the read of what it stored, in the caller's
+    # transaction) or, on MariaDB, _rows (the INSERT with RETURNING);
     # db/probes.py's mysql_server and postgresql_replication read a server's
     # settings for the checks; migrations run their own
     # constant DDL (and no f-string or % formatting near it); db/cursor.py's
@@ -128,7 +128,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         # MySQL: a worker's renewal and the read of its answer; the queue's
         # enqueue and the read of what it stored.
         "db/mysql.py:_steps",
-        "db/mysql_queue.py:_transaction",
+        "db/mysql_queue.py:in_one_transaction",
         "db/probes.py:mysql_server",
         "db/probes.py:postgresql_replication",
         "db/cursor.py:fetch_all",
