@@ -49,7 +49,16 @@ def servers(data_dir: Path) -> list[Any]:
             continue
         if any(a == "-D" and b == wanted for a, b in itertools.pairwise(command)):
             found.append(process)
-    return found
+    # A child the postmaster has just forked has its command line until it
+    # sets its own title (a CI rehearsal once found two "postmasters"): the
+    # postmasters are those whose parent is not one of them.
+    pids = {process.pid for process in found}
+    postmasters = []
+    for process in found:
+        with contextlib.suppress(psutil.Error):
+            if process.ppid() not in pids:
+                postmasters.append(process)
+    return postmasters
 
 
 def stop(data_dir: Path, *, remove: bool = True, timeout: float = 20) -> None:
