@@ -5,10 +5,11 @@ The claim's flow steps (the free slots of the picked rows' keys, the rows
 paired with them, the slots written) read nothing when no picked row has a
 flow limit, yet each is still parsed and run: 0.6-0.8 ms of the server's
 CPU a claim on the development machine, a quarter of a worker's round (an
-end and a claim) of one task without limits. MariaDB runs them inside a compound statement
-(``BEGIN NOT ATOMIC``, which MySQL has only in stored programs) only when
-the pick found a row with a limit; without one, the picked rows are claimed
-as they are, which is what the steps would have left.
+end and a claim) of one task without limits. MariaDB runs them inside a
+compound statement (``BEGIN NOT ATOMIC``, which MySQL has only in stored
+programs) only when the pick found a row with a limit; without one, the
+picked rows are claimed as they are, which is what the steps would have
+left.
 """
 
 from __future__ import annotations
