@@ -92,6 +92,13 @@ def validate_queue_name(queue: object) -> str:
     return _check_text("queue name", queue, MAX_QUEUE_NAME_LENGTH)
 
 
+def validate_queue_names(queues: object) -> list[str]:
+    """A claim's queues: a list of queue names, or ``None`` for every queue ([])."""
+    if queues is not None and not isinstance(queues, list):
+        raise TypeError(f"queues must be a list of queue names or None, not {queues!r}")
+    return [validate_queue_name(name) for name in queues or []]
+
+
 def validate_owner(owner: object) -> str:
     """A holder identity: 1-200 printable characters."""
     return _check_text("owner", owner, MAX_OWNER_LENGTH)

@@ -56,6 +56,7 @@ from django_bgtasks.db.rules import (
     UNPAUSE_QUEUE,
     QueueStatements,
     flow_slots_free,
+    ready_probe,
 )
 
 _NOW = "SYSDATE(6)"
@@ -101,13 +102,15 @@ _T_RATE_FREE = f"""EXISTS (
 # The claim's pick keeps, beside the picked rows, whether any has a flow
 # limit (MariaDB runs the flow steps only then: db/mariadb_queue.py).
 FLOW_PICKED = "@bgtasks_flow"
+# The rows a claim may take, but for the flow limits (also the idle poll's).
+_CLAIMABLE = f"""status = '{{ready}}'
+        AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
+        AND (run_after IS NULL OR run_after <= {_NOW})
+        AND {NOT_PAUSED}"""
 CLAIM_PICK = f"""SELECT JSON_ARRAYAGG(seq) AS picked,
         MAX(concurrency_key IS NOT NULL OR rate_key IS NOT NULL) AS flow
     FROM (SELECT seq, concurrency_key, rate_key FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
-    WHERE status = '{{ready}}'
-        AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
-        AND (run_after IS NULL OR run_after <= {_NOW})
-        AND {NOT_PAUSED}
+    WHERE {_CLAIMABLE}
         AND {flow_slots_free(_T_RATE_FREE)}
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
@@ -396,6 +399,7 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE,
     paused_queues=PAUSED_QUEUES,
+    any_ready=ready_probe(_CLAIMABLE),
 )
 
 # --- How a statement is run, and its result read -----------------------------------------
@@ -490,4 +494,5 @@ READERS: dict[str, Reader] = {
     "pause_queue": count_rows,
     "unpause_queue": count_rows,
     "paused_queues": read_rows,
+    "any_ready": read_rows,
 }

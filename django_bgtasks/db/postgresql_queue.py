@@ -21,6 +21,7 @@ from django_bgtasks.db.rules import (
     UNPAUSE_QUEUE,
     QueueStatements,
     flow_slots_free,
+    ready_probe,
 )
 
 # The queue's (Django Tasks).
@@ -89,6 +90,11 @@ def _paired(rows: str, key: str, limit: str, free: str, *, slot: str) -> str:
             WHERE r.{key} IS NULL OR f.id IS NOT NULL"""
 
 
+# The rows a claim may take, but for the flow limits (also the idle poll's).
+_CLAIMABLE = f"""status = '{{ready}}'
+                AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
+                AND (run_after IS NULL OR run_after <= clock_timestamp())
+                AND {NOT_PAUSED}"""
 # The claim's CTEs (its ``LIMIT``, queues and owner are parameters) and its
 # UPDATE, apart: ``finish_claim`` puts them after the ends' UPDATE.
 _CLAIM_CTES = f"""
@@ -96,10 +102,7 @@ _CLAIM_CTES = f"""
             SELECT seq, token, priority, concurrency_key, concurrency, rate_key, rate_limit,
                 rate_period
             FROM {{table}} t
-            WHERE status = '{{ready}}'
-                AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
-                AND (run_after IS NULL OR run_after <= clock_timestamp())
-                AND {NOT_PAUSED}
+            WHERE {_CLAIMABLE}
                 AND {flow_slots_free(_T_RATE_FREE)}
             ORDER BY priority DESC, seq
             LIMIT %(limit)s::integer
@@ -269,4 +272,5 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
     paused_queues=PAUSED_QUEUES,
+    any_ready=ready_probe(_CLAIMABLE),
 )

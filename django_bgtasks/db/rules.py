@@ -293,6 +293,16 @@ ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_conte
 # every vendor's claim adds to the rows it picks.
 NOT_PAUSED = "queue_name NOT IN (SELECT paused.queue_name FROM {paused} paused)"
 
+
+def ready_probe(claimable: str) -> str:
+    """An idle worker's poll (``QueuedTask.objects.any_ready``): whether a row
+    meets ``claimable``, the vendor's claim condition less the flow limits,
+    by a read that locks and writes nothing. A claim, even one that finds
+    nothing, is a locking read in a write transaction: on MariaDB an empty
+    claim cost the server 8 times this (docs/benchmarks.md, "Idle polls")."""
+    return f"SELECT EXISTS (SELECT 1 FROM {{table}} t WHERE {claimable}) AS ready"
+
+
 # An operator's pause and unpause of a queue name, and the paused ones. (A
 # pause is an INSERT that a paused name leaves alone: each vendor spells it.)
 UNPAUSE_QUEUE = "DELETE FROM {paused} WHERE queue_name = %(queue)s"
@@ -403,6 +413,8 @@ class QueueStatements:
     pause_queue: str
     unpause_queue: str
     paused_queues: str
+    # An idle worker's poll, before it claims (rules.ready_probe).
+    any_ready: str
     # ``finish_many`` and ``claim`` in one statement (PostgreSQL's); empty
     # where a vendor runs the two one after the other in one transaction
     # (``QueuedTask.objects.finish_and_claim``, ``vendors.write_together``).

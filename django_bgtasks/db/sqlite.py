@@ -42,6 +42,7 @@ from django_bgtasks.db.rules import (
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
+    ready_probe,
 )
 
 MIN_SQLITE_VERSION = (3, 35, 0)  # for RETURNING
@@ -296,6 +297,12 @@ _C_FREE_SLOTS = _FREE_SLOTS.format(
 )
 _R_FREE_SLOTS = _FREE_SLOTS.format(kind="rate", key="rate_key", limit="rate_limit", free=_R_FREE)
 
+# The rows a claim may take, but for the flow limits (also the idle poll's).
+_CLAIMABLE = f"""status = '{{ready}}'
+    AND (%(all)s OR queue_name IN (SELECT value FROM json_each(%(queues)s)))
+    AND (run_after IS NULL OR julianday(run_after) <= julianday('now'))
+    AND {NOT_PAUSED}"""
+
 QUEUE = QueueStatements(
     claim=f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s, token = token + 1,
@@ -318,11 +325,7 @@ QUEUE = QueueStatements(
                                 AS cfree,
                             CASE WHEN rate_key IS NOT NULL THEN {_R_FREE_SLOTS} END AS rfree
                         FROM {{table}} t
-                        WHERE status = '{{ready}}'
-                            AND (%(all)s
-                                OR queue_name IN (SELECT value FROM json_each(%(queues)s)))
-                            AND (run_after IS NULL OR julianday(run_after) <= julianday('now'))
-                            AND {NOT_PAUSED}
+                        WHERE {_CLAIMABLE}
                             AND (concurrency_key IS NULL OR {_C_FREE_SLOTS} > 0)
                             AND (rate_key IS NULL OR {_R_FREE_SLOTS} > 0)
                         ORDER BY priority DESC, seq
@@ -426,6 +429,7 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
     paused_queues=PAUSED_QUEUES,
+    any_ready=ready_probe(_CLAIMABLE),
 )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import time
 import uuid
@@ -37,6 +38,7 @@ from django_bgtasks.validation import (
     validate_limit,
     validate_owner,
     validate_queue_name,
+    validate_queue_names,
 )
 
 if TYPE_CHECKING:
@@ -218,14 +220,8 @@ class QueueManager(models.Manager["QueuedTask"]):
         with transaction.mark_for_rollback_on_error(using=connection.alias):
             stored = vendors.read(connection, self._statements, "enqueue", params)
         # UTC text, which one statement's rows share: each time parsed once.
-        times: dict[str, dt.datetime | None] = {}
-        enqueued = {}
-        for row in stored:
-            at = row["enqueued_at"]
-            if at not in times:
-                times[at] = as_datetime(at)
-            enqueued[row["uuid"]] = times[at]
-        return enqueued
+        parsed = functools.cache(as_datetime)
+        return {row["uuid"]: parsed(row["enqueued_at"]) for row in stored}
 
     # --- the worker's statements ------------------------------------------------
 
@@ -245,6 +241,13 @@ class QueueManager(models.Manager["QueuedTask"]):
         not a whole number from 1 is refused before any SQL."""
         params = _claim_params(self._connection(), owner, queues, validate_limit(limit))
         return _write_claim(self, params)
+
+    def any_ready(self, *, queues: list[str] | None) -> bool:
+        """Whether a task of ``queues`` (all with ``None``) is ready, but for the flow
+        limits: an idle worker's poll, a read that locks nothing (rules.ready_probe)."""
+        params = _queue_params(self._connection(), queues)
+        rows = vendors.read(self._connection(), self._statements, "any_ready", params)
+        return bool(rows[0]["ready"])
 
     def renew(
         self, claim: Claim, *, progress: Any = None, set_progress: bool = False
@@ -435,13 +438,13 @@ def _claim_params(
     connection: BaseDatabaseWrapper, owner: str, queues: list[str] | None, limit: int
 ) -> dict[str, Any]:
     """A claim's parameters: its owner, queues (every one with ``None``) and limit."""
-    names = list(queues or [])
-    return {
-        "owner": validate_owner(owner),
-        "all": queues is None,
-        "queues": names if connection.vendor == "postgresql" else json.dumps(names),
-        "limit": limit,
-    }
+    return {"owner": validate_owner(owner), **_queue_params(connection, queues), "limit": limit}
+
+
+def _queue_params(connection: BaseDatabaseWrapper, queues: list[str] | None) -> dict[str, Any]:
+    """The ``all`` and ``queues`` parameters of ``queues`` (every one with ``None``)."""
+    names, listed = validate_queue_names(queues), connection.vendor == "postgresql"
+    return {"all": queues is None, "queues": names if listed else json.dumps(names)}
 
 
 # claim_many's and finish_many's statements, for finish_and_claim too (which

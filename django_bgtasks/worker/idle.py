@@ -15,6 +15,10 @@ task) is owed to the next thread that would wait: that thread claims once
 more instead, since its last claim may have read the queue before the task
 was committed.
 
+A poll that no wake-up ended first reads whether a task is ready
+(``QueuedTask.objects.any_ready``: a read that locks and writes nothing)
+before it claims (:mod:`django_bgtasks.worker.queue_threads`).
+
 How often the polling thread looks: every ``poll`` seconds while the
 process's change feed listens (PostgreSQL, not behind a pooler), where the
 poll is only the fallback; elsewhere (SQLite, MySQL, a transaction pooler, a
@@ -51,24 +55,24 @@ class IdleThreads:
         self._poller: threading.Event | None = None
         self._owed = False
 
-    def wait(self, wakeup: threading.Event, poll: float) -> None:
+    def wait(self, wakeup: threading.Event, poll: float) -> bool:
         """Wait until ``wakeup`` is set (by :meth:`wake`, or by a stop), and,
         if no other idle thread polls, until it is time to poll (``poll``,
         the module docstring); at once if a wake-up is owed. ``wakeup`` is the
-        calling thread's own, cleared before its last claim."""
+        calling thread's own, cleared before its last claim. ``False`` when
+        it was time to poll: nothing said that a task may be ready."""
         with self._lock:
             if self._owed:
                 self._owed = False
-                return
+                return True
             self._waiting.append(wakeup)
             polls = self._poller is None
             if polls:
                 self._poller = wakeup
         try:
             if polls:
-                wakeup.wait(spread(poll if self._notified() else poll / self._threads))
-            else:
-                wakeup.wait()
+                return wakeup.wait(spread(poll if self._notified() else poll / self._threads))
+            return wakeup.wait()
         finally:
             with self._lock:
                 if wakeup in self._waiting:

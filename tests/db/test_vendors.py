@@ -237,6 +237,7 @@ QUEUE_READ_BY_NAME = {
     "pause_queue": set(),  # counted
     "unpause_queue": set(),  # counted
     "paused_queues": {"queue_name", "paused_at"},
+    "any_ready": {"ready"},
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import time
 from typing import Any
 
 import pytest
@@ -97,6 +98,63 @@ def test_claim_many_skips_the_rows_another_transaction_locked(pg_alias: str) -> 
         ids[1],
         ids[4],
     ]
+
+
+def test_any_ready_reads_what_a_claim_may_take_and_writes_nothing(tasks_alias: str) -> None:
+    """An idle worker's poll (worker/queue_threads.py): a ready task of its
+    queues, due and not paused, and nothing else, on every engine; the rows
+    are left as they were (their tokens too)."""
+    assert not QueuedTask.objects.any_ready(queues=None)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    enqueue(1, run_after=later)
+    assert not QueuedTask.objects.any_ready(queues=None)
+    enqueue(1, queue_name="other")
+    assert QueuedTask.objects.any_ready(queues=None)
+    assert QueuedTask.objects.any_ready(queues=["default", "other"])
+    assert not QueuedTask.objects.any_ready(queues=["default"])
+    QueuedTask.objects.pause_queue("other")
+    assert not QueuedTask.objects.any_ready(queues=None)
+    QueuedTask.objects.unpause_queue("other")
+    before = {uuid: (row.status, row.token) for uuid, row in rows(tasks_alias).items()}
+    assert QueuedTask.objects.any_ready(queues=["other"])
+    assert {uuid: (row.status, row.token) for uuid, row in rows(tasks_alias).items()} == before
+    assert QueuedTask.objects.claim_many("w", queues=["other"], limit=5)
+    assert not QueuedTask.objects.any_ready(queues=None)  # running, or not yet due
+
+
+@pytest.mark.parametrize("queues", ["default", ("default",), [""], [7], ["x" * 101]])
+def test_any_ready_and_claims_refuse_bad_queues_before_any_sql(
+    refusal_alias: str, queues: Any
+) -> None:
+    enqueue(1)
+    with pytest.raises((TypeError, ValueError), match="queue"):
+        QueuedTask.objects.any_ready(queues=queues)
+    with pytest.raises((TypeError, ValueError), match="queue"):
+        QueuedTask.objects.claim_many("w", queues=queues, limit=1)
+    assert set(QueuedTask.objects.values_list("status", flat=True)) == {"READY"}
+
+
+def test_any_ready_waits_for_no_lock_another_transaction_holds(tasks_alias: str) -> None:
+    """A read that locks nothing does not wait for a claim in flight either:
+    with another session holding the ready row locked (PostgreSQL, MariaDB)
+    it answers at once; SQLite's readers never wait for its writer."""
+    enqueue(1)
+    connection = connections[tasks_alias]
+    if connection.vendor == "sqlite":
+        assert QueuedTask.objects.any_ready(queues=None)
+        return
+    table = connection.ops.quote_name(QueuedTask._meta.db_table)
+    other = connection.get_new_connection(connection.get_connection_params())
+    try:
+        other.cursor().execute(f"SELECT seq FROM {table} FOR UPDATE")  # (no autocommit)
+        # Held: a claim skips it ...
+        assert QueuedTask.objects.claim_many("w", queues=None, limit=1) == []
+        began = time.monotonic()
+        assert QueuedTask.objects.any_ready(queues=None)  # ... and the read sees it at once.
+        assert time.monotonic() - began < 1.0
+    finally:
+        other.rollback()
+        other.close()
 
 
 def ending(claim: Claim, status: str = "SUCCESSFUL", **changes: Any) -> Ending:
