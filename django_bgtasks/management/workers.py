@@ -83,6 +83,8 @@ def run_worker(
         )
     except ScheduleError as exc:  # a bad TASKS SCHEDULES entry (bgtasks.E023-E028)
         raise CommandError(str(exc)) from None
+    except ValueError as exc:  # a bad --queue name, say
+        raise CommandError(str(exc)) from None
     close_metrics = None
     if metrics_port is not None:
         try:

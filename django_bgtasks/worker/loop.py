@@ -79,7 +79,7 @@ from django_bgtasks.limits import MAX_GRACE, MAX_POLL
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.push import feed as changes
 from django_bgtasks.queue.schedules import task_schedules
-from django_bgtasks.validation import heartbeat_interval
+from django_bgtasks.validation import heartbeat_interval, validate_queue_names
 from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
@@ -126,7 +126,7 @@ class Worker:
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
         # their own, each claiming and running one queued task at a time.
         self.run_queued = run_queued or queues is not None
-        self.queues = None if queues is None else sorted(set(queues))
+        self.queues = None if queues is None else sorted(set(validate_queue_names(list(queues))))
         self.queue_threads = QueueThreads(
             self.id, count=concurrency, poll=poll, queues=self.queues, stopping=self.stopping
         )

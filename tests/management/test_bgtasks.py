@@ -880,3 +880,24 @@ def test_settings_and_verbosity_after_the_worker_subcommand_take_effect(
     assert process.returncode == 0, err
     assert [run["outcome"] for run in runs(site_alias, "surface-quick")] == ["succeeded"]
     assert ("INFO django_bgtasks.worker: task 'surface-quick' started" in err) == logged, err
+
+
+@pytest.mark.parametrize(
+    ("queue", "message"),
+    [
+        ("", "queue name must not be blank"),
+        ("x" * 101, "queue name must be at most 100 characters, not 101"),
+        (" default", "queue name must not start or end with whitespace"),
+    ],
+)
+def test_a_worker_refuses_a_bad_queue_name_before_it_starts(
+    site_alias: str, queue: str, message: str
+) -> None:
+    """Refused by the command, with the reason, before the worker writes its
+    row or claims: not by each claim of its queue threads, which would end
+    them one by one."""
+    from django_bgtasks.models import Worker as WorkerRow
+
+    with pytest.raises(CommandError, match=re.escape(message)):
+        bgtasks("worker", "--queue", queue, "--once")
+    assert not WorkerRow.objects.using(site_alias).exists()
