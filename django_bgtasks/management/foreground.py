@@ -21,7 +21,8 @@ from django_bgtasks.conf import EXECUTOR_THREAD
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.exceptions import LeaseLost, TaskCancelled
-from django_bgtasks.management.terminal import ProgressBar, printable, stop_on_signals
+from django_bgtasks.management.interrupts import stop_on_signals
+from django_bgtasks.management.terminal import ProgressBar, printable
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
@@ -86,7 +87,7 @@ def _follow(
 ) -> TaskState | None:
     """Draw ``running``'s progress until it ends, and return the task's last
     state. ``stop`` is set on each interrupt, counted in ``interrupts[0]``
-    (:func:`~django_bgtasks.management.terminal.stop_on_signals`)."""
+    (:func:`~django_bgtasks.management.interrupts.stop_on_signals`)."""
     bar = ProgressBar(stdout, style)
     cancel_sent = False
     while not running.wait(RUN_POLL_SECONDS):

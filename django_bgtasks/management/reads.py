@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from django_bgtasks.choices import Status
 from django_bgtasks.core.states import TaskState, run_duration
+from django_bgtasks.management.interrupts import stop_on_signals
 from django_bgtasks.management.terminal import (
     CLEAR_SCREEN,
     Cell,
@@ -26,7 +27,6 @@ from django_bgtasks.management.terminal import (
     plain,
     printable,
     status_cell,
-    stop_on_signals,
     styled,
     write_table,
 )

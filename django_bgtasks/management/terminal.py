@@ -1,21 +1,18 @@
 """Drawing on the operator's terminal, for the ``bgtasks`` command.
 
 Tables of styled cells, the ``run`` progress bar, the escaping of control
-characters in what task code wrote, JSON output, and Ctrl-C/SIGTERM handling
-for loops that must end between steps. Everything is written through Django's
-``OutputWrapper`` and ``Style``, so ``--no-color`` and captured output work as
-in any management command, and the app needs no terminal dependency.
+characters in what task code wrote, and JSON output. Everything is written
+through Django's ``OutputWrapper`` and ``Style``, so ``--no-color`` and
+captured output work as in any management command, and the app needs no
+terminal dependency. Ctrl-C and SIGTERM are :mod:`.interrupts`'.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.core.management.base import OutputWrapper
@@ -37,41 +34,6 @@ SPINNER = "|/-\\"
 
 # A table cell: plain text, or text and the style to draw it in.
 Cell = str | tuple[str, Callable[[str], str]]
-
-
-@contextlib.contextmanager
-def stop_on_signals(
-    stop: threading.Event,
-    count: list[int] | None = None,
-    *,
-    again: Callable[[int], None] | None = None,
-) -> Iterator[None]:
-    """While the block runs, Ctrl-C (SIGINT) and SIGTERM set ``stop`` (and
-    bump ``count[0]``) instead of raising wherever the program happens to be,
-    so loops end between steps and clean up. With ``again``, the second
-    signal and any later one call ``again(signum)`` instead, from the signal
-    handler (so it must only set flags). Signals can only be caught in the
-    main thread; elsewhere the block runs unchanged."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received = [0]
-
-    def handler(signum: int, frame: Any) -> None:
-        if count is not None:
-            count[0] += 1
-        received[0] += 1
-        if again is not None and received[0] > 1:
-            again(signum)
-        else:
-            stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 # Errors and values are written by task code, which may echo anything (a file

@@ -20,7 +20,8 @@ from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import lease_backends
 from django_bgtasks.core.states import WorkerState
 from django_bgtasks.exceptions import UnknownTask
-from django_bgtasks.management.terminal import Cell, stop_on_signals, write_json, write_table
+from django_bgtasks.management.interrupts import stop_on_signals
+from django_bgtasks.management.terminal import Cell, write_json, write_table
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 from django_bgtasks.queue.schedules import ScheduleError

@@ -15,8 +15,8 @@ from django_bgtasks.core.runner import RunningLease
 logger = logging.getLogger("django_bgtasks.worker")
 
 # How often a waiting main thread looks whether it should stop waiting: for a
-# stop at once while it waits for the runs (a signal handler can only set a
-# flag: it can't end a join), and under --once for a run or queue thread that ended.
+# stop at once while it waits for the runs (it comes as a flag, which can't
+# end a join), and under --once for a run or queue thread that ended.
 LOOK_EVERY_SECONDS = 0.1
 
 

@@ -34,7 +34,7 @@ AT_ONCE_WRITES_SECONDS = 5.0
 
 class Stopping(threading.Event):
     """The worker's stop flag, which also ends its idle waits: whoever sets it
-    (``stop()``, the command's signal handler, a test) wakes the loop and the
+    (``stop()``, the command on a signal, a test) wakes the loop and the
     queue threads at once."""
 
     def __init__(self, wake: Callable[[], None]) -> None:
