@@ -377,6 +377,41 @@ def _queue_indexes(alias: str) -> dict[str, list[tuple[str, str]]]:
         return indexes
 
 
+def test_on_sqlite_a_claim_reads_the_ready_rows_in_its_order_and_unapplying_0018_sorts(
+    sqlite_alias: str,
+) -> None:
+    """0018's index gives SQLite's claim its order (status, priority DESC,
+    seq): the claim statement, of every queue or of a list, picks the ready
+    rows by it. Without it, SQLite read them by the status index and sorted
+    every ready row to take the first few."""
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.manager import _claim_params
+
+    connection = connections[sqlite_alias]
+
+    def plans() -> list[str]:
+        claim = QueuedTask.objects._statements(connection).claim
+        found = []
+        for queues in (None, ["a", "b"]):
+            with connection.cursor() as cursor:
+                params = _claim_params(connection, "w", queues, 8)
+                cursor.execute(f"EXPLAIN QUERY PLAN {claim}", params)
+                found.append(" | ".join(str(row[-1]) for row in cursor.fetchall()))
+        return found
+
+    # (The claim then ranks the few rows it picked by their flow keys: those
+    # sorts are of at most its limit's rows.)
+    picked = "SEARCH t USING INDEX bgtasks_queued_claim (status=?)"
+    assert all(picked in plan for plan in plans()), plans()
+    previous = "0017_postgresql_partial_queue_indexes"
+    call_command("migrate", "django_bgtasks", previous, database=sqlite_alias, verbosity=0)
+    try:
+        assert not any("bgtasks_queued_claim" in plan for plan in plans())
+    finally:
+        call_command("migrate", "django_bgtasks", database=sqlite_alias, verbosity=0)
+    assert all(picked in plan for plan in plans())
+
+
 def test_on_mysql_unique_keys_that_differ_in_case_are_different_keys(mysql_alias: str) -> None:
     """MySQL's default collations would make these one key of the unique index
     on active_key; 0012 compares them byte for byte, as on PostgreSQL."""
