@@ -54,7 +54,7 @@ def drain(dsn: str, args: argparse.Namespace, tree: str | None = None) -> dict[s
             cursor.execute("VACUUM ANALYZE django_bgtasks_queuedtask")
     # The tree's own tasks_throughput.py: it puts its checkout first on the path.
     script = str(Path(tree) / "benchmarks/tasks_throughput.py") if tree else tasks_rounds.THIS
-    command = [sys.executable, script, "manage", dsn, "600",
+    command = [sys.executable, script, "manage", dsn, str(args.conn_max_age),
                *tasks_peers.worker_commands("bgtasks", 1, args.concurrency)[0]]  # fmt: skip
     workers = [
         subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
@@ -95,6 +95,9 @@ def arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=8, help="threads per worker")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds for workers to start")
+    parser.add_argument(
+        "--conn-max-age", type=int, default=600, help="the workers' CONN_MAX_AGE (0: Django's)"
+    )
     return parser
 
 

@@ -50,7 +50,7 @@ def idle(dsn: str, args: argparse.Namespace, tree: str) -> dict[str, float]:
     tasks_peers.clear(["bgtasks"])
     script = str(Path(tree) / "benchmarks/tasks_throughput.py")  # puts its tree on the path
     worker = tasks_peers.worker_commands("bgtasks", 1, args.concurrency)[0]
-    command = [sys.executable, script, "manage", dsn, "600", *worker]
+    command = [sys.executable, script, "manage", dsn, str(args.conn_max_age), *worker]
     workers = [
         subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
         for _ in range(args.workers)

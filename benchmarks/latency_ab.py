@@ -58,7 +58,7 @@ def idle(dsn: str, args: argparse.Namespace, tree: str) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="bgtasks-bench-stamps-"))
     script = str(Path(tree) / "benchmarks/tasks_throughput.py")
     worker_command = tasks_peers.worker_commands("bgtasks", 1, args.concurrency)[0]
-    command = [sys.executable, script, "manage", dsn, "600", *worker_command]
+    command = [sys.executable, script, "manage", dsn, str(args.conn_max_age), *worker_command]
     worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
         stamp.enqueue(str(folder / "first"))

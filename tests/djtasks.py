@@ -154,6 +154,21 @@ def noop() -> None:
     return None
 
 
+@task
+def counts(name: str, *, leave_open: bool = False) -> str:
+    """Write a ``Counter`` named ``name``; with ``leave_open``, after turning
+    autocommit off, and return with that transaction still open, as a task
+    with a bug may (Django's request cycle closes such a connection)."""
+    from django.db import connection
+
+    from tests.testapp.models import Counter
+
+    if leave_open:
+        connection.set_autocommit(False)
+    Counter.objects.create(name=name)
+    return name
+
+
 @task(takes_context=True)
 def sleeps_first(context: Any, path: str, seconds: float) -> int:
     """On the first attempt, say so in ``path`` and sleep ``seconds`` (long

@@ -22,6 +22,7 @@ from django_bgtasks.background.schedules import Cron, Every, parse_schedule
 from django_bgtasks.choices import Outcome
 from django_bgtasks.conf import conf
 from django_bgtasks.core.runner import RunningLease, lease
+from django_bgtasks.db.outages import close_broken_connections
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.limits import MAX_TTL
 from django_bgtasks.models import BackgroundTask
@@ -183,9 +184,11 @@ class BackgroundTaskFunction(Generic[P, R]):
                     running.result = self.func(running, *args, **kwargs)
                 except BaseException as exc:
                     running.exception = exc
-                    running.finish(exc)
-                else:
-                    running.finish(None, result=running.result)
+                # As after a request: a connection the function broke or left
+                # in a transaction is closed, or the run's end would be written
+                # into that transaction, and rolled back with it.
+                close_broken_connections()
+                running.finish(running.exception, result=running.result)
             except BaseException as exc:  # finish() raised LeaseLost; record it
                 running.exception = exc
             finally:

@@ -1,6 +1,6 @@
 """Riding out a database outage: which errors mean "can't be reached right
-now", dropping the broken connection, and retrying a holder's fenced write
-until its lease's deadline.
+now", dropping the broken connection (and only it, between a worker's polls),
+and retrying a holder's fenced write until its lease's deadline.
 
 A restart of the database, a failover or ``pg_terminate_backend`` breaks the
 connection a holder is about to write on. The write is fenced (it matches the
@@ -21,7 +21,13 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connections,
+)
 
 from django_bgtasks.conf import conf
 
@@ -42,6 +48,22 @@ def close_connection() -> None:
     has its own, so this closes only the caller's."""
     with contextlib.suppress(DatabaseError):
         connections[conf.DATABASE].close()
+
+
+def close_broken_connections() -> None:
+    """Between a worker's polls, and after each task it runs (as Django does
+    after each request): Django's ``close_old_connections()``, except
+    that a connection under ``CONN_MAX_AGE = 0`` (Django's default) is kept.
+    That setting means one connection a request, and a poll is no request:
+    closed each poll, the worker opened a connection a poll, 1.5 a second at
+    the default ``--poll 1`` (on PostgreSQL, a backend process forked each
+    time). A connection an error broke, or left in a transaction, is still
+    closed, and a positive ``CONN_MAX_AGE`` still ends it when it is that old.
+    Only the calling thread's connections: each thread has its own."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and connection.settings_dict["CONN_MAX_AGE"] == 0:
+            connection.close_at = None  # as CONN_MAX_AGE = None: never too old
+    close_old_connections()
 
 
 def retry_delay(interval: float, remaining: float) -> float:

@@ -66,15 +66,13 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from django.db import close_old_connections
-
 from django_bgtasks.background.functions import BackgroundTaskFunction
 from django_bgtasks.choices import Trigger
 from django_bgtasks.conf import conf
 from django_bgtasks.core.leases import default_owner
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import DueRow, WorkClaim
-from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
+from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections, close_connection
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.push import feed as changes
@@ -84,6 +82,7 @@ from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
 from django_bgtasks.worker.queue_threads import QueueThreads
+from django_bgtasks.worker.queue_threads import recover as recover_queued
 from django_bgtasks.worker.renewal import Renewer
 from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join, log_started
 from django_bgtasks.worker.stopping import Stopping, hand_back
@@ -134,7 +133,7 @@ class Worker:
         # queue keeps them all, whatever its --queue; a bad one is refused here.
         self.task_schedules = task_schedules() if self.run_queued else []
         self._once = False
-        # stop_now() was called: a plain flag, since a signal handler sets it.
+        # stop_now() was called: read by the loop's shut-down.
         self._at_once = False
         self.stopped_at_once = False
 
@@ -158,7 +157,7 @@ class Worker:
                 self._wakeup.clear()
                 if watcher is not None:
                     watcher.take()  # this tick reads them all afresh
-                close_old_connections()
+                close_broken_connections()
                 try:
                     started = self.tick()
                 except TRANSIENT_ERRORS as exc:
@@ -203,8 +202,7 @@ class Worker:
         """Stop at once (the command calls it on a second SIGTERM/SIGINT): wait
         for no run; the runs still going are handed back as a graceful stop
         would hand them back, and :meth:`run` returns with
-        ``stopped_at_once`` set. Safe in a signal handler: it takes no lock
-        unless the worker was not stopping yet."""
+        ``stopped_at_once`` set."""
         self._at_once = True
         if not self.stopping.is_set():
             self.stopping.set()
@@ -263,7 +261,7 @@ class Worker:
         self._runs.reap()
         self.heartbeat.beat(self._runs.names())
         if self.run_queued:
-            self.queue_threads.recover()
+            recover_queued()
         rows = BackgroundTask.objects.work.due()
         schedules.ensure_schedules([*self.tasks.values(), *self.task_schedules], rows)
         if self.task_schedules and not self.stopping.is_set():

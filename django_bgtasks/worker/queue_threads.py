@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from django.db import DatabaseError
 
 from django_bgtasks.core.holding import Renews
-from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_connection
+from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections, close_connection
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import READY, RUNNING, Claim, Ending
@@ -116,12 +116,6 @@ class QueueThreads:
         """Some thread is still going."""
         return any(thread.is_alive() for thread in self.threads)
 
-    def recover(self) -> None:
-        """Queued tasks whose worker went silent past their ttl: ready again
-        while attempts remain, else failed ("worker lost")."""
-        for result_id, status in QueuedTask.objects.recover():
-            logger.warning("queued task %s: its worker was lost; now %s", result_id, status)
-
     def claim(self, *, give_back: bool = False) -> Claim | None:
         """A queued task for the calling thread, claimed in the next round (the
         module docstring) and recorded as held here; ``None`` when that round
@@ -131,13 +125,12 @@ class QueueThreads:
         if give_back:
             with self._lock:
                 self._unsure = True
-        return self._rounds.submit(_Turn(None, True))[1]
+        return self._submit(_Turn(None, True))[1]
 
     def _nothing_ready(self) -> bool:
-        """An idle poll's read, before its claim: no task is ready, and no
-        give-back is owed (which only a claim's round makes). The read
-        locks and writes nothing, where an empty claim is a locking read in
-        a write transaction (8 times the server's work on MariaDB)."""
+        """An idle poll's read before its claim: no task is ready, and no
+        give-back (which only a claim's round makes) is owed. It locks and
+        writes nothing; on MariaDB an empty claim costs the server 8 times it."""
         with self._lock:
             if self._unsure:
                 return False
@@ -149,10 +142,17 @@ class QueueThreads:
         also wants that thread's next task, kept for it (:meth:`_loop`)."""
         want = getattr(self._local, "mine", False) and not self.stopping.is_set()
         want = want and getattr(self._local, "next", None) is None
-        written, claim = self._rounds.submit(_Turn(ending, want))
+        written, claim = self._submit(_Turn(ending, want))
         if claim is not None:
             self._local.next = claim
         return written
+
+    def _submit(self, turn: _Turn) -> tuple[Written, Claim | None]:
+        """``turn`` in the next round, which may write on this thread's
+        connection: first closed if the thread's last task broke it or left it
+        in a transaction (as after a request), where it would never commit."""
+        close_broken_connections()
+        return self._rounds.submit(turn)
 
     def _claim_round(self, turns: list[_Turn]) -> list[tuple[Written, Claim | None]]:
         """One round: the give-back owed, if any, then one statement for the
@@ -256,7 +256,7 @@ class QueueThreads:
                     self._unsure = True
             # Stopping before the database came back: one last try.
             with contextlib.suppress(DatabaseError):
-                self._rounds.submit(_Turn(None, False))
+                self._submit(_Turn(None, False))
             close_connection()
 
     def _run(self, claim: Claim, backoff: float) -> None:
@@ -300,6 +300,13 @@ class QueueThreads:
         run still going in its thread counts, beside its row's next run)."""
         with self._lock:
             return sum(self._held.values())
+
+
+def recover() -> None:
+    """Queued tasks whose worker went silent past their ttl: ready again
+    while attempts remain, else failed ("worker lost")."""
+    for result_id, status in QueuedTask.objects.recover():
+        logger.warning("queued task %s: its worker was lost; now %s", result_id, status)
 
 
 # What a run's finish returned (QueuedTask.objects.finish): the time it

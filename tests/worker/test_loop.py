@@ -314,6 +314,68 @@ def test_a_worker_beats_while_it_waits_between_polls(
             assert not state.silent and state.age < 0.6
 
 
+def test_a_worker_keeps_its_connection_from_poll_to_poll_under_djangos_default(
+    db_alias: str,
+) -> None:
+    """``CONN_MAX_AGE = 0`` (Django's default, and the suite's) means one
+    connection a request. A worker's poll is no request: its polls share one
+    connection, where each used to open its own."""
+    from django.db.backends.signals import connection_created
+
+    assert connections[db_alias].settings_dict["CONN_MAX_AGE"] == 0
+    opened: list[str] = []
+    polls: list[float] = []
+
+    def on_connected(sender: Any, connection: Any, **kwargs: Any) -> None:
+        if threading.current_thread().name == "test-worker" and connection.alias == db_alias:
+            opened.append(connection.alias)
+
+    worker = Worker([make_task("w-conn", lambda lease: None)], poll=0.02)
+    tick = worker.tick
+
+    def counted_tick() -> Any:
+        polls.append(time.monotonic())
+        return tick()
+
+    worker.tick = counted_tick  # type: ignore[method-assign]
+    thread = threading.Thread(target=worker.run, name="test-worker")
+    connection_created.connect(on_connected)
+    try:
+        thread.start()
+        wait_until("12 polls", lambda: len(polls) >= 12, timeout=WITHIN)
+    finally:
+        connection_created.disconnect(on_connected)
+        worker.stop()
+        thread.join(WITHIN)
+        connections.close_all()
+    assert not thread.is_alive()
+    assert len(opened) == 1, f"{len(opened)} connections for {len(polls)} polls"
+
+
+def test_a_run_that_leaves_a_transaction_open_still_records_its_end(db_alias: str) -> None:
+    """As after a request, the connection the function left in a transaction
+    is closed before the run's end is written with it: the end commits (it
+    would go into that transaction, and be rolled back with it), and what
+    the function left uncommitted is rolled back."""
+    from tests.testapp.models import Counter
+
+    def leaves_it_open(lease: RunningLease) -> str:
+        connections[db_alias].set_autocommit(False)
+        Counter.objects.using(db_alias).create(name="left-open")
+        return "done"
+
+    a_worker_runs("w-open")
+    assert objects.request_run("w-open") is True
+
+    Worker([make_task("w-open", leaves_it_open)], poll=0.05).run(once=True)
+
+    (run,) = runs("w-open")
+    assert (run.outcome, run.result) == (Outcome.SUCCEEDED, "done")
+    state = objects.get_state("w-open")
+    assert state is not None and state.status == Status.IDLE
+    assert not Counter.objects.using(db_alias).filter(name="left-open").exists()
+
+
 def test_a_worker_states_its_host_as_its_owner_id_does(
     db_alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
