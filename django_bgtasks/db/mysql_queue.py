@@ -15,14 +15,14 @@ else in ``atomic()`` one step after another:
 
 The rows stay locked until the commit, so what step 3 reads is what step 2
 wrote. The enqueue is an INSERT and a read; MariaDB's INSERT ... RETURNING
-makes it one statement there (:func:`_enqueue`). A write of one row (finish,
-cancel) has no step 1: the UPDATE's row count says whether it matched. A
-claim keeps ``SKIP LOCKED`` only as long as the locking read stops at
-``LIMIT``: InnoDB locks each row it reads, and a sort would read every ready
-row. Migration 0012's index (status, priority DESC, seq) gives the claim's
-order without a sort (MySQL 8.0 and MariaDB 10.8+; MariaDB 10.6 and 10.7
-ignore DESC in an index, so concurrent claims there may find every ready row
-locked and come back empty until their next poll).
+makes it one statement there (:mod:`~django_bgtasks.db.mariadb_queue`). A
+write of one row (finish, cancel) has no step 1: the UPDATE's row count says
+whether it matched. A claim keeps ``SKIP LOCKED`` only as long as the
+locking read stops at ``LIMIT``: InnoDB locks each row it reads, and a sort
+would read every ready row. Migration 0012's index (status, priority DESC,
+seq) gives the claim's order without a sort (MySQL 8.0 and MariaDB 10.8+;
+MariaDB 10.6 and 10.7 ignore DESC in an index, so concurrent claims there
+may find every ready row locked and come back empty until their next poll).
 
 Strings that JSON_TABLE reads have a collation of their own, so they are
 compared in ``utf8mb4_bin`` (as PostgreSQL and SQLite compare them);
@@ -33,7 +33,6 @@ no NOTIFY: the workers' queue threads poll.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,19 +101,24 @@ _T_RATE_FREE = f"""EXISTS (
 # The claim's pick keeps, beside the picked rows, whether any has a flow
 # limit (MariaDB runs the flow steps only then: db/mariadb_queue.py).
 FLOW_PICKED = "@bgtasks_flow"
+# A claim's time, read once its flow steps read the free slots (else NULL,
+# set by each pick), for the rate slots' and rows' start alike (see
+# postgresql_queue.py's ``claimed_at`` for why once, and why then).
+_CLAIMED_AT = "@bgtasks_claimed_at"
+_CLAIM_TIME = f"COALESCE({_CLAIMED_AT}, {_NOW})"
 # The rows a claim may take, but for the flow limits (also the idle poll's).
 _CLAIMABLE = f"""status = '{{ready}}'
         AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
         AND (run_after IS NULL OR run_after <= {_NOW})
         AND {NOT_PAUSED}"""
 CLAIM_PICK = f"""SELECT JSON_ARRAYAGG(seq) AS picked,
-        MAX(concurrency_key IS NOT NULL OR rate_key IS NOT NULL) AS flow
+        MAX(concurrency_key IS NOT NULL OR rate_key IS NOT NULL) AS flow, NULL AS claimed_at
     FROM (SELECT seq, concurrency_key, rate_key FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
     WHERE {_CLAIMABLE}
         AND {flow_slots_free(_T_RATE_FREE)}
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED) locked INTO {_PICKED}, {FLOW_PICKED}"""
+    FOR UPDATE SKIP LOCKED) locked INTO {_PICKED}, {FLOW_PICKED}, {_CLAIMED_AT}"""
 # The flow limits (db/rules.py): the free slots of the picked rows' keys,
 # locked (skipping those other claims are taking) into a variable each; then
 # each picked row paired with the free slot of its rank within its key, and
@@ -144,7 +148,8 @@ def _ranked_slots(variable: str, alias: str) -> str:
 _ASSIGN = f"""
     SELECT JSON_ARRAYAGG(c.seq) AS picked,
         JSON_ARRAYAGG(JSON_OBJECT('seq', c.seq, 'token', c.token + 1, 'c', c.cslot, 'r', rs.id))
-            AS taken
+            AS taken,
+        {_NOW} AS claimed_at
     FROM (
         SELECT p.*,
             ROW_NUMBER() OVER (PARTITION BY p.rate_key ORDER BY p.priority DESC, p.seq) AS rrank
@@ -168,7 +173,7 @@ _ASSIGN = f"""
     LEFT JOIN {_ranked_slots(_RSLOTS, "rs")}
         ON rs.flow_key = c.rate_key AND rs.rnk = c.rrank AND rs.slot <= c.rate_limit
     WHERE c.rate_key IS NULL OR rs.id IS NOT NULL
-    INTO {_PICKED}, {_TAKEN}
+    INTO {_PICKED}, {_TAKEN}, {_CLAIMED_AT}
 """
 _TAKEN_ROWS = (
     f"JSON_TABLE(COALESCE({_TAKEN}, '[]'), '$[*]' COLUMNS (seq BIGINT PATH '$.seq',"
@@ -177,7 +182,7 @@ _TAKEN_ROWS = (
 _TAKE_SLOTS = f"""
     UPDATE {_TAKEN_ROWS} STRAIGHT_JOIN {{slots}} s FORCE INDEX (PRIMARY)
         ON s.id = taken.c OR s.id = taken.r
-    SET s.started_at = CASE WHEN s.id = taken.r THEN {_NOW} ELSE s.started_at END,
+    SET s.started_at = CASE WHEN s.id = taken.r THEN {_CLAIMED_AT} ELSE s.started_at END,
         s.seq = taken.seq, s.token = taken.token
 """
 CLAIM_FLOW = [
@@ -221,7 +226,7 @@ _GIVE_BACK_PICK = _pick(
 # the other vendors' ON CONFLICT DO NOTHING stores nothing), then a read of
 # the rows it stored, by their uuid (the holder's row has another), both in
 # one round trip where the connection allows (db/mysql.py's _steps); on
-# MariaDB, the INSERT alone with RETURNING (_enqueue).
+# MariaDB, the INSERT alone with RETURNING (db/mariadb_queue.py).
 _ENQUEUE_ROWS = (
     "JSON_TABLE(%(rows)s, '$[*]' COLUMNS (n FOR ORDINALITY,"
     " uuid CHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.uuid',"
@@ -232,7 +237,7 @@ _ENQUEUE_ROWS = (
 )
 
 
-def _enqueued(prefix: str) -> str:
+def enqueued(prefix: str) -> str:
     """What the enqueue hands back of each task it stored: its uuid in 32 hex
     digits and its ``enqueued_at`` as text (columns of ``prefix``)."""
     return (
@@ -241,22 +246,37 @@ def _enqueued(prefix: str) -> str:
     )
 
 
-_ENQUEUE = f"""
+# What each task of an enqueue has of its own (db.rules.ENQUEUE_COLUMNS).
+ONE_TASK_OWN = ("uuid", "args_kwargs", "concurrency_key", "rate_key")
+
+
+def stored_values(own: str) -> str:
+    """The values of one task the enqueue stores, in ENQUEUE_COLUMNS' order:
+    ``own`` gives, by name, what each task has of its own (``uuid``,
+    ``args_kwargs``, ``concurrency_key``, ``rate_key``); the rest are the
+    statement's parameters, alike for every task of it."""
+    uuid, args_kwargs, concurrency_key, rate_key = (
+        own.format(column=column) for column in ONE_TASK_OWN
+    )
+    return f"""{uuid}, %(task_path)s, %(backend)s, %(queue_name)s,
+        %(priority)s, %(takes_context)s, {args_kwargs}, %(run_after)s,
+        '{{ready}}', 0, %(max_attempts)s, '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s,
+        %(active_key)s, %(trace_context)s, {concurrency_key}, %(concurrency)s, {rate_key},
+        %(rate_limit)s, %(rate_period)s"""
+
+
+ENQUEUE_HELD = "ON DUPLICATE KEY UPDATE active_key = {table}.active_key"
+ENQUEUE_INSERT = f"""
     INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
-    SELECT r.uuid, %(task_path)s, %(backend)s, %(queue_name)s, %(priority)s,
-        %(takes_context)s, r.args_kwargs, %(run_after)s, '{{ready}}', 0, %(max_attempts)s,
-        '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s, %(active_key)s, %(trace_context)s,
-        r.concurrency_key, %(concurrency)s, r.rate_key, %(rate_limit)s, %(rate_period)s
+    SELECT {stored_values("r.{column}")}
     FROM {_ENQUEUE_ROWS}
     ORDER BY r.n
-    ON DUPLICATE KEY UPDATE active_key = {{table}}.active_key
+    {ENQUEUE_HELD}"""
+_ENQUEUE = f"""{ENQUEUE_INSERT}
     {MYSQL_STEP}
-    SELECT {_enqueued("t.")}
+    SELECT {enqueued("t.")}
     FROM {_ENQUEUE_ROWS} STRAIGHT_JOIN {{table}} t ON t.uuid = r.uuid
 """
-# MariaDB (10.5+) hands back what an INSERT wrote in the same statement: its
-# first step alone, ending with this, reads what the second step reads.
-_ENQUEUE_RETURNING = f"\n    RETURNING {_enqueued('')}"
 
 
 # As ``finish``, for every ending in the JSON array ``ends`` (db/rules.py's
@@ -296,7 +316,7 @@ CLAIM_WRITE = f"""
         UPDATE {_PICKED_JOIN}
         SET status = '{{running}}', owner = %(owner)s, token = token + 1,
             updated_at = {_NOW}, cancel_requested = 0,
-            started_at = COALESCE(started_at, {_NOW}), last_attempted_at = {_NOW},
+            started_at = COALESCE(started_at, {_CLAIM_TIME}), last_attempted_at = {_CLAIM_TIME},
             attempts = attempts + 1, worker_ids = JSON_ARRAY_APPEND(worker_ids, '$', %(owner)s)
         {MYSQL_STEP}
         SELECT {CLAIM_COLUMNS} FROM {{table}} WHERE {_IS_PICKED} ORDER BY priority DESC, seq
@@ -461,24 +481,6 @@ def in_one_transaction(
         return results
 
 
-def _enqueue(
-    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
-) -> list[Row]:
-    """MySQL: the INSERT and the read of what it stored, in one round trip
-    where allowed. MariaDB: the INSERT alone, with RETURNING, one statement
-    less for the server. A held unique key's ON DUPLICATE KEY UPDATE makes
-    RETURNING hand back the holder's row, which the read by uuid leaves out:
-    so does this. Without a unique key, no row is another's."""
-    if not connection.mysql_is_mariadb:  # type: ignore[attr-defined]
-        return steps(connection, statement, query, params)
-    insert, _read = query.split(MYSQL_STEP)
-    rows = read_rows(connection, statement, insert + _ENQUEUE_RETURNING, params)
-    if params["active_key"] is None:
-        return rows
-    ours = {row["uuid"] for row in json.loads(params["rows"])}
-    return [row for row in rows if row["uuid"] in ours]
-
-
 # How each statement is run and read (see the readers above and mysql.py's).
 READERS: dict[str, Reader] = {
     "claim": _transaction,
@@ -490,7 +492,7 @@ READERS: dict[str, Reader] = {
     "ended": read_rows,
     "give_back": _transaction,
     "retry": count_rows,
-    "enqueue": _enqueue,
+    "enqueue": steps,
     "pause_queue": count_rows,
     "unpause_queue": count_rows,
     "paused_queues": read_rows,

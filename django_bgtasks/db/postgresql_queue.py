@@ -96,9 +96,18 @@ _CLAIMABLE = f"""status = '{{ready}}'
                 AND (run_after IS NULL OR run_after <= clock_timestamp())
                 AND {NOT_PAUSED}"""
 # The claim's CTEs (its ``LIMIT``, queues and owner are parameters) and its
-# UPDATE, apart: ``finish_claim`` puts them after the ends' UPDATE.
+# UPDATE, apart: ``finish_claim`` puts them after the ends' UPDATE. The
+# rows' start and their rate slots' are one read of the clock (``claimed_at``,
+# a CTE with a volatile call, so evaluated once, when ``took`` or the UPDATE
+# first asks: after the slots' reads, which the window functions of
+# ``_paired`` finish first). Each clock_timestamp() call reads the clock
+# again, and a backend paused between two would record a run's start after
+# the time its rate slot took; read before the slots were, a start before the
+# end of the run whose concurrency slot it took.
 _CLAIM_CTES = f"""
-        cand AS (
+        claimed_at AS (
+            SELECT clock_timestamp() AS at
+        ), cand AS (
             SELECT seq, token, priority, concurrency_key, concurrency, rate_key, rate_limit,
                 rate_period
             FROM {{table}} t
@@ -138,7 +147,7 @@ _CLAIM_CTES = f"""
             {_paired("concurrent", "rate_key", "rate_limit", "rfree", slot="rslot")}
         ), took AS (
             UPDATE {{slots}} s SET seq = c.seq, token = c.token + 1,
-                started_at = CASE WHEN s.id = c.rslot THEN clock_timestamp()
+                started_at = CASE WHEN s.id = c.rslot THEN (SELECT at FROM claimed_at)
                     ELSE s.started_at END
             FROM claimed c
             WHERE s.id = c.cslot OR s.id = c.rslot
@@ -146,8 +155,8 @@ _CLAIM_CTES = f"""
 _CLAIM_UPDATE = f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
             updated_at = clock_timestamp(), cancel_requested = false,
-            started_at = COALESCE(started_at, clock_timestamp()),
-            last_attempted_at = clock_timestamp(), attempts = attempts + 1,
+            started_at = COALESCE(started_at, (SELECT at FROM claimed_at)),
+            last_attempted_at = (SELECT at FROM claimed_at), attempts = attempts + 1,
             worker_ids = worker_ids || jsonb_build_array(%(owner)s::text)
         WHERE seq IN (SELECT seq FROM claimed)
         RETURNING {CLAIM_COLUMNS}"""

@@ -208,11 +208,17 @@ def run(
     RETURNING gives them on PostgreSQL and SQLite: one statement there, run
     prepared where the cursor may (:mod:`~django_bgtasks.db.cursor`). MySQL
     runs and reads each its own way (:data:`django_bgtasks.db.mysql.READERS`,
-    :data:`django_bgtasks.db.mysql_queue.READERS`), into rows of the same names;
+    :data:`django_bgtasks.db.mysql_queue.READERS`, MariaDB's
+    :data:`django_bgtasks.db.mariadb_queue.READERS`), into rows of the same names;
     SQLite runs the one operation it can't write as one statement in steps
     (:func:`django_bgtasks.db.sqlite.run_steps`)."""
     if connection.vendor == "mysql":
-        readers = mysql_queue.READERS if queue else mysql.READERS
+        if not queue:
+            readers = mysql.READERS
+        elif connection.mysql_is_mariadb:  # type: ignore[attr-defined]
+            readers = mariadb_queue.READERS
+        else:
+            readers = mysql_queue.READERS
         return readers[statement](connection, statement, query, params)
     if connection.vendor == "sqlite" and statement in sqlite.STEPPED:
         return sqlite.run_steps(connection, query, params)

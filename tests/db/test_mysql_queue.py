@@ -316,10 +316,12 @@ def test_an_enqueue_is_its_insert_and_the_read_of_what_it_stored(
         if query["sql"] not in {"BEGIN", "COMMIT"}
     ]
     if connection.mysql_is_mariadb:
-        # The INSERT with RETURNING (whose holder's row is left out).
+        # The INSERT with RETURNING (whose holder's row is left out); of one
+        # task, its VALUES.
         stored = [["INSERT"]]
         inserts = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip()[:6] == "INSERT"]
         assert len(inserts) == 3 and all("RETURNING" in sql for sql in inserts)
+        assert all("VALUES (" in sql and "JSON_TABLE" not in sql for sql in inserts)
     elif mysql.multi_statements(connection):
         stored = [["INSERT", "SELECT"]]
     else:
@@ -331,6 +333,32 @@ def test_an_enqueue_is_its_insert_and_the_read_of_what_it_stored(
     assert rows.count() == 2
     for result in (single, first):
         assert result.enqueued_at == rows.get(uuid=result.id).enqueued_at
+
+
+def test_an_enqueue_stores_each_task_its_own_values_one_task_or_several(
+    mysql_queue_alias: str,
+) -> None:
+    """Several tasks are one INSERT from JSON_TABLE; on MariaDB one task is an
+    INSERT of its VALUES. Either way each row holds its own uuid, arguments
+    and flow key, and its key's slots are made."""
+    connection = connections[mysql_queue_alias]
+    backend = djtasks.per_account.get_backend()
+    with CaptureQueriesContext(connection) as queries:
+        several = backend.enqueue_many(djtasks.per_account, [(["a"], {}), (["b"], {"seconds": 1})])
+        one = djtasks.per_account.enqueue("c", seconds=2)
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip()[:6] == "INSERT"]
+    assert len(inserts) == 2 and "JSON_TABLE" in inserts[0]
+    assert ("VALUES (" in inserts[1]) is connection.mysql_is_mariadb
+    rows = {str(row.uuid): row for row in QueuedTask.objects.using(mysql_queue_alias)}
+    assert len(rows) == 3
+    expected = [("a", {}), ("b", {"seconds": 1}), ("c", {"seconds": 2})]
+    for result, (account, kwargs) in zip([*several, one], expected, strict=True):
+        row = rows[result.id]
+        assert row.args_kwargs == {"args": [account], "kwargs": kwargs}
+        assert (row.concurrency_key, row.concurrency) == (f"account:{account}", 2)
+        assert result.enqueued_at == row.enqueued_at
+    slots = FlowSlot.objects.using(mysql_queue_alias).values_list("flow_key", "slot")
+    assert sorted(slots) == [(f"account:{k}", n) for k in "abc" for n in (1, 2)]
 
 
 def test_an_enqueue_that_fails_stores_nothing_and_leaves_the_connection_usable(

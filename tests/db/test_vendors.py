@@ -154,10 +154,17 @@ def _mysql_columns(
         vendor="mysql",
         mysql_is_mariadb=mariadb,
     )
-    params = {"active_key": None}  # (what an enqueue's reader reads of them)
-    rows = vendors.run(connection, statement, query, params, queue=queue)  # type: ignore[arg-type]
-    assert len(rows) == 1, (statement, rows)
-    return set(rows[0])
+    # What an enqueue's reader reads of its parameters: on MariaDB, the INSERT
+    # of one task is another statement than that of several.
+    tasks = ['[{"args_kwargs": {}}]', "[{}, {}]"] if statement == "enqueue" else ["[]"]
+    found = []
+    for rows_param in tasks:
+        params = {"active_key": None, "rows": rows_param}
+        rows = vendors.run(connection, statement, query, params, queue=queue)  # type: ignore[arg-type]
+        assert len(rows) == 1, (statement, rows)
+        found.append(set(rows[0]))
+    assert all(names == found[0] for names in found), statement
+    return found[0]
 
 
 def _rendered(vendor: str, queue: bool = False, mariadb: bool = False) -> dict[str, str]:

@@ -25,10 +25,14 @@ from tests import djtasks
 from tests.faults.harness import Workers
 from tests.procs import wait_until
 
-# A run's start and its row's time of the slot it took are two reads of the
-# clock in one claim on MySQL (SYSDATE(6), step by step): starts a window
-# apart may read this much less than a window apart.
-CLOCK_READS = dt.timedelta(milliseconds=20)
+# A run's recorded start and the time its rate slot took are one read of the
+# clock on every vendor (tests/queue/test_flow.py), made after the slot was
+# judged free: starts a window apart by the limit are a window apart by the
+# rows. SQLite stores milliseconds, and judges a slot free half of one early
+# (db/sqlite.py): that much is allowed. A limit that let a sixth start
+# through would still show: all fifteen are ready at once, and a free slot
+# is taken within a poll (0.05 s).
+STORED_TO = dt.timedelta(milliseconds=1)
 
 
 @pytest.fixture
@@ -62,7 +66,7 @@ def most_at_once(rows: list[QueuedTask]) -> int:
 def most_starts_in_a_window(starts: list[dt.datetime], window: dt.timedelta) -> int:
     starts = sorted(starts)
     return max(
-        sum(1 for later in starts[i:] if later - start < window - CLOCK_READS)
+        sum(1 for later in starts[i:] if later - start < window - STORED_TO)
         for i, start in enumerate(starts)
     )
 
@@ -95,11 +99,13 @@ def test_five_a_second_start_at_most_five_in_any_second_and_no_slower(
     rows = all_finished(tasks_alias, ids, timeout=60)
     starts = sorted(row.last_attempted_at for row in rows)
     assert most_starts_in_a_window(starts, dt.timedelta(seconds=1)) == 5
-    # Three windows' worth, and no more: the last five start one window
-    # after the five before them, and not much later (the workers poll
-    # every 0.05 s), so all fifteen are done in well under 4 s.
-    assert starts[-1] - starts[0] < dt.timedelta(seconds=2.8)
-    assert max(row.finished_at for row in rows) - starts[0] < dt.timedelta(seconds=3)
+    # And no slower: each start after the first five comes within a poll or
+    # so of the slot it takes being free again, a window after the start
+    # five before it (the workers poll every 0.05 s). Bounded per window,
+    # with room for a loaded machine, not over the whole run, where a
+    # loaded machine's delays add up.
+    later = [start - before for before, start in zip(starts, starts[5:], strict=False)]
+    assert max(later) < dt.timedelta(seconds=1.8), later
 
 
 def test_a_task_over_its_limit_does_not_hold_back_the_task_behind_it(
@@ -117,16 +123,22 @@ def test_a_task_over_its_limit_does_not_hold_back_the_task_behind_it(
     assert most_at_once([rows[i] for i in limited]) == 2
 
 
+# How long the claimers may go on past their 1.5 s for the tasks without a
+# limit (a loaded machine's claims are slow), before the test fails on them.
+STILL_CLAIMING = 30.0
+
+
 @pytest.mark.parametrize("threads", [8])
 def test_claimers_racing_never_pass_a_limit(server_alias: str, threads: int) -> None:
     """Eight threads, each its own connection, claim in batches of two and
     finish what they claimed, for a second and a half from the first claim's
-    reply: the rows say that no more than two of the key ran at once, no
-    more than five of the rate key started in any second (so no more than
-    ten in all: a slot's third start would be two seconds after its first),
-    and every other task was claimed once. (Timed from the first claim, not
-    from before the threads start: on a loaded machine their start took a
-    third of the run, and the rate key's second second never came.)"""
+    reply, and on until every task without a limit was claimed: the rows
+    say that no more than two of the key ran at once, no more than five of
+    the rate key started in any second, and every other task was claimed
+    once. (Timed from the first claim, not from before the threads start:
+    on a loaded machine their start took a third of the run, and the rate
+    key's second second never came; and on one, 1.5 s did not reach all
+    the tasks without a limit.)"""
     limited = [djtasks.per_account.enqueue("race").id for _ in range(40)]
     rated = [djtasks.five_a_second.enqueue(n).id for n in range(20)]
     plain = [djtasks.add.enqueue(n, n).id for n in range(20)]
@@ -134,15 +146,23 @@ def test_claimers_racing_never_pass_a_limit(server_alias: str, threads: int) -> 
     first = threading.Lock()
     errors: list[BaseException] = []
     barrier = threading.Barrier(threads)
+    unclaimed = set(plain)
+
+    def going() -> bool:
+        if not deadlines:
+            return True
+        now = time.monotonic()
+        return now < deadlines[0] or (bool(unclaimed) and now < deadlines[0] + STILL_CLAIMING)
 
     def claimer(n: int) -> None:
         try:
             barrier.wait()
-            while not deadlines or time.monotonic() < deadlines[0]:
+            while going():
                 claims = QueuedTask.objects.claim_many(f"t{n}", queues=None, limit=2)
                 with first:
                     if not deadlines:
                         deadlines.append(time.monotonic() + 1.5)
+                    unclaimed.difference_update(str(claim.uuid) for claim in claims)
                 for claim in claims:
                     time.sleep(random.uniform(0, 0.01))
                     assert QueuedTask.objects.finish(claim, status="SUCCESSFUL")
@@ -162,7 +182,7 @@ def test_claimers_racing_never_pass_a_limit(server_alias: str, threads: int) -> 
     assert most_at_once(ran) == 2 and len(ran) >= 10
     started = [rows[i].last_attempted_at for i in rated if rows[i].status == "SUCCESSFUL"]
     assert most_starts_in_a_window(started, dt.timedelta(seconds=1)) == 5
-    assert 5 < len(started) <= 10
+    assert len(started) > 5, "the rate key's second second came"
     assert {rows[i].status for i in plain} == {"SUCCESSFUL"}
     assert all(rows[i].attempts == 1 for i in plain)
     assert {rows[i].attempts for i in limited + rated} <= {0, 1}

@@ -118,6 +118,22 @@ def test_a_rate_key_starts_at_most_n_per_window(tasks_alias: str) -> None:
     assert sorted(slot.slot for slot in slots) == [1, 2]
 
 
+def test_a_runs_recorded_start_is_its_rate_slots_time(tasks_alias: str) -> None:
+    """The rate limit counts its slots' times, and an operator reads a run's
+    start from its row: one read of the clock, so that starts a window apart
+    by one are a window apart by the other."""
+    for n in range(2):
+        djtasks.two_an_hour.enqueue("x", n)
+    claimed = claim()
+    assert len(claimed) == 2
+    slots = FlowSlot.objects.using(tasks_alias).filter(kind="rate", seq__isnull=False)
+    rows = QueuedTask.objects.using(tasks_alias).filter(seq__in=[c.seq for c in claimed])
+    slot_times = {slot.seq: slot.started_at for slot in slots}
+    assert slot_times.keys() == {row.seq for row in rows}
+    apart = [abs(row.last_attempted_at - slot_times[row.seq]) for row in rows]
+    assert apart == [dt.timedelta(0)] * 2
+
+
 def test_a_task_with_both_limits_needs_a_slot_of_each(tasks_alias: str) -> None:
     djtasks.both_limits.enqueue("a", "b")
     djtasks.both_limits.enqueue("a", "b")  # "a" is busy

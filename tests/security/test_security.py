@@ -196,6 +196,8 @@ QUEUE_PARAMETERS |= {"queue"}
 # A retry's delay (finish; finish_many's is in ``ends``).
 QUEUE_PARAMETERS |= {"delay"}
 QUEUE_PARAMETERS |= {"concurrency", "rate_limit", "rate_period"}
+# MariaDB's enqueue of one task: what each task of ``rows`` has of its own.
+QUEUE_PARAMETERS |= {"args_kwargs", "concurrency_key", "rate_key"}
 
 
 @pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)
