@@ -96,7 +96,7 @@ def test_a_slot_that_comes_while_the_task_runs_is_skipped_and_history_says_so(
 ) -> None:
     for _ in range(2):
         workers.start("--task", "slow-every-second", "--poll", "0.05")
-    wait_until("two runs", lambda: len(runs("slow-every-second")) >= 2, timeout=20)
+    wait_until("two runs", lambda: len(runs("slow-every-second")) >= 2, timeout=60)
     workers.stop_all()
     finished = runs("slow-every-second")
     # Each run takes 2.5 s on a 1 s schedule: the slots in between are skipped.
