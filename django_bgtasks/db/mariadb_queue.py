@@ -6,6 +6,16 @@ The enqueue is its INSERT alone, ending in RETURNING (10.5+), where MySQL
 reads what it stored by a second statement; of one task, an INSERT of its
 ``VALUES`` (:func:`_enqueue`).
 
+Each UPDATE of the picked rows (a claim's, a recovery's, a give-back's) is a
+loop of one-row UPDATEs (:func:`_row_by_row`), where MySQL's is one
+multi-table UPDATE: MariaDB keeps that one's new values in an internal
+temporary table first, and keeps such a table on disk when it holds a BLOB
+(``worker_ids``, ``errors``). Each claim and each end then created and
+deleted a file: a quarter of the server's CPU in a drain went to the files
+(docs/benchmarks.md, "MariaDB: no file a claim"). An end's loop reads the
+ending's two BLOBs from the array, by its place, not from its rows, which a
+loop keeps in a temporary table.
+
 The claim's flow steps (the free slots of the picked rows' keys, the rows
 paired with them, the slots written) read nothing when no picked row has a
 flow limit, yet each is still parsed and run: 0.6-0.8 ms of the server's
@@ -27,16 +37,24 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.db.mysql import MYSQL_STEP, Reader
 from django_bgtasks.db.mysql import _rows as read_rows
+from django_bgtasks.db.mysql_enqueue import (
+    ENQUEUE_HELD,
+    ENQUEUE_INSERT,
+    ONE_TASK_OWN,
+    enqueued,
+    stored_values,
+)
 from django_bgtasks.db.mysql_queue import (
     CLAIM_FLOW,
     CLAIM_PICK,
     CLAIM_WRITE,
-    ENQUEUE_HELD,
-    ENQUEUE_INSERT,
+    FINISHED_READ,
     FLOW_PICKED,
-    ONE_TASK_OWN,
-    enqueued,
-    stored_values,
+    PICKED_JOIN,
+    PICKED_ROWS,
+    end_set,
+    ends_rows,
+    finish_many_pick,
 )
 from django_bgtasks.db.mysql_queue import QUEUE as MYSQL_QUEUE
 from django_bgtasks.db.mysql_queue import READERS as MYSQL_READERS
@@ -60,9 +78,51 @@ _ENQUEUE_ONE = f"""
     VALUES ({stored_values("%({column})s")})
     {ENQUEUE_HELD}"""
 
+
+def _row_by_row(query: str) -> str:
+    """``query`` with its step ``UPDATE {PICKED_JOIN} SET ...`` run as one
+    UPDATE by primary key for each picked row, in a compound statement (one
+    step, whose row count is that of all its UPDATEs). A picked row is
+    locked, so each matches, as in the join."""
+    head = f"UPDATE {PICKED_JOIN}"
+    steps = query.split(MYSQL_STEP)
+    [at] = [n for n, step in enumerate(steps) if step.strip().startswith(head)]
+    assignments = steps[at].strip().removeprefix(head)
+    steps[at] = (
+        f"BEGIN NOT ATOMIC FOR one IN (SELECT seq FROM {PICKED_ROWS}) DO"
+        f" UPDATE {{table}} t FORCE INDEX (PRIMARY) {assignments.strip()}"
+        " WHERE t.seq = one.seq; END FOR; END"
+    )
+    return MYSQL_STEP.join(steps)
+
+
+# The endings of a finish_many, in a variable: its loop reads the array
+# once a row more.
+_ENDS = "@bgtasks_ends"
+
+
+def _ending(key: str, read: str) -> str:
+    """``key`` of the ending ``e`` of the loop below, read by ``read``."""
+    return f"{read}({_ENDS}, CONCAT('$[', e.n - 1, '].{key}'))"
+
+
+_FINISH_MANY = MYSQL_STEP.join([
+    f"SET {_ENDS} = %(ends)s",
+    finish_many_pick(_ENDS),
+    f"""BEGIN NOT ATOMIC FOR e IN (SELECT e.n, e.seq, e.status, e.refund, e.delay
+        FROM {PICKED_ROWS} STRAIGHT_JOIN {ends_rows(_ENDS)} ON e.seq = picked.seq) DO
+        UPDATE {{table}} t FORCE INDEX (PRIMARY)
+        {end_set(_ending("return_value", "JSON_VALUE"), _ending("error", "JSON_EXTRACT"))}
+        WHERE t.seq = e.seq; END FOR; SET {_ENDS} = NULL; END""",
+    FINISHED_READ,
+])  # fmt: skip
+
 QUEUE = dataclasses.replace(
     MYSQL_QUEUE,
-    claim=MYSQL_STEP.join([CLAIM_PICK, _FLOW_WHEN_LIMITED, CLAIM_WRITE]),
+    claim=_row_by_row(MYSQL_STEP.join([CLAIM_PICK, _FLOW_WHEN_LIMITED, CLAIM_WRITE])),
+    recover=_row_by_row(MYSQL_QUEUE.recover),
+    give_back=_row_by_row(MYSQL_QUEUE.give_back),
+    finish_many=_FINISH_MANY,
     enqueue=MYSQL_STEP.join([ENQUEUE_INSERT + _RETURNING, _ENQUEUE_ONE + _RETURNING]),
 )
 

@@ -14,8 +14,8 @@ else in ``atomic()`` one step after another:
 3. a read of them hands back the columns RETURNING gives on the other vendors.
 
 The rows stay locked until the commit, so what step 3 reads is what step 2
-wrote. The enqueue is an INSERT and a read; MariaDB's INSERT ... RETURNING
-makes it one statement there (:mod:`~django_bgtasks.db.mariadb_queue`). A
+wrote. The enqueue is an INSERT and a read
+(:mod:`~django_bgtasks.db.mysql_enqueue`). A
 write of one row (finish, cancel) has no step 1: the UPDATE's row count says
 whether it matched. A claim keeps ``SKIP LOCKED`` only as long as the
 locking read stops at ``LIMIT``: InnoDB locks each row it reads, and a sort
@@ -44,11 +44,11 @@ from django_bgtasks.db.mysql import _count as count_rows
 from django_bgtasks.db.mysql import _renew as renew_steps
 from django_bgtasks.db.mysql import _rows as read_rows
 from django_bgtasks.db.mysql import _steps as steps
+from django_bgtasks.db.mysql_enqueue import ENQUEUE
 from django_bgtasks.db.rows import Row, named
 from django_bgtasks.db.rules import (
     CANCELLED_ERROR_CLASS,
     CLAIM_COLUMNS,
-    ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
     NOT_PAUSED,
     PAUSED_QUEUES,
@@ -65,17 +65,23 @@ _HOLDER = f"""seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
     AND status = '{{running}}' AND {_LIVE}"""
 # The session variable step 1 keeps the picked rows' seq in, and those rows.
 _PICKED = "@bgtasks_picked"
-_PICKED_ROWS = f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (seq BIGINT PATH '$')) picked"
-_IS_PICKED = f"seq IN (SELECT picked.seq FROM {_PICKED_ROWS})"
-# An UPDATE of them, as ``UPDATE {_PICKED_JOIN} SET ...``: each row looked up
+PICKED_ROWS = f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (seq BIGINT PATH '$')) picked"
+# A read of them, each looked up by its key: ``seq IN (subquery)`` would
+# materialise the subquery in a temporary table (MariaDB keeps one on disk when
+# a column read is a BLOB). Their order is the caller's to make.
+_PICKED_READ = (
+    f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (picked_seq BIGINT PATH '$')) picked"
+    " STRAIGHT_JOIN {table} t FORCE INDEX (PRIMARY) ON t.seq = picked.picked_seq"
+)
+# An UPDATE of them, as ``UPDATE {PICKED_JOIN} SET ...``: each row looked up
 # by its key, and no other row read. A locking read or a write locks every
 # row it reads, so the plan must not be left to the optimizer, which reads a
 # small table through (and a single-table UPDATE's IN (subquery) reads every
 # row, before MariaDB 11.1). A multi-table UPDATE may assign its SET at once,
 # not left to right; the module's order (a SET that reads a column before the
 # one that changes it) means the same either way.
-_PICKED_JOIN = (
-    f"{_PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq"
+PICKED_JOIN = (
+    f"{PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq"
 )
 
 
@@ -130,7 +136,7 @@ _CSLOTS, _RSLOTS, _TAKEN = "@bgtasks_cslots", "@bgtasks_rslots", "@bgtasks_taken
 
 def _free_slots(kind: str, key: str, free: str, into: str) -> str:
     return f"""SELECT JSON_ARRAYAGG(id) AS free FROM (
-        SELECT DISTINCT s.id FROM {_PICKED_ROWS}
+        SELECT DISTINCT s.id FROM {PICKED_ROWS}
             STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq
             STRAIGHT_JOIN {{slots}} s FORCE INDEX (bgtasks_flow_slot)
                 ON s.kind = '{{{kind}}}' AND s.flow_key = t.{key}
@@ -161,7 +167,7 @@ _ASSIGN = f"""
                     ROW_NUMBER() OVER (
                         PARTITION BY t.concurrency_key ORDER BY t.priority DESC, t.seq
                     ) AS crank
-                FROM {_PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY)
+                FROM {PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY)
                     ON t.seq = picked.seq
             ) c
             LEFT JOIN {_ranked_slots(_CSLOTS, "cs")}
@@ -221,105 +227,58 @@ _GIVE_BACK_PICK = _pick(
 # Alike in postgresql.py and sqlite.py on purpose: the same statements, here
 # with the SET ordered as MySQL needs it (a SET that reads a column comes
 # before the one that changes it) and without RETURNING.
-# The backend's enqueue (db.rules.ENQUEUE_COLUMNS), in the caller's
-# transaction: the INSERT (a key another task holds updates nothing, where
-# the other vendors' ON CONFLICT DO NOTHING stores nothing), then a read of
-# the rows it stored, by their uuid (the holder's row has another), both in
-# one round trip where the connection allows (db/mysql.py's _steps); on
-# MariaDB, the INSERT alone with RETURNING (db/mariadb_queue.py).
-_ENQUEUE_ROWS = (
-    "JSON_TABLE(%(rows)s, '$[*]' COLUMNS (n FOR ORDINALITY,"
-    " uuid CHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.uuid',"
-    " args_kwargs JSON PATH '$.args_kwargs',"
-    " concurrency_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-    " PATH '$.concurrency_key',"
-    " rate_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.rate_key')) r"
-)
-
-
-def enqueued(prefix: str) -> str:
-    """What the enqueue hands back of each task it stored: its uuid in 32 hex
-    digits and its ``enqueued_at`` as text (columns of ``prefix``)."""
-    return (
-        f"REPLACE({prefix}uuid, '-', '') AS uuid, DATE_FORMAT({prefix}enqueued_at,"
-        " '%%Y-%%m-%%d %%H:%%i:%%s.%%f') AS enqueued_at"
-    )
-
-
-# What each task of an enqueue has of its own (db.rules.ENQUEUE_COLUMNS).
-ONE_TASK_OWN = ("uuid", "args_kwargs", "concurrency_key", "rate_key")
-
-
-def stored_values(own: str) -> str:
-    """The values of one task the enqueue stores, in ENQUEUE_COLUMNS' order:
-    ``own`` gives, by name, what each task has of its own (``uuid``,
-    ``args_kwargs``, ``concurrency_key``, ``rate_key``); the rest are the
-    statement's parameters, alike for every task of it."""
-    uuid, args_kwargs, concurrency_key, rate_key = (
-        own.format(column=column) for column in ONE_TASK_OWN
-    )
-    return f"""{uuid}, %(task_path)s, %(backend)s, %(queue_name)s,
-        %(priority)s, %(takes_context)s, {args_kwargs}, %(run_after)s,
-        '{{ready}}', 0, %(max_attempts)s, '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s,
-        %(active_key)s, %(trace_context)s, {concurrency_key}, %(concurrency)s, {rate_key},
-        %(rate_limit)s, %(rate_period)s"""
-
-
-ENQUEUE_HELD = "ON DUPLICATE KEY UPDATE active_key = {table}.active_key"
-ENQUEUE_INSERT = f"""
-    INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
-    SELECT {stored_values("r.{column}")}
-    FROM {_ENQUEUE_ROWS}
-    ORDER BY r.n
-    {ENQUEUE_HELD}"""
-_ENQUEUE = f"""{ENQUEUE_INSERT}
-    {MYSQL_STEP}
-    SELECT {enqueued("t.")}
-    FROM {_ENQUEUE_ROWS} STRAIGHT_JOIN {{table}} t ON t.uuid = r.uuid
-"""
 
 
 # As ``finish``, for every ending in the JSON array ``ends`` (db/rules.py's
-# interface): each row fenced alike.
-_ENDS = """JSON_TABLE(%(ends)s, '$[*]' COLUMNS (seq BIGINT PATH '$.seq',
+# interface): each row fenced alike. MariaDB reads the array from a variable.
+def ends_rows(source: str) -> str:
+    """The endings of the JSON array ``source`` as rows ``e``, ``n`` their place."""
+    return f"""JSON_TABLE({source}, '$[*]' COLUMNS (n FOR ORDINALITY, seq BIGINT PATH '$.seq',
     owner VARCHAR(200) CHARACTER SET utf8mb4 PATH '$.owner', token BIGINT PATH '$.token',
     status VARCHAR(16) PATH '$.status', return_value LONGTEXT PATH '$.return_value',
     error JSON PATH '$.error', refund INT PATH '$.refund', delay DOUBLE PATH '$.delay')) e"""
-# Step 1 locks the rows whose ending matches them, so step 2 writes those alone.
-_FINISH_MANY_PICK = _pick(
-    f"""SELECT t.seq FROM {_ENDS}
+
+
+def finish_many_pick(source: str) -> str:
+    """Step 1 locks the rows whose ending matches them, so step 2 writes those alone."""
+    return _pick(f"""SELECT t.seq FROM {ends_rows(source)}
         STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = e.seq
     WHERE t.owner = e.owner COLLATE utf8mb4_bin AND t.token = e.token
         AND t.status = '{{running}}' AND t.{_LIVE}
-    FOR UPDATE"""
-)
-FINISH_MANY = f"""
-    {_FINISH_MANY_PICK}
-    {MYSQL_STEP}
-    UPDATE {_PICKED_JOIN} STRAIGHT_JOIN {_ENDS} ON e.seq = t.seq
-    SET t.status = e.status, t.updated_at = {_NOW},
+    FOR UPDATE""")
+
+
+def end_set(return_value: str = "e.return_value", error: str = "e.error") -> str:
+    """Step 2's SET: the row ``t`` ended as its ending ``e`` says, whose
+    ``return_value`` and ``error`` are read as these two expressions."""
+    return f"""SET t.status = e.status, t.updated_at = {_NOW},
         t.finished_at = CASE WHEN e.status = '{{ready}}' THEN NULL ELSE {_NOW} END,
-        t.return_value = e.return_value,
-        t.errors = CASE WHEN e.error IS NULL OR JSON_TYPE(e.error) = 'NULL' THEN t.errors
-            ELSE JSON_ARRAY_APPEND(t.errors, '$', JSON_EXTRACT(e.error, '$')) END,
+        t.return_value = {return_value},
+        t.errors = CASE WHEN {error} IS NULL OR JSON_TYPE({error}) = 'NULL' THEN t.errors
+            ELSE JSON_ARRAY_APPEND(t.errors, '$', JSON_EXTRACT({error}, '$')) END,
         t.attempts = t.attempts - e.refund,
         t.active_key = CASE WHEN e.status = '{{ready}}' THEN t.active_key END,
         t.run_after = CASE WHEN e.delay > 0
-            THEN {_NOW} + INTERVAL ROUND(e.delay * 1000000) MICROSECOND ELSE t.run_after END
-    {MYSQL_STEP}
-    SELECT seq, status, finished_at FROM {{table}} WHERE {_IS_PICKED}
-"""
+            THEN {_NOW} + INTERVAL ROUND(e.delay * 1000000) MICROSECOND ELSE t.run_after END"""
+
+
+FINISHED_READ = f"SELECT seq, status, finished_at FROM {_PICKED_READ}"
+FINISH_MANY = MYSQL_STEP.join([
+    finish_many_pick("%(ends)s"),
+    f"UPDATE {PICKED_JOIN} STRAIGHT_JOIN {ends_rows('%(ends)s')} ON e.seq = t.seq {end_set()}",
+    FINISHED_READ,
+])  # fmt: skip
 
 
 # The claim's last two steps: the picked rows claimed, and read.
 CLAIM_WRITE = f"""
-        UPDATE {_PICKED_JOIN}
+        UPDATE {PICKED_JOIN}
         SET status = '{{running}}', owner = %(owner)s, token = token + 1,
             updated_at = {_NOW}, cancel_requested = 0,
             started_at = COALESCE(started_at, {_CLAIM_TIME}), last_attempted_at = {_CLAIM_TIME},
             attempts = attempts + 1, worker_ids = JSON_ARRAY_APPEND(worker_ids, '$', %(owner)s)
         {MYSQL_STEP}
-        SELECT {CLAIM_COLUMNS} FROM {{table}} WHERE {_IS_PICKED} ORDER BY priority DESC, seq
+        SELECT {CLAIM_COLUMNS} FROM {_PICKED_READ}
 """
 
 
@@ -353,7 +312,7 @@ QUEUE = QueueStatements(
     recover=f"""
         {_RECOVER_PICK}
         {MYSQL_STEP}
-        UPDATE {_PICKED_JOIN}
+        UPDATE {PICKED_JOIN}
         SET
             errors = JSON_ARRAY_APPEND(errors, '$', JSON_OBJECT(
                 'exception_class_path', '{LOST_ERROR_CLASS}',
@@ -364,7 +323,7 @@ QUEUE = QueueStatements(
             finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {_NOW} END,
             status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END
         {MYSQL_STEP}
-        SELECT uuid, status FROM {{table}} WHERE {_IS_PICKED}
+        SELECT uuid, status FROM {_PICKED_READ}
     """,
     # Status last: the other columns read what it was.
     cancel=f"""
@@ -390,13 +349,13 @@ QUEUE = QueueStatements(
     give_back=f"""
         {_GIVE_BACK_PICK}
         {MYSQL_STEP}
-        UPDATE {_PICKED_JOIN} SET
+        UPDATE {PICKED_JOIN} SET
             started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
             attempts = attempts - 1, updated_at = {_NOW}, status = '{{ready}}',
             worker_ids = JSON_REMOVE(worker_ids, CONCAT('$[', JSON_LENGTH(worker_ids) - 1, ']'))
 
         {MYSQL_STEP}
-        SELECT uuid FROM {{table}} WHERE {_IS_PICKED}
+        SELECT uuid FROM {_PICKED_READ}
     """,
     # As db.rules.QUEUE_RETRY. MySQL refuses a subquery on the table an
     # UPDATE writes unless it is a derived table (materialised first).
@@ -411,7 +370,7 @@ QUEUE = QueueStatements(
                 SELECT DISTINCT active_key FROM {table} WHERE active_key IS NOT NULL) held)
     """,
     finish_many=FINISH_MANY,
-    enqueue=_ENQUEUE,
+    enqueue=ENQUEUE,
     # A name already paused is left alone (IGNORE: the duplicate key alone
     # can happen, the name's length is checked before any SQL).
     pause_queue=f"""

@@ -64,7 +64,9 @@ def _run(alias: str, statement: str, **params: Any) -> list[Row]:
 
 
 def _claim(alias: str, limit: int, owner: str = "w1") -> list[Row]:
-    return _run(alias, "claim", owner=owner, all=True, queues="[]", limit=limit)
+    """The rows a claim took, in the manager's order (the statement's read has none)."""
+    rows = _run(alias, "claim", owner=owner, all=True, queues="[]", limit=limit)
+    return sorted(rows, key=lambda row: (-row["priority"], row["seq"]))
 
 
 def _enqueue(*priorities: int) -> list[str]:
@@ -260,6 +262,48 @@ def test_finish_many_writes_each_row_its_ending_fences_and_no_other(
     assert [after[p].status for p in (2, 1, 0)] == ["RUNNING"] * 3
     assert after[0].active_key == "unique-0"
     assert _run(mysql_queue_alias, "finish_many", ends=json.dumps(ends[:3])) == []
+
+
+def test_on_mariadb_the_writes_of_picked_rows_keep_no_temporary_table_on_disk(
+    mysql_alias: str,
+) -> None:
+    """MariaDB keeps an internal temporary table on disk when it holds a BLOB:
+    the new values of a multi-table UPDATE whose first table is not the one
+    it writes, the rows of a sorted read. Each claim and each end made and
+    deleted such a file, a quarter of the server's CPU in a drain
+    (docs/benchmarks.md, "MariaDB: no file a claim"). So a claim, an end, a
+    give-back and a recovery, each writing rows with BLOBs, make none."""
+    connection = connections[mysql_alias]
+    connection.ensure_connection()
+    if not connection.mysql_is_mariadb:
+        pytest.skip("BGTASKS_MYSQL_URL is MySQL, whose temporary tables of BLOBs stay in memory")
+
+    def on_disk() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW SESSION STATUS LIKE 'Created_tmp_disk_tables'")
+            [(_name, count)] = cursor.fetchall()
+        return int(count)
+
+    _enqueue(3, 2, 1)
+    before = on_disk()
+    claimed = _claim(mysql_alias, 3)
+    ends = [
+        {"seq": row["seq"], "owner": "w1", "token": row["token"], "status": "SUCCESSFUL",
+         "return_value": json.dumps({"rows": "x" * 100}), "error": None, "refund": 0}
+        for row in claimed[:2]
+    ]  # fmt: skip
+    assert len(_run(mysql_alias, "finish_many", ends=json.dumps(ends))) == 2
+    assert len(_run(mysql_alias, "give_back", owner="w1", held="[]")) == 1
+    [again] = _claim(mysql_alias, 1)
+    rows = QueuedTask.objects.using(mysql_alias)
+    rows.filter(seq=again["seq"]).update(updated_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    assert [row["status"] for row in _run(mysql_alias, "recover")] == ["FAILED"]  # 1 attempt
+    assert on_disk() == before
+    after = {row.priority: row for row in rows.all()}
+    assert [after[p].return_value for p in (3, 2)] == [{"rows": "x" * 100}] * 2
+    given_back_then_lost = (after[1].status, after[1].worker_ids, after[1].attempts)
+    assert given_back_then_lost == ("FAILED", ["w1"], 1)
+    assert after[1].errors[0]["exception_class_path"].endswith("LeaseLost")
 
 
 def test_an_error_inside_a_statements_transaction_leaves_none_open(mysql_alias: str) -> None:

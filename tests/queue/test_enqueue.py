@@ -135,7 +135,7 @@ def test_enqueue_many_is_one_insert_whatever_the_number_of_tasks(
     [insert] = queries.captured_queries
     assert insert["sql"].lstrip().startswith("INSERT INTO")
     # MySQL has no RETURNING: the INSERT, then one read of what it stored,
-    # in the same query (one round trip). MariaDB has (db/mysql_queue.py).
+    # in the same query (one round trip). MariaDB has (db/mysql_enqueue.py).
     connection = connections[tasks_alias]
     mysql = connection.vendor == "mysql" and not connection.mysql_is_mariadb
     assert [step.split()[0] for step in insert["sql"].split(";")[1:]] == (
