@@ -405,6 +405,29 @@ def test_an_enqueue_stores_each_task_its_own_values_one_task_or_several(
     assert sorted(slots) == [(f"account:{k}", n) for k in "abc" for n in (1, 2)]
 
 
+@pytest.mark.parametrize(
+    ("rows", "only"),
+    [
+        ('[{"uuid": "a"}]', {"uuid": "a"}),
+        (' \n[ {"uuid": "a", "args": [1, "]"]} ]\n', {"uuid": "a", "args": [1, "]"]}),
+        ('[{"uuid": "a"}, {"uuid": "b"}]', None),
+        ('[{"uuid": "a"} ,{"uuid": "b"}]', None),
+        ("[]", None),
+    ],
+    ids=["one", "one-spaced", "two", "two-spaced", "none"],
+)
+def test_mariadbs_enqueue_tells_one_task_from_several_by_reading_the_first(
+    rows: str, only: dict[str, Any] | None
+) -> None:
+    """MariaDB stores one task by an INSERT of its VALUES: the reader tells
+    one from several without parsing a bulk enqueue's every task."""
+    from django_bgtasks.db.mariadb_queue import _only_task
+
+    assert _only_task(rows) == only
+    with pytest.raises(ValueError, match="a JSON array"):
+        _only_task('{"uuid": "a"}')
+
+
 def test_an_enqueue_that_fails_stores_nothing_and_leaves_the_connection_usable(
     mysql_queue_alias: str, tmp_path: Any
 ) -> None:
