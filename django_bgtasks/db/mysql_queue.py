@@ -224,11 +224,11 @@ _GIVE_BACK_PICK = _pick(
     FOR UPDATE"""
 )
 
+
 # Alike in postgresql.py and sqlite.py on purpose: the same statements, here
 # with the SET ordered as MySQL needs it (a SET that reads a column comes
 # before the one that changes it) and without RETURNING.
-
-
+#
 # As ``finish``, for every ending in the JSON array ``ends`` (db/rules.py's
 # interface): each row fenced alike. MariaDB reads the array from a variable.
 def ends_rows(source: str) -> str:
