@@ -90,9 +90,9 @@ def _row_by_row(query: str) -> str:
     [at] = [n for n, step in enumerate(steps) if step.strip().startswith(head)]
     assignments = steps[at].strip().removeprefix(head)
     steps[at] = (
-        f"BEGIN NOT ATOMIC FOR one IN (SELECT seq FROM {PICKED_ROWS}) DO"
+        f"BEGIN NOT ATOMIC FOR one IN (SELECT picked_seq FROM {PICKED_ROWS}) DO"
         f" UPDATE {{table}} t FORCE INDEX (PRIMARY) {assignments.strip()}"
-        " WHERE t.seq = one.seq; END FOR; END"
+        " WHERE t.seq = one.picked_seq; END FOR; END"
     )
     return MYSQL_STEP.join(steps)
 
@@ -111,7 +111,7 @@ _FINISH_MANY = MYSQL_STEP.join([
     f"SET {_ENDS} = %(ends)s",
     finish_many_pick(_ENDS),
     f"""BEGIN NOT ATOMIC FOR e IN (SELECT e.n, e.seq, e.status, e.refund, e.delay
-        FROM {PICKED_ROWS} STRAIGHT_JOIN {ends_rows(_ENDS)} ON e.seq = picked.seq) DO
+        FROM {PICKED_ROWS} STRAIGHT_JOIN {ends_rows(_ENDS)} ON e.seq = picked.picked_seq) DO
         UPDATE {{table}} t FORCE INDEX (PRIMARY)
         {end_set(_ending("return_value", "JSON_VALUE"), _ending("error", "JSON_EXTRACT"))}
         WHERE t.seq = e.seq; END FOR; SET {_ENDS} = NULL; END""",

@@ -15,14 +15,14 @@ else in ``atomic()`` one step after another:
 
 The rows stay locked until the commit, so what step 3 reads is what step 2
 wrote. The enqueue is an INSERT and a read
-(:mod:`~django_bgtasks.db.mysql_enqueue`). A
-write of one row (finish, cancel) has no step 1: the UPDATE's row count says
-whether it matched. A claim keeps ``SKIP LOCKED`` only as long as the
-locking read stops at ``LIMIT``: InnoDB locks each row it reads, and a sort
-would read every ready row. Migration 0012's index (status, priority DESC,
-seq) gives the claim's order without a sort (MySQL 8.0 and MariaDB 10.8+;
-MariaDB 10.6 and 10.7 ignore DESC in an index, so concurrent claims there
-may find every ready row locked and come back empty until their next poll).
+(:mod:`~django_bgtasks.db.mysql_enqueue`). A write of one row (finish,
+cancel) has no step 1: the UPDATE's row count says whether it matched. A
+claim keeps ``SKIP LOCKED`` only as long as the locking read stops at
+``LIMIT``: InnoDB locks each row it reads, and a sort would read every ready
+row. Migration 0012's index (status, priority DESC, seq) gives the claim's
+order without a sort (MySQL 8.0 and MariaDB 10.8+; MariaDB 10.6 and 10.7
+ignore DESC in an index, so concurrent claims there may find every ready row
+locked and come back empty until their next poll).
 
 Strings that JSON_TABLE reads have a collation of their own, so they are
 compared in ``utf8mb4_bin`` (as PostgreSQL and SQLite compare them);
@@ -63,25 +63,23 @@ _LIVE = f"updated_at >= {_NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
 _STALE = f"updated_at < {_NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
 _HOLDER = f"""seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
     AND status = '{{running}}' AND {_LIVE}"""
-# The session variable step 1 keeps the picked rows' seq in, and those rows.
+# The session variable step 1 keeps the picked rows' seq in, and those rows
+# (named ``picked_seq``, so that the table's ``seq`` alone is ``seq``).
 _PICKED = "@bgtasks_picked"
-PICKED_ROWS = f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (seq BIGINT PATH '$')) picked"
-# A read of them, each looked up by its key: ``seq IN (subquery)`` would
-# materialise the subquery in a temporary table (MariaDB keeps one on disk when
-# a column read is a BLOB). Their order is the caller's to make.
-_PICKED_READ = (
-    f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (picked_seq BIGINT PATH '$')) picked"
-    " STRAIGHT_JOIN {table} t FORCE INDEX (PRIMARY) ON t.seq = picked.picked_seq"
-)
-# An UPDATE of them, as ``UPDATE {PICKED_JOIN} SET ...``: each row looked up
-# by its key, and no other row read. A locking read or a write locks every
-# row it reads, so the plan must not be left to the optimizer, which reads a
-# small table through (and a single-table UPDATE's IN (subquery) reads every
-# row, before MariaDB 11.1). A multi-table UPDATE may assign its SET at once,
-# not left to right; the module's order (a SET that reads a column before the
-# one that changes it) means the same either way.
+PICKED_ROWS = f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (picked_seq BIGINT PATH '$')) picked"
+# Those rows of the table, for an UPDATE (``UPDATE {PICKED_JOIN} SET ...``) or
+# a read (``SELECT ... FROM {PICKED_JOIN}``): each row looked up by its key,
+# and no other row read. A locking read or a write locks every row it reads,
+# so the plan must not be left to the optimizer, which reads a small table
+# through (and a single-table UPDATE's IN (subquery) reads every row, before
+# MariaDB 11.1). A read's ``seq IN (subquery)`` would materialise the
+# subquery in a temporary table (MariaDB keeps one on disk when a column read
+# is a BLOB); the rows' order is the caller's to make. A multi-table UPDATE
+# may assign its SET at once, not left to right; the module's order (a SET
+# that reads a column before the one that changes it) means the same either
+# way.
 PICKED_JOIN = (
-    f"{PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq"
+    f"{PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.picked_seq"
 )
 
 
@@ -136,8 +134,7 @@ _CSLOTS, _RSLOTS, _TAKEN = "@bgtasks_cslots", "@bgtasks_rslots", "@bgtasks_taken
 
 def _free_slots(kind: str, key: str, free: str, into: str) -> str:
     return f"""SELECT JSON_ARRAYAGG(id) AS free FROM (
-        SELECT DISTINCT s.id FROM {PICKED_ROWS}
-            STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY) ON t.seq = picked.seq
+        SELECT DISTINCT s.id FROM {PICKED_JOIN}
             STRAIGHT_JOIN {{slots}} s FORCE INDEX (bgtasks_flow_slot)
                 ON s.kind = '{{{kind}}}' AND s.flow_key = t.{key}
         WHERE {free}
@@ -167,8 +164,7 @@ _ASSIGN = f"""
                     ROW_NUMBER() OVER (
                         PARTITION BY t.concurrency_key ORDER BY t.priority DESC, t.seq
                     ) AS crank
-                FROM {PICKED_ROWS} STRAIGHT_JOIN {{table}} t FORCE INDEX (PRIMARY)
-                    ON t.seq = picked.seq
+                FROM {PICKED_JOIN}
             ) c
             LEFT JOIN {_ranked_slots(_CSLOTS, "cs")}
                 ON cs.flow_key = c.concurrency_key AND cs.rnk = c.crank
@@ -262,7 +258,7 @@ def end_set(return_value: str = "e.return_value", error: str = "e.error") -> str
             THEN {_NOW} + INTERVAL ROUND(e.delay * 1000000) MICROSECOND ELSE t.run_after END"""
 
 
-FINISHED_READ = f"SELECT seq, status, finished_at FROM {_PICKED_READ}"
+FINISHED_READ = f"SELECT seq, status, finished_at FROM {PICKED_JOIN}"
 FINISH_MANY = MYSQL_STEP.join([
     finish_many_pick("%(ends)s"),
     f"UPDATE {PICKED_JOIN} STRAIGHT_JOIN {ends_rows('%(ends)s')} ON e.seq = t.seq {end_set()}",
@@ -278,7 +274,7 @@ CLAIM_WRITE = f"""
             started_at = COALESCE(started_at, {_CLAIM_TIME}), last_attempted_at = {_CLAIM_TIME},
             attempts = attempts + 1, worker_ids = JSON_ARRAY_APPEND(worker_ids, '$', %(owner)s)
         {MYSQL_STEP}
-        SELECT {CLAIM_COLUMNS} FROM {_PICKED_READ}
+        SELECT {CLAIM_COLUMNS} FROM {PICKED_JOIN}
 """
 
 
@@ -323,7 +319,7 @@ QUEUE = QueueStatements(
             finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {_NOW} END,
             status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END
         {MYSQL_STEP}
-        SELECT uuid, status FROM {_PICKED_READ}
+        SELECT uuid, status FROM {PICKED_JOIN}
     """,
     # Status last: the other columns read what it was.
     cancel=f"""
@@ -355,7 +351,7 @@ QUEUE = QueueStatements(
             worker_ids = JSON_REMOVE(worker_ids, CONCAT('$[', JSON_LENGTH(worker_ids) - 1, ']'))
 
         {MYSQL_STEP}
-        SELECT uuid FROM {_PICKED_READ}
+        SELECT uuid FROM {PICKED_JOIN}
     """,
     # As db.rules.QUEUE_RETRY. MySQL refuses a subquery on the table an
     # UPDATE writes unless it is a derived table (materialised first).
