@@ -92,6 +92,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_bgtasks.worker")
 
+# How often, at most, a worker recovers the queued tasks of lost workers
+# (``QueuedTask.objects.recover``): at every poll when polls are at least this
+# far apart (``--poll 1``, the default), else this often. A recovery is a
+# locking transaction, and a lost worker's task waits out its ttl (120 s by
+# default) first anyway: at ``--poll 0.05``, twenty recoveries a second a
+# worker cost a drain 9 % of its rate, on MariaDB and on PostgreSQL alike
+# (docs/benchmarks.md).
+RECOVER_EVERY_SECONDS = 1.0
+
 
 class Worker:
     """Runs the due work of ``tasks``, at most ``concurrency`` runs at once,
@@ -117,6 +126,8 @@ class Worker:
         self.id = default_owner()
         # Set by the change feed's thread, and with ``stopping``: ends the idle wait.
         self._wakeup = threading.Event()
+        # When the next poll recovers the queued tasks of lost workers (monotonic).
+        self._recover_at = 0.0
         self.stopping: threading.Event = Stopping(self._wake_all)
         self._runs = Runs()
         self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
@@ -260,8 +271,12 @@ class Worker:
         """One poll: claim and start what is due. Returns how many runs started."""
         self._runs.reap()
         self.heartbeat.beat(self._runs.names())
-        if self.run_queued:
+        if self.run_queued and time.monotonic() >= self._recover_at:
+            # Not every poll: see RECOVER_EVERY_SECONDS.
+            self._recover_at = time.monotonic() + RECOVER_EVERY_SECONDS
             recover_queued()
+        if not self.tasks and not self.task_schedules:
+            return 0  # a worker of the queue alone: nothing here reads the lease table
         rows = BackgroundTask.objects.work.due()
         schedules.ensure_schedules([*self.tasks.values(), *self.task_schedules], rows)
         if self.task_schedules and not self.stopping.is_set():

@@ -259,3 +259,43 @@ def test_a_retry_its_own_end_made_ready_is_claimed_next_by_its_thread(tasks_alia
     result.refresh()
     assert result.status == compat.TaskResultStatus.SUCCESSFUL
     assert result.attempts == 2
+
+
+def test_a_queue_workers_poll_reads_no_lease_and_recovers_at_most_once_a_second(
+    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker of the queue alone (no background task, no task schedule)
+    has nothing to read in the lease table at its polls, and recovers the
+    queued tasks of lost workers at its first poll, then not again before
+    RECOVER_EVERY_SECONDS: at ``--poll 0.05`` a recovery every poll cost a
+    drain 9 % of its rate."""
+    from django.test.utils import CaptureQueriesContext
+
+    from django_bgtasks.models import BackgroundTask
+    from django_bgtasks.worker import loop
+    from tests.queue.test_backend import backdate
+
+    def lost_task() -> QueuedTask:
+        result = djtasks.add.enqueue(1, 2)
+        assert QueuedTask.objects.claim("killed-worker", queues=None) is not None
+        backdate(tasks_alias, 3600)
+        return QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
+
+    monkeypatch.setattr(loop, "RECOVER_EVERY_SECONDS", 3600.0)
+    first = lost_task()
+    worker = Worker([], concurrency=2, poll=0.05, run_queued=True)
+    with CaptureQueriesContext(connections[tasks_alias]) as queries:
+        assert worker.tick() == 0
+    first.refresh_from_db()
+    assert first.status == "FAILED"  # recovered at the first poll (max_attempts 1)
+    leases = BackgroundTask._meta.db_table
+    assert queries.captured_queries
+    assert not [q["sql"] for q in queries.captured_queries if leases in q["sql"]]
+
+    second = lost_task()
+    worker.tick()
+    second.refresh_from_db()
+    assert second.status == "RUNNING"  # not yet: the last recovery was just now
+    Worker([], concurrency=2, poll=0.05, run_queued=True).tick()
+    second.refresh_from_db()
+    assert second.status == "FAILED"
