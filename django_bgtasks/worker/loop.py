@@ -81,8 +81,7 @@ from django_bgtasks.validation import heartbeat_interval, validate_queue_names
 from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
-from django_bgtasks.worker.queue_threads import QueueThreads
-from django_bgtasks.worker.queue_threads import recover as recover_queued
+from django_bgtasks.worker.queue_threads import QueueThreads, Recovery
 from django_bgtasks.worker.renewal import Renewer
 from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join, log_started
 from django_bgtasks.worker.stopping import Stopping, hand_back
@@ -91,15 +90,6 @@ if TYPE_CHECKING:
     from django_bgtasks.queue.execute import QueuedLease
 
 logger = logging.getLogger("django_bgtasks.worker")
-
-# How often, at most, a worker recovers the queued tasks of lost workers
-# (``QueuedTask.objects.recover``): at every poll when polls are at least this
-# far apart (``--poll 1``, the default), else this often. A recovery is a
-# locking transaction, and a lost worker's task waits out its ttl (120 s by
-# default) first anyway: at ``--poll 0.05``, twenty recoveries a second a
-# worker cost a drain 9 % of its rate, on MariaDB and on PostgreSQL alike
-# (docs/benchmarks.md).
-RECOVER_EVERY_SECONDS = 1.0
 
 
 class Worker:
@@ -126,20 +116,18 @@ class Worker:
         self.id = default_owner()
         # Set by the change feed's thread, and with ``stopping``: ends the idle wait.
         self._wakeup = threading.Event()
-        # When the next poll recovers the queued tasks of lost workers (monotonic).
-        self._recover_at = 0.0
         self.stopping: threading.Event = Stopping(self._wake_all)
         self._runs = Runs()
         self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
         self.ttl = self.heartbeat.ttl
         self.renewer = Renewer(timeout_grace=grace)  # one statement a beat renews them all
-        # Django Tasks (django_bgtasks.backend): ``concurrency`` threads of
-        # their own, each claiming and running one queued task at a time.
+        # Django Tasks (django_bgtasks.backend): ``concurrency`` threads, a task each.
         self.run_queued = run_queued or queues is not None
         self.queues = None if queues is None else sorted(set(validate_queue_names(list(queues))))
         self.queue_threads = QueueThreads(
             self.id, count=concurrency, poll=poll, queues=self.queues, stopping=self.stopping
         )
+        self.recovery = Recovery()
         # The Django Task schedules (TASKS' SCHEDULES): every worker of the
         # queue keeps them all, whatever its --queue; a bad one is refused here.
         self.task_schedules = task_schedules() if self.run_queued else []
@@ -271,13 +259,10 @@ class Worker:
         """One poll: claim and start what is due. Returns how many runs started."""
         self._runs.reap()
         self.heartbeat.beat(self._runs.names())
-        if self.run_queued and time.monotonic() >= self._recover_at:
-            # Not every poll: see RECOVER_EVERY_SECONDS.
-            self._recover_at = time.monotonic() + RECOVER_EVERY_SECONDS
-            recover_queued()
-        if not self.tasks and not self.task_schedules:
-            return 0  # a worker of the queue alone: nothing here reads the lease table
-        rows = BackgroundTask.objects.work.due()
+        if self.run_queued:
+            self.recovery.run()
+        # (A worker of the queue alone has nothing to read in the lease table.)
+        rows = BackgroundTask.objects.work.due() if self.tasks or self.task_schedules else []
         schedules.ensure_schedules([*self.tasks.values(), *self.task_schedules], rows)
         if self.task_schedules and not self.stopping.is_set():
             schedules.enqueue_due(self.task_schedules, rows)

@@ -49,6 +49,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_bgtasks.worker")
 
+# How often, at most, a worker recovers the queued tasks of lost workers
+# (``QueuedTask.objects.recover``): at its first poll a second or more after
+# the last (a poll's wait is half of ``--poll`` to all of it). A recovery is a
+# locking transaction, and a lost worker's task waits out its ttl (120 s by
+# default) first anyway: at ``--poll 0.05``, twenty recoveries a second a
+# worker cost a drain 9 % of its rate, on MariaDB and on PostgreSQL alike
+# (docs/benchmarks.md).
+RECOVER_EVERY_SECONDS = 1.0
+
 
 class QueueThreads:
     """``count`` threads of the worker ``worker_id``, claiming from ``queues``
@@ -302,11 +311,21 @@ class QueueThreads:
             return sum(self._held.values())
 
 
-def recover() -> None:
-    """Queued tasks whose worker went silent past their ttl: ready again
-    while attempts remain, else failed ("worker lost")."""
-    for result_id, status in QueuedTask.objects.recover():
-        logger.warning("queued task %s: its worker was lost; now %s", result_id, status)
+class Recovery:
+    """A worker's recoveries of the queued tasks of lost workers, made by its polls."""
+
+    def __init__(self) -> None:
+        self._next = 0.0  # (monotonic) when the next poll recovers
+
+    def run(self) -> None:
+        """Queued tasks whose worker went silent past their ttl: ready again
+        while attempts remain, else failed ("worker lost"); unless the last
+        recovery here was less than RECOVER_EVERY_SECONDS ago."""
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + RECOVER_EVERY_SECONDS
+        for result_id, status in QueuedTask.objects.recover():
+            logger.warning("queued task %s: its worker was lost; now %s", result_id, status)
 
 
 # What a run's finish returned (QueuedTask.objects.finish): the time it

@@ -272,7 +272,7 @@ def test_a_queue_workers_poll_reads_no_lease_and_recovers_at_most_once_a_second(
     from django.test.utils import CaptureQueriesContext
 
     from django_bgtasks.models import BackgroundTask
-    from django_bgtasks.worker import loop
+    from django_bgtasks.worker import queue_threads
     from tests.queue.test_backend import backdate
 
     def lost_task() -> QueuedTask:
@@ -281,7 +281,7 @@ def test_a_queue_workers_poll_reads_no_lease_and_recovers_at_most_once_a_second(
         backdate(tasks_alias, 3600)
         return QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
 
-    monkeypatch.setattr(loop, "RECOVER_EVERY_SECONDS", 3600.0)
+    monkeypatch.setattr(queue_threads, "RECOVER_EVERY_SECONDS", 3600.0)
     first = lost_task()
     worker = Worker([], concurrency=2, poll=0.05, run_queued=True)
     with CaptureQueriesContext(connections[tasks_alias]) as queries:
