@@ -23,6 +23,7 @@ from django_bgtasks.db.rules import (
     flow_slots_free,
     ready_probe,
 )
+from django_bgtasks.validation import validate_limit
 
 # The queue's (Django Tasks).
 # The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
@@ -90,6 +91,23 @@ def _paired(rows: str, key: str, limit: str, free: str, *, slot: str) -> str:
             WHERE r.{key} IS NULL OR f.id IS NOT NULL"""
 
 
+# The claim's LIMIT is written into its text (:func:`with_limit`), not sent
+# as a parameter. PostgreSQL plans a prepared statement afresh at each run
+# (a custom plan) unless its generic plan, made once, costs no more; with
+# ``LIMIT $1`` a generic plan assumes a tenth of the table, so every claim
+# was planned again, and planning this statement took half the server's CPU
+# in a drain. With the limit in the text, a statement for each limit (a
+# worker's claims take at most its thread count) is planned once per
+# connection (docs/benchmarks.md, "A claim planned once").
+LIMIT_MARK = "_bgtasks_claim_limit_"
+
+
+def with_limit(query: str, limit: object) -> str:
+    """``query`` (a claim, or a run's ends and a claim) with ``limit`` as its
+    LIMIT: a whole number, checked (a claim's ``limit`` parameter)."""
+    return query.replace(LIMIT_MARK, str(validate_limit(limit)))
+
+
 # The rows a claim may take, but for the flow limits (also the idle poll's).
 _CLAIMABLE = f"""status = '{{ready}}'
                 AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
@@ -114,7 +132,7 @@ _CLAIM_CTES = f"""
             WHERE {_CLAIMABLE}
                 AND {flow_slots_free(_T_RATE_FREE)}
             ORDER BY priority DESC, seq
-            LIMIT %(limit)s::integer
+            LIMIT {LIMIT_MARK}
             FOR UPDATE SKIP LOCKED
         ), cfree AS (
             SELECT f.* FROM (

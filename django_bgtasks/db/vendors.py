@@ -222,6 +222,8 @@ def run(
         return readers[statement](connection, statement, query, params)
     if connection.vendor == "sqlite" and statement in sqlite.STEPPED:
         return sqlite.run_steps(connection, query, params)
+    if connection.vendor == "postgresql" and postgresql_queue.LIMIT_MARK in query:
+        query = postgresql_queue.with_limit(query, params["limit"])
     return fetch_all(connection, query, params)
 
 

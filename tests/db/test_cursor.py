@@ -224,3 +224,40 @@ def test_forced_on_behind_transaction_pooling_warns(settings: Any) -> None:
     [warning] = check_prepared_statements()
     assert warning.id == "bgtasks.W005" and "1.21" in warning.msg
     assert "max_prepared_statements" in warning.hint
+
+
+def test_the_queues_claims_are_planned_once_a_connection(pg_direct_alias: str) -> None:
+    """PostgreSQL plans a prepared statement afresh at each run unless its
+    generic plan costs no more. With the claim's LIMIT a parameter, a generic
+    plan assumed a tenth of the table, so every claim was planned again:
+    half the server's CPU in a drain. The LIMIT is in the statement's text,
+    so after PostgreSQL's five custom plans the claim, and a run's end with
+    the next claim, each run the one generic plan."""
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.manager import Ending
+    from tests import djtasks
+
+    # A queue of some size: on a handful of rows, a tenth of the table is cheap.
+    djtasks.add.get_backend().enqueue_many(djtasks.add, [((1, 2), {})] * 5000)
+    with connections[pg_direct_alias].cursor() as cursor:
+        cursor.execute(f"ANALYZE {QueuedTask._meta.db_table}")  # as autovacuum would
+    claims = [
+        claim
+        for _ in range(8)
+        for claim in QueuedTask.objects.claim_many("w", queues=None, limit=1)
+    ]
+    for claim in claims:
+        end = Ending(claim.seq, claim.owner, claim.token, "SUCCESSFUL", return_value="3")
+        written, more = QueuedTask.objects.finish_and_claim([end], "w", queues=None, limit=1)
+        assert written and len(more) == 1
+    with connections[pg_direct_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT statement LIKE '%%finished_at%%', generic_plans, custom_plans"
+            " FROM pg_prepared_statements WHERE statement LIKE '%%FOR UPDATE SKIP LOCKED%%'"
+        )
+        plans = sorted(cursor.fetchall())
+    # The claim, then the ends with a claim: each generic since its sixth run.
+    assert [(ends, generic >= 3, custom) for ends, generic, custom in plans] == [
+        (False, True, 5),
+        (True, True, 5),
+    ], plans
