@@ -150,7 +150,8 @@ def _enqueue(
         rows = read_rows(connection, statement, several, params)
     if params["active_key"] is None:
         return rows
-    ours = {task["uuid"] for task in json.loads(params["rows"])}
+    stored = [task] if task is not None else json.loads(params["rows"])
+    ours = {each["uuid"] for each in stored}
     return [row for row in rows if row["uuid"] in ours]
 
 
