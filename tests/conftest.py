@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connections
 from hypothesis import settings as hypothesis_settings
 
-from tests import pgbouncer, pgserver, procs
+from tests import flush, pgbouncer, pgserver, procs
 
 DB_IDS = {
     "default": "sqlite",
@@ -41,6 +41,7 @@ hypothesis_settings.load_profile("soak" if os.environ.get("BGTASKS_SOAK") else "
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    flush.install()  # the flush at the end of each transactional test (tests/flush.py)
     # Under CI a database missing by accident fails the run. The machine's
     # PostgreSQL and PgBouncer may be left out on purpose (DATABASE_URL=""
     # and BGTASKS_PGBOUNCER=0): the second leg of the matrix does, as they
