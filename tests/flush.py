@@ -59,12 +59,20 @@ def flush(alias: str) -> None:
     connection.ops.execute_sql_flush(statements)
 
 
+_django_teardown = TransactionTestCase._fixture_teardown
+
+
 def _fixture_teardown(self: Any) -> None:
+    if self.available_apps is not None or self.serialized_rollback:
+        # Django's own flush: it keeps what these two options promise.
+        _django_teardown(self)
+        return
     for alias in self._databases_names(include_mirrors=False):
         flush(alias)
 
 
 def install() -> None:
     """Make every transactional test end with :func:`flush` (pytest-django
-    builds its test cases on ``django.test.TransactionTestCase``)."""
+    builds its test cases on ``django.test.TransactionTestCase``), but one
+    that sets ``available_apps`` or ``serialized_rollback``."""
     TransactionTestCase._fixture_teardown = _fixture_teardown  # type: ignore[method-assign]
