@@ -221,6 +221,8 @@ class Bench:
         from tasks_peers import bulk_enqueue, clear, counts, last_finish
 
         clear([alias])
+        if self.args.vacuum:
+            vacuum(alias)
         tasks, task, bulk = self.args.tasks, throughput_tasks.NOOP[alias], bulk_enqueue(alias)
         processes = self.start(alias, workers, threads)
         try:
@@ -333,6 +335,21 @@ def analyze(alias: str) -> None:
     with connection.cursor() as cursor:
         for table in BY_ALIAS[alias].tables:
             cursor.execute(f"ANALYZE {connection.ops.quote_name(table)}")
+
+
+def vacuum(alias: str) -> None:
+    """``VACUUM ANALYZE`` of ``alias``'s tables on PostgreSQL, outside any
+    transaction: the dead rows of the rounds before are gone, as autovacuum
+    leaves them on a server that runs it (the CI machine's PostgreSQL runs
+    with ``autovacuum = off``)."""
+    from django.db import connection
+    from tasks_peers import BY_ALIAS
+
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for table in BY_ALIAS[alias].tables:
+            cursor.execute(f"VACUUM ANALYZE {connection.ops.quote_name(table)}")
 
 
 def stamped(path: Path, processes: Processes, timeout: float = 120) -> float:

@@ -52,6 +52,12 @@ run it with and without, ``--backends bgtasks``, for what limits cost. With
 of the backend's tables (``ANALYZE`` in the enqueue's transaction): a queue
 emptied by the round before and refilled at once otherwise has none, and the
 planner then sorts every ready row, which a claim with limits pays for.
+With ``--vacuum``, each backend's tables are ``VACUUM ANALYZE``d after the
+``DELETE`` before each of its drains, as autovacuum would: on a server
+without it (this machine's PostgreSQL runs with ``autovacuum = off``) the
+dead rows of every round pile up, and each round drains slower than the one
+before (docs/benchmarks.md, "The machine's PostgreSQL runs without
+autovacuum").
 
 The full run (an embedded PostgreSQL, the machine's MariaDB and a SQLite
 file; each ``--dsn`` is one database, ``embedded`` starts the embedded
@@ -144,6 +150,13 @@ def arguments() -> argparse.Namespace:
         action="store_true",
         help="PostgreSQL: ANALYZE each backend's tables with its drain's tasks, so the "
         "planner sees the queue as it is (a steady queue's statistics)",
+    )
+    add(
+        "--vacuum",
+        action="store_true",
+        help="PostgreSQL: VACUUM ANALYZE each backend's tables after the DELETE before "
+        "each drain, as autovacuum would (a server with autovacuum = off otherwise "
+        "piles up the dead rows of every round)",
     )
     add(
         "--limits",
