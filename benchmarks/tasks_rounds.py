@@ -327,21 +327,19 @@ def analyze(alias: str) -> None:
     """PostgreSQL's statistics of ``alias``'s tables, committed with the
     drain's tasks (ANALYZE runs inside a transaction): the planner sees the
     queue as it is, not as the last round's DELETE left it."""
-    from django.db import connection
-    from tasks_peers import BY_ALIAS
-
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        for table in BY_ALIAS[alias].tables:
-            cursor.execute(f"ANALYZE {connection.ops.quote_name(table)}")
+    _each_table(alias, "ANALYZE")
 
 
 def vacuum(alias: str) -> None:
-    """``VACUUM ANALYZE`` of ``alias``'s tables on PostgreSQL, outside any
-    transaction: the dead rows of the rounds before are gone, as autovacuum
-    leaves them on a server that runs it (the CI machine's PostgreSQL runs
-    with ``autovacuum = off``)."""
+    """``VACUUM ANALYZE`` of ``alias``'s tables, outside any transaction: the
+    dead rows of the rounds before are gone, as autovacuum leaves them on a
+    server that runs it (the CI machine's PostgreSQL runs with
+    ``autovacuum = off``)."""
+    _each_table(alias, "VACUUM ANALYZE")
+
+
+def _each_table(alias: str, command: str) -> None:
+    """``command`` on each of ``alias``'s tables, on PostgreSQL only."""
     from django.db import connection
     from tasks_peers import BY_ALIAS
 
@@ -349,7 +347,7 @@ def vacuum(alias: str) -> None:
         return
     with connection.cursor() as cursor:
         for table in BY_ALIAS[alias].tables:
-            cursor.execute(f"VACUUM ANALYZE {connection.ops.quote_name(table)}")
+            cursor.execute(f"{command} {connection.ops.quote_name(table)}")
 
 
 def stamped(path: Path, processes: Processes, timeout: float = 120) -> float:
