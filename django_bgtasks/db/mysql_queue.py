@@ -39,6 +39,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from django_bgtasks.db.mariadb_routines import Routine, forget, routine
 from django_bgtasks.db.mysql import MYSQL_STEP, Reader, multi_statements
 from django_bgtasks.db.mysql import _count as count_rows
 from django_bgtasks.db.mysql import _renew as renew_steps
@@ -401,30 +402,69 @@ def in_one_transaction(
     for statement in statements:
         if READERS[statement] is not _transaction:
             raise ValueError(f"{statement!r} is not a write of steps")
-    parts = [query.split(MYSQL_STEP) for query in queries]
+    if not multi_statements(connection):
+        return _one_step_at_a_time(connection, queries, params)
+    # On MariaDB the hot writes are procedures (db/mariadb_routines.py). A
+    # transaction that found one missing, or not ours to call, is rolled
+    # back, and sent again with it created, or as text.
+    for attempt in (1, 2):
+        calls = [routine(connection, *each) for each in zip(statements, queries, strict=True)]
+        try:
+            return _in_one_query(connection, calls, queries, params)
+        except DatabaseError as error:
+            if attempt == 2 or not any(calls) or not forget(connection, error):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _one_step_at_a_time(
+    connection: BaseDatabaseWrapper, queries: Sequence[str], params: dict[str, Any]
+) -> list[list[Row]]:
+    """:func:`in_one_transaction` where the connection can't send several
+    statements in one query: each step, in ``atomic()``."""
+    results: list[list[Row]] = []
+    with connection.cursor() as cursor, transaction.atomic(using=connection.alias):
+        for *before, write, last in (query.split(MYSQL_STEP) for query in queries):
+            for step in before:
+                cursor.execute(step, params)
+            cursor.execute(write, params)
+            written = cursor.rowcount
+            if written:
+                cursor.execute(last, params)
+            results.append(named(cursor) if written else [])
+    return results
+
+
+def _in_one_query(
+    connection: BaseDatabaseWrapper,
+    calls: Sequence[Routine | None],
+    queries: Sequence[str],
+    params: dict[str, Any],
+) -> list[list[Row]]:
+    """:func:`in_one_transaction` in one query: each query's steps, or the
+    ``CALL`` of its procedure where it has one (whose one result is the rows
+    of its last step: none where the write before matched none)."""
+    parts = [
+        [call.call] if call else query.split(MYSQL_STEP)
+        for call, query in zip(calls, queries, strict=True)
+    ]
+    steps = ["START TRANSACTION", *(step for part in parts for step in part), "COMMIT"]
     results: list[list[Row]] = []
     with connection.cursor() as cursor:
-        if not multi_statements(connection):
-            with transaction.atomic(using=connection.alias):
-                for *before, write, last in parts:
-                    for step in before:
-                        cursor.execute(step, params)
-                    cursor.execute(write, params)
-                    written = cursor.rowcount
-                    if written:
-                        cursor.execute(last, params)
-                    results.append(named(cursor) if written else [])
-            return results
-        steps = ["START TRANSACTION", *(step for part in parts for step in part), "COMMIT"]
         try:
             cursor.execute(MYSQL_STEP.join(steps), params)
             # An error in a later step is raised by nextset(), and the server
             # runs nothing after it: the transaction is rolled back below.
             with connection.wrap_database_errors:
-                for *before, _write, _last in parts:
-                    for _ in before:
+                for call, part in zip(calls, parts, strict=True):
+                    if call:
                         cursor.nextset()
-                    cursor.nextset()
+                        results.append(named(cursor))
+                        cursor.nextset()  # the CALL's own
+                        continue
+                    for _ in part[:-2]:
+                        cursor.nextset()
+                    cursor.nextset()  # the write's
                     written = cursor.rowcount
                     cursor.nextset()
                     results.append(named(cursor) if written else [])

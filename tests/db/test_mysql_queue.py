@@ -18,28 +18,41 @@ import pytest
 from django.db import OperationalError, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from django_bgtasks.db import mysql, vendors
+from django_bgtasks.db import mariadb_routines, mysql, vendors
 from django_bgtasks.db.rows import Row
 from django_bgtasks.models import FlowSlot, QueuedTask
+from django_bgtasks.queue.manager import Ending
 from tests import djtasks
 
 TABLE = QueuedTask._meta.db_table
 
 
 @pytest.fixture(
-    params=[("mariadb", True), ("mysql", True), ("mysql", False)],
-    ids=["mariadb", "mysql-one-round-trip", "mysql-multi-statements-off"],
+    params=[
+        ("mariadb", True, True),
+        ("mariadb", True, False),
+        ("mysql", True, False),
+        ("mysql", False, False),
+    ],
+    ids=["mariadb", "mariadb-as-text", "mysql-one-round-trip", "mysql-multi-statements-off"],
 )
-def mysql_queue_alias(request: pytest.FixtureRequest, mysql_alias: str) -> Iterator[str]:
+def mysql_queue_alias(
+    request: pytest.FixtureRequest, mysql_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
     """The MariaDB alias, its connection with or without several statements
-    per query; as MariaDB, or taken for MySQL (the statements MySQL runs
-    where they differ: MariaDB runs them too)."""
-    dialect, multi = request.param
+    per query; as MariaDB, its claims and ends as procedures
+    (db/mariadb_routines.py) or as text (where a procedure can't be had), or
+    taken for MySQL (the statements MySQL runs where they differ: MariaDB
+    runs them too)."""
+    dialect, multi, routines = request.param
     connection = connections[mysql_alias]
     options = connection.settings_dict["OPTIONS"]
     connection.close()
     if not multi:
         options["multi_statements"] = False
+    if dialect == "mariadb" and not routines:
+        refused = {mariadb_routines._database(connection)}
+        monkeypatch.setattr(mariadb_routines, "_REFUSED", refused)
     try:
         connection.ensure_connection()
         if dialect == "mariadb" and not connection.mysql_is_mariadb:
@@ -47,7 +60,13 @@ def mysql_queue_alias(request: pytest.FixtureRequest, mysql_alias: str) -> Itera
         if dialect == "mysql":
             connection.mysql_is_mariadb = False  # (Django's cached_property)
         assert mysql.multi_statements(connection) is multi
-        yield mysql_alias
+        with CaptureQueriesContext(connection) as queries:
+            yield mysql_alias
+        # Claims and ends sent one way only: the CALLs, or the text's steps
+        # (whose picks keep their rows in this variable).
+        sent = [q["sql"] for q in queries.captured_queries if "CREATE PROCEDURE" not in q["sql"]]
+        other_way = "INTO @bgtasks_picked" if routines else "CALL bgtasks_"
+        assert not [sql for sql in sent if other_way in sql]
     finally:
         options.pop("multi_statements", None)
         vars(connection).pop("mysql_is_mariadb", None)
@@ -306,13 +325,29 @@ def test_on_mariadb_the_writes_of_picked_rows_keep_no_temporary_table_on_disk(
     assert after[1].errors[0]["exception_class_path"].endswith("LeaseLost")
 
 
-def test_an_error_inside_a_statements_transaction_leaves_none_open(mysql_alias: str) -> None:
-    """A finish that times out waiting for its row's lock (another session
-    holds it): the error reaches the caller, and the transaction its query
-    began is rolled back, not left open on the connection for the next
-    statement to join."""
-    _enqueue(0)
+@pytest.mark.parametrize("write", ["finish", "finish_and_claim"])
+def test_an_error_inside_a_statements_transaction_leaves_none_open(
+    mysql_alias: str, write: str
+) -> None:
+    """A finish, or a round's ends and claim (on MariaDB, the CALLs of their
+    procedures: db/mariadb_routines.py), that times out waiting for its
+    row's lock (another session holds it): the error reaches the caller, and
+    the transaction its query began is rolled back (the round's claim too),
+    not left open on the connection for the next statement to join."""
+    _enqueue(0, 0)
     [claim] = _claim(mysql_alias, 1)
+    holder = {"seq": claim["seq"], "owner": "w1", "token": claim["token"]}
+    ending = {"status": "SUCCESSFUL", "return_value": "1", "error": None}
+    ending |= {"refund": 0, "delay": 0}
+
+    def end() -> list[int]:
+        """The seqs ended."""
+        if write == "finish":
+            return [holder["seq"] for _row in _run(mysql_alias, "finish", **holder, **ending)]
+        one = Ending(claim["seq"], "w1", claim["token"], "SUCCESSFUL", return_value="1")
+        ended, _claimed = QueuedTask.objects.finish_and_claim([one], "w1", queues=None, limit=1)
+        return list(ended)
+
     connection = connections[mysql_alias]
     other = connections.create_connection(mysql_alias)
     try:
@@ -321,11 +356,8 @@ def test_an_error_inside_a_statements_transaction_leaves_none_open(mysql_alias: 
             cursor.execute(f"SELECT seq FROM {TABLE} WHERE seq = %s FOR UPDATE", [claim["seq"]])
         with connection.cursor() as cursor:
             cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
-        holder = {"seq": claim["seq"], "owner": "w1", "token": claim["token"]}
-        ending = {"status": "SUCCESSFUL", "return_value": "1", "error": None}
-        ending |= {"refund": 0, "delay": 0}
         with pytest.raises(OperationalError, match="Lock wait timeout"):
-            _run(mysql_alias, "finish", **holder, **ending)
+            end()
         with connection.cursor() as cursor:
             cursor.execute("SELECT @@in_transaction")
             assert cursor.fetchone() == (0,)
@@ -333,9 +365,9 @@ def test_an_error_inside_a_statements_transaction_leaves_none_open(mysql_alias: 
         other.rollback()
         other.close()
         connection.close()  # (and its session's lock wait timeout)
-    assert [row["status"] for row in _run(mysql_alias, "finish", **holder, **ending)] == [
-        "SUCCESSFUL"
-    ]
+    statuses = QueuedTask.objects.using(mysql_alias).order_by("seq").values_list("status")
+    assert list(statuses) == [("RUNNING",), ("READY",)]
+    assert end() == [claim["seq"]]
 
 
 def test_an_enqueue_is_its_insert_and_the_read_of_what_it_stored(

@@ -1,0 +1,184 @@
+"""db/mariadb_routines.py on the machine's MariaDB: the queue's claims and
+ends run as stored procedures, created once, with the caller's privileges;
+created again when dropped; and run as text, with the same result, where a
+procedure can't be had (a user without CREATE ROUTINE, or without EXECUTE on
+one another user created). tests/db/test_mysql_queue.py runs every rule of
+the claims and ends both ways, and rolls back a round whose procedure
+fails."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.test.utils import CaptureQueriesContext
+
+from django_bgtasks.db import mariadb_routines
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.queue.manager import Ending
+from tests import djtasks
+
+
+@pytest.fixture
+def mariadb(mysql_alias: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[BaseDatabaseWrapper]:
+    """The MariaDB connection, with no procedure of ours in its database, and
+    this process knowing of none (each test starts as a new deploy would)."""
+    connection = connections[mysql_alias]
+    connection.ensure_connection()
+    if not connection.mysql_is_mariadb:  # type: ignore[attr-defined]
+        pytest.skip("BGTASKS_MYSQL_URL is MySQL, which runs the text")
+    _drop_ours(connection)
+    monkeypatch.setattr(mariadb_routines, "_CREATED", set())
+    monkeypatch.setattr(mariadb_routines, "_REFUSED", set())
+    yield connection
+    _drop_ours(connection)
+
+
+def _ours(connection: BaseDatabaseWrapper) -> dict[str, str]:
+    """Our procedures in the connection's database: each one's SECURITY_TYPE."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT ROUTINE_NAME, SECURITY_TYPE FROM information_schema.ROUTINES"
+            " WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE 'bgtasks\\_%%'"
+        )
+        return dict(cursor.fetchall())
+
+
+def _drop_ours(connection: BaseDatabaseWrapper) -> None:
+    with connection.cursor() as cursor:
+        for name in _ours(connection):
+            cursor.execute(f"DROP PROCEDURE IF EXISTS {name}")
+
+
+def _round(owner: str, ends: list[Ending], limit: int) -> tuple[dict[int, Any], list[Any]]:
+    return QueuedTask.objects.finish_and_claim(ends, owner, queues=None, limit=limit)
+
+
+def _ended(claims: list[Any], owner: str) -> list[Ending]:
+    return [Ending(c.seq, owner, c.token, "SUCCESSFUL", return_value="7") for c in claims]
+
+
+def _statuses(connection: BaseDatabaseWrapper) -> list[tuple[str, str | None, int]]:
+    rows = QueuedTask.objects.using(connection.alias).order_by("seq")
+    return list(rows.values_list("status", "owner", "token"))
+
+
+def test_a_claim_and_its_ends_are_procedures_created_once_with_the_callers_rights(
+    mariadb: BaseDatabaseWrapper,
+) -> None:
+    """The first claim creates its procedure, the first round with ends the
+    other, once each; every round sends their CALLs, not their steps; each
+    ending is fenced as the text fences it (a stale token is refused)."""
+    for n in range(4):
+        djtasks.add.enqueue(n, 1)
+    with CaptureQueriesContext(mariadb) as queries:
+        _, first = _round("w1", [], 2)
+        ended, second = _round("w1", _ended(first, "w1"), 2)
+        stale = Ending(second[0].seq, "w1", second[0].token - 1, "SUCCESSFUL")
+        refused, third = _round("w1", [stale, *_ended(second[1:], "w1")], 1)
+    sent = [query["sql"] for query in queries.captured_queries]
+    created = [sql for sql in sent if sql.startswith("CREATE PROCEDURE")]
+    ours = _ours(mariadb)
+    kinds = sorted(name.rsplit("_", 1)[0] for name in ours)
+    assert kinds == ["bgtasks_claim", "bgtasks_finish_many"]
+    assert sorted(sql.split("(")[0].split()[-1] for sql in created) == sorted(ours)
+    assert set(ours.values()) == {"INVOKER"}
+    calls = [sql for sql in sent if not sql.startswith("CREATE")]
+    assert not [sql for sql in calls if "@bgtasks_picked" in sql]
+    assert [sql.count("CALL bgtasks_claim_") for sql in calls] == [1, 1, 1]
+    assert [sql.count("CALL bgtasks_finish_many_") for sql in calls] == [0, 1, 1]
+    seqs = [claim.seq for claim in (*first, *second)]
+    assert len(seqs) == 4 and third == []
+    assert sorted(ended) == seqs[:2] and sorted(refused) == [seqs[3]]
+    assert _statuses(mariadb) == [
+        ("SUCCESSFUL", "w1", 1),
+        ("SUCCESSFUL", "w1", 1),
+        ("RUNNING", "w1", 1),
+        ("SUCCESSFUL", "w1", 1),
+    ]
+
+
+def test_a_dropped_procedure_is_created_again_and_the_round_goes_through(
+    mariadb: BaseDatabaseWrapper,
+) -> None:
+    """A procedure dropped under a process that knew it (a database
+    restored): the round that finds it missing is rolled back, and sent
+    again once it is created; nothing is written twice."""
+    for n in range(3):
+        djtasks.add.enqueue(n, 1)
+    _, first = _round("w1", [], 1)
+    _drop_ours(mariadb)
+    ended, second = _round("w1", _ended(first, "w1"), 2)
+    assert list(ended) == [first[0].seq] and len(second) == 2
+    assert len(_ours(mariadb)) == 2
+    running = ("RUNNING", "w1", 1)
+    assert _statuses(mariadb) == [("SUCCESSFUL", "w1", 1), running, running]
+
+
+@pytest.fixture
+def limited(mariadb: BaseDatabaseWrapper) -> Iterator[tuple[str, str]]:
+    """A user of the test database with its rows' privileges alone, no
+    CREATE ROUTINE and no EXECUTE: ``(user, password)``."""
+    user, password = f"bgtasks_rows_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    name = mariadb.settings_dict["NAME"]
+    with mariadb.cursor() as cursor:
+        cursor.execute(f"CREATE USER '{user}'@'%%' IDENTIFIED BY '{password}'")
+        cursor.execute(f"CREATE USER '{user}'@'localhost' IDENTIFIED BY '{password}'")
+        for host in ("%%", "localhost"):
+            cursor.execute(
+                f"GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{user}'@'{host}'"
+            )
+    try:
+        yield user, password
+    finally:
+        with mariadb.cursor() as cursor:
+            cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%', '{user}'@'localhost'")
+
+
+def _as(alias: str, user: str, password: str) -> BaseDatabaseWrapper:
+    """A new connection of ``alias`` as ``user``, in its own wrapper."""
+    connection = connections.create_connection(alias)
+    connection.settings_dict = {**connection.settings_dict, "USER": user, "PASSWORD": password}
+    return connection
+
+
+@pytest.mark.parametrize("created_first", [False, True], ids=["cannot-create", "cannot-execute"])
+def test_a_user_that_cannot_have_the_procedures_runs_the_text_with_the_same_result(
+    mariadb: BaseDatabaseWrapper,
+    mysql_alias: str,
+    limited: tuple[str, str],
+    created_first: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without CREATE ROUTINE the process can't create them; without EXECUTE
+    it can't call those another user created (the round that finds out is
+    rolled back and sent again as text). Either way the claims and ends are
+    made, fenced alike, and the process says why once."""
+    for n in range(3):
+        djtasks.add.enqueue(n, 1)
+    if created_first:
+        _round("w0", [], 0)  # (nothing claimed: the procedures created, as root)
+        _, [held] = _round("w0", [], 1)
+        QueuedTask.objects.finish_many(_ended([held], "w0"))
+        assert len(_ours(mariadb)) == 2
+    other = _as(mysql_alias, *limited)
+    monkeypatch.setitem(connections._connections.__dict__, mysql_alias, other)  # type: ignore[attr-defined]
+    try:
+        with caplog.at_level(logging.WARNING, logger="django_bgtasks.db"):
+            _, first = _round("w1", [], 1)
+            ended, second = _round("w1", _ended(first, "w1"), 5)
+            _round("w1", _ended(second, "w1"), 1)
+    finally:
+        other.close()
+    assert len(first) == 1 and list(ended) == [first[0].seq] and len(second) == 2 - created_first
+    warned = [r.getMessage() for r in caplog.records if "no stored procedure" in r.getMessage()]
+    assert len(warned) == 1
+    assert ("denied" in warned[0]) and (str(1370 if created_first else 1044) in warned[0])
+    assert len(_ours(mariadb)) == (2 if created_first else 0)
+    assert [row[0] for row in _statuses(mariadb)] == ["SUCCESSFUL"] * 3
