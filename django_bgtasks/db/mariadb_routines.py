@@ -57,8 +57,12 @@ _TYPES = {
 }
 _PARAM = re.compile(r"%\((\w+)\)s")
 # The server's errors for a procedure that is not there, and for a caller
-# without EXECUTE on it.
+# without EXECUTE on it; and those that refuse a user its CREATE (no CREATE
+# ROUTINE on the database, no such privilege, binary logging without SUPER).
+# Any other error of a CREATE (the server gone, say) is the caller's, as an
+# error of the write it came before would be.
 _MISSING, _NO_EXECUTE = 1305, 1370
+_NO_CREATE = frozenset({1044, 1142, 1227, 1419})
 
 
 class Routine:
@@ -124,6 +128,8 @@ def routine(connection: BaseDatabaseWrapper, statement: str, query: str) -> Rout
         with connection.cursor() as cursor:
             cursor.execute(found.create)
     except DatabaseError as error:
+        if _code(error) not in _NO_CREATE:
+            raise
         _refuse(connection, error)
         return None
     _CREATED.add((*database, found.name))
@@ -135,15 +141,21 @@ def forget(connection: BaseDatabaseWrapper, error: BaseException) -> bool:
     whether to run it again, because a procedure was missing (forgotten, so
     the next :func:`routine` creates it) or may not be called here (this
     database then runs the text)."""
-    code = error.args[0] if isinstance(error, DatabaseError) and error.args else None
+    code = _code(error)
     if code == _MISSING:
         database = _database(connection)
-        _CREATED.difference_update({key for key in _CREATED if key[:3] == database})
+        # (list() copies at once: another thread may add to the set meanwhile.)
+        _CREATED.difference_update([key for key in list(_CREATED) if key[:3] == database])
         return True
     if code == _NO_EXECUTE:
         _refuse(connection, error)
         return True
     return False
+
+
+def _code(error: BaseException) -> object:
+    """The server's error number of ``error``, if it is a database error."""
+    return error.args[0] if isinstance(error, DatabaseError) and error.args else None
 
 
 def _refuse(connection: BaseDatabaseWrapper, error: BaseException) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connections
+from django.db import ProgrammingError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
@@ -182,3 +182,26 @@ def test_a_user_that_cannot_have_the_procedures_runs_the_text_with_the_same_resu
     assert ("denied" in warned[0]) and (str(1370 if created_first else 1044) in warned[0])
     assert len(_ours(mariadb)) == (2 if created_first else 0)
     assert [row[0] for row in _statuses(mariadb)] == ["SUCCESSFUL"] * 3
+
+
+def test_a_create_that_fails_but_for_a_privilege_is_the_callers_error(
+    mariadb: BaseDatabaseWrapper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a refused privilege makes a process send the text for good; any
+    other error of the CREATE (here the server refuses its syntax) reaches
+    the write's caller, as the write's own would, and nothing is written."""
+    djtasks.add.enqueue(1, 1)
+    query = "SELECT 1 FROM %(owner)s"
+    monkeypatch.setattr(mariadb_routines, "_ROUTINES", {})
+    monkeypatch.setattr(mariadb_routines.Routine, "__init__", _broken_create)
+    with pytest.raises(ProgrammingError):
+        mariadb_routines.routine(mariadb, "claim", query)
+    with pytest.raises(ProgrammingError):
+        _round("w1", [], 1)
+    assert set() == mariadb_routines._REFUSED
+    assert _statuses(mariadb) == [("READY", "", 0)]
+
+
+def _broken_create(self: mariadb_routines.Routine, statement: str, query: str) -> None:
+    self.name, self.call = f"bgtasks_{statement}_broken", "CALL nothing()"
+    self.create = f"CREATE PROCEDURE IF NOT EXISTS {self.name}() BEGIN SELEC 1; END"
