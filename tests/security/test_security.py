@@ -107,7 +107,10 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # run each statement and read its result (_rows, _count, _renew, _upsert,
     # _claim, _steps; _claim_update and _last_insert_id a claim's token), and the
     # queue's through db/mysql_queue.py's in_one_transaction (the steps of a
-    # statement, or of several, in one transaction) and db/mysql.py's _steps
+    # statement, or of several, in one transaction: _in_one_query, or
+    # _one_step_at_a_time; on MariaDB the CALL of a procedure of those steps,
+    # which db/mariadb_routines.py's routine creates from the rendered
+    # statement, with no value in it) and db/mysql.py's _steps
     # (the enqueue's INSERT and the read of what it stored, in the caller's
     # transaction) or, on MariaDB, _rows (the INSERT with RETURNING);
     # db/probes.py's mysql_server and postgresql_replication read a server's
@@ -128,7 +131,9 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         # MySQL: a worker's renewal and the read of its answer; the queue's
         # enqueue and the read of what it stored.
         "db/mysql.py:_steps",
-        "db/mysql_queue.py:in_one_transaction",
+        "db/mysql_queue.py:_in_one_query",
+        "db/mysql_queue.py:_one_step_at_a_time",
+        "db/mariadb_routines.py:routine",
         "db/probes.py:mysql_server",
         "db/probes.py:postgresql_replication",
         "db/cursor.py:fetch_all",
