@@ -397,8 +397,10 @@ def in_one_transaction(
 ) -> list[list[Row]]:
     """The steps of each of ``queries`` (``statements``, each of them run by
     :func:`_transaction`), one after the other in one transaction, sent as
-    one query where the connection allows: each one's rows, as
-    :func:`_transaction` reads them. ``params`` holds every query's."""
+    one query where the connection allows (on MariaDB, a claim's and an
+    end's as the ``CALL`` of their procedure: db/mariadb_routines.py): each
+    one's rows, as :func:`_transaction` reads them. ``params`` holds every
+    query's."""
     for statement in statements:
         if READERS[statement] is not _transaction:
             raise ValueError(f"{statement!r} is not a write of steps")
