@@ -11,9 +11,9 @@ sends ``CALL name(...)`` instead: 25-37 % less of the server's CPU a round on
 one connection (docs/benchmarks.md, "MariaDB: the hot writes as stored
 procedures").
 
-How. Each procedure is named by a hash of the body it holds, so a changed
-statement is a new procedure, and processes of the old release and the new
-one (a rolling deploy) each call their own. A process creates the one it
+How. Each procedure is named by a hash of its parameters and body, so a
+changed statement is a new procedure, and processes of the old release and
+the new one (a rolling deploy) each call their own. A process creates the one it
 needs at the first write that uses it (``CREATE PROCEDURE IF NOT EXISTS``,
 outside any transaction, since DDL commits), and remembers that it exists.
 The procedure runs with its caller's privileges (``SQL SECURITY INVOKER``).
@@ -79,9 +79,10 @@ class Routine:
         # NOT ATOMIC is the syntax of a block sent on its own.
         body = body.replace("BEGIN NOT ATOMIC", "BEGIN")
         steps = ";\n".join(step.strip() for step in body.split(MYSQL_STEP))
-        digest = hashlib.sha256(steps.encode()).hexdigest()[:16]
-        self.name = f"bgtasks_{statement}_{digest}"
         arguments = ", ".join(f"IN p_{name} {_TYPES[name]}" for name in names)
+        # The hash of the parameters too: a CALL must match them.
+        digest = hashlib.sha256(f"{arguments}\n{steps}".encode()).hexdigest()[:16]
+        self.name = f"bgtasks_{statement}_{digest}"
         self.create = (
             f"CREATE PROCEDURE IF NOT EXISTS {self.name}({arguments})"
             f" MODIFIES SQL DATA SQL SECURITY INVOKER\nBEGIN\n{steps};\nEND"
