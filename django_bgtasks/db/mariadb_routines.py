@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Sequence
 
 from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -92,10 +93,10 @@ class Routine:
 
 # Rendered once per statement text, as the statements themselves are.
 _ROUTINES: dict[tuple[str, str], Routine] = {}
-# The procedures this process knows exist, by database, and the databases
-# where they can't be had. A database is its server and name: every
-# connection to it sees the same procedures.
-_CREATED: set[tuple[str, ...]] = set()
+# The names of the procedures this process knows exist, by database, and
+# the databases where they can't be had. A database is its server and name:
+# every connection to it sees the same procedures.
+_CREATED: dict[tuple[str, ...], set[str]] = {}
 _REFUSED: set[tuple[str, ...]] = set()
 
 
@@ -123,7 +124,7 @@ def routine(connection: BaseDatabaseWrapper, statement: str, query: str) -> Rout
     if key not in _ROUTINES:
         _ROUTINES[key] = Routine(statement, query)
     found = _ROUTINES[key]
-    if (*database, found.name) in _CREATED:
+    if found.name in _CREATED.get(database, ()):
         return found
     try:
         with connection.cursor() as cursor:
@@ -133,8 +134,15 @@ def routine(connection: BaseDatabaseWrapper, statement: str, query: str) -> Rout
             raise
         _refuse(connection, error)
         return None
-    _CREATED.add((*database, found.name))
+    _CREATED.setdefault(database, set()).add(found.name)
     return found
+
+
+def routines(
+    connection: BaseDatabaseWrapper, statements: Sequence[str], queries: Sequence[str]
+) -> list[Routine | None]:
+    """:func:`routine` of each of ``queries`` (the rendered ``statements``)."""
+    return [routine(connection, *each) for each in zip(statements, queries, strict=True)]
 
 
 def forget(connection: BaseDatabaseWrapper, error: BaseException) -> bool:
@@ -144,9 +152,7 @@ def forget(connection: BaseDatabaseWrapper, error: BaseException) -> bool:
     database then runs the text)."""
     code = _code(error)
     if code == _MISSING:
-        database = _database(connection)
-        # (list() copies at once: another thread may add to the set meanwhile.)
-        _CREATED.difference_update([key for key in list(_CREATED) if key[:3] == database])
+        _CREATED.pop(_database(connection), None)
         return True
     if code == _NO_EXECUTE:
         _refuse(connection, error)

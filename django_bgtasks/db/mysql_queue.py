@@ -39,7 +39,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_bgtasks.db.mariadb_routines import Routine, forget, routine
+from django_bgtasks.db.mariadb_routines import Routine, forget, routines
 from django_bgtasks.db.mysql import MYSQL_STEP, Reader, multi_statements
 from django_bgtasks.db.mysql import _count as count_rows
 from django_bgtasks.db.mysql import _renew as renew_steps
@@ -409,14 +409,13 @@ def in_one_transaction(
     # On MariaDB the hot writes are procedures (db/mariadb_routines.py). A
     # transaction that found one missing, or not ours to call, is rolled
     # back, and sent again with it created, or as text.
-    for attempt in (1, 2):
-        calls = [routine(connection, *each) for each in zip(statements, queries, strict=True)]
-        try:
-            return _in_one_query(connection, calls, queries, params)
-        except DatabaseError as error:
-            if attempt == 2 or not any(calls) or not forget(connection, error):
-                raise
-    raise AssertionError("unreachable")
+    calls = routines(connection, statements, queries)
+    try:
+        return _in_one_query(connection, calls, queries, params)
+    except DatabaseError as error:
+        if not any(calls) or not forget(connection, error):
+            raise
+    return _in_one_query(connection, routines(connection, statements, queries), queries, params)
 
 
 def _one_step_at_a_time(

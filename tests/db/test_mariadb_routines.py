@@ -33,7 +33,7 @@ def mariadb(mysql_alias: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[BaseD
     if not connection.mysql_is_mariadb:  # type: ignore[attr-defined]
         pytest.skip("BGTASKS_MYSQL_URL is MySQL, which runs the text")
     _drop_ours(connection)
-    monkeypatch.setattr(mariadb_routines, "_CREATED", set())
+    monkeypatch.setattr(mariadb_routines, "_CREATED", {})
     monkeypatch.setattr(mariadb_routines, "_REFUSED", set())
     yield connection
     _drop_ours(connection)
