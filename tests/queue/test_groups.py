@@ -4,6 +4,7 @@ together in the next; each thread gets its own item's outcome, or the error."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -125,3 +126,142 @@ def test_a_worker_writes_the_ends_of_runs_that_end_together_in_one_statement(
     assert {row.status for row in rows} == {"SUCCESSFUL"}
     assert all(row.return_value["token"] == row.token for row in rows)
     assert sum(sizes) == 16 and max(sizes) > 1, sizes
+
+
+class Rounds:
+    """A ``run`` that records each batch and the time it began; the first
+    statement waits for ``go``."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[float, list[int]]] = []
+        self.started = threading.Event()
+        self.go = threading.Event()
+
+    def __call__(self, items: list[int]) -> list[int]:
+        self.batches.append((time.monotonic(), items))
+        self.started.set()
+        assert self.go.wait(10)
+        return [item * 10 for item in items]
+
+
+def two_back(group: Group[int, int], rounds: Rounds) -> float:
+    """Items 1 and 3 (odd: expected back) in one statement, after a first of
+    0; the time that statement ended."""
+    first, first_threads = submit_in_threads(group, [0])
+    assert rounds.started.wait(10)
+    pair, pair_threads = submit_in_threads(group, [1, 3])
+    while len(group._pending) < 2:
+        time.sleep(0.01)
+    rounds.go.set()
+    for thread in first_threads + pair_threads:
+        thread.join(10)
+    assert first == {0: 0} and pair == {1: 10, 3: 30}
+    assert [sorted(items) for _, items in rounds.batches] == [[0], [1, 3]]
+    return time.monotonic()
+
+
+def odd(item: int, out: int) -> bool:
+    return item % 2 == 1
+
+
+def test_a_statement_right_after_another_waits_for_the_items_coming_back() -> None:
+    """The statement of 1 and 3 expects two items back: the next, of 5
+    alone, lingers (up to 60 s) until 7 comes, and carries both."""
+    rounds = Rounds()
+    group: Group[int, int] = Group(rounds, linger=60.0, comes_back=odd)
+    two_back(group, rounds)
+    back, back_threads = submit_in_threads(group, [5])
+    time.sleep(0.2)
+    assert len(rounds.batches) == 2, "5 is lingering for the second item back"
+    assert group.submit(7) == 70
+    for thread in back_threads:
+        thread.join(10)
+    assert back == {5: 50}
+    assert [sorted(items) for _, items in rounds.batches][2:] == [[5, 7]]
+
+
+def test_a_statement_lingers_no_longer_than_the_linger() -> None:
+    rounds = Rounds()
+    group: Group[int, int] = Group(rounds, linger=0.3, comes_back=odd)
+    ended = two_back(group, rounds)
+    assert group.submit(5) == 50, "nothing else came back: it went alone, the linger over"
+    began = rounds.batches[2][0]
+    assert began - ended >= 0.3 - 0.01  # (the clock's resolution)
+    assert began - ended < 10
+
+
+def test_no_linger_without_items_coming_back_nor_once_it_is_over() -> None:
+    """An item goes at once after a statement whose items don't come back
+    (2 and 4: even), with a linger of 60 s; and after one that expects two
+    (1 and 3), once its linger (2 s) is over, though only one comes."""
+    rounds = Rounds()
+    rounds.go.set()
+    group: Group[int, int] = Group(rounds, linger=60.0, comes_back=odd)
+    assert [group.submit(item) for item in (2, 4)] == [20, 40]
+    assert [items for _, items in rounds.batches] == [[2], [4]]
+    later = Rounds()
+    over: Group[int, int] = Group(later, linger=2.0, comes_back=odd)
+    two_back(over, later)
+    time.sleep(2.1)
+    before = time.monotonic()
+    assert over.submit(5) == 50
+    assert time.monotonic() - before < 1.5, "it lingered after the linger was over"
+
+
+def _round_sizes(monkeypatch: pytest.MonkeyPatch, linger: float) -> list[int]:
+    """The ends of each ``finish_and_claim`` of the worker's rounds (with
+    ``linger`` as its rounds' linger), counted as they reach the real one."""
+    from django_bgtasks.queue.manager import QueueManager
+    from django_bgtasks.worker import queue_threads
+
+    monkeypatch.setattr(queue_threads, "ROUND_LINGER_SECONDS", linger)
+    sizes: list[int] = []
+    finish_and_claim = QueueManager.finish_and_claim
+
+    def counted(self: QueueManager, ends: Any, *args: Any, **kwargs: Any) -> Any:
+        if ends:
+            sizes.append(len(ends))
+        return finish_and_claim(self, ends, *args, **kwargs)
+
+    monkeypatch.setattr(QueueManager, "finish_and_claim", counted)
+    return sizes
+
+
+def test_a_workers_rounds_of_short_tasks_carry_every_thread(
+    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four threads draining 60 no-op tasks, with a linger of 0.5 s: once
+    each thread has ended a task, each round waits for the threads the last
+    one handed a task to, and carries all four ends."""
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.worker.loop import Worker
+    from tests import djtasks
+
+    sizes = _round_sizes(monkeypatch, 0.5)
+    ids = [djtasks.noop.enqueue().id for _ in range(60)]
+    Worker([], concurrency=4, poll=0.05, run_queued=True).run(once=True)
+    rows = QueuedTask.objects.using(tasks_alias).filter(uuid__in=ids)
+    assert {row.status for row in rows} == {"SUCCESSFUL"}
+    assert sum(sizes) == 60
+    assert sizes.count(4) >= 10, sizes
+
+
+def test_a_workers_rounds_do_not_wait_for_threads_of_long_tasks(
+    tasks_alias: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """Four threads running tasks of 0.3 s, with a linger of 0.1 s: no
+    thread is back within it, so no round waits for one (its log says how
+    long it waited), though every round but the first hands out tasks."""
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.worker.loop import Worker
+    from tests import djtasks
+
+    _round_sizes(monkeypatch, 0.1)
+    ids = [djtasks.sleeps.enqueue(str(tmp_path / "started"), 0.3).id for _ in range(12)]
+    with caplog.at_level(logging.DEBUG, logger="django_bgtasks.worker"):
+        Worker([], concurrency=4, poll=0.05, run_queued=True).run(once=True)
+    rows = QueuedTask.objects.using(tasks_alias).filter(uuid__in=ids)
+    assert {row.status for row in rows} == {"SUCCESSFUL"}
+    rounds = [r.getMessage() for r in caplog.records if "one round for" in r.getMessage()]
+    assert sum("took 0 " not in line for line in rounds) >= 4, rounds
+    assert rounds and all("waited 0.0 ms" in line for line in rounds), rounds
