@@ -16,6 +16,12 @@ their ratios. Both versions must have the same migrations (one schema).
     .venv-bench/bin/python benchmarks/drain_ab.py --base HEAD~1 \\
         --dsn postgres://postgres@127.0.0.1:5432/bgtasks_bench
 
+With ``--task-seconds S`` each task sleeps S seconds instead of doing
+nothing (throughput_tasks.py's ``BENCH_TASK_SECONDS``): what a change costs
+tasks that are short but not empty. The base then runs this tree's
+throughput_tasks.py, copied into its worktree, so that both sides run the
+same tasks, whether or not the base's knew the option.
+
 (``make bench-env`` builds .venv-bench; the database must exist. It is
 emptied: use one of its own.) benchmarks/queue_indexes.py compares two
 migrations the same way.
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -148,6 +155,9 @@ def setup(dsn: str) -> None:
 def main() -> None:
     parser = arguments(__doc__ or "")
     parser.add_argument("--base", required=True, help="the git ref to compare this tree with")
+    parser.add_argument(
+        "--task-seconds", type=float, default=0.0, help="each task sleeps this long (0: none)"
+    )
     args = parser.parse_args()
     against_base(args, lambda tree: lambda: drain(args.dsn, args, tree=tree))
 
@@ -163,6 +173,10 @@ def against_base(
     with tempfile.TemporaryDirectory(prefix="bgtasks-base-") as base:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", base, args.base],
                        check=True, capture_output=True)  # fmt: skip
+        if getattr(args, "task_seconds", 0):
+            os.environ["BENCH_TASK_SECONDS"] = repr(args.task_seconds)  # for the workers
+            tasks = "benchmarks/throughput_tasks.py"
+            shutil.copyfile(ROOT / tasks, Path(base) / tasks)
         try:
             migrations = [
                 sorted(path.name for path in (tree / "django_bgtasks/migrations").glob("0*.py"))

@@ -7,6 +7,9 @@ for the latency from enqueue to start.
 Only the aliases in ``settings.TASKS`` get theirs: Django checks a task
 against its backend when it is made, and a peer not installed has none.
 
+With ``BENCH_TASK_SECONDS`` (``drain_ab.py --task-seconds``), each
+``noop`` task sleeps that long: tasks that are short, but not empty.
+
 With ``BENCH_LIMITS=1`` (``tasks_throughput.py --limits``), ours are
 declared with flow limits that never bind: ``concurrency=10_000`` and
 ``rate_limit="10000/s"``, both far above what the workers run or start, so
@@ -31,8 +34,14 @@ LIMIT = 10_000  # BENCH_LIMITS' concurrency and starts a second
 STAMP: dict[str, Any] = {}
 
 
+# (Read once: the workers' tasks run millions of times.)
+_SECONDS = float(os.environ.get("BENCH_TASK_SECONDS") or 0)
+
+
 def _noop() -> None:
-    """Does nothing."""
+    """Does nothing; sleeps ``BENCH_TASK_SECONDS`` if set."""
+    if _SECONDS:
+        time.sleep(_SECONDS)
 
 
 def _stamp(path: str) -> None:

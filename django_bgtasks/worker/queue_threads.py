@@ -361,10 +361,11 @@ def _written(
 def _comes_back(turn: _Turn, outcome: tuple[Written, Claim | None]) -> bool:
     """Whether a round's ``turn`` will be followed by another of its thread
     within the linger: it was handed its next task, and it ended its last
-    one within the linger of being handed it. So a worker of long tasks (or
-    of a mix, for its long ones) never waits for threads that will not
-    come, and the thread only claiming (an idle one woken, the first of a
-    burst) is not waited for: its task may be long."""
+    one within the linger of being handed it. Judged by the thread's last
+    task: a worker of long tasks never waits, and a thread whose short task
+    is followed by a long one is waited for once, a linger at most. A thread
+    only claiming (an idle one woken, the first of a burst) is not waited
+    for: its task may be long."""
     return turn.quick and outcome[1] is not None
 
 
