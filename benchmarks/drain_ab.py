@@ -159,6 +159,8 @@ def main() -> None:
         "--task-seconds", type=float, default=0.0, help="each task sleeps this long (0: none)"
     )
     args = parser.parse_args()
+    if not 0 <= args.task_seconds <= 60:
+        parser.error(f"--task-seconds must be from 0 to 60, not {args.task_seconds}")
     against_base(args, lambda tree: lambda: drain(args.dsn, args, tree=tree))
 
 
