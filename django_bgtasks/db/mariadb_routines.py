@@ -21,8 +21,9 @@ The procedure runs with its caller's privileges (``SQL SECURITY INVOKER``).
 Where a procedure can't be had (a user without ``CREATE ROUTINE``, or without
 ``EXECUTE`` on one another user created), the process logs why once and
 sends the text, as before: the same steps, the same result. A procedure
-dropped under a running process (a database restored, say) is created again
-at the next write. MySQL keeps its text: its statements are not MariaDB's,
+dropped under a running process (a database restored, say, or
+``manage.py bgtasks procedures --drop`` after a deploy: :func:`ours`) is
+created again at the next write. MySQL keeps its text: its statements are not MariaDB's,
 and it has no server here to test one on.
 """
 
@@ -56,6 +57,8 @@ _TYPES = {
     "limit": "INT",
     "ends": "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
 }
+# Every procedure's name starts so (:func:`ours` finds them by it).
+PREFIX = "bgtasks_"
 _PARAM = re.compile(r"%\((\w+)\)s")
 # The server's errors for a procedure that is not there, and for a caller
 # without EXECUTE on it; and those that refuse a user its CREATE (no CREATE
@@ -83,7 +86,7 @@ class Routine:
         arguments = ", ".join(f"IN p_{name} {_TYPES[name]}" for name in names)
         # The hash of the parameters too: a CALL must match them.
         digest = hashlib.sha256(f"{arguments}\n{steps}".encode()).hexdigest()[:16]
-        self.name = f"bgtasks_{statement}_{digest}"
+        self.name = f"{PREFIX}{statement}_{digest}"
         self.create = (
             f"CREATE PROCEDURE IF NOT EXISTS {self.name}({arguments})"
             f" MODIFIES SQL DATA SQL SECURITY INVOKER\nBEGIN\n{steps};\nEND"
@@ -173,3 +176,38 @@ def _refuse(connection: BaseDatabaseWrapper, error: BaseException) -> None:
         connection.alias,
         error,
     )
+
+
+def ours(connection: BaseDatabaseWrapper, *, drop: bool = False) -> list[str]:
+    """The names of the queue's procedures in ``connection``'s database,
+    sorted; with ``drop``, each is dropped first (the names are those
+    dropped). Dropping is safe at any time: a process that calls one again
+    creates it again, and runs the round it was missing for again (rolled
+    back, so nothing is written twice). Not on MariaDB, a ``ValueError``:
+    the other engines have none; and inside ``atomic()`` too, since a
+    ``DROP`` commits."""
+    vendor = connection.vendor
+    if vendor != "mysql" or not connection.mysql_is_mariadb:  # type: ignore[attr-defined]
+        name = "MySQL" if vendor == "mysql" else connection.display_name
+        raise ValueError(
+            f"database {connection.alias!r} is {name}: the queue has stored procedures "
+            'only on MariaDB (docs/install.md, "Stored procedures").'
+        )
+    if drop and connection.in_atomic_block:
+        raise ValueError(
+            "the procedures can't be dropped inside atomic(): a DROP PROCEDURE commits."
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA ="
+            " DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME LIKE %s"
+            " ORDER BY ROUTINE_NAME",
+            [PREFIX.replace("_", "\\_") + "%"],
+        )
+        names = [name for (name,) in cursor.fetchall()]
+        if drop:
+            # One statement each: MariaDB drops one procedure a statement.
+            for name in names:
+                cursor.execute(f"DROP PROCEDURE IF EXISTS {connection.ops.quote_name(name)}")
+            _CREATED.pop(_database(connection), None)
+    return names

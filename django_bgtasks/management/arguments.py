@@ -212,6 +212,11 @@ def _prune(prune: CommandParser) -> None:
     prune.add_argument("--dry-run", action="store_true", help="Only say what would be changed.")
 
 
+def _procedures(procedures: CommandParser) -> None:
+    drop = "Drop them all; a worker creates the ones it calls again at its next claim or end."
+    procedures.add_argument("--drop", action="store_true", help=drop)
+
+
 def _token(token: CommandParser) -> None:
     token.add_argument("username", help="An active staff user who may view tasks.")
     _ruled(
@@ -415,6 +420,11 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[CommandParser], None]]] = {
         "Record silent holders as lost, and delete old run history "
         "(each task's newest run is kept).",
         _prune,
+    ),
+    "procedures": (
+        "On MariaDB, the queue's stored procedures in BGTASKS_DATABASE (--drop: drop them, "
+        "for those an earlier release left behind).",
+        _procedures,
     ),
     "watch": ("A table of every task, refreshed until Ctrl-C.", _watch),
     "token": (

@@ -4,17 +4,24 @@ created again when dropped; and run as text, with the same result, where a
 procedure can't be had (a user without CREATE ROUTINE, or without EXECUTE on
 one another user created). tests/db/test_mysql_queue.py runs every rule of
 the claims and ends both ways, and rolls back a round whose procedure
-fails."""
+fails. ``manage.py bgtasks procedures`` lists them, and drops them under a
+running worker, which creates them again and runs each task once."""
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import ProgrammingError, connections
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.db import ProgrammingError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
@@ -22,6 +29,8 @@ from django_bgtasks.db import mariadb_routines
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.manager import Ending
 from tests import djtasks
+from tests.faults.harness import Workers
+from tests.procs import wait_until
 
 
 @pytest.fixture
@@ -118,6 +127,84 @@ def test_a_dropped_procedure_is_created_again_and_the_round_goes_through(
     assert len(_ours(mariadb)) == 2
     running = ("RUNNING", "w1", 1)
     assert _statuses(mariadb) == [("SUCCESSFUL", "w1", 1), running, running]
+
+
+def _procedures(*args: str) -> str:
+    out = StringIO()
+    call_command("bgtasks", "procedures", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_bgtasks_procedures_lists_the_queues_procedures_and_drops_them(
+    mariadb: BaseDatabaseWrapper,
+) -> None:
+    """None at first; the two a round created, by name; ``--drop`` drops
+    them, says which, and the next round creates them again."""
+    where = f"database {mariadb.alias!r}"
+    assert _procedures() == f"No stored procedure of the queue in {where}.\n"
+    djtasks.add.enqueue(1, 2)
+    _, claims = _round("w1", [], 1)
+    _round("w1", _ended(claims, "w1"), 1)
+    names = sorted(_ours(mariadb))
+    assert [name.rsplit("_", 1)[0] for name in names] == [
+        "bgtasks_claim",
+        "bgtasks_finish_many",
+    ]
+    assert _procedures().splitlines() == names
+    dropped = _procedures("--drop")
+    assert dropped.startswith(f"Dropped 2 stored procedure(s) of the queue from {where}: ")
+    assert all(name in dropped for name in names)
+    assert _ours(mariadb) == {}
+    assert _procedures("--drop") == f"No stored procedure of the queue in {where}.\n"
+    djtasks.add.enqueue(3, 4)
+    _, claims = _round("w1", [], 1)
+    assert len(claims) == 1 and len(_ours(mariadb)) == 1
+
+
+def test_bgtasks_procedures_drop_refuses_inside_atomic_and_drops_nothing(
+    mariadb: BaseDatabaseWrapper,
+) -> None:
+    djtasks.add.enqueue(1, 2)
+    _round("w1", [], 1)
+    with (
+        transaction.atomic(using=mariadb.alias),
+        pytest.raises(CommandError, match=r"inside atomic\(\): a DROP PROCEDURE commits"),
+    ):
+        _procedures("--drop")
+    assert len(_ours(mariadb)) == 1
+
+
+def test_procedures_dropped_under_a_running_worker_are_created_again_each_task_run_once(
+    mariadb: BaseDatabaseWrapper, tmp_path: Path
+) -> None:
+    """A worker of 4 threads drains tasks while ``bgtasks procedures --drop``
+    runs again and again from here: each of its rounds that finds one missing
+    is rolled back and sent again. From the database: every task succeeded,
+    ended by the one run it had (its token, attempt 1), and the worker made
+    the procedures again between drops."""
+    record = tmp_path / "record"
+    ids = [djtasks.runs_checking.enqueue(str(record), f"k{n}", 0.1).id for n in range(80)]
+    workers = Workers(mariadb.alias, tmp_path, args=("--poll", "0.05"), TASKS=settings.TASKS)
+    try:
+        workers.start("--queue", "default", "--concurrency", "4")
+        rows = QueuedTask.objects.using(mariadb.alias).filter(uuid__in=ids)
+        drops = 0
+        deadline = time.monotonic() + 60
+        while rows.filter(status="SUCCESSFUL").count() < len(ids):
+            assert time.monotonic() < deadline, workers.output()
+            drops += _procedures("--drop").startswith("Dropped")
+            time.sleep(0.1)
+        # A worker's later round creates them again.
+        djtasks.add.enqueue(5, 6)
+        wait_until("procedures again", lambda: len(_ours(mariadb)) == 2)
+    finally:
+        workers.stop_all()
+    assert drops >= 3, f"the worker made its procedures again only {drops} time(s)"
+    keys = Counter(line.split()[0] for line in record.read_text().splitlines())
+    assert len(keys) == len(ids) and set(keys.values()) == {1}, keys.most_common(3)
+    for row in rows:
+        assert (row.status, row.attempts, row.errors) == ("SUCCESSFUL", 1, [])
+        assert row.return_value["token"] == row.token
 
 
 @pytest.fixture

@@ -912,3 +912,17 @@ def test_a_worker_refuses_a_bad_queue_name_before_it_starts(
     with pytest.raises(CommandError, match=re.escape(message)):
         bgtasks("worker", "--queue", queue, "--once")
     assert not WorkerRow.objects.using(site_alias).exists()
+
+
+def test_procedures_are_mariadbs_elsewhere_a_clear_error(refusal_alias: str) -> None:
+    """``bgtasks procedures`` on SQLite: the queue has none there (MariaDB's
+    are tested in tests/db/test_mariadb_routines.py)."""
+    for args in ([], ["--drop"]):
+        with pytest.raises(
+            CommandError,
+            match=re.escape(
+                f"database {refusal_alias!r} is SQLite: the queue has stored procedures only "
+                "on MariaDB"
+            ),
+        ):
+            call_command("bgtasks", "procedures", *args)

@@ -110,7 +110,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # statement, or of several, in one transaction: _in_one_query, or
     # _one_step_at_a_time; on MariaDB the CALL of a procedure of those steps,
     # which db/mariadb_routines.py's routine creates from the rendered
-    # statement, with no value in it) and db/mysql.py's _steps
+    # statement, with no value in it; its ours lists and drops them) and db/mysql.py's _steps
     # (the enqueue's INSERT and the read of what it stored, in the caller's
     # transaction) or, on MariaDB, _rows (the INSERT with RETURNING);
     # db/probes.py's mysql_server and postgresql_replication read a server's
@@ -134,6 +134,9 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/mysql_queue.py:_in_one_query",
         "db/mysql_queue.py:_one_step_at_a_time",
         "db/mariadb_routines.py:routine",
+        # `bgtasks procedures`: the names of ours (a parameterised LIKE), and
+        # a DROP of each, the name quoted (an identifier takes no parameter).
+        "db/mariadb_routines.py:ours",
         "db/probes.py:mysql_server",
         "db/probes.py:postgresql_replication",
         "db/cursor.py:fetch_all",

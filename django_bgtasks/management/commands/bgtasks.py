@@ -2,7 +2,8 @@
 
 Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
 ``cancel NAME``, ``retry ID`` (a failed Django Task), ``pause NAME`` and
-``unpause NAME`` (or ``--queue QUEUE``: ``management/pauses.py``), ``prune``, ``watch``,
+``unpause NAME`` (or ``--queue QUEUE``: ``management/pauses.py``), ``prune``,
+``procedures [--drop]`` (MariaDB's: ``management/procedures.py``), ``watch``,
 ``token USERNAME`` (a bearer token for
 the JSON API), and for workers ``worker``, ``workers``
 and ``request NAME`` (``management/workers.py``), and ``health [--workers N]``
@@ -44,7 +45,14 @@ from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.management import arguments, foreground, pauses, reads, workers
+from django_bgtasks.management import (
+    arguments,
+    foreground,
+    pauses,
+    procedures,
+    reads,
+    workers,
+)
 from django_bgtasks.management.terminal import write_json
 from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
@@ -59,8 +67,9 @@ class Command(BaseCommand):
 
     help = (
         "See, start, stop and unstick background tasks: list, show, run, release, cancel, "
-        "retry, pause, unpause, prune, watch, token; workers: worker, workers, request; "
-        "probe: health. Every replica gives the same answers: the state is the database's."
+        "retry, pause, unpause, prune, procedures, watch, token; workers: worker, workers, "
+        "request; probe: health. Every replica gives the same answers: the state is the "
+        "database's."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -218,6 +227,7 @@ class Command(BaseCommand):
             )
 
     handle_pause = pauses.handle_pause
+    handle_procedures = procedures.handle_procedures
     handle_unpause = pauses.handle_unpause
 
     def handle_retry(self, *, result_id: str, **_: Any) -> None:
