@@ -23,8 +23,8 @@ Where a procedure can't be had (a user without ``CREATE ROUTINE``, or without
 sends the text, as before: the same steps, the same result. A procedure
 dropped under a running process (a database restored, say, or
 ``manage.py bgtasks procedures --drop`` after a deploy: :func:`ours`) is
-created again at the next write. MySQL keeps its text: its statements are not MariaDB's,
-and it has no server here to test one on.
+created again at the next write. MySQL keeps its text: its statements are
+not MariaDB's, and it has no server here to test one on.
 """
 
 from __future__ import annotations
@@ -180,10 +180,10 @@ def _refuse(connection: BaseDatabaseWrapper, error: BaseException) -> None:
 
 def ours(connection: BaseDatabaseWrapper, *, drop: bool = False) -> list[str]:
     """The names of the queue's procedures in ``connection``'s database,
-    sorted; with ``drop``, each is dropped first (the names are those
-    dropped). Dropping is safe at any time: a process that calls one again
-    creates it again, and runs the round it was missing for again (rolled
-    back, so nothing is written twice). Not on MariaDB, a ``ValueError``:
+    sorted; with ``drop``, those procedures are dropped too. Dropping is
+    safe at any time: a process that calls one again creates it again, and
+    runs the round it was missing for again (rolled back, so nothing is
+    written twice). Not on MariaDB, a ``ValueError``:
     the other engines have none; and inside ``atomic()`` too, since a
     ``DROP`` commits."""
     vendor = connection.vendor

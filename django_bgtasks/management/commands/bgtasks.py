@@ -227,8 +227,8 @@ class Command(BaseCommand):
             )
 
     handle_pause = pauses.handle_pause
-    handle_procedures = procedures.handle_procedures
     handle_unpause = pauses.handle_unpause
+    handle_procedures = procedures.handle_procedures
 
     def handle_retry(self, *, result_id: str, **_: Any) -> None:
         result = operations.retry_queued(result_id)
