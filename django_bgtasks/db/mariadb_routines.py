@@ -183,9 +183,8 @@ def ours(connection: BaseDatabaseWrapper, *, drop: bool = False) -> list[str]:
     sorted; with ``drop``, those procedures are dropped too. Dropping is
     safe at any time: a process that calls one again creates it again, and
     runs the round it was missing for again (rolled back, so nothing is
-    written twice). Not on MariaDB, a ``ValueError``:
-    the other engines have none; and inside ``atomic()`` too, since a
-    ``DROP`` commits."""
+    written twice). A ``ValueError`` on another engine, which has none, and
+    for ``drop`` inside ``atomic()``, since a ``DROP`` commits."""
     vendor = connection.vendor
     if vendor != "mysql" or not connection.mysql_is_mariadb:  # type: ignore[attr-defined]
         name = "MySQL" if vendor == "mysql" else connection.display_name
