@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 
 from django_bgtasks.db.mysql import MYSQL_STEP
 
@@ -67,6 +68,9 @@ _PARAM = re.compile(r"%\((\w+)\)s")
 # error of the write it came before would be.
 _MISSING, _NO_EXECUTE = 1305, 1370
 _NO_CREATE = frozenset({1044, 1142, 1227, 1419})
+# A DROP refused the user: without ALTER ROUTINE, the server's 1370 for the
+# routine (or 1044 for the database).
+_NO_DROP = _NO_CREATE | {_NO_EXECUTE}
 
 
 class Routine:
@@ -183,8 +187,11 @@ def ours(connection: BaseDatabaseWrapper, *, drop: bool = False) -> list[str]:
     sorted; with ``drop``, those procedures are dropped too. Dropping is
     safe at any time: a process that calls one again creates it again, and
     runs the round it was missing for again (rolled back, so nothing is
-    written twice). A ``ValueError`` on another engine, which has none, and
-    for ``drop`` inside ``atomic()``, since a ``DROP`` commits."""
+    written twice). A ``ValueError`` on another engine, which has none, for
+    ``drop`` inside ``atomic()``, since a ``DROP`` commits, and for a user
+    the server refuses a ``DROP`` (no ``ALTER ROUTINE``), naming those
+    dropped before it, if any. The names are those the user may see:
+    MariaDB shows a user only the procedures it has a privilege on."""
     vendor = connection.vendor
     if vendor != "mysql" or not connection.mysql_is_mariadb:  # type: ignore[attr-defined]
         name = "MySQL" if vendor == "mysql" else connection.display_name
@@ -205,8 +212,25 @@ def ours(connection: BaseDatabaseWrapper, *, drop: bool = False) -> list[str]:
         )
         names = [name for (name,) in cursor.fetchall()]
         if drop:
-            # One statement each: MariaDB drops one procedure a statement.
-            for name in names:
-                cursor.execute(f"DROP PROCEDURE IF EXISTS {connection.ops.quote_name(name)}")
-            _CREATED.pop(_database(connection), None)
+            _drop(connection, cursor, names)
     return names
+
+
+def _drop(connection: BaseDatabaseWrapper, cursor: CursorWrapper, names: list[str]) -> None:
+    """Drop the procedures ``names``, one statement each (MariaDB drops one a
+    statement); this process forgets those it knew of, so that its next
+    write creates them again rather than finding one missing."""
+    dropped: list[str] = []
+    try:
+        for name in names:
+            cursor.execute(f"DROP PROCEDURE IF EXISTS {connection.ops.quote_name(name)}")
+            dropped.append(name)
+    except DatabaseError as error:
+        if _code(error) not in _NO_DROP:
+            raise
+        raise ValueError(
+            f"the server refused to drop {name} ({error}): dropping needs the ALTER ROUTINE"
+            f" privilege; dropped before it: {', '.join(dropped) or 'none'}."
+        ) from None
+    finally:
+        _CREATED.pop(_database(connection), None)

@@ -4,7 +4,8 @@ listed or dropped. A release whose claim or end statements changed leaves
 the old ones behind (each is named by a hash of its body); dropping them all
 is safe with workers running, since each creates the ones it calls again.
 Another engine, or ``--drop`` inside ``atomic()``, is a ``CommandError``
-(exit status 1), with nothing dropped."""
+(exit status 1), with nothing dropped; so is a ``DROP`` the server refuses
+the user (no ``ALTER ROUTINE``), saying what was dropped before it."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ def handle_procedures(command: BaseCommand, *, drop: bool, **_: Any) -> None:
         raise CommandError(str(exc)) from None
     where = f"database {connection.alias!r}"
     if not names:
-        command.stdout.write(f"No stored procedure of the queue in {where}.")
+        command.stdout.write(
+            f"No stored procedure of the queue in {where} (none this database user may see)."
+        )
     elif not drop:
         command.stdout.write("\n".join(names))
     else:

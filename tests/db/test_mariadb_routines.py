@@ -9,6 +9,7 @@ running worker, which creates them again and runs each task once."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -141,7 +142,8 @@ def test_bgtasks_procedures_lists_the_queues_procedures_and_drops_them(
     """None at first; the two a round created, by name; ``--drop`` drops
     them, says which, and the next round creates them again."""
     where = f"database {mariadb.alias!r}"
-    assert _procedures() == f"No stored procedure of the queue in {where}.\n"
+    none = f"No stored procedure of the queue in {where} (none this database user may see).\n"
+    assert _procedures() == none
     djtasks.add.enqueue(1, 2)
     _, claims = _round("w1", [], 1)
     _round("w1", _ended(claims, "w1"), 1)
@@ -155,7 +157,7 @@ def test_bgtasks_procedures_lists_the_queues_procedures_and_drops_them(
     assert dropped.startswith(f"Dropped 2 stored procedure(s) of the queue from {where}: ")
     assert all(name in dropped for name in names)
     assert _ours(mariadb) == {}
-    assert _procedures("--drop") == f"No stored procedure of the queue in {where}.\n"
+    assert _procedures("--drop") == none
     djtasks.add.enqueue(3, 4)
     _, claims = _round("w1", [], 1)
     assert len(claims) == 1 and len(_ours(mariadb)) == 1
@@ -287,6 +289,44 @@ def test_a_create_that_fails_but_for_a_privilege_is_the_callers_error(
         _round("w1", [], 1)
     assert set() == mariadb_routines._REFUSED
     assert _statuses(mariadb) == [("READY", "", 0)]
+
+
+def test_bgtasks_procedures_drop_refused_by_the_server_says_why_and_drops_nothing(
+    mariadb: BaseDatabaseWrapper,
+    mysql_alias: str,
+    limited: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user that sees the procedures (EXECUTE) but may not drop them (no
+    ALTER ROUTINE): a CommandError naming the privilege, both procedures
+    still there; a user with no privilege on them sees none."""
+    djtasks.add.enqueue(1, 2)
+    _, claims = _round("w1", [], 1)
+    _round("w1", _ended(claims, "w1"), 1)
+    names = sorted(_ours(mariadb))
+    user, _ = limited
+
+    def as_limited() -> BaseDatabaseWrapper:
+        other = _as(mysql_alias, *limited)
+        monkeypatch.setitem(connections._connections.__dict__, mysql_alias, other)  # type: ignore[attr-defined]
+        return other
+
+    with contextlib.closing(as_limited()):
+        assert "(none this database user may see)" in _procedures("--drop")
+    # (A database's privileges reach a session when it connects.)
+    name = mariadb.settings_dict["NAME"]
+    with mariadb.cursor() as cursor:
+        for host in ("%%", "localhost"):
+            cursor.execute(f"GRANT EXECUTE ON `{name}`.* TO '{user}'@'{host}'")
+    with contextlib.closing(as_limited()):
+        assert _procedures().splitlines() == names
+        with pytest.raises(
+            CommandError,
+            match=rf"refused to drop {names[0]} .*1370.*dropping needs the ALTER ROUTINE "
+            r"privilege; dropped before it: none\.",
+        ):
+            _procedures("--drop")
+    assert sorted(_ours(mariadb)) == names
 
 
 def _broken_create(self: mariadb_routines.Routine, statement: str, query: str) -> None:
