@@ -293,3 +293,10 @@ def two_an_hour(account: str, n: int = 0) -> int:
 def both_limits(a: str, b: str) -> str:
     """One of ``a`` at once, and three starts of ``b`` a minute."""
     return a + b
+
+
+@task(concurrency=10_000, concurrency_key="{b}", rate_limit="10000/s", rate_key="{b}")
+def limited_add(a: int, b: int) -> int:
+    """``add`` with flow limits that don't bind (tests/queue/test_claim_reads.py):
+    what declaring them costs a claim."""
+    return a + b

@@ -450,34 +450,6 @@ def test_the_layer_check_can_fail() -> None:
     ]
 
 
-# --- sizes: a class a reader can hold in mind, a module a reader can finish ---------------
-
-MAX_CLASS_LINES = 250
-MAX_MODULE_LINES = 500
-
-
-def oversized(trees: dict[str, ast.Module], sources: dict[str, str]) -> list[str]:
-    found = []
-    for module, tree in trees.items():
-        lines = len(sources[module].splitlines())
-        if lines > MAX_MODULE_LINES:
-            found.append(f"{module}: {lines} lines")
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
-                size = node.end_lineno - node.lineno + 1
-                if size > MAX_CLASS_LINES:
-                    found.append(f"{module}.{node.name}: {size} lines")
-    return found
-
-
-def test_no_class_over_250_lines_and_no_module_over_500() -> None:
-    sources = {module: path.read_text() for module, path in module_files(PACKAGE).items()}
-    trees = {module: ast.parse(text) for module, text in sources.items()}
-    assert oversized(trees, sources) == []
-    big = "class Big:\n" + "    x = 1\n" * 250
-    assert oversized({"m": ast.parse(big)}, {"m": big}) == ["m.Big: 251 lines"]
-
-
 # --- every state and status spelled once (choices.py) ------------------------------------
 
 

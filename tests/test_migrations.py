@@ -274,7 +274,7 @@ def test_unapplying_0017_restores_the_plain_queue_indexes_and_reapplying_narrows
     pg_alias: str,
 ) -> None:
     partial = {
-        "bgtasks_queued_claim": "(priority DESC, seq) WHERE ((status)::text = 'READY'::text)",
+        "bgtasks_queued_claim": None,  # 0019 dropped it: the claim reads its queues apart
         "bgtasks_queued_ready": (
             "(queue_name, priority DESC, seq) WHERE ((status)::text = 'READY'::text)"
         ),
@@ -293,6 +293,21 @@ def test_unapplying_0017_restores_the_plain_queue_indexes_and_reapplying_narrows
     finally:
         call_command("migrate", "django_bgtasks", database=pg_alias, verbosity=0)
     assert {name: _pg_queue_indexes(pg_alias).get(name) for name in partial} == partial
+
+
+def test_unapplying_0019_restores_the_claims_index_across_queues(pg_alias: str) -> None:
+    """0019 dropped the index in the claim's order across every queue, which
+    let a claim with stale statistics sort a whole queue's ready rows;
+    unapplied, it is back as 0017 made it."""
+    claim = "(priority DESC, seq) WHERE ((status)::text = 'READY'::text)"
+    assert "bgtasks_queued_claim" not in _pg_queue_indexes(pg_alias)
+    call_command("migrate", "django_bgtasks", "0018_sqlite_claim_index", database=pg_alias,
+                 verbosity=0)  # fmt: skip
+    try:
+        assert _pg_queue_indexes(pg_alias)["bgtasks_queued_claim"] == claim
+    finally:
+        call_command("migrate", "django_bgtasks", database=pg_alias, verbosity=0)
+    assert "bgtasks_queued_claim" not in _pg_queue_indexes(pg_alias)
 
 
 def _pg_queue_indexes(alias: str) -> dict[str, str]:
@@ -377,39 +392,42 @@ def _queue_indexes(alias: str) -> dict[str, list[tuple[str, str]]]:
         return indexes
 
 
-def test_on_sqlite_a_claim_reads_the_ready_rows_in_its_order_and_unapplying_0018_sorts(
+def test_on_sqlite_a_claim_reads_the_ready_rows_in_its_order_and_without_0018_is_refused(
     sqlite_alias: str,
 ) -> None:
-    """0018's index gives SQLite's claim its order (status, priority DESC,
-    seq): the claim statement, of every queue or of a list, picks the ready
-    rows by it. Without it, SQLite read them by the status index and sorted
-    every ready row to take the first few."""
+    """0018's index gives SQLite's claim of every queue its order (status,
+    priority DESC, seq); a claim of named queues reads each by the ready
+    rows' index led by the queue (0007). ``INDEXED BY`` holds each pick to
+    its index: without 0018's, SQLite refuses the claim rather than sort
+    every ready row to take the first few, as it did before 0018."""
+    from django.db import OperationalError
+
+    from django_bgtasks.db.vendors import _for_queues
     from django_bgtasks.models import QueuedTask
     from django_bgtasks.queue.manager import _claim_params
 
     connection = connections[sqlite_alias]
 
-    def plans() -> list[str]:
+    def plan(queues: list[str] | None) -> str:
         claim = QueuedTask.objects._statements(connection).claim
-        found = []
-        for queues in (None, ["a", "b"]):
-            with connection.cursor() as cursor:
-                params = _claim_params(connection, "w", queues, 8)
-                cursor.execute(f"EXPLAIN QUERY PLAN {claim}", params)
-                found.append(" | ".join(str(row[-1]) for row in cursor.fetchall()))
-        return found
+        with connection.cursor() as cursor:
+            params = _claim_params(connection, "w", queues, 8)
+            cursor.execute(f"EXPLAIN QUERY PLAN {_for_queues(claim, params)}", params)
+            return " | ".join(str(row[-1]) for row in cursor.fetchall())
 
     # (The claim then ranks the few rows it picked by their flow keys: those
     # sorts are of at most its limit's rows.)
-    picked = "SEARCH t USING INDEX bgtasks_queued_claim (status=?)"
-    assert all(picked in plan for plan in plans()), plans()
+    assert "SEARCH t USING INDEX bgtasks_queued_claim (status=?)" in plan(None)
+    by_queue = "SEARCH t USING INDEX bgtasks_queued_ready (status=? AND queue_name=?)"
+    assert plan(["a", "b"]).count(by_queue) == 2
     previous = "0017_postgresql_partial_queue_indexes"
     call_command("migrate", "django_bgtasks", previous, database=sqlite_alias, verbosity=0)
     try:
-        assert not any("bgtasks_queued_claim" in plan for plan in plans())
+        with pytest.raises(OperationalError, match="no such index: bgtasks_queued_claim"):
+            plan(None)
     finally:
         call_command("migrate", "django_bgtasks", database=sqlite_alias, verbosity=0)
-    assert all(picked in plan for plan in plans())
+    assert "SEARCH t USING INDEX bgtasks_queued_claim (status=?)" in plan(None)
 
 
 def test_on_mysql_unique_keys_that_differ_in_case_are_different_keys(mysql_alias: str) -> None:

@@ -46,13 +46,16 @@ from django_bgtasks.db.mysql_enqueue import (
     stored_values,
 )
 from django_bgtasks.db.mysql_queue import (
-    CLAIM_FLOW,
     CLAIM_PICK,
     CLAIM_WRITE,
+    CSLOTS,
     FINISHED_READ,
+    FLOW_ASSIGN,
     FLOW_PICKED,
+    NOW,
     PICKED_JOIN,
     PICKED_ROWS,
+    RSLOTS,
     end_set,
     ends_rows,
     finish_many_pick,
@@ -62,10 +65,61 @@ from django_bgtasks.db.mysql_queue import READERS as MYSQL_READERS
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.rules import ENQUEUE_COLUMNS
 
+
+def _free_slots(
+    kind: str, key: str, most: str, free: str, order: str, index: str, into: str
+) -> str:
+    """The free slots of each ``key`` (a column) of the picked rows, locked,
+    skipping those other claims are taking, into the variable ``into`` (a
+    JSON array of ids): at most the claim's limit of each key's, in
+    ``order`` from ``index``. MySQL's step (db/mysql_queue.py) locks every
+    free slot of each key: with a limit of 10,000 that never binds, a claim
+    of 8 tasks read 20,000 slots and more. A key at a time, each read stops
+    at the limit (MariaDB has no LATERAL: a loop over the keys, which are
+    few, in the compound statement). ``most`` is the largest slot number a
+    row of the key may take, ``free`` the slot ``s``'s test (of the key
+    ``each_key``)."""
+    return f"""SET {into} = JSON_ARRAY();
+        FOR each_key IN (
+            SELECT t.{key} AS flow_key, {most} FROM {PICKED_JOIN}
+            WHERE t.{key} IS NOT NULL GROUP BY t.{key}
+        ) DO
+            SELECT JSON_ARRAYAGG(id) INTO @bgtasks_key_slots FROM (
+                SELECT s.id FROM {{slots}} s FORCE INDEX ({index})
+                WHERE s.kind = '{{{kind}}}' AND s.flow_key = each_key.flow_key
+                    AND s.slot <= each_key.most AND {free}
+                ORDER BY {order} LIMIT %(limit)s
+                FOR UPDATE SKIP LOCKED) free;
+            SET {into} = JSON_MERGE_PRESERVE({into}, COALESCE(@bgtasks_key_slots, JSON_ARRAY()));
+        END FOR"""
+
+
+_CLAIM_FLOW = [
+    _free_slots(
+        "concurrency",
+        "concurrency_key",
+        "MAX(t.concurrency) AS most",
+        "s.seq IS NULL",
+        "s.slot",
+        "bgtasks_flow_slot",
+        CSLOTS,
+    ),
+    _free_slots(
+        "rate",
+        "rate_key",
+        "MAX(t.rate_limit) AS most, MAX(t.rate_period) AS period",
+        f"(s.started_at IS NULL OR s.started_at <= {NOW}"
+        " - INTERVAL ROUND(each_key.period * 1000000) MICROSECOND)",
+        "s.started_at",  # NULL (never started) first
+        "bgtasks_flow_slot_started",
+        RSLOTS,
+    ),
+    *FLOW_ASSIGN,
+]
 # One step for the readers (db/mysql_queue.py): a compound statement is one
 # statement, with one result.
 _FLOW_WHEN_LIMITED = (
-    f"BEGIN NOT ATOMIC IF {FLOW_PICKED} THEN {'; '.join(step.strip() for step in CLAIM_FLOW)};"
+    f"BEGIN NOT ATOMIC IF {FLOW_PICKED} THEN {'; '.join(step.strip() for step in _CLAIM_FLOW)};"
     " END IF; END"
 )
 

@@ -50,18 +50,21 @@ from django_bgtasks.db.rows import Row, named
 from django_bgtasks.db.rules import (
     CANCELLED_ERROR_CLASS,
     CLAIM_COLUMNS,
+    CONCURRENCY_SLOT_FREE,
     LOST_ERROR_CLASS,
     NOT_PAUSED,
     PAUSED_QUEUES,
+    QUEUE_INDEX,
     UNPAUSE_QUEUE,
     QueueStatements,
     flow_slots_free,
+    queue_pick,
     ready_probe,
 )
 
-_NOW = "SYSDATE(6)"
-_LIVE = f"updated_at >= {_NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
-_STALE = f"updated_at < {_NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
+NOW = "SYSDATE(6)"
+_LIVE = f"updated_at >= {NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
+_STALE = f"updated_at < {NOW} - INTERVAL ROUND(ttl * 1000000) MICROSECOND"
 _HOLDER = f"""seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
     AND status = '{{running}}' AND {_LIVE}"""
 # The session variable step 1 keeps the picked rows' seq in, and those rows
@@ -96,7 +99,7 @@ def _pick(rows: str) -> str:
 # A rate slot is free once its last start is a window ago (the window of
 # the row ``t``).
 _RATE_SLOT_FREE = (
-    f"(s.started_at IS NULL OR s.started_at <= {_NOW}"
+    f"(s.started_at IS NULL OR s.started_at <= {NOW}"
     " - INTERVAL ROUND(t.rate_period * 1000000) MICROSECOND)"
 )
 _T_RATE_FREE = f"""EXISTS (
@@ -110,27 +113,54 @@ FLOW_PICKED = "@bgtasks_flow"
 # set by each pick), for the rate slots' and rows' start alike (see
 # postgresql_queue.py's ``claimed_at`` for why once, and why then).
 _CLAIMED_AT = "@bgtasks_claimed_at"
-_CLAIM_TIME = f"COALESCE({_CLAIMED_AT}, {_NOW})"
-# The rows a claim may take, but for the flow limits (also the idle poll's).
-_CLAIMABLE = f"""status = '{{ready}}'
-        AND (%(all)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue_name)))
-        AND (run_after IS NULL OR run_after <= {_NOW})
-        AND {NOT_PAUSED}"""
+_CLAIM_TIME = f"COALESCE({_CLAIMED_AT}, {NOW})"
+# The ready rows a claim may take, but for the flow limits, as
+# rules.queue_pick has them: of every queue, in the claim's order from its
+# index (status, priority DESC, seq: migration 0012); of one named queue,
+# from the ready rows' index led by the queue (status, queue_name, priority
+# DESC, seq), whose equality there compares as the column's collation does
+# (it ignores case on most tables), so the rows are held to the name byte
+# for byte as well, as PostgreSQL and SQLite compare names. Each with the
+# row's ``flow`` test, ``lock``ing what it returns, and at most ``limit``
+# rows (also the idle poll's, without the flow test or the lock).
+_DUE = f"(run_after IS NULL OR run_after <= {NOW}) AND {NOT_PAUSED}"
+_ONE_QUEUE = f"""queue_name = JSON_VALUE(%(queues)s, '$[{QUEUE_INDEX}]')
+        AND BINARY queue_name = BINARY JSON_VALUE(%(queues)s, '$[{QUEUE_INDEX}]')"""
+
+
+def _ready_rows(columns: str, flow: str, limit: str, lock: str) -> str:
+    """The pick (rules.queue_pick) of the ready rows' ``columns`` (and their
+    ``priority`` and ``seq``) that pass ``flow``: every queue's, or one's."""
+    order = f"ORDER BY priority DESC, seq LIMIT {limit} {lock}"
+    return queue_pick(
+        f"""SELECT seq, priority, {columns} FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
+        WHERE status = '{{ready}}' AND {_DUE} AND {flow}
+        {order}""",
+        f"""SELECT seq, priority, {columns} FROM {{table}} t FORCE INDEX (bgtasks_queued_ready)
+        WHERE status = '{{ready}}' AND {_ONE_QUEUE} AND {_DUE} AND {flow}
+        {order}""",
+        limit,
+    )
+
+
 CLAIM_PICK = f"""SELECT JSON_ARRAYAGG(seq) AS picked,
         MAX(concurrency_key IS NOT NULL OR rate_key IS NOT NULL) AS flow, NULL AS claimed_at
-    FROM (SELECT seq, concurrency_key, rate_key FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
-    WHERE {_CLAIMABLE}
-        AND {flow_slots_free(_T_RATE_FREE)}
-    ORDER BY priority DESC, seq
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED) locked INTO {_PICKED}, {FLOW_PICKED}, {_CLAIMED_AT}"""
+    FROM ({
+    _ready_rows(
+        "concurrency_key, rate_key",
+        flow_slots_free(CONCURRENCY_SLOT_FREE, _T_RATE_FREE),
+        "%(limit)s",
+        "FOR UPDATE SKIP LOCKED",
+    )
+}) locked INTO {_PICKED}, {FLOW_PICKED}, {_CLAIMED_AT}"""
 # The flow limits (db/rules.py): the free slots of the picked rows' keys,
 # locked (skipping those other claims are taking) into a variable each; then
 # each picked row paired with the free slot of its rank within its key, and
 # the picked rows narrowed to those that got every slot they need
 # (``_PICKED``), with their slots (``_TAKEN``); the slots written; the rows
 # claimed. For rows without limits each of these steps reads nothing.
-_CSLOTS, _RSLOTS, _TAKEN = "@bgtasks_cslots", "@bgtasks_rslots", "@bgtasks_taken"
+# (MariaDB locks the free slots its own way: db/mariadb_queue.py.)
+CSLOTS, RSLOTS, _TAKEN = "@bgtasks_cslots", "@bgtasks_rslots", "@bgtasks_taken"
 
 
 def _free_slots(kind: str, key: str, free: str, into: str) -> str:
@@ -153,7 +183,7 @@ _ASSIGN = f"""
     SELECT JSON_ARRAYAGG(c.seq) AS picked,
         JSON_ARRAYAGG(JSON_OBJECT('seq', c.seq, 'token', c.token + 1, 'c', c.cslot, 'r', rs.id))
             AS taken,
-        {_NOW} AS claimed_at
+        {NOW} AS claimed_at
     FROM (
         SELECT p.*,
             ROW_NUMBER() OVER (PARTITION BY p.rate_key ORDER BY p.priority DESC, p.seq) AS rrank
@@ -167,13 +197,13 @@ _ASSIGN = f"""
                     ) AS crank
                 FROM {PICKED_JOIN}
             ) c
-            LEFT JOIN {_ranked_slots(_CSLOTS, "cs")}
+            LEFT JOIN {_ranked_slots(CSLOTS, "cs")}
                 ON cs.flow_key = c.concurrency_key AND cs.rnk = c.crank
                 AND cs.slot <= c.concurrency
             WHERE c.concurrency_key IS NULL OR cs.id IS NOT NULL
         ) p
     ) c
-    LEFT JOIN {_ranked_slots(_RSLOTS, "rs")}
+    LEFT JOIN {_ranked_slots(RSLOTS, "rs")}
         ON rs.flow_key = c.rate_key AND rs.rnk = c.rrank AND rs.slot <= c.rate_limit
     WHERE c.rate_key IS NULL OR rs.id IS NOT NULL
     INTO {_PICKED}, {_TAKEN}, {_CLAIMED_AT}
@@ -188,13 +218,15 @@ _TAKE_SLOTS = f"""
     SET s.started_at = CASE WHEN s.id = taken.r THEN {_CLAIMED_AT} ELSE s.started_at END,
         s.seq = taken.seq, s.token = taken.token
 """
+# The steps after the free slots are locked: the rows paired with them, and
+# the slots written.
+FLOW_ASSIGN = [_ASSIGN, _TAKE_SLOTS]
 CLAIM_FLOW = [
     _free_slots(
-        "concurrency", "concurrency_key", "s.seq IS NULL AND s.slot <= t.concurrency", _CSLOTS
+        "concurrency", "concurrency_key", "s.seq IS NULL AND s.slot <= t.concurrency", CSLOTS
     ),
-    _free_slots("rate", "rate_key", f"s.slot <= t.rate_limit AND {_RATE_SLOT_FREE}", _RSLOTS),
-    _ASSIGN,
-    _TAKE_SLOTS,
+    _free_slots("rate", "rate_key", f"s.slot <= t.rate_limit AND {_RATE_SLOT_FREE}", RSLOTS),
+    *FLOW_ASSIGN,
 ]
 # A recovery finds the stale rows by a read that locks nothing, then locks
 # them by primary key, checking each again. Its ttl is in no index, so a
@@ -248,15 +280,15 @@ def finish_many_pick(source: str) -> str:
 def end_set(return_value: str = "e.return_value", error: str = "e.error") -> str:
     """Step 2's SET: the row ``t`` ended as its ending ``e`` says, whose
     ``return_value`` and ``error`` are read as these two expressions."""
-    return f"""SET t.status = e.status, t.updated_at = {_NOW},
-        t.finished_at = CASE WHEN e.status = '{{ready}}' THEN NULL ELSE {_NOW} END,
+    return f"""SET t.status = e.status, t.updated_at = {NOW},
+        t.finished_at = CASE WHEN e.status = '{{ready}}' THEN NULL ELSE {NOW} END,
         t.return_value = {return_value},
         t.errors = CASE WHEN {error} IS NULL OR JSON_TYPE({error}) = 'NULL' THEN t.errors
             ELSE JSON_ARRAY_APPEND(t.errors, '$', JSON_EXTRACT({error}, '$')) END,
         t.attempts = t.attempts - e.refund,
         t.active_key = CASE WHEN e.status = '{{ready}}' THEN t.active_key END,
         t.run_after = CASE WHEN e.delay > 0
-            THEN {_NOW} + INTERVAL ROUND(e.delay * 1000000) MICROSECOND ELSE t.run_after END"""
+            THEN {NOW} + INTERVAL ROUND(e.delay * 1000000) MICROSECOND ELSE t.run_after END"""
 
 
 FINISHED_READ = f"SELECT seq, status, finished_at FROM {PICKED_JOIN}"
@@ -271,7 +303,7 @@ FINISH_MANY = MYSQL_STEP.join([
 CLAIM_WRITE = f"""
         UPDATE {PICKED_JOIN}
         SET status = '{{running}}', owner = %(owner)s, token = token + 1,
-            updated_at = {_NOW}, cancel_requested = 0,
+            updated_at = {NOW}, cancel_requested = 0,
             started_at = COALESCE(started_at, {_CLAIM_TIME}), last_attempted_at = {_CLAIM_TIME},
             attempts = attempts + 1, worker_ids = JSON_ARRAY_APPEND(worker_ids, '$', %(owner)s)
         {MYSQL_STEP}
@@ -284,24 +316,24 @@ QUEUE = QueueStatements(
     # As the lease's renew (mysql.py): a match of the first step is a renewal
     # without a cancel request; only then the second, with one.
     renew=f"""
-        UPDATE {{table}} SET updated_at = {_NOW},
+        UPDATE {{table}} SET updated_at = {NOW},
             progress = CASE WHEN %(set_progress)s THEN %(progress)s ELSE progress END
         WHERE {_HOLDER} AND NOT cancel_requested
         {MYSQL_STEP}
-        UPDATE {{table}} SET updated_at = {_NOW},
+        UPDATE {{table}} SET updated_at = {NOW},
             progress = CASE WHEN %(set_progress)s THEN %(progress)s ELSE progress END
         WHERE {_HOLDER}
     """,
     finish=f"""
-        UPDATE {{table}} SET status = %(status)s, updated_at = {_NOW},
-            finished_at = CASE WHEN %(status)s = '{{ready}}' THEN NULL ELSE {_NOW} END,
+        UPDATE {{table}} SET status = %(status)s, updated_at = {NOW},
+            finished_at = CASE WHEN %(status)s = '{{ready}}' THEN NULL ELSE {NOW} END,
             return_value = %(return_value)s,
             errors = CASE WHEN %(error)s IS NULL THEN errors
                 ELSE JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%(error)s, '$')) END,
             attempts = attempts - %(refund)s,
             active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END,
             run_after = CASE WHEN %(delay)s > 0
-                THEN {_NOW} + INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND ELSE run_after END
+                THEN {NOW} + INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND ELSE run_after END
         WHERE {_HOLDER}
         {MYSQL_STEP}
         SELECT status, finished_at FROM {{table}} WHERE seq = %(seq)s
@@ -317,7 +349,7 @@ QUEUE = QueueStatements(
                     'within the ttl (', ttl, ' s), on attempt ', attempts,
                     ' of ', max_attempts))),
             active_key = CASE WHEN attempts < max_attempts THEN active_key END,
-            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {_NOW} END,
+            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {NOW} END,
             status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END
         {MYSQL_STEP}
         SELECT uuid, status FROM {PICKED_JOIN}
@@ -326,7 +358,7 @@ QUEUE = QueueStatements(
     cancel=f"""
         UPDATE {{table}} SET cancel_requested = 1,
             active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
-            finished_at = CASE WHEN status = '{{ready}}' THEN {_NOW} ELSE finished_at END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN {NOW} ELSE finished_at END,
             errors = CASE WHEN status = '{{ready}}' THEN JSON_ARRAY_APPEND(errors, '$',
                 JSON_OBJECT('exception_class_path', '{CANCELLED_ERROR_CLASS}',
                     'traceback', 'TaskCancelled: cancelled by an operator before it started'))
@@ -348,7 +380,7 @@ QUEUE = QueueStatements(
         {MYSQL_STEP}
         UPDATE {PICKED_JOIN} SET
             started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
-            attempts = attempts - 1, updated_at = {_NOW}, status = '{{ready}}',
+            attempts = attempts - 1, updated_at = {NOW}, status = '{{ready}}',
             worker_ids = JSON_REMOVE(worker_ids, CONCAT('$[', JSON_LENGTH(worker_ids) - 1, ']'))
 
         {MYSQL_STEP}
@@ -371,11 +403,11 @@ QUEUE = QueueStatements(
     # A name already paused is left alone (IGNORE: the duplicate key alone
     # can happen, the name's length is checked before any SQL).
     pause_queue=f"""
-        INSERT IGNORE INTO {{paused}} (queue_name, paused_at) VALUES (%(queue)s, {_NOW})
+        INSERT IGNORE INTO {{paused}} (queue_name, paused_at) VALUES (%(queue)s, {NOW})
     """,
     unpause_queue=UNPAUSE_QUEUE,
     paused_queues=PAUSED_QUEUES,
-    any_ready=ready_probe(_CLAIMABLE),
+    any_ready=ready_probe(_ready_rows("1 AS due", "TRUE", "1", "")),
 )
 
 # --- How a statement is run, and its result read -----------------------------------------

@@ -15,13 +15,11 @@ from django_bgtasks.db.rules import (
     CLAIM_COLUMNS,
     ENQUEUE_COLUMNS,
     LOST_ERROR_CLASS,
-    NOT_PAUSED,
     PAUSED_QUEUES,
     QUEUE_RETRY,
     UNPAUSE_QUEUE,
     QueueStatements,
     flow_slots_free,
-    ready_probe,
 )
 from django_bgtasks.validation import validate_limit
 
@@ -70,6 +68,22 @@ _T_RATE_FREE = f"""EXISTS (
                     ) s
                     WHERE {_RATE_SLOT_FREE.format(window=_T_WINDOW)})"""
 _W_RATE_SLOT_FREE = _RATE_SLOT_FREE.format(window="w.period * interval '1 second'")
+# Whether the concurrency key of ``t`` has a free slot, asked as "is the
+# first of its slots, free ones (``seq`` NULL) first, free?": one entry of
+# the slots' index on their holder (kind, flow_key, seq), read backwards
+# (it is NULLS LAST). Asked as EXISTS (... AND seq IS NULL), as MySQL's is,
+# the planner may scan the whole slot table for each candidate, as if free
+# slots were spread evenly through it when a key's slots lie together: a
+# claim of 8 tasks read 2,700 pages of a table of 110,000 slots (10 keys of
+# 10,000). With ORDER BY ... LIMIT 1 the index's order is the only cheap plan.
+_T_CONCURRENCY_FREE = """EXISTS (
+                    SELECT 1 FROM (
+                        SELECT s.seq FROM {slots} s
+                        WHERE s.kind = '{concurrency}' AND s.flow_key = t.concurrency_key
+                            AND s.slot <= t.concurrency
+                        ORDER BY s.seq DESC NULLS FIRST LIMIT 1
+                    ) s
+                    WHERE s.seq IS NULL)"""
 
 
 def _paired(rows: str, key: str, limit: str, free: str, *, slot: str) -> str:
@@ -108,11 +122,42 @@ def with_limit(query: str, limit: object) -> str:
     return query.replace(LIMIT_MARK, str(validate_limit(limit)))
 
 
-# The rows a claim may take, but for the flow limits (also the idle poll's).
-_CLAIMABLE = f"""status = '{{ready}}'
-                AND (%(all)s::boolean OR queue_name = ANY(%(queues)s::text[]))
-                AND (run_after IS NULL OR run_after <= clock_timestamp())
-                AND {NOT_PAUSED}"""
+# The claim reads each of its queues apart, from the ready rows' index
+# (``bgtasks_queued_ready``: queue name, priority DESC, seq; READY rows only,
+# migration 0017), where an equality on the queue gives the claim's order:
+# each queue's scan stops at the claim's limit, and the first ``limit`` rows
+# of those few, in the claim's order, are the claim's candidates. So a claim
+# reads O(limit) index entries a queue, whatever the table's size and
+# whatever the planner's statistics say of it: no plan that sorts the ready
+# rows of several queues, or of one queue through an index in another
+# order, is left to choose (with stale statistics, PostgreSQL 15 chose to
+# sort all 292,383 ready rows of one queue to return 8; docs/benchmarks.md,
+# "A million tasks"). The queues are ``%(queues)s``, or with ``%(all)s``
+# every queue that has a ready row, found by a loose scan of that index (one
+# descent a queue name); paused ones are left out before their rows are read.
+# (``WITH RECURSIVE`` for that scan: it is allowed beside the other CTEs.)
+_QUEUES = """ready_queues(name) AS (
+            (SELECT queue_name FROM {table}
+            WHERE %(all)s::boolean AND status = '{ready}'
+            ORDER BY queue_name LIMIT 1)
+            UNION ALL
+            SELECT (SELECT t.queue_name FROM {table} t
+                WHERE t.status = '{ready}' AND t.queue_name > r.name
+                ORDER BY t.queue_name LIMIT 1)
+            FROM ready_queues r WHERE r.name IS NOT NULL
+        ), queues AS (
+            SELECT name FROM ready_queues WHERE name IS NOT NULL
+            UNION ALL
+            SELECT q.name FROM unnest(%(queues)s::text[]) AS q(name)
+            WHERE NOT %(all)s::boolean
+        ), served AS (
+            SELECT name FROM queues
+            WHERE name NOT IN (SELECT paused.queue_name FROM {paused} paused)
+        )"""
+# The rows of the queue ``q.name`` a claim may take, but for the flow limits
+# (also the idle poll's).
+_CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
+                    AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())"""
 # The claim's CTEs (its ``LIMIT``, queues and owner are parameters) and its
 # UPDATE, apart: ``finish_claim`` puts them after the ends' UPDATE. The
 # rows' start and their rate slots' are one read of the clock (``claimed_at``,
@@ -121,19 +166,26 @@ _CLAIMABLE = f"""status = '{{ready}}'
 # ``_paired`` finish first). Each clock_timestamp() call reads the clock
 # again, and a backend paused between two would record a run's start after
 # the time its rate slot took; read before the slots were, a start before the
-# end of the run whose concurrency slot it took.
+# end of the run whose concurrency slot it took. Each queue's scan locks the
+# rows it returns (up to ``limit`` a queue); those the claim leaves (beyond
+# its ``limit``, in a later queue's order) are unlocked at its commit, its
+# own statement's end.
 _CLAIM_CTES = f"""
         claimed_at AS (
             SELECT clock_timestamp() AS at
-        ), cand AS (
-            SELECT seq, token, priority, concurrency_key, concurrency, rate_key, rate_limit,
-                rate_period
-            FROM {{table}} t
-            WHERE {_CLAIMABLE}
-                AND {flow_slots_free(_T_RATE_FREE)}
-            ORDER BY priority DESC, seq
+        ), {_QUEUES}, cand AS (
+            SELECT c.* FROM served q CROSS JOIN LATERAL (
+                SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
+                    t.rate_key, t.rate_limit, t.rate_period
+                FROM {{table}} t
+                WHERE {_CLAIMABLE}
+                    AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
+                ORDER BY t.priority DESC, t.seq
+                LIMIT {LIMIT_MARK}
+                FOR UPDATE SKIP LOCKED
+            ) c
+            ORDER BY c.priority DESC, c.seq
             LIMIT {LIMIT_MARK}
-            FOR UPDATE SKIP LOCKED
         ), cfree AS (
             SELECT f.* FROM (
                 SELECT concurrency_key AS key, count(*) AS wanted, max(concurrency) AS most
@@ -205,7 +257,7 @@ _FINISH_MANY = """
 # in one order, beside the first claimed row's columns (NULL when none was
 # claimed), then a row for each other claimed row (the arrays repeated).
 _FINISH_CLAIM = f"""
-        WITH ended AS ({_FINISH_MANY}
+        WITH RECURSIVE ended AS ({_FINISH_MANY}
         ), {_CLAIM_CTES.strip()}, taken AS ({_CLAIM_UPDATE}
         ), ends AS (
             SELECT array_agg(seq) AS ended_seq, array_agg(finished_at) AS ended_at FROM ended
@@ -218,7 +270,7 @@ _FINISH_CLAIM = f"""
 
 QUEUE = QueueStatements(
     claim=f"""
-        WITH {_CLAIM_CTES.strip()}
+        WITH RECURSIVE {_CLAIM_CTES.strip()}
 {_CLAIM_UPDATE}
     """,
     renew="""
@@ -299,5 +351,18 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
     paused_queues=PAUSED_QUEUES,
-    any_ready=ready_probe(_CLAIMABLE),
+    # An idle worker's poll (rules.ready_probe says why a read), by the
+    # claim's queues and index: a look into each queue, in the claim's order,
+    # so that it is the index's first entry (the LIMIT also keeps the planner
+    # from making it one join of the queues with every ready row).
+    any_ready=f"""
+        WITH RECURSIVE {_QUEUES}
+        SELECT EXISTS (
+            SELECT 1 FROM served q
+            CROSS JOIN LATERAL (
+                SELECT 1 FROM {{table}} t WHERE {_CLAIMABLE}
+                ORDER BY t.priority DESC, t.seq LIMIT 1
+            ) due
+        ) AS ready
+    """,
 )

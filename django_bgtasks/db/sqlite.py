@@ -30,6 +30,7 @@ from django_bgtasks.db.rules import (
     LOST_ERROR_CLASS,
     NOT_PAUSED,
     PAUSED_QUEUES,
+    QUEUE_INDEX,
     QUEUE_RETRY,
     QUEUED_RUNNING,
     RENEW_QUEUED,
@@ -42,6 +43,7 @@ from django_bgtasks.db.rules import (
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
+    queue_pick,
     ready_probe,
 )
 
@@ -283,25 +285,56 @@ _ENQUEUE = f"""
 # slots of the rows it sets RUNNING, by the same 'now'. A rate slot is free
 # once its start is a window ago (to the millisecond the times are kept in).
 # (Counted up to the claim's limit: a key of 10,000 slots costs what one of
-# ten does.)
-_FREE_SLOTS = """(SELECT count(*) FROM (SELECT 1 FROM {{slots}} s
-    WHERE s.kind = '{{{kind}}}' AND s.flow_key = t.{key} AND s.slot <= t.{limit} AND {free}
-    LIMIT %(limit)s))"""
-_C_FREE = "s.seq IS NULL"
-_R_FREE = (
-    "(s.started_at IS NULL OR (julianday('now') - julianday(s.started_at)) * 86400.0"
-    " >= t.rate_period - 0.0005)"
-)
+# ten does. Each count reads the free slots first, from an index: the
+# concurrency slots by their holder, NULL for a free one; the rate slots by
+# their last start, never-started and oldest first. Read by slot number, a
+# count stepped over every slot held, or started within the window, first.)
+_FREE_SLOTS = """(SELECT count(*) FROM (SELECT 1 FROM {{slots}} s INDEXED BY {index}
+    WHERE s.kind = '{{{kind}}}' AND s.flow_key = t.{kind}_key AND s.slot <= t.{limit} AND {free}
+    {order}LIMIT %(limit)s))"""
+# (The two alike on purpose: one template, with each kind's index, test and order.)
 _C_FREE_SLOTS = _FREE_SLOTS.format(
-    kind="concurrency", key="concurrency_key", limit="concurrency", free=_C_FREE
+    index="bgtasks_flow_slot_holder",
+    kind="concurrency",
+    limit="concurrency",
+    free="s.seq IS NULL",
+    order="",
 )
-_R_FREE_SLOTS = _FREE_SLOTS.format(kind="rate", key="rate_key", limit="rate_limit", free=_R_FREE)
+_R_FREE_SLOTS = _FREE_SLOTS.format(
+    index="bgtasks_flow_slot_started",
+    kind="rate",
+    limit="rate_limit",
+    free="(s.started_at IS NULL OR (julianday('now') - julianday(s.started_at)) * 86400.0"
+    " >= t.rate_period - 0.0005)",
+    order="ORDER BY s.started_at ",
+)
 
-# The rows a claim may take, but for the flow limits (also the idle poll's).
-_CLAIMABLE = f"""status = '{{ready}}'
-    AND (%(all)s OR queue_name IN (SELECT value FROM json_each(%(queues)s)))
-    AND (run_after IS NULL OR julianday(run_after) <= julianday('now'))
-    AND {NOT_PAUSED}"""
+# The ready rows a claim may take, as rules.queue_pick has them: of every
+# queue, in the claim's order from its index (status, priority DESC, seq:
+# migration 0018); of one named queue, from the ready rows' index led by the
+# queue (status, queue_name, priority DESC, seq). ``INDEXED BY`` holds each
+# to its index, whatever statistics ``ANALYZE`` (or ``PRAGMA optimize``)
+# gathered. Each with the row's ``flow`` test, at most ``limit`` rows (also
+# the idle poll's, without the flow test).
+_DUE = f"""(run_after IS NULL OR julianday(run_after) <= julianday('now'))
+            AND {NOT_PAUSED}"""
+
+
+def _ready_rows(columns: str, flow: str, limit: str) -> str:
+    """The pick (rules.queue_pick) of the ready rows' ``columns`` (and their
+    ``priority`` and ``seq``) that pass ``flow``: every queue's, or one's."""
+    return queue_pick(
+        f"""SELECT seq, priority, {columns} FROM {{table}} t INDEXED BY bgtasks_queued_claim
+            WHERE status = '{{ready}}' AND {_DUE} AND {flow}
+            ORDER BY priority DESC, seq LIMIT {limit}""",
+        f"""SELECT seq, priority, {columns} FROM {{table}} t INDEXED BY bgtasks_queued_ready
+            WHERE status = '{{ready}}'
+                AND queue_name = json_extract(%(queues)s, '$[{QUEUE_INDEX}]')
+                AND {_DUE} AND {flow}
+            ORDER BY priority DESC, seq LIMIT {limit}""",
+        limit,
+    )
+
 
 QUEUE = QueueStatements(
     claim=f"""
@@ -324,10 +357,14 @@ QUEUE = QueueStatements(
                             CASE WHEN concurrency_key IS NOT NULL THEN {_C_FREE_SLOTS} END
                                 AS cfree,
                             CASE WHEN rate_key IS NOT NULL THEN {_R_FREE_SLOTS} END AS rfree
-                        FROM {{table}} t
-                        WHERE {_CLAIMABLE}
-                            AND (concurrency_key IS NULL OR {_C_FREE_SLOTS} > 0)
-                            AND (rate_key IS NULL OR {_R_FREE_SLOTS} > 0)
+                        FROM ({
+        _ready_rows(
+            "concurrency_key, concurrency, rate_key, rate_limit, rate_period",
+            f"(concurrency_key IS NULL OR {_C_FREE_SLOTS} > 0)"
+            f" AND (rate_key IS NULL OR {_R_FREE_SLOTS} > 0)",
+            "%(limit)s",
+        )
+    }) t
                         ORDER BY priority DESC, seq
                         LIMIT %(limit)s
                     )
@@ -429,7 +466,7 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
     paused_queues=PAUSED_QUEUES,
-    any_ready=ready_probe(_CLAIMABLE),
+    any_ready=ready_probe(_ready_rows("1 AS due", "1", "1")),
 )
 
 

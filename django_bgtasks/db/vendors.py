@@ -13,6 +13,7 @@ hands back rows by column name: :mod:`~django_bgtasks.db.rows`) and
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
@@ -30,7 +31,14 @@ from django_bgtasks.db import (
 )
 from django_bgtasks.db.cursor import fetch_all
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.rules import FLOW_KINDS, STATUSES, QueueStatements, Statements
+from django_bgtasks.db.rules import (
+    FLOW_KINDS,
+    STATUSES,
+    QueueStatements,
+    Statements,
+    has_queue_pick,
+    with_queues,
+)
 from django_bgtasks.exceptions import InAtomicBlock
 
 
@@ -185,7 +193,7 @@ def write_together(
     if connection.in_atomic_block:
         raise InAtomicBlock(operation)
     rendered = statements_of(connection)
-    queries = [getattr(rendered, statement) for statement in statements]
+    queries = [_for_queues(getattr(rendered, statement), params) for statement in statements]
     if connection.vendor == "mysql":
         return mysql_queue.in_one_transaction(connection, statements, queries, params)
     with transaction.atomic(using=connection.alias):
@@ -212,6 +220,7 @@ def run(
     :data:`django_bgtasks.db.mariadb_queue.READERS`), into rows of the same names;
     SQLite runs the one operation it can't write as one statement in steps
     (:func:`django_bgtasks.db.sqlite.run_steps`)."""
+    query = _for_queues(query, params)
     if connection.vendor == "mysql":
         if not queue:
             readers = mysql.READERS
@@ -225,6 +234,16 @@ def run(
     if connection.vendor == "postgresql" and postgresql_queue.LIMIT_MARK in query:
         query = postgresql_queue.with_limit(query, params["limit"])
     return fetch_all(connection, query, params)
+
+
+def _for_queues(query: str, params: dict[str, Any]) -> str:
+    """``query`` with its pick of the claim's queues (rules.with_queues), where
+    it has one: MySQL's and SQLite's claim and idle poll, whose ``queues`` are
+    JSON text."""
+    if not has_queue_pick(query):
+        return query
+    count = None if params["all"] else len(json.loads(params["queues"]))
+    return with_queues(query, count)
 
 
 def time_param(connection: BaseDatabaseWrapper, value: dt.datetime) -> Any:

@@ -443,7 +443,10 @@ def _claim_params(
 
 def _queue_params(connection: BaseDatabaseWrapper, queues: list[str] | None) -> dict[str, Any]:
     """The ``all`` and ``queues`` parameters of ``queues`` (every one with ``None``)."""
-    names, listed = validate_queue_names(queues), connection.vendor == "postgresql"
+    # Each name once: a claim reads each of its queues apart (db/), and twice
+    # would count its rows twice against their flow limits.
+    names = list(dict.fromkeys(validate_queue_names(queues)))
+    listed = connection.vendor == "postgresql"
     return {"all": queues is None, "queues": names if listed else json.dumps(names)}
 
 

@@ -159,7 +159,7 @@ def _mysql_columns(
     tasks = ['[{"args_kwargs": {}}]', "[{}, {}]"] if statement == "enqueue" else ["[]"]
     found = []
     for rows_param in tasks:
-        params = {"active_key": None, "rows": rows_param}
+        params = {"active_key": None, "rows": rows_param, "all": True, "queues": "[]"}
         rows = vendors.run(connection, statement, query, params, queue=queue)  # type: ignore[arg-type]
         assert len(rows) == 1, (statement, rows)
         found.append(set(rows[0]))

@@ -1,0 +1,183 @@
+"""A claim reads what it claims, whatever the table's size and whatever the
+planner's statistics say of it (db/postgresql_queue.py, db/rules.py's
+``queue_pick``): with every queue, one, several, a rare queue behind a
+backlog of another, and with flow limits declared that don't bind.
+
+Each engine counts the work its own way, on the claim the workers run:
+PostgreSQL the pages the statement reads (``EXPLAIN (ANALYZE, BUFFERS)``,
+rolled back), MariaDB the rows its handlers read (``Handler_read_*``),
+SQLite the virtual machine's steps (a progress handler). The claims run with
+a backlog of 2,000 ready tasks of one queue, then of 20,000, and 20 tasks of
+another queue behind it; the tasks are put there while the statistics said
+the table was empty (``ANALYZE`` first, on the servers). A claim that reads
+what it claims does the same work at both sizes; one that read the backlog,
+or sorted it, did ten times more at the second (before the claim read its
+queues one at a time: PostgreSQL's claim of a named queue about 1,150
+pages at 20,000, MariaDB's of the rare queue 20,000 rows, SQLite's 200,000
+steps). The 10,000,000-row runs are benchmarks/scale.py's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+
+from django_bgtasks.db.postgresql_queue import with_limit
+from django_bgtasks.db.vendors import _for_queues
+from django_bgtasks.models import FlowSlot, QueuedTask
+from django_bgtasks.queue.manager import _claim_params
+from tests import djtasks
+
+SMALL, LARGE, RARE, LIMIT = 2_000, 20_000, 20, 8
+# What a claim of LIMIT rows may do at most, by engine, whatever the backlog:
+# about twice what it does (most of it the claimed rows' writes and, with
+# limits, their slots': PostgreSQL 140-300 pages, MariaDB 60-600 rows,
+# SQLite 3,000-17,000 steps).
+BOUNDS = {"postgresql": 800, "mysql": 1_200, "sqlite": 35_000}
+SHAPES = {"every queue": None, "one": ["default"], "rare": ["other"], "both": ["other", "default"]}
+
+
+def _analyze(alias: str) -> None:
+    """The statistics of the table as it is now (on the servers)."""
+    connection = connections[alias]
+    tables = [QueuedTask._meta.db_table, FlowSlot._meta.db_table]
+    with connection.cursor() as cursor:
+        for table in tables:
+            if connection.vendor == "postgresql":
+                # The dead rows of the tests before (each ends with a DELETE)
+                # out of the indexes first, as autovacuum would: a claim steps
+                # over dead entries at the head of its index, which is not
+                # what this test measures (docs/operations.md, "A big table").
+                cursor.execute(f"VACUUM {table}")
+                cursor.execute(f"ANALYZE {table}")
+            elif connection.vendor == "mysql":
+                cursor.execute(f"ANALYZE TABLE {table}")
+                cursor.fetchall()
+
+
+def _enqueue(alias: str, count: int, *, limited: bool, queue: str = "default") -> None:
+    """``count`` tasks of ``queue``, enqueued in bulk as a site would."""
+    task = (djtasks.limited_add if limited else djtasks.add).using(queue_name=queue)
+    with transaction.atomic(using=alias):
+        task.get_backend().enqueue_many(task, [((n, 1), {}) for n in range(count)])
+
+
+def _postgresql_pages(alias: str, queues: list[str] | None) -> int:
+    """The pages the claim statement reads and writes, rolled back."""
+    connection = connections[alias]
+    params = _claim_params(connection, "w", queues, LIMIT)
+    claim = QueuedTask.objects._statements(connection).claim
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + with_limit(claim, LIMIT), params
+        )
+        [plan] = cursor.fetchone()[0]
+        transaction.set_rollback(True, using=alias)
+    top = plan["Plan"]
+    return int(top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0))
+
+
+def _mysql_rows(alias: str, claim: Callable[[], Any]) -> int:
+    """The rows MariaDB's handlers read for ``claim()``."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("FLUSH STATUS")
+        claim()
+        cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%%'")
+        return sum(int(value) for _name, value in cursor.fetchall())
+
+
+def _sqlite_steps(alias: str, claim: Callable[[], Any]) -> int:
+    """The virtual machine's steps for ``claim()``, to the hundred."""
+    connection = connections[alias]
+    connection.ensure_connection()
+    steps = [0]
+
+    def counted() -> int:
+        steps[0] += 100
+        return 0
+
+    connection.connection.set_progress_handler(counted, 100)
+    try:
+        claim()
+    finally:
+        connection.connection.set_progress_handler(None, 100)
+    return steps[0]
+
+
+def _work(alias: str, queues: list[str] | None) -> tuple[int, int]:
+    """The claim's work (each engine's count) and how many rows it claimed."""
+    vendor = connections[alias].vendor
+    if vendor == "postgresql":
+        return _postgresql_pages(alias, queues), LIMIT
+    claimed: list[Any] = []
+
+    def claim() -> None:
+        claimed.extend(QueuedTask.objects.claim_many("w", queues=queues, limit=LIMIT))
+
+    work = _mysql_rows(alias, claim) if vendor == "mysql" else _sqlite_steps(alias, claim)
+    return work, len(claimed)
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["no-limits", "limits"])
+def test_a_claim_reads_what_it_claims_whatever_the_backlog_and_the_statistics(
+    tasks_alias: str, limited: bool
+) -> None:
+    _analyze(tasks_alias)
+    _enqueue(tasks_alias, SMALL, limited=limited)
+    _enqueue(tasks_alias, RARE, limited=limited, queue="other")
+    small = {shape: _work(tasks_alias, queues) for shape, queues in SHAPES.items()}
+    _enqueue(tasks_alias, LARGE - SMALL, limited=limited)
+    bound = BOUNDS[connections[tasks_alias].vendor]
+    for shape, queues in SHAPES.items():
+        work, claimed = _work(tasks_alias, queues)
+        before, _claimed = small[shape]
+        assert claimed == LIMIT, shape
+        # (Slack for a page split, a slot taken, or a few more dead entries.)
+        assert work <= 1.25 * before + 40, f"a claim of {shape}: {before}, then {work}"
+        assert work <= bound, f"a claim of {shape} did {work} (bound {bound})"
+
+
+def test_the_idle_poll_looks_at_one_row_a_queue(tasks_alias: str) -> None:
+    """An idle worker's look (``any_ready``) finds the rare queue's rows under
+    the backlog at once, and a queue with none without reading the backlog."""
+    _analyze(tasks_alias)
+    _enqueue(tasks_alias, LARGE, limited=False)
+    _enqueue(tasks_alias, RARE, limited=False, queue="other")
+    vendor = connections[tasks_alias].vendor
+    for queues, ready in (([], False), (["other"], True), (["none"], False), (None, True)):
+        if vendor == "postgresql":
+            connection = connections[tasks_alias]
+            params = _claim_params(connection, "w", queues, 1)
+            query = QueuedTask.objects._statements(connection).any_ready
+            with transaction.atomic(using=tasks_alias), connection.cursor() as cursor:
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query, params)
+                [plan] = cursor.fetchone()[0]
+            top = plan["Plan"]
+            work = top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)
+            assert work <= 50, (queues, work)
+        else:
+            found: list[bool] = []
+
+            def poll(queues: list[str] | None = queues, found: list[bool] = found) -> None:
+                found.append(QueuedTask.objects.any_ready(queues=queues))
+
+            if vendor == "mysql":
+                assert _mysql_rows(tasks_alias, poll) <= 50, queues
+            else:
+                assert _sqlite_steps(tasks_alias, poll) <= 3_000, queues
+            assert found == [ready], queues
+
+
+def test_a_claims_queue_names_are_read_once_each(tasks_alias: str) -> None:
+    """A name given twice is one queue: its rows are claimed once each."""
+    djtasks.add.get_backend().enqueue_many(djtasks.add, [((n, 1), {}) for n in range(4)])
+    claimed = QueuedTask.objects.claim_many("w", queues=["default", "default"], limit=8)
+    assert len({claim.seq for claim in claimed}) == len(claimed) == 4
+    params = _claim_params(connections[tasks_alias], "w", ["a", "a", "b"], 1)
+    names = params["queues"]
+    assert (names if isinstance(names, list) else json.loads(names)) == ["a", "b"]
+    assert _for_queues("SELECT 1", params) == "SELECT 1"
