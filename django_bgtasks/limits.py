@@ -101,3 +101,11 @@ MAX_RETRY_DELAY = 3600.0
 RETRY_JITTER = 0.1
 # The longest timeout= a task may declare (seconds): a week.
 MAX_TIMEOUT = 604800.0
+
+# --- the operator's reads ---------------------------------------------------------------
+# Where a count of Django Tasks stops: the admin's list and its filters'
+# counts, and the metrics' backlog, show "10,000+" (and the metrics that
+# number) rather than read every row of a big table (operations/queued.py).
+COUNT_CAP = 10_000
+# The most Django Tasks a page of the JSON API's list holds (``?limit=``).
+MAX_PAGE_SIZE = 500

@@ -59,7 +59,10 @@ def is_finite_number(value: object) -> TypeGuard[int | float]:
 _UNWRITABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-def _check_text(kind: str, text: object, max_length: int) -> str:
+def check_text(kind: str, text: object, max_length: int) -> str:
+    """``text``, a ``kind`` of name: a str of 1 to ``max_length`` printable
+    characters, without spaces around it (a ``TypeError`` or ``ValueError``
+    naming ``kind`` else)."""
     if not isinstance(text, str):
         raise TypeError(f"{kind} must be a str, not {type(text).__name__}")
     if not text.strip():
@@ -78,7 +81,7 @@ def validate_name(name: object) -> str:
     is one URL path segment in the JSON API. For the same reason ``.`` and
     ``..`` are refused: browsers and HTTP clients remove those segments from a
     URL (even percent-encoded), so no URL could name such a task."""
-    name = _check_text("task name", name, MAX_NAME_LENGTH)
+    name = check_text("task name", name, MAX_NAME_LENGTH)
     if "/" in name:
         raise ValueError(f"task name must not contain '/': {name!r}")
     if name in (".", ".."):
@@ -89,7 +92,7 @@ def validate_name(name: object) -> str:
 def validate_queue_name(queue: object) -> str:
     """A Django Tasks queue name, as the queue's table holds it: 1-100
     printable characters."""
-    return _check_text("queue name", queue, MAX_QUEUE_NAME_LENGTH)
+    return check_text("queue name", queue, MAX_QUEUE_NAME_LENGTH)
 
 
 def validate_queue_names(queues: object) -> list[str]:
@@ -101,7 +104,7 @@ def validate_queue_names(queues: object) -> list[str]:
 
 def validate_owner(owner: object) -> str:
     """A holder identity: 1-200 printable characters."""
-    return _check_text("owner", owner, MAX_OWNER_LENGTH)
+    return check_text("owner", owner, MAX_OWNER_LENGTH)
 
 
 def validate_ttl(ttl: object) -> float:

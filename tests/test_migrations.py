@@ -279,7 +279,7 @@ def test_unapplying_0017_restores_the_plain_queue_indexes_and_reapplying_narrows
             "(queue_name, priority DESC, seq) WHERE ((status)::text = 'READY'::text)"
         ),
         "bgtasks_queued_running": "(owner) WHERE ((status)::text = 'RUNNING'::text)",
-        "bgtasks_queued_failed": "(seq) WHERE ((status)::text = 'FAILED'::text)",
+        "bgtasks_queued_failed": None,  # 0021 folded it into bgtasks_queued_status
     }
     assert {name: _pg_queue_indexes(pg_alias).get(name) for name in partial} == partial
     assert not any("pattern_ops" in index for index in _pg_queue_indexes(pg_alias).values())
@@ -308,6 +308,57 @@ def test_unapplying_0019_restores_the_claims_index_across_queues(pg_alias: str) 
     finally:
         call_command("migrate", "django_bgtasks", database=pg_alias, verbosity=0)
     assert "bgtasks_queued_claim" not in _pg_queue_indexes(pg_alias)
+
+
+def test_0021_indexes_a_queues_a_paths_and_a_statuss_tasks_and_unapplied_restores_0017s(
+    pg_alias: str,
+) -> None:
+    """0021's indexes for the operator's reads, and on PostgreSQL the unique
+    keys' index narrowed to the rows that have one (the constraint Django
+    made for ``active_key`` goes)."""
+    added = {
+        "bgtasks_queued_queue": "(queue_name, seq)",
+        "bgtasks_queued_task": "(task_path, seq)",
+        "bgtasks_queued_status": "(status, seq) WHERE ((status)::text <> 'RUNNING'::text)",
+        "bgtasks_queued_active_key": "(active_key) WHERE (active_key IS NOT NULL)",
+        "django_bgtasks_queuedtask_active_key_key": None,
+        "bgtasks_queued_failed": None,
+    }
+    assert {name: _pg_queue_indexes(pg_alias).get(name) for name in added} == added
+    call_command("migrate", "django_bgtasks", "0020_sqlite_flow_slot_take", database=pg_alias,
+                 verbosity=0)  # fmt: skip
+    try:
+        before = _pg_queue_indexes(pg_alias)
+        assert before["django_bgtasks_queuedtask_active_key_key"] == "(active_key)"
+        assert before["bgtasks_queued_failed"] == "(seq) WHERE ((status)::text = 'FAILED'::text)"
+        assert not set(before) & {name for name, index in added.items() if index}
+    finally:
+        call_command("migrate", "django_bgtasks", database=pg_alias, verbosity=0)
+    assert {name: _pg_queue_indexes(pg_alias).get(name) for name in added} == added
+
+
+def test_0021_indexes_the_operators_reads_on_mysql(
+    mysql_alias: str,
+) -> None:
+    indexes = _queue_indexes(mysql_alias)
+    assert [column for column, _order in indexes["bgtasks_queued_queue"]] == ["queue_name", "seq"]
+    assert [column for column, _order in indexes["bgtasks_queued_task"]] == ["task_path", "seq"]
+    assert [column for column, _order in indexes["bgtasks_queued_status"]] == ["status", "seq"]
+
+
+def test_0021_indexes_the_operators_reads_on_sqlite(sqlite_alias: str) -> None:
+    with connections[sqlite_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT name, sql FROM sqlite_master"
+            " WHERE type = 'index' AND name LIKE 'bgtasks_queued_%'"
+        )
+        found = dict(cursor.fetchall())
+    for name, columns in {
+        "bgtasks_queued_queue": "(queue_name, seq)",
+        "bgtasks_queued_task": "(task_path, seq)",
+        "bgtasks_queued_status": "(status, seq)",
+    }.items():
+        assert found[name].endswith(columns), found[name]
 
 
 def _pg_queue_indexes(alias: str) -> dict[str, str]:

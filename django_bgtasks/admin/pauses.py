@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from django_bgtasks.admin.queued_list import selected_queues
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.operations import pause as pausing
 from django_bgtasks.operations.writes import NotRegistered
@@ -61,7 +62,7 @@ class QueuePauseActions:
 
     @admin.action(description=gettext_lazy("Pause their queues"), permissions=["change"])
     def pause_queues(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
-        for queue in _queues(queryset):
+        for queue in selected_queues(request, queryset):
             result = pausing.pause(queue=queue)
             if isinstance(result, pausing.UnknownQueue):
                 text = _("No LeaseBackend has the queue “%(queue)s” any more; not paused.")
@@ -79,7 +80,7 @@ class QueuePauseActions:
     # Alike pause_queues on purpose: each action words its own answers.
     @admin.action(description=gettext_lazy("Unpause their queues"), permissions=["change"])
     def unpause_queues(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
-        for queue in _queues(queryset):
+        for queue in selected_queues(request, queryset):
             result = pausing.unpause(queue=queue)
             if isinstance(result, pausing.QueueUnpaused) and result.changed:
                 text = _("Unpaused the queue “%(queue)s”.")
@@ -87,8 +88,3 @@ class QueuePauseActions:
             else:
                 text = _("The queue “%(queue)s” was not paused.")
                 self.message_user(request, text % {"queue": queue}, messages.INFO)
-
-
-def _queues(queryset: QuerySet[QueuedTask]) -> list[str]:
-    """The selected tasks' queue names, each once, in order."""
-    return sorted(set(queryset.values_list("queue_name", flat=True)))

@@ -38,9 +38,17 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from django_bgtasks.admin.pauses import QueuePauseActions
 from django_bgtasks.admin.queued_columns import QueuedColumns
-from django_bgtasks.admin.queued_retry import QueuedRetry
+from django_bgtasks.admin.queued_list import (
+    BackendFilter,
+    CappedPaginator,
+    QueueNameFilter,
+    QueueStatusFilter,
+    acted_on,
+    search,
+    selected_across,
+)
+from django_bgtasks.admin.queued_retry import QueuedRetry, listed
 from django_bgtasks.admin.views import admin_url
-from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf, lease_backends
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations import writes as operations
@@ -59,31 +67,23 @@ class QueuedChangeList(ChangeList):
         return admin_url(self.model_admin, "change", quote(str(result.uuid)))
 
 
-class QueueStatusFilter(admin.SimpleListFilter):
-    """By status, in the words the list shows ("failed", not "FAILED")."""
-
-    title = gettext_lazy("status")
-    parameter_name = "status__exact"  # the field filter's: its links keep working
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return [(status.value, status.label) for status in QueueStatus]
-
-    def queryset(
-        self, request: HttpRequest, queryset: QuerySet[QueuedTask]
-    ) -> QuerySet[QueuedTask] | None:
-        return queryset.filter(status=self.value()) if self.value() else None
-
-
 class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
     """Django Tasks, newest first."""
 
     # Ten values in five columns, so that the list fits a laptop's screen
     # with the admin's sidebar open: the UUID whole, the rest a value a line.
     list_display = ("id_cell", "task_cell", "state_cell", "worker", "enqueued_cell")
-    list_filter = (QueueStatusFilter, "queue_name", "backend")
-    # Counts by state (and queue, backend) beside each filter's choices.
+    list_filter = (QueueStatusFilter, QueueNameFilter, BackendFilter)
+    # Counts by state (and queue, backend) beside each filter's choices, each
+    # stopping at a cap; the list's count too, and not the whole table's:
+    # every count a bounded read at any size of the table (.queued_list).
     show_facets = admin.ShowFacets.ALWAYS
+    paginator = CappedPaginator
+    show_full_result_count = False
+    change_list_template = "django_bgtasks/admin/queued_change_list.html"
+    # (What the search box offers; .queued_list's search() is what it does.)
     search_fields = ("uuid", "task_path")
+    search_help_text = gettext_lazy("A task's id, or a part of its task path.")
     ordering = ("-seq",)
     actions = ("cancel", "retry", "pause_queues", "unpause_queues")
     readonly_fields = (
@@ -114,6 +114,26 @@ class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueuedTask]:
         return super().get_queryset(request).using(conf.DATABASE)
+
+    def get_paginator(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[QueuedTask],
+        per_page: int,
+        orphans: int = 0,
+        allow_empty_first_page: bool = True,
+    ) -> CappedPaginator:
+        paginator = CappedPaginator(queryset, per_page, orphans, allow_empty_first_page)
+        if queryset.model is QueuedTask:  # (the history page pages the admin's log)
+            paginator.request = request  # its count shares the filters' read of the rows
+        return paginator
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[QueuedTask], search_term: str
+    ) -> tuple[QuerySet[QueuedTask], bool]:
+        if not search_term.strip():
+            return queryset, False
+        return search(queryset, search_term), False
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -231,26 +251,50 @@ class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
 
     @admin.action(description=gettext_lazy("Cancel"), permissions=["change"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
-        gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - len(queryset)
-        if gone > 0:
+        rows = acted_on(self, request, queryset)
+        gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - len(rows)
+        if gone > 0 and not selected_across(request):
             text = ngettext(
                 "%(count)d selected Django task no longer exists; nothing was done to it.",
                 "%(count)d selected Django tasks no longer exist; nothing was done to them.",
                 gone,
             )
             self.message_user(request, text % {"count": gone}, messages.WARNING)
-        for row in queryset:
-            result = operations.cancel_queued(str(row.uuid))
-            if isinstance(result, operations.QueuedCancelled):
-                if result.started:
-                    text = f"Asked the worker to stop {row.uuid} at its next check()."
-                else:
-                    text = f"Cancelled {row.uuid}; it will not run."
-                self.message_user(request, text, messages.SUCCESS)
-            elif isinstance(result, operations.QueuedFinished):
-                self.message_user(request, f"{row.uuid} had already finished.", messages.WARNING)
-            else:
-                self.message_user(request, f"{row.uuid} no longer exists.", messages.WARNING)
+        results = [operations.cancel_queued(str(row.uuid)) for row in rows]
+        for level, text in cancel_messages(results):
+            self.message_user(request, text, level)
+
+
+def cancel_messages(results: list[operations.QueuedCancelResult]) -> list[tuple[int, str]]:
+    """What the cancels did, as ``(level, text)``: one message for each kind of
+    answer, naming the task, or the first few and how many more."""
+    kinds: dict[str, list[str]] = {"cancelled": [], "stopping": [], "finished": [], "gone": []}
+    for result in results:
+        match result:
+            case operations.QueuedCancelled(row, started):
+                kinds["stopping" if started else "cancelled"].append(str(row.uuid))
+            case operations.QueuedFinished(row):
+                kinds["finished"].append(str(row.uuid))
+            case operations.QueuedUnknown(result_id):
+                kinds["gone"].append(str(result_id))
+    words = {
+        "cancelled": (messages.SUCCESS, _("Cancelled %(ids)s; it will not run."),
+                      _("Cancelled %(count)d Django tasks; they will not run: %(ids)s.")),
+        "stopping": (messages.SUCCESS, _("Asked the worker to stop %(ids)s at its next check()."),
+                     _("Asked the workers to stop %(count)d Django tasks at their next check():"
+                       " %(ids)s.")),
+        "finished": (messages.WARNING, _("%(ids)s had already finished."),
+                     _("%(count)d Django tasks had already finished: %(ids)s.")),
+        "gone": (messages.WARNING, _("%(ids)s no longer exists."),
+                 _("%(count)d Django tasks no longer exist: %(ids)s.")),
+    }  # fmt: skip
+    said = []
+    for kind, ids in kinds.items():
+        if ids:
+            level, one, many = words[kind]
+            text = one if len(ids) == 1 else many
+            said.append((level, text % {"count": len(ids), "ids": listed(ids)}))
+    return said
 
 
 def _is_uuid(text: str) -> bool:

@@ -24,6 +24,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
+from django_bgtasks.admin.queued_list import acted_on
 from django_bgtasks.admin.views import admin_url
 from django_bgtasks.http.responses import outside_request_transactions
 from django_bgtasks.models import QueuedTask
@@ -47,7 +48,8 @@ class QueuedRetry(RetryModelAdmin):
 
     @admin.action(description=gettext_lazy("Retry"), permissions=["change"])
     def retry(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
-        results = [operations.retry_queued(str(row.uuid)) for row in queryset]
+        rows = acted_on(self, request, queryset)
+        results = [operations.retry_queued(str(row.uuid)) for row in rows]
         if not results:
             text = _("None of the selected Django tasks exists any more; nothing was retried.")
             self.message_user(request, text, messages.WARNING)
@@ -121,22 +123,23 @@ def retry_messages(
             "Retried %(count)d Django tasks; they are ready to run again: %(ids)s.",
             len(retried),
         )
-        said.append((messages.SUCCESS, text % {"count": len(retried), "ids": _listed(retried)}))
+        said.append((messages.SUCCESS, text % {"count": len(retried), "ids": listed(retried)}))
     if not_failed:
         text = _("Not retried, as only a failed task can be: %(ids)s.")
-        said.append((messages.WARNING, text % {"ids": _listed(not_failed)}))
+        said.append((messages.WARNING, text % {"ids": listed(not_failed)}))
     if held:
         text = _(
             "Not retried, as another run of the same unique task is ready or running: %(ids)s."
         )
-        said.append((messages.WARNING, text % {"ids": _listed(held)}))
+        said.append((messages.WARNING, text % {"ids": listed(held)}))
     if unknown:
         text = _("No Django task has the id %(ids)s (an id is the UUID of its result).")
-        said.append((messages.WARNING, text % {"ids": _listed(unknown)}))
+        said.append((messages.WARNING, text % {"ids": listed(unknown)}))
     return said
 
 
-def _listed(items: list[str]) -> str:
+def listed(items: list[str]) -> str:
+    """``items`` for a message: the first few, then how many more."""
     shown = ", ".join(items[:LISTED_IDS])
     rest = len(items) - LISTED_IDS
     if rest <= 0:

@@ -57,6 +57,7 @@ from django_bgtasks.db.rules import (
     QUEUE_INDEX,
     UNPAUSE_QUEUE,
     QueueStatements,
+    distinct_values,
     flow_slots_free,
     queue_pick,
     ready_probe,
@@ -407,6 +408,9 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE,
     paused_queues=PAUSED_QUEUES,
+    # (The operator's reads alike on every vendor: rules.distinct_values.)
+    queue_names=distinct_values("queue_name"),
+    task_paths=distinct_values("task_path"),
     any_ready=ready_probe(_ready_rows("1 AS due", "TRUE", "1", "")),
 )
 
@@ -525,4 +529,6 @@ READERS: dict[str, Reader] = {
     "unpause_queue": count_rows,
     "paused_queues": read_rows,
     "any_ready": read_rows,
+    "queue_names": read_rows,
+    "task_paths": read_rows,
 }

@@ -19,13 +19,17 @@ from django_bgtasks.db.rules import (
     QUEUE_RETRY,
     UNPAUSE_QUEUE,
     QueueStatements,
+    distinct_values,
     flow_slots_free,
 )
 from django_bgtasks.validation import validate_limit
 
 # The queue's (Django Tasks).
 # The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
-# one statement whatever their number, stored in the order of ``rows``.
+# one statement whatever their number, stored in the order of ``rows``. The
+# unique keys' index holds the rows that have one (migration 0021: the
+# others, most of them, write no entry to it), so ON CONFLICT names its
+# predicate; it names the plain unique index of a table not yet migrated too.
 _ENQUEUE = f"""
     INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
     SELECT (r.item ->> 'uuid')::uuid, %(task_path)s::text, %(backend)s::text,
@@ -37,7 +41,7 @@ _ENQUEUE = f"""
         %(rate_limit)s::integer, %(rate_period)s::float8
     FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, n)
     ORDER BY r.n
-    ON CONFLICT (active_key) DO NOTHING
+    ON CONFLICT (active_key) WHERE active_key IS NOT NULL DO NOTHING
     RETURNING replace(uuid::text, '-', '') AS uuid,
         to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS enqueued_at
 """
@@ -351,6 +355,9 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
     paused_queues=PAUSED_QUEUES,
+    # (The operator's reads alike on every vendor: rules.distinct_values.)
+    queue_names=distinct_values("queue_name"),
+    task_paths=distinct_values("task_path"),
     # An idle worker's poll (rules.ready_probe says why a read), by the
     # claim's queues and index: a look into each queue, in the claim's order,
     # so that it is the index's first entry (the LIMIT also keeps the planner

@@ -43,6 +43,7 @@ from django_bgtasks.db.rules import (
     WORKER_COLUMNS,
     QueueStatements,
     Statements,
+    distinct_values,
     queue_pick,
     ready_probe,
 )
@@ -466,6 +467,9 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
     paused_queues=PAUSED_QUEUES,
+    # (The operator's reads alike on every vendor: rules.distinct_values.)
+    queue_names=distinct_values("queue_name"),
+    task_paths=distinct_values("task_path"),
     any_ready=ready_probe(_ready_rows("1 AS due", "1", "1")),
 )
 

@@ -15,8 +15,10 @@
 * ``POST <prefix>/<name>/pause/`` and ``unpause/``: pause the background
   task (workers start nothing of it) or undo it, 200 with its state and
   ``changed`` (false: it was so already); 404 when no process runs it;
-* Django Tasks (``LeaseBackend``), by result id: ``GET <prefix>/django-tasks/``
-  and ``<id>/``; ``POST <id>/cancel/`` and ``POST <id>/retry/`` (a failed
+* Django Tasks (``LeaseBackend``): ``GET <prefix>/django-tasks/``, newest
+  first, a page at a time, filtered by ``status``, ``queue``, ``task`` and
+  ``backend`` (:mod:`django_bgtasks.http.paging`), with the next page's URL;
+  by result id, ``<id>/``; ``POST <id>/cancel/`` and ``POST <id>/retry/`` (a failed
   task, again: 202; 409 when it is not failed; 404); and
   ``POST <prefix>/django-tasks/queues/pause/`` and ``unpause/`` with the
   body's ``queue``: 200 ``{"queue", "paused", "changed"}``, 404 for a queue
@@ -54,6 +56,7 @@ from django.urls import reverse
 
 from django_bgtasks.http.access import authenticated, csrf_protect, requires
 from django_bgtasks.http.forms import CancelForm, QueueForm, RunForm, post_options
+from django_bgtasks.http.paging import list_query, next_url
 from django_bgtasks.http.responses import (
     conditional_json,
     endpoint,
@@ -63,6 +66,7 @@ from django_bgtasks.http.responses import (
 )
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import pause as pausing
+from django_bgtasks.operations import queued
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.validation import validate_name
 
@@ -219,10 +223,16 @@ def task_unpause(request: HttpRequest, name: str) -> HttpResponse:
 @authenticated
 @requires("view")
 def queued_list(request: HttpRequest) -> HttpResponse:
-    """``GET <prefix>/django-tasks/``: the queued and running Django Tasks,
-    then the most recent finished ones (``operations.queued_tasks()``)."""
-    items = [operations.queued_json(row) for row in operations.queued_tasks()]
-    return conditional_json(request, {"django_tasks": items}, items)
+    """``GET <prefix>/django-tasks/``: Django Tasks newest first, a page at a
+    time, filtered by the query (:mod:`django_bgtasks.http.paging`):
+    ``{"django_tasks": [...], "next": <the next page's URL, or null>}``."""
+    query = list_query(request)
+    if isinstance(query, HttpResponse):
+        return query
+    page = queued.queued_page(query.filters, before=query.before, limit=query.limit)
+    items = [queued.queued_json(row) for row in page.rows]
+    body = {"django_tasks": items, "next": next_url(request, page.next_before)}
+    return conditional_json(request, body, items)
 
 
 def _result_id(view: View) -> View:
@@ -248,10 +258,10 @@ def _result_id(view: View) -> View:
 @_result_id
 def queued_detail(request: HttpRequest, result_id: str) -> HttpResponse:
     """``GET <prefix>/django-tasks/<id>/``: one Django Task, or 404."""
-    row = operations.queued_task(result_id)
+    row = queued.queued_task(result_id)
     if row is None:
         return error(404, f"No Django Task has the id {result_id!r}.")
-    item = operations.queued_json(row)
+    item = queued.queued_json(row)
     return conditional_json(request, item, [item])
 
 
@@ -280,7 +290,7 @@ def _queued_operation(view: View) -> View:
 
 def _queued_accepted(result_id: str, row: Any) -> HttpResponse:
     """202 with the Django Task as it is now, and where to poll it."""
-    response = JsonResponse(operations.queued_json(row), status=202)
+    response = JsonResponse(queued.queued_json(row), status=202)
     response.headers["Location"] = reverse("bgtasks:django-task", args=[result_id])
     return response
 
@@ -294,9 +304,7 @@ def queued_cancel(request: HttpRequest, result_id: str) -> HttpResponse:
     if isinstance(result, operations.QueuedUnknown):
         return error(404, f"No Django Task has the id {result_id!r}.")
     if isinstance(result, operations.QueuedFinished):
-        return error(
-            409, "The Django Task already finished.", task=operations.queued_json(result.row)
-        )
+        return error(409, "The Django Task already finished.", task=queued.queued_json(result.row))
     return _queued_accepted(result_id, result.row)
 
 
@@ -313,14 +321,14 @@ def queued_retry(request: HttpRequest, result_id: str) -> HttpResponse:
         return error(
             409,
             f"The Django Task is {result.row.status}, not FAILED: only a failed task is retried.",
-            task=operations.queued_json(result.row),
+            task=queued.queued_json(result.row),
         )
     if isinstance(result, operations.QueuedKeyHeld):
         holder = result.holder
         return error(
             409,
             f"Another run of unique key {result.row.unique_key!r} is ready or running.",
-            task=operations.queued_json(result.row),
+            task=queued.queued_json(result.row),
             held_by=str(holder.uuid) if holder is not None else None,
         )
     return _queued_accepted(result_id, result.row)

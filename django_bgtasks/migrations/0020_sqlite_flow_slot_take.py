@@ -27,7 +27,6 @@ from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
-
 # 0013's trigger, reading the slots from their indexes (written out in
 # full, as a migration's SQL is: twice).
 FORWARDS = [

@@ -4,11 +4,15 @@ Prometheus' text format): what the admin and ``bgtasks list`` show, counted.
 
 Every number comes from the lease database at the moment of the read, by the
 database's clock, so any replica answers alike and nothing is kept between
-scrapes. A read is a bounded number of statements whatever the size of the
-history (``TaskRun`` is never read): the lease table (one row per task), the
-workers' table (one row per worker), the database's clock, and three reads
-of the queue's table through its indexes (``bgtasks_queued_ready``, led by
-``status, queue_name``; ``bgtasks_queued_running``, led by ``status``).
+scrapes. A read is a bounded number of statements, each bounded by an index,
+whatever the size of the history (``TaskRun`` is never read) and of the
+queue's table: the lease table (one row per task), the workers' table (one
+row per worker), the database's clock, the running Django Tasks (at most the
+workers' threads, by their index), and for each queue with tasks (a loose
+scan of their index), its ready tasks counted up to ``COUNT_CAP`` and the
+oldest due ready task of each of its priorities, from the ready rows' index
+in the claim's order (docs/benchmarks.md, "A million tasks": a ``GROUP BY``
+of a million ready rows took 1.3 s).
 """
 
 from __future__ import annotations
@@ -17,16 +21,21 @@ import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
 
-from django.db.models import Count, Min, Q
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Q
 
 from django_bgtasks.choices import QueueStatus, Status
-from django_bgtasks.conf import conf, lease_backends
+from django_bgtasks.conf import lease_backends
 from django_bgtasks.models import BackgroundTask, QueuedTask
+from django_bgtasks.operations.queued import count_capped, queue_names
 from django_bgtasks.operations.writes import task_states
 
 # The statuses bgtasks_queue_tasks counts: the work not done yet.
-LIVE_QUEUE_STATUSES = (str(QueueStatus.READY), str(QueueStatus.RUNNING))
+READY, RUNNING = str(QueueStatus.READY), str(QueueStatus.RUNNING)
+LIVE_QUEUE_STATUSES = (READY, RUNNING)
+# How many of a queue's priorities its lag looks at, from the highest.
+MAX_PRIORITIES = 10
+# A running Django Task: its queue, last heartbeat and ttl.
+Running = tuple[str, dt.datetime | None, float]
 # Django's DEFAULT_TASK_QUEUE_NAME (not imported: a site of background tasks
 # alone may have no Tasks framework).
 DEFAULT_QUEUE = "default"
@@ -71,19 +80,23 @@ def cluster_counts() -> ClusterCounts:
         SILENT if worker.silent else LIVE for worker in BackgroundTask.objects.work.workers()
     )
     now = BackgroundTask.objects.work.clock()
-    queue_tasks = _queue_counts()
-    queues = sorted(_configured_queues() | {queue for queue, _status in queue_tasks})
-    lag = dict.fromkeys(queues, 0.0) | _queue_lag(now)
+    running = _running()
+    ready = {queue: _ready_count(queue) for queue in queue_names()}
+    busy = Counter(queue for queue, _updated, _ttl in running)
+    # The queues TASKS names, and those with work (not only history).
+    queues = sorted(
+        _configured_queues() | {queue for queue, count in ready.items() if count} | set(busy)
+    )
     return ClusterCounts(
         tasks={str(status): tasks[str(status)] for status in Status},
         queue_tasks={
-            (queue, status): queue_tasks.get((queue, status), 0)
+            (queue, status): ready.get(queue, 0) if status == READY else busy[queue]
             for queue in queues
             for status in LIVE_QUEUE_STATUSES
         },
-        queue_lag=lag,
+        queue_lag={queue: _queue_lag(queue, now) if ready.get(queue) else 0.0 for queue in queues},
         workers={LIVE: workers[LIVE], SILENT: workers[SILENT]},
-        stale_leases=sum(state.stale for state in states) + _stale_queued(now),
+        stale_leases=sum(state.stale for state in states) + _stale(running, now),
     )
 
 
@@ -97,47 +110,55 @@ def _configured_queues() -> set[str]:
     }
 
 
-def _queue_counts() -> dict[tuple[str, str], int]:
-    """Waiting and running Django Tasks by queue and status: one GROUP BY
-    over the rows of those statuses alone, from the index led by ``status,
-    queue_name``."""
-    rows = (
-        QueuedTask.objects.using(conf.DATABASE)
-        .filter(status__in=LIVE_QUEUE_STATUSES)
-        .order_by()  # without the model's ordering, which would join the GROUP BY
-        .values_list("queue_name", "status")
-        .annotate(count=Count("*"))
-    )
-    return {(queue, status): count for queue, status, count in rows}
+def _running() -> list[Running]:
+    """Each running Django Task's queue, heartbeat and ttl: the rows of the
+    running tasks' index (by owner), at most the workers' threads."""
+    rows = QueuedTask.objects.running().order_by("owner")
+    return list(rows.values_list("queue_name", "updated_at", "ttl"))
 
 
-def _queue_lag(now: dt.datetime) -> dict[str, float]:
-    """By queue, the seconds since the oldest due ready task became ready:
-    its ``run_after`` if later than its enqueueing (the claim's rule for
-    "due", ``run_after <= now``, with the database's ``now``)."""
-    became_ready = Greatest("enqueued_at", Coalesce("run_after", "enqueued_at"))
-    rows = (
-        QueuedTask.objects.ready()
-        .order_by()
-        .filter(Q(run_after__isnull=True) | Q(run_after__lte=now))
-        .values_list("queue_name")
-        .annotate(oldest=Min(became_ready))
-    )
-    return {
-        queue: max((now - oldest).total_seconds(), 0.0)
-        for queue, oldest in rows
-        if oldest is not None
-    }
+def _ready_count(queue: str) -> int:
+    """``queue``'s ready tasks, counted up to ``COUNT_CAP`` (the ready rows'
+    index, in its order: a read of the cap's entries at most)."""
+    ready = QueuedTask.objects.ready().filter(queue_name=queue)
+    return count_capped(ready, order=("-priority", "seq")).value
 
 
-def _stale_queued(now: dt.datetime) -> int:
+def _queue_lag(queue: str, now: dt.datetime) -> float:
+    """The seconds since ``queue``'s oldest due ready task became ready: its
+    ``run_after`` if later than its enqueueing (the claim's rule for "due",
+    ``run_after <= now``, with the database's ``now``). The oldest of each
+    priority, a priority at a time from the highest (each the first entry of
+    the ready rows' index at that priority, due or not, then the first due),
+    up to ``MAX_PRIORITIES`` of them (0 for a queue with none due)."""
+    ready = QueuedTask.objects.ready().filter(queue_name=queue)
+    due = Q(run_after__isnull=True) | Q(run_after__lte=now)
+    oldest: dt.datetime | None = None
+    below: int | None = None
+    for _ in range(MAX_PRIORITIES):
+        higher = ready if below is None else ready.filter(priority__lt=below)
+        below = higher.order_by("-priority", "seq").values_list("priority", flat=True).first()
+        if below is None:
+            break
+        first = (
+            ready.filter(due, priority=below)
+            .order_by("-priority", "seq")
+            .values_list("enqueued_at", "run_after")
+            .first()
+        )
+        if first is not None:
+            enqueued, run_after = first
+            became = max(enqueued, run_after) if run_after is not None else enqueued
+            oldest = became if oldest is None else min(oldest, became)
+    return 0.0 if oldest is None else max((now - oldest).total_seconds(), 0.0)
+
+
+def _stale(running: list[Running], now: dt.datetime) -> int:
     """Running Django Tasks whose heartbeat is older than their ttl: what
     the queue's ``recover`` statement takes back (``updated_at < now - ttl``),
-    counted here without writing. The running rows are at most the workers'
-    slots, and the silent ones a poll has not recovered yet."""
-    rows = QueuedTask.objects.running().order_by().values_list("updated_at", "ttl")
+    counted here without writing (the silent ones a poll has not recovered yet)."""
     return sum(
         1
-        for updated_at, ttl in rows
+        for _queue, updated_at, ttl in running
         if updated_at is not None and (now - updated_at).total_seconds() > ttl
     )

@@ -9,6 +9,19 @@ rising), deletes the Django Task results that finished more than ``days`` ago
 defaults to ``BGTASKS_HISTORY_DAYS``. With ``dry_run`` it only counts what it
 would change.
 
+The deletes run in batches: a statement for each ``BATCH`` primary keys,
+from the oldest row to the last one enqueued (a run: finished) before the
+cutoff, found by a binary search on the keys (a few reads by primary key).
+Each statement is short and commits at once: a claim, an end or an enqueue
+waits for none (they touch no finished row, and each batch holds its rows'
+locks for milliseconds), a table of 10,000,000 finished rows is pruned by
+about 2,000 of them, and no transaction as old as the whole prune holds back
+autovacuum meanwhile (docs/operations.md, "A big table"). Rows enqueued
+before the cutoff that finish after it are kept, as ever, and the rare one
+enqueued by a transaction that committed after rows enqueued later (its
+``seq`` is the later one) is left for the next prune. A dry run counts up
+to ``COUNT_CAP`` (operations/queued.py), oldest first.
+
 As the other operations do, it returns a value that says what happened
 (:class:`Pruned`, :class:`WouldPrune`), never a string for people, and a bad
 ``days`` raises ``ValueError``/``TypeError`` before anything is written.
@@ -16,16 +29,24 @@ As the other operations do, it returns a value that says what happened
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
 
 from django_bgtasks.conf import conf
 from django_bgtasks.limits import FORGET_WORKERS_AFTER
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
+from django_bgtasks.operations.queued import Counted, count_capped
 
 # The bound for --days (and BGTASKS_HISTORY_DAYS): beyond it the date
 # arithmetic overflows (and it makes no sense for history).
 MAX_HISTORY_DAYS = 36500
+# How many primary keys one DELETE of prune covers.
+BATCH = 5_000
 
 
 def history_days(days: float) -> float:
@@ -43,8 +64,8 @@ class WouldPrune:
 
     days: float
     silent: tuple[str, ...]  # the tasks whose holders would be recorded as lost
-    runs: int
-    queued: int
+    runs: Counted  # counted up to COUNT_CAP
+    queued: Counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +89,51 @@ def prune(days: float | None = None, *, dry_run: bool = False) -> PruneResult:
     """Prune by the rules of the module docstring, keeping ``days`` of history
     (default: ``BGTASKS_HISTORY_DAYS``); with ``dry_run``, only count."""
     days = history_days(conf.HISTORY_DAYS if days is None else days)
+    cutoff = timezone.now() - dt.timedelta(days=days)
     old_runs = TaskRun.objects.older_than(days)
     old_queued = QueuedTask.objects.finished_before(days)
     if dry_run:
         silent = tuple(state.name for state in BackgroundTask.objects.list_states() if state.stale)
-        return WouldPrune(days, silent, old_runs.count(), old_queued.count())
+        runs, queued = (count_capped(old, order=("pk",)) for old in (old_runs, old_queued))
+        return WouldPrune(days, silent, runs, queued)
     expired = BackgroundTask.objects.expire_stale()
-    deleted, _by_model = old_runs.delete()
-    deleted_queued, _by_model = old_queued.delete()
+    deleted = _delete_in_batches(old_runs, "finished_at", cutoff)
+    # A result finishes after it was enqueued: none enqueued after the cutoff is old.
+    deleted_queued = _delete_in_batches(old_queued, "enqueued_at", cutoff)
     forgot = BackgroundTask.objects.work.forget_workers(FORGET_WORKERS_AFTER)
     return Pruned(days, expired, forgot, FORGET_WORKERS_AFTER, deleted, deleted_queued)
+
+
+def _delete_in_batches(old: QuerySet[Any], stamp: str, cutoff: dt.datetime) -> int:
+    """Delete ``old``'s rows, ``BATCH`` primary keys a statement, from the
+    first key to the last whose row's ``stamp`` is before ``cutoff``."""
+    rows = old.model._default_manager.using(conf.DATABASE).order_by("pk")
+    first = rows.values_list("pk", flat=True).first()
+    if first is None:
+        return 0
+    last = _last_before(rows, stamp, cutoff, first)
+    deleted = 0
+    for start in range(first, last + 1, BATCH):
+        count, _by_model = old.filter(pk__gte=start, pk__lt=start + BATCH).delete()
+        deleted += count
+    return deleted
+
+
+def _last_before(rows: QuerySet[Any], stamp: str, cutoff: dt.datetime, first: int) -> int:
+    """About the last primary key of ``rows`` (ordered by it) whose row's
+    ``stamp`` is before ``cutoff``, within ``BATCH`` above it: a binary search
+    on the keys, as the stamps rise with them."""
+    last = rows.reverse().values_list("pk", flat=True).first()
+    assert last is not None  # (there is a first)
+
+    def before(key: int) -> bool:
+        at = rows.filter(pk__gte=key).values_list(stamp, flat=True).first()
+        return at is not None and at < cutoff
+
+    if before(last):
+        return int(last)
+    low, high = first, int(last)
+    while high - low > BATCH:
+        middle = (low + high) // 2
+        low, high = (middle, high) if before(middle) else (low, middle)
+    return high

@@ -19,8 +19,6 @@ write, so what a surface reports is what every replica sees.
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,10 +26,11 @@ from typing import Any, TypeVar
 from django_bgtasks.background.functions import BackgroundTaskFunction, get_task, registered_tasks
 from django_bgtasks.conf import EXECUTOR_WORKER, conf
 from django_bgtasks.core.runner import RunningLease
-from django_bgtasks.core.states import TaskState, run_duration
+from django_bgtasks.core.states import TaskState
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.models import BackgroundTask, QueuedTask
-from django_bgtasks.queue.manager import FAILED, FINISHED, RUNNING
+from django_bgtasks.operations.queued import queued_task
+from django_bgtasks.queue.manager import FAILED, RUNNING
 from django_bgtasks.validation import (
     validate_args,
     validate_kwargs,
@@ -267,51 +266,6 @@ def _required_token(token: object) -> int:
 
 # --- Django Tasks (django_bgtasks.backend.LeaseBackend) ----------------------------------
 
-# How many of the newest queued Django Tasks the surfaces list.
-RECENT_QUEUED = 50
-
-
-def queued_tasks(limit: int = RECENT_QUEUED) -> list[QueuedTask]:
-    """The queued and running Django Tasks, then the most recent finished
-    ones: at most ``limit`` rows, newest first within each group."""
-    waiting = list(QueuedTask.objects.exclude(status__in=FINISHED).using(conf.DATABASE)[:limit])
-    done = list(QueuedTask.objects.finished().order_by("-seq")[: max(limit - len(waiting), 0)])
-    return waiting + done
-
-
-def queued_task(result_id: str) -> QueuedTask | None:
-    """The Django Task whose result id is ``result_id``, or ``None``."""
-    try:
-        key = uuid.UUID(str(result_id))
-    except ValueError:
-        return None
-    return QueuedTask.objects.using(conf.DATABASE).filter(uuid=key).first()
-
-
-def queued_json(row: QueuedTask) -> dict[str, Any]:
-    """One Django Task as the API and ``bgtasks --json`` show it."""
-    return {
-        "id": str(row.uuid),
-        "task": row.task_path,
-        "backend": row.backend,
-        "queue": row.queue_name,
-        "priority": row.priority,
-        "status": row.status,
-        "attempts": row.attempts,
-        "max_attempts": row.max_attempts,
-        "worker": row.owner,
-        "worker_ids": row.worker_ids,
-        "token": row.token,
-        "progress": row.progress,
-        "cancel_requested": row.cancel_requested,
-        "enqueued_at": _iso(row.enqueued_at),
-        "run_after": _iso(row.run_after),
-        "started_at": _iso(row.started_at),
-        "finished_at": _iso(row.finished_at),
-        "duration": run_duration(row.started_at, row.finished_at),
-        "errors": row.errors,
-    }
-
 
 @dataclass(frozen=True, slots=True)
 class QueuedCancelled:
@@ -398,7 +352,3 @@ def retry_queued(result_id: str) -> QueuedRetryResult:
         holder = QueuedTask.objects.using(conf.DATABASE).filter(active_key=row.unique_key).first()
         return QueuedKeyHeld(row, holder)
     return QueuedNotFailed(row)
-
-
-def _iso(value: dt.datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None

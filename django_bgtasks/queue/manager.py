@@ -404,6 +404,21 @@ class QueueManager(models.Manager["QueuedTask"]):
         rows = vendors.read(self._connection(), self._statements, "paused_queues", {})
         return {str(row["queue_name"]): as_datetime(row["paused_at"]) for row in rows}
 
+    # --- the operator's reads ------------------------------------------------------
+
+    def queue_names(self) -> list[str]:
+        """The queue names that have tasks, each once, sorted: a loose scan
+        of the queue's index (one descent a name), whatever the table's size."""
+        return self._values("queue_names")
+
+    def task_paths(self) -> list[str]:
+        """The task paths that have tasks, each once, sorted (as :meth:`queue_names`)."""
+        return self._values("task_paths")
+
+    def _values(self, statement: str) -> list[str]:
+        rows = vendors.read(self._connection(), self._statements, statement, {})
+        return [str(row["value"]) for row in rows]
+
     # --- plumbing -----------------------------------------------------------------
 
     @staticmethod

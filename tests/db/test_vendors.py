@@ -245,6 +245,8 @@ QUEUE_READ_BY_NAME = {
     "unpause_queue": set(),  # counted
     "paused_queues": {"queue_name", "paused_at"},
     "any_ready": {"ready"},
+    "queue_names": {"value"},
+    "task_paths": {"value"},
 }
 
 

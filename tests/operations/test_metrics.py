@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -129,21 +128,30 @@ def test_the_lag_is_the_oldest_due_ready_task_s_age_by_the_database_clock(
     assert 120 <= lag["other"] < 150
 
 
-@pytest.mark.parametrize("history", [0, 200])
-def test_a_read_is_a_bounded_number_of_queries(tasks_site_alias: str, history: int) -> None:
-    # The same number with history, queued results, silent workers with runs.
-    for n in range(history):
-        lease = objects.try_claim(f"job-{n % 5}", "a", ttl=30)
-        assert lease is not None
-        assert objects.release(lease.name, "a", token=lease.token)
-        djtasks.add.enqueue(n, n)
+def test_a_read_is_a_bounded_number_of_queries(tasks_site_alias: str) -> None:
+    """As many queries with a long history and a big queue as with a short
+    one: a constant few, and a few a queue with ready tasks (its count, and
+    its lag: a priority at a time, MAX_PRIORITIES at most)."""
+
+    def read(tasks: int, runs: int) -> list[str]:
+        for n in range(runs):
+            lease = objects.try_claim(f"job-{n % 5}", "a", ttl=30)
+            assert lease is not None
+            assert objects.release(lease.name, "a", token=lease.token)
+        djtasks.add.get_backend().enqueue_many(djtasks.add, [((n, n), {})] * tasks)
+        with CaptureQueriesContext(connections[tasks_site_alias]) as queries:
+            cluster_counts()
+        return [query["sql"] for query in queries]
+
     objects.work.beat(worker="w", host="h", pid=1, tasks=[], concurrency=1, running=["job-0"])
     backdate_worker(tasks_site_alias, "w", 60)
-    with CaptureQueriesContext(connections[tasks_site_alias]) as queries:
-        cluster_counts()
+    few = read(tasks=2, runs=2)
     # list_states, list_workers (+ list_states for a silent worker's runs),
-    # the clock, the queue's counts, its lag and its running rows.
-    assert len(queries) == 7, [query["sql"] for query in queries]
+    # the clock, the running rows, the queues with tasks; then the one
+    # queue's ready count and its lag: its highest priority, that priority's
+    # oldest due task, and the next priority (none).
+    assert len(few) == 10, [sql.split()[:12] for sql in few]
+    assert len(read(tasks=300, runs=200)) == len(few)
 
 
 def test_the_counts_on_every_engine(db_alias: str) -> None:

@@ -54,7 +54,7 @@ from django_bgtasks.management import (
     workers,
 )
 from django_bgtasks.management.terminal import write_json
-from django_bgtasks.operations import display
+from django_bgtasks.operations import display, queued
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.health import problem
 from django_bgtasks.operations.permissions import allowed
@@ -88,25 +88,25 @@ class Command(BaseCommand):
     def handle_list(self, *, json_output: bool, **_: Any) -> None:
         # Every task with a row, and every registered one (also never run).
         states = operations.task_states()
-        queued = operations.queued_tasks()
+        rows = queued.queued_tasks()
         if json_output:
             write_json(
                 self.stdout,
                 {
                     "tasks": [operations.task_json(state) for state in states],
-                    "django_tasks": [operations.queued_json(row) for row in queued],
+                    "django_tasks": [queued.queued_json(row) for row in rows],
                 },
             )
         else:
             reads.show_list(self.stdout, self.style, states, registered_tasks())
-            reads.show_queued_list(self.stdout, self.style, queued)
+            reads.show_queued_list(self.stdout, self.style, rows)
 
     def handle_show(self, *, name: str, json_output: bool, **_: Any) -> None:
         # A Django Task's result id (LeaseBackend), else a background task's name.
-        row = operations.queued_task(name)
+        row = queued.queued_task(name)
         if row is not None:
             if json_output:
-                write_json(self.stdout, operations.queued_json(row))
+                write_json(self.stdout, queued.queued_json(row))
             else:
                 reads.show_queued(self.stdout, self.style, row)
             return
@@ -182,7 +182,7 @@ class Command(BaseCommand):
         )
 
     def handle_cancel(self, *, name: str, token: int | None, **_: Any) -> None:
-        if operations.queued_task(name) is not None:
+        if queued.queued_task(name) is not None:
             self._cancel_queued(name)
             return
         state = self._state(name)

@@ -1,0 +1,136 @@
+"""The indexes an operator's reads of a big queue table need: a queue's
+tasks, a task path's, and a status's, each newest first.
+
+The admin, the JSON API and ``bgtasks list`` show Django Tasks newest first
+(by ``seq``), filtered by queue, by task path and by status, and count them
+up to a cap; the admin's filters list the queues and task paths there are.
+Without an index led by the filtered column, each of those read the table
+until it had found enough rows: at once for a common value, the whole table
+(10,000,000 rows, seconds) for a rare one or one with none, and every time
+for the list of the queues there are (docs/benchmarks.md, "A million
+tasks"). With these, each is a read of the index in ``seq`` order, and the
+queues and task paths there are are a loose scan of it (one descent a name).
+
+* ``bgtasks_queued_queue`` (queue_name, seq) and ``bgtasks_queued_task``
+  (task_path, seq), on every engine.
+* ``bgtasks_queued_status`` (status, seq): on PostgreSQL without the running
+  rows (``WHERE status <> 'RUNNING'``: they are few, and have their index
+  by owner), so that a claim adds no entry to it, an enqueue and an end one
+  each; it serves the failed rows too, so 0017's ``bgtasks_queued_failed``
+  goes. On MySQL/MariaDB and SQLite, which have no partial index, every row.
+  Django's model state lists it as (status, seq), by its name, as 0017 did.
+* PostgreSQL: the unique keys' index (``active_key``) holds the rows that
+  have one (``WHERE active_key IS NOT NULL``), in place of the unique
+  constraint Django made, which held every row: a claim and an end no longer
+  write an entry for a task without a unique key (most of them), so the
+  three indexes above cost a drain about what the constraint's entries did
+  (docs/benchmarks.md, "A million tasks"). The enqueue's ``ON CONFLICT``
+  names the predicate (db/postgresql_queue.py). The model still says
+  ``unique=True``, which is what the index keeps.
+
+On PostgreSQL the indexes are built ``CONCURRENTLY`` (this migration is not
+atomic): enqueues, claims and ends go on while they are built, which takes
+about a minute for 10,000,000 rows on the development machine. A build that
+fails (the server restarted, say) leaves an INVALID index behind: run the
+migration again after ``DROP INDEX`` of it (docs/operations.md, "Upgrading").
+MariaDB builds them in place, without locking the table (InnoDB's online
+ALTER). SQLite locks the database for the build.
+
+The SQL is written out here, not imported from db/: a migration must keep
+doing what it did when it was written.
+"""
+
+from __future__ import annotations
+
+from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
+
+FORWARDS = {
+    "postgresql": [
+        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_queue
+            ON django_bgtasks_queuedtask (queue_name, seq)""",
+        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_task
+            ON django_bgtasks_queuedtask (task_path, seq)""",
+        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_status
+            ON django_bgtasks_queuedtask (status, seq) WHERE status <> 'RUNNING'""",
+        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_failed",
+        """CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_active_key
+            ON django_bgtasks_queuedtask (active_key) WHERE active_key IS NOT NULL""",
+        # The constraint of 0007's CREATE TABLE, by the name PostgreSQL gave it.
+        """ALTER TABLE django_bgtasks_queuedtask
+            DROP CONSTRAINT IF EXISTS django_bgtasks_queuedtask_active_key_key""",
+    ],
+    "mysql": [
+        """ALTER TABLE django_bgtasks_queuedtask
+            ADD INDEX bgtasks_queued_queue (queue_name, seq),
+            ADD INDEX bgtasks_queued_task (task_path, seq),
+            ADD INDEX bgtasks_queued_status (status, seq),
+            ALGORITHM = INPLACE, LOCK = NONE""",
+    ],
+    "sqlite": [
+        "CREATE INDEX bgtasks_queued_queue ON django_bgtasks_queuedtask (queue_name, seq)",
+        "CREATE INDEX bgtasks_queued_task ON django_bgtasks_queuedtask (task_path, seq)",
+        "CREATE INDEX bgtasks_queued_status ON django_bgtasks_queuedtask (status, seq)",
+    ],
+}
+BACKWARDS = {
+    "postgresql": [
+        """ALTER TABLE django_bgtasks_queuedtask
+            ADD CONSTRAINT django_bgtasks_queuedtask_active_key_key UNIQUE (active_key)""",
+        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_active_key",
+        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_failed
+            ON django_bgtasks_queuedtask (seq) WHERE status = 'FAILED'""",
+        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_status",
+        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_task",
+        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_queue",
+    ],
+    "mysql": [
+        """ALTER TABLE django_bgtasks_queuedtask
+            DROP INDEX bgtasks_queued_status,
+            DROP INDEX bgtasks_queued_task,
+            DROP INDEX bgtasks_queued_queue""",
+    ],
+    "sqlite": [
+        "DROP INDEX IF EXISTS bgtasks_queued_status",
+        "DROP INDEX IF EXISTS bgtasks_queued_task",
+        "DROP INDEX IF EXISTS bgtasks_queued_queue",
+    ],
+}
+
+
+def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    for statement in FORWARDS.get(schema_editor.connection.vendor, []):
+        schema_editor.execute(statement)
+
+
+def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    for statement in BACKWARDS.get(schema_editor.connection.vendor, []):
+        schema_editor.execute(statement)
+
+
+class Migration(migrations.Migration):
+    # CREATE INDEX CONCURRENTLY can't run in a transaction; MySQL has none
+    # for DDL anyway.
+    atomic = False
+    dependencies = [("django_bgtasks", "0020_sqlite_flow_slot_take")]
+
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AddIndex(
+                    model_name="queuedtask",
+                    index=models.Index(fields=["queue_name", "seq"], name="bgtasks_queued_queue"),
+                ),
+                migrations.AddIndex(
+                    model_name="queuedtask",
+                    index=models.Index(fields=["task_path", "seq"], name="bgtasks_queued_task"),
+                ),
+                migrations.AddIndex(
+                    model_name="queuedtask",
+                    index=models.Index(fields=["status", "seq"], name="bgtasks_queued_status"),
+                ),
+            ],
+            database_operations=[migrations.RunPython(forwards, backwards, elidable=False)],
+        )
+    ]

@@ -1,0 +1,263 @@
+"""Django Tasks as an operator reads them, at any size of their table.
+
+The admin, the JSON API and the ``bgtasks`` command list Django Tasks from
+here, and only put what they get into their own form. Every read is bounded
+by an index, whatever the table holds (10,000,000 rows are measured:
+docs/benchmarks.md, "A million tasks"):
+
+* :class:`QueuedFilter`: the one set of filters (status, queue, task path,
+  backend), checked before any SQL: a bad value is a ``ValueError`` that
+  names it, so that each surface refuses it in its own way (a 400, a
+  ``CommandError``).
+* :func:`queued_page`: newest first, a page at a time by keyset (the tasks
+  older than the page before, not an OFFSET that reads every row it skips).
+* :func:`count_capped`: a count that stops at ``COUNT_CAP``, where an exact
+  one would read every matching row: :class:`Counted` says which it is, and
+  prints "10,000+" for one that stopped; :func:`newest_window`: how many of
+  the newest ``COUNT_CAP`` rows have each value of a column (a filter's
+  choices), exact when those are all the rows, else a lower bound each.
+* :func:`queued_tasks`: ``bgtasks list``'s running and waiting tasks, then the
+  newest finished ones.
+* :func:`queue_names` and :func:`task_paths`: the names there are, each once
+  (a loose scan of their index).
+* :func:`queued_task` and :func:`queued_json`: one task, and its one JSON shape.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from django_bgtasks.choices import QueueStatus
+from django_bgtasks.conf import conf
+from django_bgtasks.core.states import run_duration
+from django_bgtasks.limits import (
+    COUNT_CAP,
+    MAX_BACKEND_LENGTH,
+    MAX_PAGE_SIZE,
+    MAX_TASK_PATH_LENGTH,
+)
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.queue.manager import FAILED, READY, RUNNING, SUCCESSFUL
+from django_bgtasks.validation import check_text, validate_queue_name
+
+# How many of the newest queued Django Tasks ``bgtasks list`` shows.
+RECENT_QUEUED = 50
+# A page of the API's list, when the request names no ``limit``.
+DEFAULT_PAGE_SIZE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedFilter:
+    """Which Django Tasks to read: each field ``None`` for any."""
+
+    status: str | None = None
+    queue: str | None = None
+    task: str | None = None
+    backend: str | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        backend: str | None = None,
+    ) -> QueuedFilter:
+        """The filter of these texts (a query string's, a command's options),
+        each checked: a ``ValueError`` names the one that is wrong. A status
+        is one of ``choices.QueueStatus``'s, in any case."""
+        if status is not None:
+            wanted = status.strip().upper()
+            if wanted not in QueueStatus.values:
+                raise ValueError(
+                    f"status must be one of {', '.join(QueueStatus.values)}, not {status!r}"
+                )
+            status = wanted
+        return cls(
+            status=status,
+            queue=None if queue is None else validate_queue_name(queue),
+            task=None if task is None else check_text("task", task, MAX_TASK_PATH_LENGTH),
+            backend=(
+                None if backend is None else check_text("backend", backend, MAX_BACKEND_LENGTH)
+            ),
+        )
+
+    def apply(self, queryset: QuerySet[QueuedTask]) -> QuerySet[QueuedTask]:
+        """``queryset`` narrowed to the tasks this filter names."""
+        lookups = {
+            "status": self.status,
+            "queue_name": self.queue,
+            "task_path": self.task,
+            "backend": self.backend,
+        }
+        return queryset.filter(**{field: value for field, value in lookups.items() if value})
+
+    def tasks(self) -> QuerySet[QueuedTask]:
+        """The tasks this filter names, newest first."""
+        return self.apply(QueuedTask.objects.using(conf.DATABASE)).order_by("-seq")
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A count that stops at a cap: ``value`` exactly when not ``capped``,
+    else at least ``value`` (the cap)."""
+
+    value: int
+    capped: bool
+
+    def __str__(self) -> str:
+        return f"{self.value:,}+" if self.capped else f"{self.value:,}"
+
+
+def count_capped(
+    queryset: QuerySet[Any], cap: int = COUNT_CAP, order: Sequence[str] = ("-pk",)
+) -> Counted:
+    """How many rows ``queryset`` has, counting at most ``cap`` and one: the
+    newest ``cap + 1`` rows at most, read in ``seq`` order from the index of
+    its filter (``SELECT COUNT(*) FROM (... ORDER BY seq DESC LIMIT cap +
+    1)``), where an exact count reads every matching row. (Without the
+    order the planner may read the table from its start, as if the rows it
+    counts were spread through it: the ready ones are the newest, after
+    millions of finished ones.) ``order`` is another index's order, for a
+    queryset that it serves better."""
+    found = queryset.order_by(*order)[: cap + 1].count()
+    return Counted(min(found, cap), found > cap)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The newest rows of a queryset (at most ``COUNT_CAP``), counted by the
+    values of some columns: ``complete`` when those are all its rows (each
+    count is then exact), else each count is a lower bound."""
+
+    counts: dict[str, Counter[Any]]
+    complete: bool
+    size: int
+
+    def count(self, column: str, value: Any) -> Counted:
+        """How many rows have ``value`` in ``column``: exact, or at least that many."""
+        return Counted(self.counts[column][value], not self.complete)
+
+    def total(self) -> Counted:
+        """How many rows there are: exact, or at least that many."""
+        return Counted(self.size, not self.complete)
+
+
+def newest_window(queryset: QuerySet[Any], columns: Sequence[str], cap: int = COUNT_CAP) -> Window:
+    """:class:`Window` of ``columns`` over ``queryset``: one read of its newest
+    ``cap + 1`` rows at most, whose values are counted here, where a count of
+    each value reads every row that has it (a filter's choices on a big
+    table: 20 queues, each a count of up to a million rows)."""
+    rows = list(queryset.order_by("-pk").values_list(*columns)[: cap + 1])
+    complete = len(rows) <= cap
+    rows = rows[:cap]
+    counts = {column: Counter(row[n] for row in rows) for n, column in enumerate(columns)}
+    return Window(counts, complete, len(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedPage:
+    """A page of :func:`queued_page`: its tasks, newest first, and the ``seq``
+    to read the next page below (``None``: this is the last)."""
+
+    rows: list[QueuedTask]
+    next_before: int | None
+
+
+def page_size(limit: object) -> int:
+    """A page's number of tasks: a whole number from 1 to ``MAX_PAGE_SIZE``
+    (or its text, as a query string has it)."""
+    if isinstance(limit, str) and limit.strip().isdigit():
+        limit = int(limit)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ValueError(f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}, not {limit!r}")
+    return limit
+
+
+def queued_page(
+    filters: QueuedFilter, *, before: int | None = None, limit: int = DEFAULT_PAGE_SIZE
+) -> QueuedPage:
+    """The ``limit`` newest tasks ``filters`` names whose ``seq`` is below
+    ``before`` (every one with ``None``): one read of an index in ``seq``
+    order, however deep the page (a keyset, not an OFFSET)."""
+    limit = page_size(limit)
+    tasks = filters.tasks()
+    if before is not None:
+        tasks = tasks.filter(seq__lt=before)
+    rows = list(tasks[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return QueuedPage(rows, rows[-1].seq if more else None)
+
+
+def _newest(statuses: Iterable[str], limit: int) -> list[QueuedTask]:
+    """The ``limit`` newest tasks of ``statuses``: one read per status, each of
+    the index led by the status (migration 0021: a read of the table in
+    ``seq`` order would step over every row of another status first, a
+    million ready tasks before the newest finished one), merged."""
+    reads = [QueuedFilter(status=status).tasks()[:limit] for status in statuses]
+    return list(heapq.merge(*reads, key=lambda row: -row.seq))[:limit]
+
+
+def queued_tasks(limit: int = RECENT_QUEUED) -> list[QueuedTask]:
+    """The running and waiting Django Tasks, then the most recent finished
+    ones: at most ``limit`` rows, newest first within each group."""
+    waiting = _newest((RUNNING, READY), limit)
+    return waiting + _newest((SUCCESSFUL, FAILED), limit - len(waiting))
+
+
+def queue_names() -> list[str]:
+    """The queue names that have tasks, sorted."""
+    return QueuedTask.objects.queue_names()
+
+
+def task_paths() -> list[str]:
+    """The task paths that have tasks, sorted."""
+    return QueuedTask.objects.task_paths()
+
+
+def queued_task(result_id: str) -> QueuedTask | None:
+    """The Django Task whose result id is ``result_id``, or ``None``."""
+    try:
+        key = uuid.UUID(str(result_id))
+    except ValueError:
+        return None
+    return QueuedTask.objects.using(conf.DATABASE).filter(uuid=key).first()
+
+
+def queued_json(row: QueuedTask) -> dict[str, Any]:
+    """One Django Task as the API and ``bgtasks --json`` show it."""
+    return {
+        "id": str(row.uuid),
+        "task": row.task_path,
+        "backend": row.backend,
+        "queue": row.queue_name,
+        "priority": row.priority,
+        "status": row.status,
+        "attempts": row.attempts,
+        "max_attempts": row.max_attempts,
+        "worker": row.owner,
+        "worker_ids": row.worker_ids,
+        "token": row.token,
+        "progress": row.progress,
+        "cancel_requested": row.cancel_requested,
+        "enqueued_at": _iso(row.enqueued_at),
+        "run_after": _iso(row.run_after),
+        "started_at": _iso(row.started_at),
+        "finished_at": _iso(row.finished_at),
+        "duration": run_duration(row.started_at, row.finished_at),
+        "errors": row.errors,
+    }
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

@@ -1,0 +1,133 @@
+"""operations/queued.py on every engine: the filters, the keyset pages, the
+counts that stop at a cap, the names there are, and ``bgtasks list``'s
+groups. (What they read at 10,000,000 rows is benchmarks/scale.py's; that a
+claim's reads stay bounded, tests/queue/test_claim_reads.py's.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.operations.queued import (
+    QueuedFilter,
+    count_capped,
+    newest_window,
+    page_size,
+    queue_names,
+    queued_page,
+    queued_tasks,
+    task_paths,
+)
+from tests import djtasks
+
+
+def _enqueue(count: int, *, queue: str = "default", task: object = None) -> list[str]:
+    """``count`` tasks of ``task`` (``djtasks.add``) on ``queue``: their ids, in order."""
+    chosen = (task or djtasks.add).using(queue_name=queue)  # type: ignore[attr-defined]
+    results = chosen.get_backend().enqueue_many(chosen, [((n, 1), {}) for n in range(count)])
+    return [str(result.id) for result in results]
+
+
+def _ids(rows: list[QueuedTask]) -> list[str]:
+    return [str(row.uuid) for row in rows]
+
+
+def test_pages_read_newest_first_by_keyset_without_gaps_or_repeats(tasks_alias: str) -> None:
+    ids = _enqueue(23)
+    pages, before = [], None
+    while True:
+        page = queued_page(QueuedFilter(), before=before, limit=10)
+        pages.append(_ids(page.rows))
+        if page.next_before is None:
+            break
+        before = page.next_before
+        # Tasks enqueued between two pages are newer: no later page shows them.
+        _enqueue(2, queue="other")
+    assert [len(page) for page in pages] == [10, 10, 3]
+    assert [one for page in pages for one in page] == ids[::-1]
+    # A page that ends exactly at the last task says there is no next one.
+    assert queued_page(QueuedFilter(status="READY"), limit=29).next_before is None
+
+
+def test_each_filter_narrows_the_list_and_they_combine(tasks_alias: str) -> None:
+    default = _enqueue(3)
+    other = _enqueue(2, queue="other")
+    echoed = _enqueue(2, task=djtasks.echo)
+    claimed = QueuedTask.objects.claim("w", queues=["other"])
+    assert claimed is not None
+
+    def listed(**filters: str) -> list[str]:
+        return _ids(queued_page(QueuedFilter.parse(**filters)).rows)
+
+    assert listed(queue="other") == other[::-1]
+    assert listed(task="tests.djtasks.echo") == echoed[::-1]
+    assert listed(status="running") == [str(claimed.uuid)]
+    assert listed(status="READY", queue="other") == [other[1]]
+    assert listed(backend="default", queue="default", task="tests.djtasks.add") == default[::-1]
+    assert listed(backend="retrying") == []
+    assert listed(queue="none") == []
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ({"status": "DONE"}, "status must be one of READY, RUNNING, SUCCESSFUL, FAILED"),
+        ({"queue": ""}, "queue name must not be blank"),
+        ({"queue": "q" * 101}, "queue name must be at most 100 characters"),
+        ({"task": " x"}, "task must not start or end with whitespace"),
+        ({"backend": "a\nb"}, "backend must not contain control characters"),
+    ],
+)
+def test_a_bad_filter_is_refused_naming_it(filters: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        QueuedFilter.parse(**filters)
+
+
+@pytest.mark.parametrize("limit", [0, 501, "ten", 2.5, True, None])
+def test_a_page_size_is_a_whole_number_from_1_to_500(limit: object) -> None:
+    with pytest.raises(ValueError, match="limit must be a whole number from 1 to 500"):
+        page_size(limit)
+    assert page_size("500") == 500
+
+
+def test_counts_stop_at_their_cap_and_windows_count_the_newest(tasks_alias: str) -> None:
+    _enqueue(4)
+    _enqueue(3, queue="other")
+    tasks = QueuedFilter().tasks()
+    exact, capped = count_capped(tasks, cap=7), count_capped(tasks, cap=5)
+    assert (exact.value, exact.capped, str(exact)) == (7, False, "7")
+    assert (capped.value, capped.capped, str(capped)) == (5, True, "5+")
+    window = newest_window(tasks, ["queue_name", "status"], cap=5)
+    # The five newest: the three of "other", then two of "default"; each a
+    # lower bound of the count in all.
+    assert str(window.count("queue_name", "other")) == "3+"
+    assert str(window.count("queue_name", "default")) == "2+"
+    assert str(window.total()) == "5+"
+    whole = newest_window(tasks, ["status"], cap=7)
+    assert (str(whole.count("status", "READY")), str(whole.total())) == ("7", "7")
+
+
+def test_the_names_there_are_each_once_in_order(tasks_alias: str, settings: Any) -> None:
+    settings.TASKS = {**settings.TASKS, "default": {**settings.TASKS["default"], "QUEUES": []}}
+    assert queue_names() == [] and task_paths() == []
+    _enqueue(3, queue="zeta")
+    _enqueue(2, queue="alpha", task=djtasks.echo)
+    _enqueue(1, queue="Alpha")
+    assert task_paths() == ["tests.djtasks.add", "tests.djtasks.echo"]
+    names = queue_names()
+    # (MariaDB's column compares names without case: one of the two there.)
+    assert names in (["Alpha", "alpha", "zeta"], ["Alpha", "zeta"], ["alpha", "zeta"])
+
+
+def test_the_list_shows_the_running_and_waiting_then_the_newest_finished(
+    tasks_alias: str,
+) -> None:
+    first = _enqueue(3)
+    claimed = QueuedTask.objects.claim("w", queues=None)
+    assert claimed is not None and str(claimed.uuid) == first[0]
+    QueuedTask.objects.cancel(first[1])  # failed without running
+    waiting = _enqueue(2, queue="other")
+    assert _ids(queued_tasks(limit=3)) == [waiting[1], waiting[0], first[2]]
+    assert _ids(queued_tasks()) == [waiting[1], waiting[0], first[2], first[0], first[1]]
