@@ -323,8 +323,8 @@ class QueuedTask(models.Model):
             # Recovery: running tasks whose heartbeat went stale.
             models.Index(fields=["status", "updated_at"], name="bgtasks_queued_running"),
             # The operator's reads, newest first: a queue's tasks, a task
-            # path's, a status's (on PostgreSQL all but the running rows);
-            # and the queues and paths there are (migration 0021).
+            # path's, a status's; and the queues and paths there are
+            # (migration 0021).
             models.Index(fields=["queue_name", "seq"], name="bgtasks_queued_queue"),
             models.Index(fields=["task_path", "seq"], name="bgtasks_queued_task"),
             models.Index(fields=["status", "seq"], name="bgtasks_queued_status"),

@@ -319,7 +319,11 @@ def test_0021_indexes_a_queues_a_paths_and_a_statuss_tasks_and_unapplied_restore
     added = {
         "bgtasks_queued_queue": "(queue_name, seq)",
         "bgtasks_queued_task": "(task_path, seq)",
-        "bgtasks_queued_status": "(status, seq) WHERE ((status)::text <> 'RUNNING'::text)",
+        "bgtasks_queued_status": (
+            "(status, seq) WHERE ((status)::text = ANY ((ARRAY['SUCCESSFUL'::character varying,"
+            " 'FAILED'::character varying])::text[]))"
+        ),
+        "bgtasks_queued_ready_seq": "(seq) WHERE ((status)::text = 'READY'::text)",
         "bgtasks_queued_active_key": "(active_key) WHERE (active_key IS NOT NULL)",
         "django_bgtasks_queuedtask_active_key_key": None,
         "bgtasks_queued_failed": None,
@@ -356,7 +360,11 @@ def test_0021_indexes_the_operators_reads_on_sqlite(sqlite_alias: str) -> None:
     for name, columns in {
         "bgtasks_queued_queue": "(queue_name, seq)",
         "bgtasks_queued_task": "(task_path, seq)",
-        "bgtasks_queued_status": "(status, seq)",
+        "bgtasks_queued_status": (
+            "(status, seq) WHERE ((status)::text = ANY ((ARRAY['SUCCESSFUL'::character varying,"
+            " 'FAILED'::character varying])::text[]))"
+        ),
+        "bgtasks_queued_ready_seq": "(seq) WHERE ((status)::text = 'READY'::text)",
     }.items():
         assert found[name].endswith(columns), found[name]
 

@@ -33,6 +33,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
@@ -140,7 +141,16 @@ class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
     ) -> HttpResponse:
         # The rows are read-only, for operators too: "view", not "change".
         title = _("Select %s to view") % self.opts.verbose_name
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+        context = {"title": title, **(extra_context or {})}
+        if request.method == "POST":  # an action: the queue's own writes
+            return super().changelist_view(request, context)
+        # Every read of the page (rendered here, not after) by an index
+        # (QueuedTask.objects.index_reads, .queued_list).
+        with QueuedTask.objects.index_reads():
+            response = super().changelist_view(request, context)
+            if isinstance(response, TemplateResponse):
+                response.render()
+        return response
 
     # Alike BackgroundTaskAdmin's: the signature is Django's ModelAdmin's.
     def render_change_form(

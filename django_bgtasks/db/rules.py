@@ -501,3 +501,7 @@ class QueueStatements:
     # where a vendor runs the two one after the other in one transaction
     # (``QueuedTask.objects.finish_and_claim``, ``vendors.write_together``).
     finish_claim: str = ""
+    # What makes the operator's reads of the rest of a transaction read the
+    # queue's indexes in their order (PostgreSQL's); empty where a vendor
+    # needs nothing (``QueuedTask.objects.index_reads``).
+    index_reads: str = ""

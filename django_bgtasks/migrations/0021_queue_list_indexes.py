@@ -13,12 +13,15 @@ queues and task paths there are are a loose scan of it (one descent a name).
 
 * ``bgtasks_queued_queue`` (queue_name, seq) and ``bgtasks_queued_task``
   (task_path, seq), on every engine.
-* ``bgtasks_queued_status`` (status, seq): on PostgreSQL without the running
-  rows (``WHERE status <> 'RUNNING'``: they are few, and have their index
-  by owner), so that a claim adds no entry to it, an enqueue and an end one
-  each; it serves the failed rows too, so 0017's ``bgtasks_queued_failed``
-  goes. On MySQL/MariaDB and SQLite, which have no partial index, every row.
-  Django's model state lists it as (status, seq), by its name, as 0017 did.
+* ``bgtasks_queued_status`` (status, seq). On PostgreSQL the finished rows
+  alone (``WHERE status IN ('SUCCESSFUL', 'FAILED')``: an end adds an entry,
+  an enqueue and a claim none), which serves the failed ones too, so 0017's
+  ``bgtasks_queued_failed`` goes; and beside it ``bgtasks_queued_ready_seq``,
+  the ready rows by seq (an enqueue or a retry adds an entry), so that the
+  newest ready tasks are read in order rather than all of them sorted, and
+  the running rows keep their index by owner (they are few). On
+  MySQL/MariaDB and SQLite, which have no partial index, every row. Django's
+  model state lists (status, seq), by its name, as 0017 did.
 * PostgreSQL: the unique keys' index (``active_key``) holds the rows that
   have one (``WHERE active_key IS NOT NULL``), in place of the unique
   constraint Django made, which held every row: a claim and an end no longer
@@ -53,7 +56,10 @@ FORWARDS = {
         """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_task
             ON django_bgtasks_queuedtask (task_path, seq)""",
         """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_status
-            ON django_bgtasks_queuedtask (status, seq) WHERE status <> 'RUNNING'""",
+            ON django_bgtasks_queuedtask (status, seq)
+            WHERE status IN ('SUCCESSFUL', 'FAILED')""",
+        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_ready_seq
+            ON django_bgtasks_queuedtask (seq) WHERE status = 'READY'""",
         "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_failed",
         """CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_active_key
             ON django_bgtasks_queuedtask (active_key) WHERE active_key IS NOT NULL""",
@@ -81,6 +87,7 @@ BACKWARDS = {
         "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_active_key",
         """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_failed
             ON django_bgtasks_queuedtask (seq) WHERE status = 'FAILED'""",
+        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_ready_seq",
         "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_status",
         "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_task",
         "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_queue",

@@ -80,8 +80,10 @@ def cluster_counts() -> ClusterCounts:
         SILENT if worker.silent else LIVE for worker in BackgroundTask.objects.work.workers()
     )
     now = BackgroundTask.objects.work.clock()
-    running = _running()
-    ready = {queue: _ready_count(queue) for queue in queue_names()}
+    with QueuedTask.objects.index_reads():
+        running = _running()
+        ready = {queue: _ready_count(queue) for queue in queue_names()}
+        lags = {queue: _queue_lag(queue, now) for queue, count in ready.items() if count}
     busy = Counter(queue for queue, _updated, _ttl in running)
     # The queues TASKS names, and those with work (not only history).
     queues = sorted(
@@ -94,7 +96,7 @@ def cluster_counts() -> ClusterCounts:
             for queue in queues
             for status in LIVE_QUEUE_STATUSES
         },
-        queue_lag={queue: _queue_lag(queue, now) if ready.get(queue) else 0.0 for queue in queues},
+        queue_lag={queue: lags.get(queue, 0.0) for queue in queues},
         workers={LIVE: workers[LIVE], SILENT: workers[SILENT]},
         stale_leases=sum(state.stale for state in states) + _stale(running, now),
     )

@@ -3,7 +3,9 @@
 The admin, the JSON API and the ``bgtasks`` command list Django Tasks from
 here, and only put what they get into their own form. Every read is bounded
 by an index, whatever the table holds (10,000,000 rows are measured:
-docs/benchmarks.md, "A million tasks"):
+docs/benchmarks.md, "A million tasks"), and runs in
+``QueuedTask.objects.index_reads()``, which keeps PostgreSQL's planner to
+those index reads whatever its statistics say:
 
 * :class:`QueuedFilter`: the one set of filters (status, queue, task path,
   backend), checked before any SQL: a bad value is a ``ValueError`` that
@@ -193,7 +195,8 @@ def queued_page(
     tasks = filters.tasks()
     if before is not None:
         tasks = tasks.filter(seq__lt=before)
-    rows = list(tasks[: limit + 1])
+    with QueuedTask.objects.index_reads():
+        rows = list(tasks[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     return QueuedPage(rows, rows[-1].seq if more else None)
@@ -211,8 +214,9 @@ def _newest(statuses: Iterable[str], limit: int) -> list[QueuedTask]:
 def queued_tasks(limit: int = RECENT_QUEUED) -> list[QueuedTask]:
     """The running and waiting Django Tasks, then the most recent finished
     ones: at most ``limit`` rows, newest first within each group."""
-    waiting = _newest((RUNNING, READY), limit)
-    return waiting + _newest((SUCCESSFUL, FAILED), limit - len(waiting))
+    with QueuedTask.objects.index_reads():
+        waiting = _newest((RUNNING, READY), limit)
+        return waiting + _newest((SUCCESSFUL, FAILED), limit - len(waiting))
 
 
 def queue_names() -> list[str]:

@@ -12,13 +12,14 @@ a claim or a heartbeat that a rollback could undo would not be a lease.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
 import json
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,8 @@ _PAUSED_QUEUE = "PausedQueue"
 # What a run's end leaves a row in: READY again (a retry, a stop), or finished.
 ENDS = (READY, *FINISHED)
 FINISH_CLAIM = ("finish_many", "claim")
+# Set on a connection while its transaction is one of index_reads().
+_INDEX_READS = "_bgtasks_index_reads"
 
 
 @dataclass(frozen=True)
@@ -414,6 +417,26 @@ class QueueManager(models.Manager["QueuedTask"]):
     def task_paths(self) -> list[str]:
         """The task paths that have tasks, each once, sorted (as :meth:`queue_names`)."""
         return self._values("task_paths")
+
+    @contextlib.contextmanager
+    def index_reads(self) -> Iterator[None]:
+        """A transaction for the operator's reads of the queue, each an index
+        read in ``seq`` order that a LIMIT stops, which keeps the planner to
+        such reads whatever its statistics say (PostgreSQL's
+        ``index_reads``: db/postgresql_queue.py). Nested, it is the outer
+        one's; elsewhere, a transaction."""
+        connection = self._connection()
+        if getattr(connection, _INDEX_READS, False):
+            yield
+            return
+        with transaction.atomic(using=connection.alias):
+            if self._statements(connection).index_reads:
+                vendors.read(connection, self._statements, "index_reads", {})
+            setattr(connection, _INDEX_READS, True)
+            try:
+                yield
+            finally:
+                setattr(connection, _INDEX_READS, False)
 
     def _values(self, statement: str) -> list[str]:
         rows = vendors.read(self._connection(), self._statements, statement, {})

@@ -247,6 +247,7 @@ QUEUE_READ_BY_NAME = {
     "any_ready": {"ready"},
     "queue_names": {"value"},
     "task_paths": {"value"},
+    "index_reads": set(),  # run for its effect
 }
 
 

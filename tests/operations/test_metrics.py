@@ -141,7 +141,9 @@ def test_a_read_is_a_bounded_number_of_queries(tasks_site_alias: str) -> None:
         djtasks.add.get_backend().enqueue_many(djtasks.add, [((n, n), {})] * tasks)
         with CaptureQueriesContext(connections[tasks_site_alias]) as queries:
             cluster_counts()
-        return [query["sql"] for query in queries]
+        # (Not the transaction of the queue's reads: QueuedTask.objects.index_reads.)
+        control = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "SELECT set_config")
+        return [query["sql"] for query in queries if not query["sql"].strip().startswith(control)]
 
     objects.work.beat(worker="w", host="h", pid=1, tasks=[], concurrency=1, running=["job-0"])
     backdate_worker(tasks_site_alias, "w", 60)

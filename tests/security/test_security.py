@@ -231,7 +231,8 @@ def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> N
         assert "%" not in stray, (field.name, text)
         assert "{" not in text and "}" not in text, (field.name, text)
         tables = (connection.ops.quote_name(table), connection.ops.quote_name(paused))
-        assert any(name in text for name in tables), field.name
+        # (index_reads sets the planner of a transaction: it reads no table.)
+        assert field.name == "index_reads" or any(name in text for name in tables), field.name
 
 
 HOSTILE_NAMES = [
