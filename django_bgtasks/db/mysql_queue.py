@@ -57,7 +57,6 @@ from django_bgtasks.db.rules import (
     QUEUE_INDEX,
     UNPAUSE_QUEUE,
     QueueStatements,
-    distinct_values,
     flow_slots_free,
     queue_pick,
     ready_probe,
@@ -312,6 +311,13 @@ CLAIM_WRITE = f"""
 """
 
 
+# The next value of a column after ``%(after)s``, from the index it leads
+# (migration 0021): a step of ``_loose_scan``.
+_NEXT_VALUE = "SELECT MIN({column}) AS value FROM {{table}} WHERE {column} > %(after)s"
+# The most names a loose scan lists (a bound on its loop, far above any site's).
+MAX_NAMES = 100_000
+
+
 QUEUE = QueueStatements(
     claim=MYSQL_STEP.join([CLAIM_PICK, *CLAIM_FLOW, CLAIM_WRITE]),
     # As the lease's renew (mysql.py): a match of the first step is a renewal
@@ -408,13 +414,33 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE,
     paused_queues=PAUSED_QUEUES,
-    # (The operator's reads alike on every vendor: rules.distinct_values.)
-    queue_names=distinct_values("queue_name"),
-    task_paths=distinct_values("task_path"),
+    # The names there are, a step at a time (_loose_scan): MariaDB answers
+    # each step at once, where in one recursive statement it read the whole
+    # index a step (20 s for the 500 task paths of 60,000 rows).
+    queue_names=_NEXT_VALUE.format(column="queue_name"),
+    task_paths=_NEXT_VALUE.format(column="task_path"),
     any_ready=ready_probe(_ready_rows("1 AS due", "TRUE", "1", "")),
 )
 
 # --- How a statement is run, and its result read -----------------------------------------
+
+
+def _loose_scan(
+    connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
+) -> list[Row]:
+    """The values of ``query`` (``_NEXT_VALUE``'s) each once, in order: a
+    statement each, from the one after "" (no name is blank). Each step is
+    one descent of the column's index; the loop stops at the end, or at
+    ``MAX_NAMES`` names."""
+    found: list[Row] = []
+    after = ""
+    for _ in range(MAX_NAMES):
+        [row] = read_rows(connection, statement, query, {"after": after})
+        if row["value"] is None or (found and row["value"] == after):  # (it only rises)
+            break
+        found.append(row)
+        after = row["value"]
+    return found
 
 
 def _transaction(
@@ -529,6 +555,6 @@ READERS: dict[str, Reader] = {
     "unpause_queue": count_rows,
     "paused_queues": read_rows,
     "any_ready": read_rows,
-    "queue_names": read_rows,
-    "task_paths": read_rows,
+    "queue_names": _loose_scan,
+    "task_paths": _loose_scan,
 }

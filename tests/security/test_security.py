@@ -204,6 +204,8 @@ QUEUE_PARAMETERS |= {"trace_context"}  # an enqueue's (django_bgtasks.tracing)
 QUEUE_PARAMETERS |= {"queue"}
 # A retry's delay (finish; finish_many's is in ``ends``).
 QUEUE_PARAMETERS |= {"delay"}
+# MySQL's loose scan of the names there are: the name a step starts after.
+QUEUE_PARAMETERS |= {"after"}
 QUEUE_PARAMETERS |= {"concurrency", "rate_limit", "rate_period"}
 # MariaDB's enqueue of one task: what each task of ``rows`` has of its own.
 QUEUE_PARAMETERS |= {"args_kwargs", "concurrency_key", "rate_key"}

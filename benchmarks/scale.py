@@ -1,0 +1,613 @@
+"""django-bgtasks at production scale: the drain, the enqueue, the claim and
+every operator surface as the queue's table grows, on one database.
+
+Each table state is built with SQL (fast, and the same rows an enqueue and a
+drain would leave), without ANALYZE or VACUUM: on a server with
+``autovacuum = off`` (this machine's PostgreSQL) the planner then has the
+statistics of whatever the table held before, as in production after a bulk
+enqueue; on one with autovacuum on, it gets them when autovacuum runs. Run
+it on both (docs/benchmarks.md, "A million tasks" has the commands and
+the figures). The states:
+
+* **empty**: ``--drain`` ready tasks and nothing else: the baseline;
+* **backlog N**: N ready tasks (``--backlogs``);
+* **history N**: ``--drain`` ready tasks behind N finished ones, eight
+  succeeded for one failed (``--histories``);
+* **spec**: ``--spec`` rows as issue 49 sets them: a tenth ready, eight
+  tenths succeeded, a tenth failed, over 20 queues and 500 task paths.
+
+For each state but **spec**, in this order:
+
+* **drain** (tasks/s): ``--workers`` worker processes of ``--threads``
+  threads (``bgtasks worker``, every queue) drain ``--drain`` tasks, timed by
+  the database's ``finished_at`` from the 1,000th to the last (so the
+  workers' start is not in it); the rate's ratio to the **empty** state's;
+* **enqueue** (tasks/s): one ``enqueue_many()`` of 10,000 tasks, and 300
+  single ``enqueue()`` calls, each its own commit;
+* **claim** (ms): 200 claims of one task each with no worker running, p50
+  and p99 (each then ended, untimed).
+
+For **spec**: every surface (``--spec`` rows; skipped with 0): both admin
+lists with and without each filter, their search, a task's page, a
+"select all" action, the filter counts (the admin's page itself), the
+JSON API's list with each filter and a second page, ``bgtasks list``,
+``show``, ``workers`` and ``health``, the metrics and the readiness views:
+each timed three times, the median and the slowest printed.
+
+With ``--prune N``: N finished tasks 40 days old behind 200,000 ready ones of
+the queue ``default``; four workers of ``--threads`` threads drain that queue
+while ``bgtasks prune --days 30`` runs, and a probe claims one task of
+another queue every 20 ms: its slowest claim during the prune against before
+it, the prune's time, and the workers' rate during it against before.
+
+    .venv-bench/bin/python benchmarks/scale.py --dsn postgres://postgres@127.0.0.1:5432/bgtasks_scale
+    .venv-bench/bin/python benchmarks/scale.py --dsn mysql://root@127.0.0.1:3306/bgtasks_scale \\
+        --backlogs 100000 1000000 --histories 100000 1000000 --spec 1000000 --prune 1000000
+
+(``make bench-env`` builds .venv-bench. The database is emptied and
+refilled, and left holding the last state: use one of its own.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+QUEUES, PATHS = 20, 500
+TABLE = "django_bgtasks_queuedtask"
+THROUGHPUT = str(HERE / "tasks_throughput.py")
+PROBE_QUEUE = "probe"
+
+# --- the site --------------------------------------------------------------------------
+
+
+def setup(dsn: str) -> None:
+    """Django with the admin and the JSON API on ``dsn``, LeaseBackend under
+    the aliases benchmarks/tasks_throughput.py's workers use."""
+    import dj_database_url
+    import django
+    import tasks_throughput
+    from django.conf import settings
+
+    database = dict(dj_database_url.parse(dsn))
+    database["CONN_MAX_AGE"] = 600
+    if "sqlite" in database["ENGINE"]:
+        database["OPTIONS"] = tasks_throughput.SQLITE_OPTIONS
+    elif "mysql" in database["ENGINE"]:
+        database["OPTIONS"] = tasks_throughput.MYSQL_OPTIONS
+    backend = {"BACKEND": "django_bgtasks.backend.LeaseBackend", "QUEUES": []}
+    settings.configure(
+        SECRET_KEY="django-bgtasks-scale",  # noqa: S106  (benchmark only)
+        DEBUG=False,
+        USE_TZ=True,
+        ALLOWED_HOSTS=["*"],
+        ROOT_URLCONF="scale_site",
+        INSTALLED_APPS=[
+            "django.contrib.admin",
+            "django.contrib.auth",
+            "django.contrib.contenttypes",
+            "django.contrib.sessions",
+            "django.contrib.messages",
+            "django_bgtasks",
+        ],
+        MIDDLEWARE=[
+            "django.contrib.sessions.middleware.SessionMiddleware",
+            "django.middleware.common.CommonMiddleware",
+            "django.middleware.csrf.CsrfViewMiddleware",
+            "django.contrib.auth.middleware.AuthenticationMiddleware",
+            "django.contrib.messages.middleware.MessageMiddleware",
+        ],
+        TEMPLATES=[
+            {
+                "BACKEND": "django.template.backends.django.DjangoTemplates",
+                "APP_DIRS": True,
+                "OPTIONS": {
+                    "context_processors": [
+                        "django.template.context_processors.request",
+                        "django.contrib.auth.context_processors.auth",
+                        "django.contrib.messages.context_processors.messages",
+                    ]
+                },
+            }
+        ],
+        STATIC_URL="/static/",
+        DATABASES={"default": database},
+        TASKS={"default": backend, "bgtasks": backend},
+        PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
+        LOGGING={"version": 1, "root": {"level": "WARNING"}},
+    )
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def vendor() -> str:
+    from django.db import connection
+
+    return str(connection.vendor)
+
+
+def execute(sql: str, params: Any = None) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def fetch(sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+# --- the table's states (SQL: the rows an enqueue and a drain leave) -------------------
+
+COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_context, args_kwargs,
+    status, enqueued_at, started_at, finished_at, last_attempted_at, attempts, max_attempts,
+    worker_ids, errors, return_value, owner, token, ttl, cancel_requested, unique_key"""
+
+# Each vendor's INSERT of ``n`` rows numbered from ``first`` (``g``): what the
+# rows hold is the same everywhere (``ROW`` below), in each one's dialect.
+SERIES = {
+    "postgresql": "SELECT {row} FROM generate_series(%(first)s::bigint, %(last)s::bigint) g",
+    "mysql": """WITH RECURSIVE s(g) AS (SELECT %(first)s UNION ALL SELECT g + 1 FROM s
+        WHERE g < %(last)s) SELECT {row} FROM s""",
+    "sqlite": """WITH RECURSIVE s(g) AS (SELECT %(first)s UNION ALL SELECT g + 1 FROM s
+        WHERE g < %(last)s) SELECT {row} FROM s""",
+}
+# A row: a finished one (SUCCESSFUL, or FAILED for one in nine) of one of
+# the 500 task paths and 20 queues, finished %(age)s days ago; or a ready
+# one, runnable by the bench's workers (its task path %(noop)s) or of those
+# paths and queues (%(spread)s).
+PIECES = {
+    "postgresql": {
+        "uuid": "gen_random_uuid()",
+        "mod": "(g %% {n})",
+        "cat": "{a} || {b}",
+        "ago": "now() - %(age)s * interval '1 day' + g * interval '1 microsecond'",
+        "json": "'{text}'::jsonb",
+        "true": "true",
+        "false": "false",
+    },
+    "mysql": {
+        "uuid": "UUID()",
+        "mod": "(g %% {n})",
+        "cat": "CONCAT({a}, {b})",
+        "ago": "NOW(6) - INTERVAL %(age)s DAY + INTERVAL g MICROSECOND",
+        "json": "'{text}'",
+        "true": "1",
+        "false": "0",
+    },
+    "sqlite": {
+        "uuid": "lower(hex(randomblob(16)))",
+        "mod": "(g %% {n})",
+        "cat": "{a} || {b}",
+        "ago": "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || %(age)s || ' days')",
+        "json": "'{text}'",
+        "true": "1",
+        "false": "0",
+    },
+}
+
+
+def _row(name: str, *, ready: bool) -> str:
+    p = PIECES[name]
+    ago, json_ = p["ago"], p["json"]
+    path = p["cat"].format(a="'app.tasks.task_'", b=p["mod"].format(n=PATHS))
+    queue = p["cat"].format(a="'queue_'", b=p["mod"].format(n=QUEUES))
+    if ready:
+        status, finished, attempts, workers, errors, value, owner, token = (
+            "'READY'", "NULL", "0", json_.format(text="[]"), json_.format(text="[]"),
+            "NULL", "''", "0",
+        )  # fmt: skip
+        task = f"CASE WHEN %(spread)s THEN {path} ELSE %(noop)s END"
+        queue = f"CASE WHEN %(spread)s THEN {queue} ELSE 'default' END"
+        started = "NULL"
+    else:
+        failed = f"{p['mod'].format(n=9)} = 0"
+        status = f"CASE WHEN {failed} THEN 'FAILED' ELSE 'SUCCESSFUL' END"
+        finished = started = ago
+        attempts, owner, token = "1", "'host:1:bench'", "1"
+        workers = json_.format(text='["host:1:bench"]')
+        error = json_.format(text='[{"traceback": "ValueError: bench"}]')
+        errors = f"CASE WHEN {failed} THEN {error} ELSE {json_.format(text='[]')} END"
+        value = f"CASE WHEN {failed} THEN NULL ELSE {json_.format(text='42')} END"
+        task = path
+    args = json_.format(text='{"args": [], "kwargs": {}}')
+    return (
+        f"{p['uuid']}, {task}, 'bgtasks', {queue}, 0, {p['false']}, {args}, {status}, {ago},"
+        f" {started}, {finished}, {started}, {attempts}, 1, {workers}, {errors}, {value},"
+        f" {owner}, {token}, 120, {p['false']}, ''"
+    )
+
+
+def insert(count: int, *, ready: bool, spread: bool = False, age: float = 1.0) -> None:
+    """``count`` rows (``_row``), in statements of a million at most."""
+    import throughput_tasks
+
+    if count <= 0:
+        return
+    name = vendor()
+    sql = f"INSERT INTO {TABLE} ({COLUMNS}) " + SERIES[name].format(row=_row(name, ready=ready))
+    noop = throughput_tasks.NOOP["bgtasks"].module_path
+    if name == "mysql":
+        execute("SET SESSION max_recursive_iterations = 100000000")
+    step = 1_000_000 if name == "postgresql" else 200_000
+    for first in range(1, count + 1, step):
+        last = min(first + step - 1, count)
+        execute(sql, {"first": first, "last": last, "noop": noop, "spread": spread, "age": age})
+
+
+def empty() -> None:
+    """No Django Task, and no flow slot (untimed)."""
+    for table in (TABLE, "django_bgtasks_flowslot", "django_bgtasks_pausedqueue"):
+        execute(f"DELETE FROM {table}" if vendor() == "sqlite" else f"TRUNCATE TABLE {table}")
+
+
+# --- what is measured -----------------------------------------------------------------
+
+
+def workers(count: int, threads: int, queue: str | None = None) -> list[Any]:
+    """``count`` worker processes of ``threads`` threads (every queue, or ``queue``)."""
+    from django.db import connection
+
+    dsn = os.environ["SCALE_DSN"]
+    command = [sys.executable, THROUGHPUT, "manage", dsn, "600", "bgtasks", "-v", "0",
+               "worker", "--concurrency", str(threads), "--poll", "0.05"]  # fmt: skip
+    if queue is not None:
+        command += ["--queue", queue]
+    env = {**os.environ, "BENCH_BACKENDS": "bgtasks"}
+    connection.close()
+    return [
+        subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+        for _ in range(count)
+    ]
+
+
+def stop(processes: list[Any]) -> None:
+    for process in processes:
+        os.killpg(process.pid, signal.SIGTERM)
+    for process in processes:
+        process.wait()
+
+
+def finished_since(since: Any, after: int) -> list[float]:
+    """The ``finished_at`` of the tasks above ``seq`` ``after`` (the ready
+    ones of the state) that succeeded since ``since``, as Unix times, in
+    order: a read of the status index from ``after`` (not of the million
+    ready rows of the same task path)."""
+    from django_bgtasks.models import QueuedTask
+
+    rows = QueuedTask.objects.filter(
+        status="SUCCESSFUL", seq__gt=after, finished_at__gt=since
+    ).values_list("finished_at", flat=True)
+    return sorted(at.timestamp() for at in rows)
+
+
+def drain(count: int, processes: int, threads: int, after: int) -> float:
+    """Tasks a second, from the 1,000th of ``count`` finished to the last."""
+    from django_bgtasks.models import BackgroundTask
+
+    since = BackgroundTask.objects.work.clock()
+    running = workers(processes, threads)
+    try:
+        deadline = time.monotonic() + 600
+        while len(done := finished_since(since, after)) < count:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the drain did not finish {count} tasks in 10 minutes")
+            time.sleep(0.5)
+    finally:
+        stop(running)
+    window = done[1000:count]
+    return (len(window) - 1) / (window[-1] - window[0])
+
+
+def enqueue_rates() -> tuple[float, float]:
+    """(enqueue_many of 10,000, single enqueue()) in tasks a second."""
+    import throughput_tasks
+    from django.db import transaction
+
+    noop = throughput_tasks.NOOP["bgtasks"]
+    started = time.perf_counter()
+    with transaction.atomic():
+        noop.get_backend().enqueue_many(noop, [((), {})] * 10_000)
+    bulk = 10_000 / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for _ in range(300):
+        noop.enqueue()
+    return bulk, 300 / (time.perf_counter() - started)
+
+
+def claim_latency() -> tuple[float, float]:
+    """(p50, p99) ms of 200 claims of one task, each then ended."""
+    from django_bgtasks.models import QueuedTask
+
+    times = []
+    for _ in range(200):
+        started = time.perf_counter()
+        [claim] = QueuedTask.objects.claim_many("bench:claim", queues=None, limit=1)
+        times.append((time.perf_counter() - started) * 1000)
+        QueuedTask.objects.finish(claim, status="SUCCESSFUL")
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.99) - 1]
+
+
+def surfaces() -> dict[str, tuple[float, float]]:
+    """Every operator surface on the table as it is: (median, slowest) s of 3."""
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+
+    from django_bgtasks.models import QueuedTask
+
+    user = User.objects.filter(username="bench").first()
+    if user is None:
+        user = User.objects.create_superuser("bench", "bench@example.com", "bench")
+    client = Client()
+    client.force_login(user)
+    some = QueuedTask.objects.order_by("-seq").values_list("uuid", flat=True)[5000]
+    admin, api = "/admin/django_bgtasks/queuedtask/", "/bgtasks/django-tasks/"
+    gets = {
+        "admin: background tasks": "/admin/django_bgtasks/backgroundtask/",
+        "admin: Django tasks": admin,
+        **{f"admin: status {s}": f"{admin}?status__exact={s}"
+           for s in ("READY", "RUNNING", "SUCCESSFUL", "FAILED")},
+        "admin: queue": f"{admin}?queue_name=queue_3",
+        "admin: backend": f"{admin}?backend=bgtasks",
+        "admin: queue and status": f"{admin}?queue_name=queue_3&status__exact=FAILED",
+        "admin: page 50": f"{admin}?p=49",
+        "admin: search a path": f"{admin}?q=task_77",
+        "admin: search an id": f"{admin}?q={some}",
+        "admin: search, nothing": f"{admin}?q=no-such-task",
+        "admin: a task's page": f"{admin}{some}/change/",
+        "API: list": api,
+        **{f"API: {n}": f"{api}?{q}" for n, q in (
+            ("status", "status=FAILED"), ("queue", "queue=queue_3"),
+            ("task", "task=app.tasks.task_77"), ("backend", "backend=bgtasks"),
+            ("limit 500", "limit=500"),
+            ("task and status", "task=app.tasks.task_77&status=FAILED"),
+        )},
+        "API: a task": f"{api}{some}/",
+        "metrics": "/bgtasks/metrics/",
+        "readiness": "/bgtasks/ready/",
+    }  # fmt: skip
+    second = client.get(f"{api}?status=SUCCESSFUL").json()["next"]
+    gets["API: second page"] = second
+
+    def page(url: str) -> Callable[[], None]:
+        def get() -> None:
+            response = client.get(url)
+            assert response.status_code == 200, (url, response.status_code)
+
+        return get
+
+    def command(*args: str) -> Callable[[], None]:
+        return lambda: call_command("bgtasks", *args, stdout=io.StringIO())
+
+    def select_all() -> None:
+        ready = QueuedTask.objects.filter(status="READY").values_list("uuid", flat=True)[:1]
+        response = client.post(
+            f"{admin}?status__exact=READY",
+            {"action": "cancel", "select_across": "1", "_selected_action": [str(ready[0])]},
+        )
+        assert response.status_code == 302, response.status_code
+
+    reads: dict[str, Callable[[], None]] = {name: page(url) for name, url in gets.items()}
+    reads.update({
+        "admin: select all, cancel": select_all,
+        "bgtasks list": command("list"),
+        "bgtasks show": command("show", str(some)),
+        "bgtasks workers": command("workers"),
+        "bgtasks health": command("health"),
+    })  # fmt: skip
+    timed = {}
+    for name, read in reads.items():
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            read()
+            times.append(time.perf_counter() - started)
+        timed[name] = (statistics.median(times), max(times))
+    return timed
+
+
+# --- bgtasks prune beside a drain ------------------------------------------------------
+
+
+def prune_beside_a_drain(history: int, threads: int) -> dict[str, float]:
+    """See the module docstring (``--prune``)."""
+    import throughput_tasks
+
+    from django_bgtasks.models import BackgroundTask, QueuedTask
+    from django_bgtasks.operations.prune import prune
+
+    empty()
+    insert(history, ready=False, age=40)
+    insert(200_000, ready=True)
+    noop = throughput_tasks.NOOP["bgtasks"].using(queue_name=PROBE_QUEUE)
+    noop.get_backend().enqueue_many(noop, [((), {})] * 20_000)
+    claims: list[tuple[float, float]] = []  # (when, ms)
+    stopping = threading.Event()
+
+    def probe() -> None:
+        from django.db import connection
+
+        try:
+            while not stopping.is_set():
+                started = time.perf_counter()
+                [claim] = QueuedTask.objects.claim_many(
+                    "bench:probe", queues=[PROBE_QUEUE], limit=1
+                )
+                claims.append((time.monotonic(), (time.perf_counter() - started) * 1000))
+                QueuedTask.objects.finish(claim, status="SUCCESSFUL")
+                time.sleep(0.02)
+        finally:
+            connection.close()
+
+    since = BackgroundTask.objects.work.clock()
+    running = workers(4, threads, queue="default")
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        time.sleep(8)
+        began = time.monotonic()
+        result = prune(30)
+        ended = time.monotonic()
+        time.sleep(3)
+    finally:
+        stopping.set()
+        prober.join()
+        stop(running)
+    done = finished_since(since, history)
+    offset = time.time() - time.monotonic()
+
+    def rate(start: float, end: float) -> float:
+        inside = [at for at in done if start + offset <= at <= end + offset]
+        return len(inside) / (end - start) if end > start else 0.0
+
+    before = [ms for at, ms in claims if at < began]
+    during = [ms for at, ms in claims if began <= at <= ended]
+    return {
+        "deleted": float(result.queued),  # type: ignore[union-attr]
+        "prune_s": ended - began,
+        "claim_max_ms_before": max(before),
+        "claim_max_ms_during": max(during),
+        "claim_p99_ms_during": sorted(during)[int(len(during) * 0.99) - 1],
+        "drain_before": rate(began - 6, began),
+        "drain_during": rate(began, ended),
+    }
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+def describe() -> str:
+    """The server, and whether autovacuum runs there."""
+    name = vendor()
+    if name == "postgresql":
+        [(version, autovacuum)] = fetch("SELECT version(), current_setting('autovacuum')")
+        return f"{version.split(' on ')[0]}, autovacuum {autovacuum}"
+    if name == "mysql":
+        [(version,)] = fetch("SELECT VERSION()")
+        return f"MariaDB/MySQL {version}"
+    [(version,)] = fetch("SELECT sqlite_version()")
+    return f"SQLite {version}"
+
+
+def state(name: str, args: argparse.Namespace) -> int:
+    """Build the table state ``name`` ("empty", "backlog N", "history N"):
+    the ``seq`` its ready tasks come after."""
+    empty()
+    kind, _, size = name.partition(" ")
+    if kind == "history":
+        insert(int(size), ready=False)
+    [(after,)] = fetch(f"SELECT COALESCE(MAX(seq), 0) FROM {TABLE}")
+    insert(int(size) if kind == "backlog" else args.drain * len(args.workers), ready=True)
+    return int(after)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dsn", required=True, help="a database of its own: it is emptied")
+    parser.add_argument("--backlogs", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument(
+        "--histories", type=int, nargs="*", default=[100_000, 1_000_000, 10_000_000]
+    )
+    parser.add_argument(
+        "--spec", type=int, default=10_000_000, help="rows of the spec state (0: none)"
+    )
+    parser.add_argument("--prune", type=int, default=0, help="finished rows to prune (0: no run)")
+    parser.add_argument("--drain", type=int, default=20_000, help="tasks a drain times")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--json", help="write every figure here")
+    args = parser.parse_args()
+    if args.drain <= 1000 or any(n < 1 for n in args.workers):
+        parser.error("--drain must be more than 1000 (the first 1,000 are the workers' start)")
+    os.environ["SCALE_DSN"] = args.dsn
+    # The workers' settings (tasks_throughput.py's) have their own apps.
+    subprocess.run([sys.executable, THROUGHPUT, "manage", args.dsn, "600", "migrate", "-v", "0"],
+                   check=True, env={**os.environ, "BENCH_BACKENDS": "bgtasks"})  # fmt: skip
+    setup(args.dsn)
+    print(f"=== {describe()}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}", flush=True)
+    report: dict[str, Any] = {"server": describe(), "states": {}}
+    names = ["empty"] + [f"backlog {n}" for n in args.backlogs]
+    names += [f"history {n}" for n in args.histories]
+    base: dict[int, float] = {}
+    print(f"{'state':<18}" + "".join(f"{f'drain {w}w':>12}{'ratio':>7}" for w in args.workers)
+          + f"{'bulk/s':>10}{'single/s':>10}{'claim p50':>11}{'p99 ms':>8}")  # fmt: skip
+    for name in names:
+        started = time.monotonic()
+        after = state(name, args)
+        built = time.monotonic() - started
+        rates = {}
+        backlog = int(name.split()[1]) if name.startswith("backlog") else 0
+        for count in args.workers:
+            if backlog and backlog < args.drain * len(args.workers):
+                after = state(name, args)  # a small backlog is drained anew for each
+            rates[count] = drain(
+                min(args.drain, backlog or args.drain), count, args.threads, after
+            )
+            if name == "empty":
+                base[count] = rates[count]
+        bulk, single = enqueue_rates()
+        p50, p99 = claim_latency()
+        figures = "".join(f"{rates[w]:>12,.0f}{rates[w] / base[w]:>7.2f}" for w in args.workers)
+        print(f"{name:<18}{figures}{bulk:>10,.0f}{single:>10,.0f}{p50:>11.2f}{p99:>8.2f}"
+              f"   (built in {built:.0f} s)", flush=True)  # fmt: skip
+        report["states"][name] = {
+            "drain": rates,
+            "bulk": bulk,
+            "single": single,
+            "claim_p50": p50,
+            "claim_p99": p99,
+        }
+    if args.spec:
+        empty()
+        started = time.monotonic()
+        tenth = args.spec // 10
+        insert(args.spec - tenth, ready=False)
+        insert(tenth, ready=True, spread=True)
+        print(f"\nspec: {args.spec:,} rows, built in {time.monotonic() - started:.0f} s;"
+              " each surface three times, median and slowest, seconds")  # fmt: skip
+        timed = surfaces()
+        for surface, (median, slowest) in timed.items():
+            print(f"  {surface:<36}{median:>8.3f}{slowest:>8.3f}")
+        worst = max(timed.items(), key=lambda item: item[1][1])
+        print(f"  the slowest: {worst[0]}, {worst[1][1]:.3f} s")
+        report["surfaces"] = timed
+    if args.prune:
+        figures = prune_beside_a_drain(args.prune, args.threads)
+        print(f"\nprune of {figures['deleted']:,.0f} finished tasks beside a drain of 4 workers:"
+              f" {figures['prune_s']:.1f} s; a probe's slowest claim"
+              f" {figures['claim_max_ms_before']:.1f} ms before,"
+              f" {figures['claim_max_ms_during']:.1f} ms during"
+              f" (p99 {figures['claim_p99_ms_during']:.1f}); the workers"
+              f" {figures['drain_before']:,.0f} tasks/s before, {figures['drain_during']:,.0f}"
+              " during")  # fmt: skip
+        report["prune"] = figures
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
