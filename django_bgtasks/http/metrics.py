@@ -29,6 +29,7 @@ from django.views.decorators.cache import never_cache
 
 from django_bgtasks.http.access import authenticated, requires
 from django_bgtasks.http.responses import endpoint, error, outside_request_transactions
+from django_bgtasks.limits import COUNT_CAP
 from django_bgtasks.operations.health import problem, required_workers
 from django_bgtasks.operations.metrics import ClusterCounts, cluster_counts
 
@@ -63,7 +64,10 @@ class ClusterCollector(Collector):
             tasks.add_metric([status], count)
         yield tasks
         queued = GaugeMetricFamily(
-            "bgtasks_queue_tasks", "Django Tasks by queue and status.", labels=["queue", "status"]
+            "bgtasks_queue_tasks",
+            "Django Tasks by queue and status"
+            f" (the ready ones counted up to {COUNT_CAP:,} a queue).",
+            labels=["queue", "status"],
         )
         for (queue, status), count in counts.queue_tasks.items():
             queued.add_metric([queue, status], count)
