@@ -519,7 +519,9 @@ def state(name: str, args: argparse.Namespace) -> int:
     if kind == "history":
         insert(int(size), ready=False)
     [(after,)] = fetch(f"SELECT COALESCE(MAX(seq), 0) FROM {TABLE}")
-    insert(int(size) if kind == "backlog" else args.drain * len(args.workers), ready=True)
+    # (Each drain takes its tasks and a few more, till its workers stop: one
+    # drain's worth to spare.)
+    insert(int(size) if kind == "backlog" else args.drain * (len(args.workers) + 1), ready=True)
     return int(after)
 
 
@@ -562,7 +564,7 @@ def main() -> None:
         rates = {}
         backlog = int(name.split()[1]) if name.startswith("backlog") else 0
         for count in args.workers:
-            if backlog and backlog < args.drain * len(args.workers):
+            if backlog and backlog < args.drain * (len(args.workers) + 1):
                 after = state(name, args)  # a small backlog is drained anew for each
             rates[count] = drain(
                 min(args.drain, backlog or args.drain), count, args.threads, after

@@ -26,10 +26,11 @@ from django_bgtasks.validation import validate_limit
 
 # The queue's (Django Tasks).
 # The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
-# one statement whatever their number, stored in the order of ``rows``. The
-# unique keys' index holds the rows that have one (migration 0021: the
-# others, most of them, write no entry to it), so ON CONFLICT names its
-# predicate; it names the plain unique index of a table not yet migrated too.
+# one statement whatever their number, stored in the order of ``rows``. ON
+# CONFLICT names the predicate of a unique index of the rows that have a key
+# (``active_key IS NOT NULL``), which the plain unique constraint meets too:
+# a release to come can replace the constraint by such an index (whose
+# other rows, most of them, would write no entry to it) while this one runs.
 _ENQUEUE = f"""
     INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
     SELECT (r.item ->> 'uuid')::uuid, %(task_path)s::text, %(backend)s::text,

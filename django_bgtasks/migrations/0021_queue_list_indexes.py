@@ -22,15 +22,6 @@ queues and task paths there are are a loose scan of it (one descent a name).
   the running rows keep their index by owner (they are few). On
   MySQL/MariaDB and SQLite, which have no partial index, every row. Django's
   model state lists (status, seq), by its name, as 0017 did.
-* PostgreSQL: the unique keys' index (``active_key``) holds the rows that
-  have one (``WHERE active_key IS NOT NULL``), in place of the unique
-  constraint Django made, which held every row: a claim and an end no longer
-  write an entry for a task without a unique key (most of them), so the
-  three indexes above cost a drain about what the constraint's entries did
-  (docs/benchmarks.md, "A million tasks"). The enqueue's ``ON CONFLICT``
-  names the predicate (db/postgresql_queue.py). The model still says
-  ``unique=True``, which is what the index keeps.
-
 On PostgreSQL the indexes are built ``CONCURRENTLY`` (this migration is not
 atomic): enqueues, claims and ends go on while they are built, which takes
 about a minute for 10,000,000 rows on the development machine. A build that
@@ -61,11 +52,6 @@ FORWARDS = {
         """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_ready_seq
             ON django_bgtasks_queuedtask (seq) WHERE status = 'READY'""",
         "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_failed",
-        """CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_active_key
-            ON django_bgtasks_queuedtask (active_key) WHERE active_key IS NOT NULL""",
-        # The constraint of 0007's CREATE TABLE, by the name PostgreSQL gave it.
-        """ALTER TABLE django_bgtasks_queuedtask
-            DROP CONSTRAINT IF EXISTS django_bgtasks_queuedtask_active_key_key""",
     ],
     "mysql": [
         """ALTER TABLE django_bgtasks_queuedtask
@@ -82,9 +68,6 @@ FORWARDS = {
 }
 BACKWARDS = {
     "postgresql": [
-        """ALTER TABLE django_bgtasks_queuedtask
-            ADD CONSTRAINT django_bgtasks_queuedtask_active_key_key UNIQUE (active_key)""",
-        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_active_key",
         """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_failed
             ON django_bgtasks_queuedtask (seq) WHERE status = 'FAILED'""",
         "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_ready_seq",
