@@ -21,7 +21,9 @@ For each state but **spec**, in this order:
 * **drain** (tasks/s): ``--workers`` worker processes of ``--threads``
   threads (``bgtasks worker``, every queue) drain ``--drain`` tasks, timed by
   the database's ``finished_at`` from the 1,000th to the last (so the
-  workers' start is not in it); the rate's ratio to the **empty** state's;
+  workers' start is not in it); the median of ``--rounds`` drains of each
+  worker count, alternating, each after a VACUUM on PostgreSQL (``vacuum``
+  says why), and its ratio to the **empty** state's;
 * **enqueue** (tasks/s): one ``enqueue_many()`` of 10,000 tasks, and 300
   single ``enqueue()`` calls, each its own commit;
 * **claim** (ms): 200 claims of one task each with no worker running, p50
@@ -301,10 +303,23 @@ def finished_since(since: Any, after: int) -> list[float]:
     return sorted(at.timestamp() for at in rows)
 
 
+def vacuum() -> None:
+    """PostgreSQL: the dead rows of the drain before out of the table and its
+    indexes (``INDEX_CLEANUP ON``: with few of them VACUUM would leave the
+    indexes' alone), so that each drain measures the state, not the dead
+    entries the one before left at the head of the ready rows' index, which
+    a claim steps over (autovacuum removes them in time; where it is off, a
+    long drain slows as they pile up: docs/operations.md). Nothing on
+    MariaDB (InnoDB's purge removes them) and SQLite (no dead rows)."""
+    if vendor() == "postgresql":
+        execute(f"VACUUM (INDEX_CLEANUP ON) {TABLE}")
+
+
 def drain(count: int, processes: int, threads: int, after: int) -> float:
     """Tasks a second, from the 1,000th of ``count`` finished to the last."""
     from django_bgtasks.models import BackgroundTask
 
+    vacuum()
     since = BackgroundTask.objects.work.clock()
     running = workers(processes, threads)
     try:
@@ -521,7 +536,8 @@ def state(name: str, args: argparse.Namespace) -> int:
     [(after,)] = fetch(f"SELECT COALESCE(MAX(seq), 0) FROM {TABLE}")
     # (Each drain takes its tasks and a few more, till its workers stop: one
     # drain's worth to spare.)
-    insert(int(size) if kind == "backlog" else args.drain * (len(args.workers) + 1), ready=True)
+    drains = args.rounds * len(args.workers) + 1
+    insert(int(size) if kind == "backlog" else args.drain * drains, ready=True)
     return int(after)
 
 
@@ -541,6 +557,7 @@ def main() -> None:
     parser.add_argument("--drain", type=int, default=20_000, help="tasks a drain times")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3, help="drains of each worker count")
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args()
     if args.drain <= 1000 or any(n < 1 for n in args.workers):
@@ -561,16 +578,19 @@ def main() -> None:
         started = time.monotonic()
         after = state(name, args)
         built = time.monotonic() - started
-        rates = {}
+        rounds: dict[int, list[float]] = {count: [] for count in args.workers}
         backlog = int(name.split()[1]) if name.startswith("backlog") else 0
-        for count in args.workers:
-            if backlog and backlog < args.drain * (len(args.workers) + 1):
-                after = state(name, args)  # a small backlog is drained anew for each
-            rates[count] = drain(
-                min(args.drain, backlog or args.drain), count, args.threads, after
-            )
-            if name == "empty":
-                base[count] = rates[count]
+        for number in range(args.rounds):
+            # (The order turns each round: drift hits every worker count alike.)
+            turn = number % len(args.workers)
+            for count in args.workers[turn:] + args.workers[:turn]:
+                if backlog and backlog < args.drain * (args.rounds * len(args.workers) + 1):
+                    after = state(name, args)  # a small backlog is drained anew for each
+                size = min(args.drain, backlog or args.drain)
+                rounds[count].append(drain(size, count, args.threads, after))
+        rates = {count: statistics.median(each) for count, each in rounds.items()}
+        if name == "empty":
+            base.update(rates)
         bulk, single = enqueue_rates()
         p50, p99 = claim_latency()
         figures = "".join(f"{rates[w]:>12,.0f}{rates[w] / base[w]:>7.2f}" for w in args.workers)
@@ -578,6 +598,7 @@ def main() -> None:
               f"   (built in {built:.0f} s)", flush=True)  # fmt: skip
         report["states"][name] = {
             "drain": rates,
+            "rounds": rounds,
             "bulk": bulk,
             "single": single,
             "claim_p50": p50,
