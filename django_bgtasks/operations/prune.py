@@ -16,7 +16,9 @@ Each statement is short and commits at once: a claim, an end or an enqueue
 waits for none (they touch no finished row, and each batch holds its rows'
 locks for milliseconds), a table of 10,000,000 finished rows is pruned by
 about 2,000 of them, and no transaction as old as the whole prune holds back
-autovacuum meanwhile (docs/operations.md, "A big table"). Rows enqueued
+autovacuum meanwhile; after each, prune waits as long as it took (``PAUSE``),
+so that it takes half of what it could of the server beside the workers
+(docs/operations.md, "A big table"). Rows enqueued
 before the cutoff that finish after it are kept, as ever, and the rare one
 enqueued by a transaction that committed after rows enqueued later (its
 ``seq`` is the later one) is left for the next prune. A dry run counts up
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +48,12 @@ from django_bgtasks.operations.queued import Counted, count_capped
 # The bound for --days (and BGTASKS_HISTORY_DAYS): beyond it the date
 # arithmetic overflows (and it makes no sense for history).
 MAX_HISTORY_DAYS = 36500
-# How many primary keys one DELETE of prune covers.
+# How many primary keys one DELETE of prune covers, and how long prune waits
+# after each, as a share of the time the DELETE took: a prune of millions of
+# rows keeps to about half of one core and of the disk's writes, beside the
+# workers' claims and ends.
 BATCH = 5_000
+PAUSE = 1.0
 
 
 def history_days(days: float) -> float:
@@ -114,8 +121,11 @@ def _delete_in_batches(old: QuerySet[Any], stamp: str, cutoff: dt.datetime) -> i
     last = _last_before(rows, stamp, cutoff, first)
     deleted = 0
     for start in range(first, last + 1, BATCH):
+        began = time.monotonic()
         count, _by_model = old.filter(pk__gte=start, pk__lt=start + BATCH).delete()
         deleted += count
+        if count:
+            time.sleep((time.monotonic() - began) * PAUSE)
     return deleted
 
 
