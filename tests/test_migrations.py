@@ -322,7 +322,7 @@ def test_0021_indexes_a_queues_a_paths_and_a_statuss_tasks_and_unapplied_restore
             "(status, seq) WHERE ((status)::text = ANY ((ARRAY['SUCCESSFUL'::character varying,"
             " 'FAILED'::character varying])::text[]))"
         ),
-        "bgtasks_queued_ready_seq": "(seq) WHERE ((status)::text = 'READY'::text)",
+        "bgtasks_queued_ready_seq": "(seq) WHERE (((status)::text = 'READY'::text) AND (seq > 0))",
         "django_bgtasks_queuedtask_active_key_key": "(active_key)",
         "bgtasks_queued_failed": None,
     }

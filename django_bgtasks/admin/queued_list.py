@@ -48,6 +48,7 @@ from django_bgtasks.operations.queued import (
     Window,
     count_capped,
     newest_window,
+    of_status,
     queue_names,
     task_paths,
 )
@@ -154,6 +155,12 @@ class QueueStatusFilter(CappedFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
         return [(status.value, status.label) for status in QueueStatus]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[QueuedTask]
+    ) -> QuerySet[QueuedTask] | None:
+        value = self.value()
+        return of_status(queryset, value) if value else None
 
 
 class QueueNameFilter(CappedFilter):

@@ -7,7 +7,7 @@ docs/benchmarks.md, "A million tasks"), and runs in
 ``QueuedTask.objects.index_reads()``, which keeps PostgreSQL's planner to
 those index reads whatever its statistics say:
 
-* :class:`QueuedFilter`: the one set of filters (status, queue, task path,
+* :func:`of_status` and :class:`QueuedFilter`: the one set of filters (status, queue, task path,
   backend), checked before any SQL: a bad value is a ``ValueError`` that
   names it, so that each surface refuses it in its own way (a 400, a
   ``CommandError``).
@@ -56,6 +56,16 @@ RECENT_QUEUED = 50
 DEFAULT_PAGE_SIZE = 100
 
 
+def of_status(queryset: QuerySet[QueuedTask], status: str) -> QuerySet[QueuedTask]:
+    """``queryset``'s tasks of ``status``. The ready ones with ``seq > 0``
+    besides, true of every row: the predicate of the index of the ready rows
+    by ``seq`` (migration 0021's ``bgtasks_queued_ready_seq``), which only a
+    read that states it can use, so that the claim never does."""
+    if status == READY:
+        return queryset.filter(status=status, seq__gt=0)
+    return queryset.filter(status=status)
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedFilter:
     """Which Django Tasks to read: each field ``None`` for any."""
@@ -95,13 +105,9 @@ class QueuedFilter:
 
     def apply(self, queryset: QuerySet[QueuedTask]) -> QuerySet[QueuedTask]:
         """``queryset`` narrowed to the tasks this filter names."""
-        lookups = {
-            "status": self.status,
-            "queue_name": self.queue,
-            "task_path": self.task,
-            "backend": self.backend,
-        }
-        return queryset.filter(**{field: value for field, value in lookups.items() if value})
+        lookups = {"queue_name": self.queue, "task_path": self.task, "backend": self.backend}
+        queryset = queryset.filter(**{field: value for field, value in lookups.items() if value})
+        return queryset if self.status is None else of_status(queryset, self.status)
 
     def tasks(self) -> QuerySet[QueuedTask]:
         """The tasks this filter names, newest first."""

@@ -5,12 +5,14 @@ claim's reads stay bounded, tests/queue/test_claim_reads.py's.)"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations.queued import (
+    DEFAULT_PAGE_SIZE,
     QueuedFilter,
     count_capped,
     newest_window,
@@ -131,3 +133,22 @@ def test_the_list_shows_the_running_and_waiting_then_the_newest_finished(
     waiting = _enqueue(2, queue="other")
     assert _ids(queued_tasks(limit=3)) == [waiting[1], waiting[0], first[2]]
     assert _ids(queued_tasks()) == [waiting[1], waiting[0], first[2], first[0], first[1]]
+
+
+def test_the_newest_ready_tasks_are_read_from_their_index(pg_alias: str) -> None:
+    """PostgreSQL's page of ready tasks reads the newest of them from the
+    index of the ready rows by seq (``of_status`` states its predicate),
+    neither the newer finished rows before them nor every ready row, sorted:
+    about a page a row."""
+    _enqueue(3_000)
+    _enqueue(3_000, queue="other")
+    QueuedTask.objects.using(pg_alias).filter(queue_name="other").update(status="SUCCESSFUL")
+    page = QueuedFilter(status="READY").tasks()[: DEFAULT_PAGE_SIZE + 1]
+    with QueuedTask.objects.index_reads():
+        [plan] = json.loads(page.explain(format="json", analyze=True, buffers=True))
+    top = plan["Plan"]
+    assert top["Actual Rows"] == DEFAULT_PAGE_SIZE + 1
+    # A page read for each row, and a few of the index (without the index:
+    # 224 and 374 pages, on the embedded server and the machine's).
+    pages = top["Shared Hit Blocks"] + top.get("Shared Read Blocks", 0)
+    assert pages <= DEFAULT_PAGE_SIZE + 1 + 30, plan
