@@ -47,7 +47,8 @@ it, the prune's time, and the workers' rate during it against before.
         --backlogs 100000 1000000 --histories 100000 1000000 --spec 1000000 --prune 1000000
 
 (``make bench-env`` builds .venv-bench. The database is emptied and
-refilled, and left holding the last state: use one of its own.)
+refilled, and left holding the last state: use one of its own. The
+workers' logs go to .tmp/scale-workers.log.)
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ QUEUES, PATHS = 20, 500
 TABLE = "django_bgtasks_queuedtask"
 THROUGHPUT = str(HERE / "tasks_throughput.py")
 PROBE_QUEUE = "probe"
+WORKER_LOG = HERE.parent / ".tmp" / "scale-workers.log"
 
 # --- the site --------------------------------------------------------------------------
 
@@ -277,10 +279,16 @@ def workers(count: int, threads: int, queue: str | None = None) -> list[Any]:
         command += ["--queue", queue]
     env = {**os.environ, "BENCH_BACKENDS": "bgtasks"}
     connection.close()
-    return [
-        subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
-        for _ in range(count)
-    ]
+    # Their logs apart from the figures: at each stop, a worker logs the
+    # tasks claimed for threads that stopped before running them.
+    WORKER_LOG.parent.mkdir(exist_ok=True)
+    with WORKER_LOG.open("a") as log:
+        return [
+            subprocess.Popen(
+                command, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
+            )
+            for _ in range(count)
+        ]
 
 
 def stop(processes: list[Any]) -> None:
