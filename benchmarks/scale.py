@@ -402,7 +402,7 @@ def surfaces() -> dict[str, tuple[float, float]]:
         "admin: a task's page": f"{admin}{some}/change/",
         "API: list": api,
         **{f"API: {n}": f"{api}?{q}" for n, q in (
-            ("status", "status=FAILED"), ("queue", "queue=queue_3"),
+            ("status", "status=FAILED"), ("ready", "status=READY"), ("queue", "queue=queue_3"),
             ("task", "task=app.tasks.task_77"), ("backend", "backend=bgtasks"),
             ("limit 500", "limit=500"),
             ("task and status", "task=app.tasks.task_77&status=FAILED"),
