@@ -235,11 +235,12 @@ def _assert_hot(before: tuple[int, int], after: tuple[int, int]) -> None:
     updated, hot = after[0] - before[0], after[1] - before[1]
     assert updated >= 300
     # An update that touched an indexed column would be no HOT update at
-    # all. A few may still miss: HOT needs room on the row's page, and the
-    # page is pruned of the earlier versions only once no snapshot of the
-    # database still sees them (another session's, under xdist, for a moment),
-    # so a burst of 300 can fill it first (299 of 300 in a CI rehearsal).
-    assert hot >= updated * 0.97, (hot, updated)
+    # all: none of the 300. A few may still miss: HOT needs room on the
+    # row's page, and the page is pruned of the earlier versions only once no
+    # snapshot of the database still sees them (another session's, under
+    # xdist, for a moment), so a burst of 300 can fill it first (299 of 300
+    # in a CI rehearsal, 290 in one on a machine loaded three times over).
+    assert hot >= updated * 0.8, (hot, updated)
 
 
 def test_the_fillfactor_leaves_room_for_hot_updates(pg_alias: str) -> None:

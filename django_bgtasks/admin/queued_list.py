@@ -124,7 +124,11 @@ class CappedFilter(admin.SimpleListFilter):
         self, request: HttpRequest, queryset: QuerySet[QueuedTask]
     ) -> QuerySet[QueuedTask] | None:
         value = self.value()
-        return queryset.filter(**{self.column: value}) if value else None
+        return self.narrow(queryset, value) if value else None
+
+    def narrow(self, queryset: QuerySet[QueuedTask], value: str) -> QuerySet[QueuedTask]:
+        """``queryset``'s tasks whose ``column`` is ``value``."""
+        return queryset.filter(**{self.column: value})
 
 
 # The columns the list's filters narrow by: one window of a queryset counts
@@ -156,11 +160,8 @@ class QueueStatusFilter(CappedFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
         return [(status.value, status.label) for status in QueueStatus]
 
-    def queryset(
-        self, request: HttpRequest, queryset: QuerySet[QueuedTask]
-    ) -> QuerySet[QueuedTask] | None:
-        value = self.value()
-        return of_status(queryset, value) if value else None
+    def narrow(self, queryset: QuerySet[QueuedTask], value: str) -> QuerySet[QueuedTask]:
+        return of_status(queryset, value)
 
 
 class QueueNameFilter(CappedFilter):
