@@ -10,6 +10,11 @@ call in autocommit: its own durable commit.
 * ``enqueue()``, ours and django-tasks-db's: ``--singles`` calls, one task each;
 * ``enqueue_many()`` (ours; django-tasks-db has none): batches of 1,000 and
   of 10,000 tasks, ``--bulk`` tasks in all for each size;
+* with ``--limits``, our ``enqueue()`` and ``enqueue_many()`` again for a
+  task declared with flow limits that never bind (``concurrency=10_000``,
+  ``rate_limit="10000/s"``, one key: benchmarks/throughput_tasks.py), and
+  each one's ratio to the same without limits. The key's slots are made by
+  the warm-up (a key's first enqueue, once in its life) and kept;
 * on MariaDB, our ``enqueue()`` also as it runs on MySQL (an INSERT and a read
   of what it stored, in one query), and as the INSERT from ``JSON_TABLE`` that
   ``enqueue_many()`` sends, next to MariaDB's INSERT of one task's ``VALUES``
@@ -80,11 +85,17 @@ def setup_django(dsn: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def variants(singles: int, bulk: int) -> dict[str, tuple[int, Callable[[], object]]]:
+LIMITS = ", limits"  # a variant's label with flow limits declared
+
+
+def variants(
+    singles: int, bulk: int, limits: bool = False
+) -> dict[str, tuple[int, Callable[[], object]]]:
     """Each variant: how many tasks it stores, and the work that stores them."""
     import throughput_tasks
 
     ours, theirs = throughput_tasks.noop_bgtasks, throughput_tasks.noop_db
+    limited = throughput_tasks.NOOP["bgtasks_limits"]
     backend: Any = ours.get_backend()
 
     def single(task: Any) -> Callable[[], object]:
@@ -94,12 +105,12 @@ def variants(singles: int, bulk: int) -> dict[str, tuple[int, Callable[[], objec
 
         return work
 
-    def many(size: int) -> Callable[[], object]:
+    def many(size: int, task: Any = ours) -> Callable[[], object]:
         items = [((), {})] * size
 
         def work() -> None:
             for _ in range(max(1, bulk // size)):
-                backend.enqueue_many(ours, items)
+                backend.enqueue_many(task, items)
 
         return work
 
@@ -107,8 +118,15 @@ def variants(singles: int, bulk: int) -> dict[str, tuple[int, Callable[[], objec
         "LeaseBackend enqueue()": (singles, single(ours)),
         "django-tasks-db enqueue()": (singles, single(theirs)),
     }
+    if limits:
+        found["LeaseBackend enqueue()" + LIMITS] = (singles, single(limited))
     for size in BATCHES:
         found[f"LeaseBackend enqueue_many({size:,})"] = (max(1, bulk // size) * size, many(size))
+        if limits:
+            found[f"LeaseBackend enqueue_many({size:,})" + LIMITS] = (
+                max(1, bulk // size) * size,
+                many(size, limited),
+            )
     from django.db import connection
 
     if connection.vendor == "mysql" and connection.mysql_is_mariadb:
@@ -180,6 +198,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--singles", type=int, default=1000, help="enqueue() calls per round")
     parser.add_argument("--bulk", type=int, default=20_000, help="tasks per batch size per round")
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="ours also with flow limits that never bind, and the ratio to none",
+    )
     args = parser.parse_args()
     args.dsn, server = server_for(args.dsn)
     try:
@@ -208,7 +231,7 @@ def run(args: argparse.Namespace) -> None:
         f"{args.singles} enqueue() calls and {args.bulk:,} tasks per batch size per round, "
         f"{args.rounds} alternating rounds, median\n"
     )
-    work = variants(args.singles, args.bulk)
+    work = variants(args.singles, args.bulk, args.limits)
     for _count, store in work.values():  # warm: imports, connections, prepared statements
         store()
     rates: dict[str, list[float]] = {label: [] for label in work}
@@ -233,6 +256,11 @@ def run(args: argparse.Namespace) -> None:
             f"{label:<36}{rate:>9,.0f}  {statistics.median(cpu[label]):>7.1f} us/t  "
             f"{rate / theirs:>8.2f}x  {rate / ours:>15.2f}x"
         )
+    for label in work:
+        if label.endswith(LIMITS):
+            plain = statistics.median(rates[label.removesuffix(LIMITS)])
+            print(f"{label}: limits declared ÷ none = "
+                  f"{statistics.median(rates[label]) / plain:.2f}x")  # fmt: skip
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     print(
         "rounds (tasks/s):",
