@@ -20,6 +20,12 @@ call in autocommit: its own durable commit.
   ``enqueue_many()`` sends, next to MariaDB's INSERT of one task's ``VALUES``
   (each with ``RETURNING``).
 
+With ``--sides A B`` (two migrations of django_bgtasks), our variants run
+at each, migrated there before each run (untimed; django-tasks-db's is
+left out), and each is printed with its ratio, B over A: what a
+migration's triggers cost an enqueue (0021 and 0022: the slots' trigger
+once a row, and once a statement).
+
 Rounds alternate the order of the variants, so drift in the machine's load
 hits them alike; both tables are emptied before each variant. The figure is
 the median of the rounds, in tasks a second, with its ratio to
@@ -182,6 +188,46 @@ def from_json_table(work: Callable[[], object]) -> Callable[[], object]:
     return run
 
 
+def at_sides(
+    work: dict[str, tuple[int, Callable[[], object]]], sides: list[str]
+) -> dict[str, tuple[int, Callable[[], object]]]:
+    """Our variants of ``work`` at each migration of ``sides``: each migrates
+    django_bgtasks there first (untimed: :func:`run` times the store alone)."""
+    from django.core.management import call_command
+
+    at: list[str] = []
+
+    def migrated(side: str, store: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            if at != [side]:
+                call_command("migrate", "django_bgtasks", side, verbosity=0)
+                at[:] = [side]
+            return store()
+
+        return run
+
+    return {
+        f"[{side}] {label}": (count, migrated(side, store))
+        for side in sides
+        for label, (count, store) in work.items()
+        if label.startswith("LeaseBackend") and "MySQL" not in label and "JSON" not in label
+    }
+
+
+def print_sides(
+    rates: dict[str, list[float]], cpu: dict[str, list[float]], sides: list[str]
+) -> None:
+    """Each variant at both sides, and its ratio, the second over the first."""
+    first, second = (f"[{side}] " for side in sides)
+    print(f"{'':<40}{sides[0][:4]:>9}{sides[1][:4]:>9}{'ratio':>8}   (tasks/s; client CPU us/t)")
+    for label in [label.removeprefix(first) for label in rates if label.startswith(first)]:
+        a, b = (statistics.median(rates[side + label]) for side in (first, second))
+        cpu_a, cpu_b = (statistics.median(cpu[side + label]) for side in (first, second))
+        print(f"{label:<40}{a:>9,.0f}{b:>9,.0f}{b / a:>8.2f}   ({cpu_a:.1f}, {cpu_b:.1f})")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    print("rounds (tasks/s):", json.dumps({k: [round(r) for r in v] for k, v in rates.items()}))
+
+
 def empty() -> None:
     from django.db import connection
 
@@ -202,6 +248,9 @@ def main() -> None:
         "--limits",
         action="store_true",
         help="ours also with flow limits that never bind, and the ratio to none",
+    )
+    parser.add_argument(
+        "--sides", nargs=2, metavar="MIGRATION", help="ours at two migrations, B over A"
     )
     args = parser.parse_args()
     args.dsn, server = server_for(args.dsn)
@@ -232,6 +281,8 @@ def run(args: argparse.Namespace) -> None:
         f"{args.rounds} alternating rounds, median\n"
     )
     work = variants(args.singles, args.bulk, args.limits)
+    if args.sides:
+        work = at_sides(work, args.sides)
     for _count, store in work.values():  # warm: imports, connections, prepared statements
         store()
     rates: dict[str, list[float]] = {label: [] for label in work}
@@ -245,6 +296,9 @@ def run(args: argparse.Namespace) -> None:
         rates[label].append(count / took)
         cpu[label].append(took_cpu / count * 1e6)
     empty()
+    if args.sides:
+        print_sides(rates, cpu, args.sides)
+        return
     theirs = statistics.median(rates["django-tasks-db enqueue()"])
     ours = statistics.median(rates["LeaseBackend enqueue()"])
     print(
