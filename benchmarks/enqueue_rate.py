@@ -10,10 +10,21 @@ call in autocommit: its own durable commit.
 * ``enqueue()``, ours and django-tasks-db's: ``--singles`` calls, one task each;
 * ``enqueue_many()`` (ours; django-tasks-db has none): batches of 1,000 and
   of 10,000 tasks, ``--bulk`` tasks in all for each size;
+* with ``--limits``, our ``enqueue()`` and ``enqueue_many()`` again for a
+  task declared with flow limits that never bind (``concurrency=10_000``,
+  ``rate_limit="10000/s"``, one key: benchmarks/throughput_tasks.py), and
+  each one's ratio to the same without limits. The key's slots are made by
+  the warm-up (a key's first enqueue, once in its life) and kept;
 * on MariaDB, our ``enqueue()`` also as it runs on MySQL (an INSERT and a read
   of what it stored, in one query), and as the INSERT from ``JSON_TABLE`` that
   ``enqueue_many()`` sends, next to MariaDB's INSERT of one task's ``VALUES``
   (each with ``RETURNING``).
+
+With ``--sides A B`` (two migrations of django_bgtasks), our variants run
+at each, migrated there before each run (untimed; django-tasks-db's is
+left out), and each is printed with its ratio, B over A: what a
+migration's triggers cost an enqueue (0021 and 0022: the slots' trigger
+once a row, and once a statement).
 
 Rounds alternate the order of the variants, so drift in the machine's load
 hits them alike; both tables are emptied before each variant. The figure is
@@ -80,11 +91,17 @@ def setup_django(dsn: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def variants(singles: int, bulk: int) -> dict[str, tuple[int, Callable[[], object]]]:
+LIMITS = ", limits"  # a variant's label with flow limits declared
+
+
+def variants(
+    singles: int, bulk: int, limits: bool = False
+) -> dict[str, tuple[int, Callable[[], object]]]:
     """Each variant: how many tasks it stores, and the work that stores them."""
     import throughput_tasks
 
     ours, theirs = throughput_tasks.noop_bgtasks, throughput_tasks.noop_db
+    limited = throughput_tasks.NOOP["bgtasks_limits"]
     backend: Any = ours.get_backend()
 
     def single(task: Any) -> Callable[[], object]:
@@ -94,12 +111,12 @@ def variants(singles: int, bulk: int) -> dict[str, tuple[int, Callable[[], objec
 
         return work
 
-    def many(size: int) -> Callable[[], object]:
+    def many(size: int, task: Any = ours) -> Callable[[], object]:
         items = [((), {})] * size
 
         def work() -> None:
             for _ in range(max(1, bulk // size)):
-                backend.enqueue_many(ours, items)
+                backend.enqueue_many(task, items)
 
         return work
 
@@ -107,8 +124,15 @@ def variants(singles: int, bulk: int) -> dict[str, tuple[int, Callable[[], objec
         "LeaseBackend enqueue()": (singles, single(ours)),
         "django-tasks-db enqueue()": (singles, single(theirs)),
     }
+    if limits:
+        found["LeaseBackend enqueue()" + LIMITS] = (singles, single(limited))
     for size in BATCHES:
         found[f"LeaseBackend enqueue_many({size:,})"] = (max(1, bulk // size) * size, many(size))
+        if limits:
+            found[f"LeaseBackend enqueue_many({size:,})" + LIMITS] = (
+                max(1, bulk // size) * size,
+                many(size, limited),
+            )
     from django.db import connection
 
     if connection.vendor == "mysql" and connection.mysql_is_mariadb:
@@ -164,6 +188,46 @@ def from_json_table(work: Callable[[], object]) -> Callable[[], object]:
     return run
 
 
+def at_sides(
+    work: dict[str, tuple[int, Callable[[], object]]], sides: list[str]
+) -> dict[str, tuple[int, Callable[[], object]]]:
+    """Our variants of ``work`` at each migration of ``sides``: each migrates
+    django_bgtasks there first (untimed: :func:`run` times the store alone)."""
+    from django.core.management import call_command
+
+    at: list[str] = []
+
+    def migrated(side: str, store: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            if at != [side]:
+                call_command("migrate", "django_bgtasks", side, verbosity=0)
+                at[:] = [side]
+            return store()
+
+        return run
+
+    return {
+        f"[{side}] {label}": (count, migrated(side, store))
+        for side in sides
+        for label, (count, store) in work.items()
+        if label.startswith("LeaseBackend") and "MySQL" not in label and "JSON" not in label
+    }
+
+
+def print_sides(
+    rates: dict[str, list[float]], cpu: dict[str, list[float]], sides: list[str]
+) -> None:
+    """Each variant at both sides, and its ratio, the second over the first."""
+    first, second = (f"[{side}] " for side in sides)
+    print(f"{'':<40}{sides[0][:4]:>9}{sides[1][:4]:>9}{'ratio':>8}   (tasks/s; client CPU us/t)")
+    for label in [label.removeprefix(first) for label in rates if label.startswith(first)]:
+        a, b = (statistics.median(rates[side + label]) for side in (first, second))
+        cpu_a, cpu_b = (statistics.median(cpu[side + label]) for side in (first, second))
+        print(f"{label:<40}{a:>9,.0f}{b:>9,.0f}{b / a:>8.2f}   ({cpu_a:.1f}, {cpu_b:.1f})")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    print("rounds (tasks/s):", json.dumps({k: [round(r) for r in v] for k, v in rates.items()}))
+
+
 def empty() -> None:
     from django.db import connection
 
@@ -180,6 +244,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--singles", type=int, default=1000, help="enqueue() calls per round")
     parser.add_argument("--bulk", type=int, default=20_000, help="tasks per batch size per round")
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="ours also with flow limits that never bind, and the ratio to none",
+    )
+    parser.add_argument(
+        "--sides", nargs=2, metavar="MIGRATION", help="ours at two migrations, B over A"
+    )
     args = parser.parse_args()
     args.dsn, server = server_for(args.dsn)
     try:
@@ -208,7 +280,9 @@ def run(args: argparse.Namespace) -> None:
         f"{args.singles} enqueue() calls and {args.bulk:,} tasks per batch size per round, "
         f"{args.rounds} alternating rounds, median\n"
     )
-    work = variants(args.singles, args.bulk)
+    work = variants(args.singles, args.bulk, args.limits)
+    if args.sides:
+        work = at_sides(work, args.sides)
     for _count, store in work.values():  # warm: imports, connections, prepared statements
         store()
     rates: dict[str, list[float]] = {label: [] for label in work}
@@ -222,6 +296,9 @@ def run(args: argparse.Namespace) -> None:
         rates[label].append(count / took)
         cpu[label].append(took_cpu / count * 1e6)
     empty()
+    if args.sides:
+        print_sides(rates, cpu, args.sides)
+        return
     theirs = statistics.median(rates["django-tasks-db enqueue()"])
     ours = statistics.median(rates["LeaseBackend enqueue()"])
     print(
@@ -233,6 +310,11 @@ def run(args: argparse.Namespace) -> None:
             f"{label:<36}{rate:>9,.0f}  {statistics.median(cpu[label]):>7.1f} us/t  "
             f"{rate / theirs:>8.2f}x  {rate / ours:>15.2f}x"
         )
+    for label in work:
+        if label.endswith(LIMITS):
+            plain = statistics.median(rates[label.removesuffix(LIMITS)])
+            print(f"{label}: limits declared ÷ none = "
+                  f"{statistics.median(rates[label]) / plain:.2f}x")  # fmt: skip
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     print(
         "rounds (tasks/s):",

@@ -33,6 +33,15 @@ class Peer:
     backend: str
     threads: bool  # its worker has a thread count to set
     tables: tuple[str, ...]  # cleared between rounds, children first
+    # Its TASKS alias, when it is another's tasks (ours with flow limits).
+    of: str = ""
+    # Kept from round to round (not cleared), but vacuumed with the tables.
+    kept: tuple[str, ...] = ()
+
+    @property
+    def tasks_alias(self) -> str:
+        """The TASKS alias its tasks are sent to."""
+        return self.of or self.alias
 
     def installed(self) -> bool:
         """Whether this environment has it."""
@@ -42,7 +51,14 @@ class Peer:
 PEERS = (
     Peer("bgtasks", "django-bgtasks", "django-bgtasks", "django_bgtasks", "django_bgtasks",
          "django_bgtasks.backend.LeaseBackend", True,
-         ("django_bgtasks_queuedtask", "django_bgtasks_flowslot")),
+         ("django_bgtasks_queuedtask",), kept=("django_bgtasks_flowslot",)),
+    # Ours again, its tasks declared with flow limits that never bind
+    # (throughput_tasks.py): what declaring them costs. A key's slots stay
+    # from round to round, as a site's do (made by the key's first enqueue:
+    # tasks_rounds.py makes them before the first round, and times it).
+    Peer("bgtasks_limits", "bgtasks, limits", "django-bgtasks", "django_bgtasks",
+         "django_bgtasks", "django_bgtasks.backend.LeaseBackend", True,
+         ("django_bgtasks_queuedtask",), of="bgtasks", kept=("django_bgtasks_flowslot",)),
     Peer("db", "django-tasks-db", "django-tasks-db", "django_tasks_db", "django_tasks_db",
          "django_tasks_db.DatabaseBackend", False, ("django_tasks_database_dbtaskresult",)),
     Peer("djq", "dj-queue", "dj-queue", "dj_queue", "dj_queue",
@@ -79,7 +95,9 @@ def tasks_setting() -> dict[str, Any]:
     setting = {
         peer.alias: {"BACKEND": peer.backend, "QUEUES": [], "OPTIONS": options.get(peer.alias, {})}
         for peer in PEERS
-        if peer.installed() and peer.alias in wanted
+        if peer.installed()
+        and not peer.of
+        and {peer.alias} & {BY_ALIAS[alias].tasks_alias for alias in wanted if alias in BY_ALIAS}
     }
     # Django wants a "default"; the first of them, under a second name.
     return {"default": next(iter(setting.values())), **setting}
@@ -90,7 +108,7 @@ def worker_commands(alias: str, workers: int, threads: int) -> list[list[str]]:
     worker processes of ``threads`` threads (django-tasks-db's runs one task
     at a time). dj-queue's is one supervisor forking ``workers`` processes,
     as its docs scale it (the command's environment sets BENCH_DJQ)."""
-    if alias == "bgtasks":
+    if alias.startswith("bgtasks"):
         one = ["bgtasks", "-v", "0", "worker", "--queue", "default", "--concurrency",
                str(threads), "--poll", POLL]  # fmt: skip
     elif alias == "db":
@@ -110,7 +128,7 @@ def bulk_enqueue(alias: str) -> Callable[[Any, Sequence[tuple[list[Any], dict[st
     ``LeaseBackend.enqueue_many`` once it exists, dj-queue's
     ``enqueue_all``, django-ox's ``django_ox.bulk.enqueue_many``;
     django-tasks-db has none."""
-    if alias == "bgtasks":
+    if alias.startswith("bgtasks"):
         from django_bgtasks.backend import LeaseBackend
 
         if not hasattr(LeaseBackend, "enqueue_many"):
@@ -157,7 +175,7 @@ def last_finish(alias: str) -> float:
 
 
 def _model(alias: str) -> Any:
-    if alias == "bgtasks":
+    if alias.startswith("bgtasks"):
         from django_bgtasks.models import QueuedTask
 
         return QueuedTask

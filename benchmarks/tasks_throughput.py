@@ -45,9 +45,13 @@ them), made once with ``make bench-env`` (benchmarks/requirements-peers.txt):
     .venv-bench/bin/pip install -e ".[mysql,postgres,embedded]" \\
         -r benchmarks/requirements-peers.txt
 
-``--limits`` declares our tasks with flow limits that never bind
-(``concurrency=10_000``, ``rate_limit="10000/s"``; benchmarks/throughput_tasks.py):
-run it with and without, ``--backends bgtasks``, for what limits cost. With
+``--limits`` runs ours twice in each round, alternating: as they are, and
+with their tasks declared with flow limits that never bind
+(``concurrency=10_000``, ``rate_limit="10000/s"``, one key each;
+benchmarks/throughput_tasks.py, the backend ``bgtasks_limits``), and prints
+each figure's ratio, limits declared over none (with ``--backends bgtasks``,
+for what limits cost alone). The keys' slots are made before the first round
+(the time of that first enqueue is printed) and kept, as a site keeps them. With
 ``--analyze``, each drain's tasks are committed with PostgreSQL's statistics
 of the backend's tables (``ANALYZE`` in the enqueue's transaction): a queue
 emptied by the round before and refilled at once otherwise has none, and the
@@ -71,7 +75,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -110,7 +113,7 @@ def setup_django(dsn: str, conn_max_age: int) -> None:
         INSTALLED_APPS=[
             "django.contrib.contenttypes",
             "django.contrib.auth",
-            *(peer.app for peer in PEERS if peer.installed()),
+            *dict.fromkeys(peer.app for peer in PEERS if peer.installed()),
         ],
         DATABASES={"default": database},
         USE_TZ=True,
@@ -161,8 +164,8 @@ def arguments() -> argparse.Namespace:
     add(
         "--limits",
         action="store_true",
-        help="declare ours with flow limits that never bind (concurrency=10000, "
-        'rate_limit="10000/s"): what limits cost a claim',
+        help="run ours also with flow limits that never bind (concurrency=10000, "
+        'rate_limit="10000/s"), alternating, and print the ratios: what limits cost',
     )
     add("--one", nargs=2, help=argparse.SUPPRESS)  # DSN CONN_MAX_AGE: one child's part
     add("--out", help=argparse.SUPPRESS)
@@ -204,8 +207,8 @@ def main() -> None:
     """Runs each database at each CONN_MAX_AGE in a process of its own
     (Django is set up once a process), one after another."""
     args = arguments()
-    if args.limits:
-        os.environ["BENCH_LIMITS"] = "1"  # for the children and their workers
+    if args.limits and "bgtasks_limits" not in args.backends:
+        args.backends.append("bgtasks_limits")
     if args.one:
         import tasks_rounds
 

@@ -10,10 +10,12 @@ against its backend when it is made, and a peer not installed has none.
 With ``BENCH_TASK_SECONDS`` (``drain_ab.py --task-seconds``), each
 ``noop`` task sleeps that long: tasks that are short, but not empty.
 
-With ``BENCH_LIMITS=1`` (``tasks_throughput.py --limits``), ours are
-declared with flow limits that never bind: ``concurrency=10_000`` and
-``rate_limit="10000/s"``, both far above what the workers run or start, so
-what the drain measures is what declaring them costs.
+Ours also have a twin under the alias ``bgtasks_limits`` (the same
+``bgtasks`` backend): ``noop_bgtasks_limits`` and ``stamp_bgtasks_limits``,
+declared with flow limits that never bind, ``concurrency=10_000`` and
+``rate_limit="10000/s"`` (one key each, the task's path), both far above
+what the workers run or start: ``tasks_throughput.py --limits`` runs them
+beside the plain ones, for what declaring limits costs.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ except ImportError:  # Django 5.2: the django-tasks backport
     from django_tasks import task  # type: ignore[no-redef]
 
 NOOP: dict[str, Any] = {}
-LIMIT = 10_000  # BENCH_LIMITS' concurrency and starts a second
+LIMIT = 10_000  # the twins' concurrency and starts a second
 STAMP: dict[str, Any] = {}
 
 
@@ -53,24 +55,22 @@ def _stamp(path: str) -> None:
     os.replace(path + ".part", path)
 
 
-def _define(alias: str, kind: str, function: Any, into: dict[str, Any]) -> None:
+def _define(alias: str, kind: str, function: Any, into: dict[str, Any], **limits: Any) -> None:
     # The worker finds a task by its module path, module plus qualname: each
     # copy gets a name of its own, bound at module level.
     def body(*args: Any) -> None:
         function(*args)
 
-    body.__name__ = body.__qualname__ = f"{kind}_{alias}"
+    name = f"{alias}_limits" if limits else alias
+    body.__name__ = body.__qualname__ = f"{kind}_{name}"
     body.__doc__ = function.__doc__
-    globals()[body.__name__] = into[alias] = task(backend=alias, **_limits(alias))(body)
-
-
-def _limits(alias: str) -> dict[str, Any]:
-    if alias == "bgtasks" and os.environ.get("BENCH_LIMITS") == "1":
-        return {"concurrency": LIMIT, "rate_limit": f"{LIMIT}/s"}
-    return {}
+    globals()[body.__name__] = into[name] = task(backend=alias, **limits)(body)
 
 
 for _alias in settings.TASKS:
     if _alias != "default":
         _define(_alias, "noop", _noop, NOOP)
         _define(_alias, "stamp", _stamp, STAMP)
+if "bgtasks" in settings.TASKS:
+    for _kind, _function, _into in (("noop", _noop, NOOP), ("stamp", _stamp, STAMP)):
+        _define("bgtasks", _kind, _function, _into, concurrency=LIMIT, rate_limit=f"{LIMIT}/s")

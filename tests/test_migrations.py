@@ -365,6 +365,82 @@ def test_0021_indexes_the_operators_reads_on_sqlite(sqlite_alias: str) -> None:
         assert found[name].endswith(columns), found[name]
 
 
+def test_0022_makes_the_slots_once_a_statement_and_unapplied_restores_0013s_trigger(
+    pg_alias: str,
+) -> None:
+    """0022's trigger runs once a statement (over its rows); unapplied, 0013's
+    runs once a row; each makes the slots of every key of an enqueue_many."""
+    from django_bgtasks.models import FlowSlot
+    from tests import djtasks
+
+    def enqueue_and_count(prefix: str) -> int:
+        """The slots of three new accounts (two each), made by one enqueue_many."""
+        backend = djtasks.per_account.get_backend()
+        backend.enqueue_many(djtasks.per_account, [((f"{prefix}{n}",), {}) for n in range(3)])
+        slots = FlowSlot.objects.using(pg_alias).filter(flow_key__startswith=f"account:{prefix}")
+        return slots.count()
+
+    assert _pg_flow_triggers(pg_alias) == {"bgtasks_flow_slots_made": "STATEMENT"}
+    assert enqueue_and_count("new") == 3 * 2
+    call_command("migrate", "django_bgtasks", "0021_queue_list_indexes", database=pg_alias,
+                 verbosity=0)  # fmt: skip
+    try:
+        assert _pg_flow_triggers(pg_alias) == {"bgtasks_flow_slots_create": "ROW"}
+        assert enqueue_and_count("old") == 3 * 2
+    finally:
+        call_command("migrate", "django_bgtasks", database=pg_alias, verbosity=0)
+    assert _pg_flow_triggers(pg_alias) == {"bgtasks_flow_slots_made": "STATEMENT"}
+    assert enqueue_and_count("again") == 3 * 2
+
+
+def test_0022_on_sqlite_makes_the_slots_only_when_a_key_lacks_them_and_unapplied_restores_0013s(
+    sqlite_alias: str,
+) -> None:
+    """SQLite's trigger asks for slot N before its body builds the slots."""
+    from django_bgtasks.models import FlowSlot
+    from tests import djtasks
+
+    def trigger_condition() -> str:
+        with connections[sqlite_alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'trigger'"
+                " AND name = 'bgtasks_flow_slots_create'"
+            )
+            return str(cursor.fetchone()[0]).split("BEGIN")[0]
+
+    def enqueue_and_count(prefix: str) -> int:
+        backend = djtasks.per_account.get_backend()
+        backend.enqueue_many(djtasks.per_account, [((f"{prefix}{n}",), {}) for n in range(3)])
+        slots = FlowSlot.objects.using(sqlite_alias).filter(
+            flow_key__startswith=f"account:{prefix}"
+        )
+        return slots.count()
+
+    assert "NOT EXISTS" in trigger_condition()
+    assert enqueue_and_count("new") == 3 * 2
+    call_command("migrate", "django_bgtasks", "0021_queue_list_indexes", database=sqlite_alias,
+                 verbosity=0)  # fmt: skip
+    try:
+        assert "NOT EXISTS" not in trigger_condition()
+        assert enqueue_and_count("old") == 3 * 2
+    finally:
+        call_command("migrate", "django_bgtasks", database=sqlite_alias, verbosity=0)
+    assert "NOT EXISTS" in trigger_condition()
+    assert enqueue_and_count("again") == 3 * 2
+
+
+def _pg_flow_triggers(alias: str) -> dict[str, str]:
+    """The queue table's INSERT triggers that make flow slots, and whether
+    each runs once a row or once a statement."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT trigger_name, action_orientation FROM information_schema.triggers"
+            " WHERE event_object_table = 'django_bgtasks_queuedtask'"
+            " AND event_manipulation = 'INSERT' AND trigger_name LIKE 'bgtasks_flow_slots_%%'"
+        )
+        return dict(cursor.fetchall())
+
+
 def _pg_queue_indexes(alias: str) -> dict[str, str]:
     """Each index of the queue table on PostgreSQL: its columns and predicate."""
     from django_bgtasks.models import QueuedTask

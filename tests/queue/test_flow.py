@@ -186,6 +186,27 @@ def test_the_keys_are_formed_at_enqueue_and_stored_with_the_limits(tasks_alias: 
     assert FlowSlot.objects.using(tasks_alias).count() == 2 + 5 + 2 + 2
 
 
+def test_one_enqueue_many_makes_the_slots_of_every_key_it_names(tasks_alias: str) -> None:
+    """Keys new and seen before, one task or several a key, in one statement
+    (on PostgreSQL, migration 0022's trigger runs once for all of them):
+    each key gets its N slots, once, and each claimable task is claimed."""
+    djtasks.both_limits.enqueue("seen", "r1")
+    backend = djtasks.both_limits.get_backend()
+    pairs = [("x", "r1"), ("y", "r2"), ("x", "r2"), ("seen", "r3"), ("z", "r3")]
+    backend.enqueue_many(djtasks.both_limits, [(pair, {}) for pair in pairs])
+    slots = sorted((s.kind, s.flow_key, s.slot) for s in FlowSlot.objects.using(tasks_alias))
+    assert slots == sorted(
+        [("concurrency", key, 1) for key in ("seen", "x", "y", "z")]
+        + [("rate", key, n) for key in ("r1", "r2", "r3") for n in (1, 2, 3)]
+    )
+    # One of each concurrency key at once: "seen" and "x" once each.
+    assert sorted(c.args[0] for c in claim()) == ["seen", "x", "y", "z"]
+    assert held(tasks_alias) == {"seen": 1, "x": 1, "y": 1, "z": 1}
+    # Enqueued again, nothing more is made.
+    backend.enqueue_many(djtasks.both_limits, [(pair, {}) for pair in pairs])
+    assert FlowSlot.objects.using(tasks_alias).count() == len(slots)
+
+
 def test_a_raised_limit_gets_its_new_slots_at_the_next_enqueue(tasks_alias: str) -> None:
     djtasks.per_account.enqueue("a")
     wider = dataclasses.replace(djtasks.per_account, concurrency=3)
