@@ -305,9 +305,14 @@ def finished_since(since: Any, after: int) -> list[float]:
     ready rows of the same task path)."""
     from django_bgtasks.models import QueuedTask
 
-    rows = QueuedTask.objects.filter(
-        status="SUCCESSFUL", seq__gt=after, finished_at__gt=since
-    ).values_list("finished_at", flat=True)
+    # (Without the model's ordering, newest first: read in that order, from
+    # the primary key, a poll stepped over the whole ready backlog, 10,000,000
+    # rows, twice a second, which slowed the drain it timed.)
+    rows = (
+        QueuedTask.objects.filter(status="SUCCESSFUL", seq__gt=after, finished_at__gt=since)
+        .order_by()
+        .values_list("finished_at", flat=True)
+    )
     return sorted(at.timestamp() for at in rows)
 
 
