@@ -210,7 +210,7 @@ def queued_page(
 
 def _newest(statuses: Iterable[str], limit: int) -> list[QueuedTask]:
     """The ``limit`` newest tasks of ``statuses``: one read per status, each of
-    the index led by the status (migration 0021: a read of the table in
+    the status's index (migrations 0021 and 0023: a read of the table in
     ``seq`` order would step over every row of another status first, a
     million ready tasks before the newest finished one), merged."""
     reads = [QueuedFilter(status=status).tasks()[:limit] for status in statuses]
