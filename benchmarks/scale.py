@@ -9,7 +9,6 @@ enqueue; on one with autovacuum on, it gets them when autovacuum runs. Run
 it on both (docs/benchmarks.md, "A million tasks" has the commands and
 the figures). The states:
 
-* **empty**: ``--drain`` ready tasks and nothing else: the baseline;
 * **backlog N**: N ready tasks (``--backlogs``);
 * **history N**: ``--drain`` ready tasks behind N finished ones, eight
   succeeded for one failed (``--histories``);
@@ -23,7 +22,13 @@ For each state but **spec**, in this order:
   the database's ``finished_at`` from the 1,000th to the last (so the
   workers' start is not in it); the median of ``--rounds`` drains of each
   worker count, alternating, each after a VACUUM on PostgreSQL (``vacuum``
-  says why), and its ratio to the **empty** state's;
+  says why). Each drain is paired with one of the baseline, right after it:
+  the same drain from a table that holds nothing but its tasks, in a
+  database of its own beside this one (its name and ``_base``, created
+  where missing), and the ratio is that of their medians. (A baseline
+  drained once at the start moved by a factor of two within one run on the
+  development machine: the ratio to it said more of the machine than of
+  the table.)
 * **enqueue** (tasks/s): one ``enqueue_many()`` of 10,000 tasks, and 300
   single ``enqueue()`` calls, each its own commit;
 * **claim** (ms): 200 claims of one task each with no worker running, p50
@@ -47,13 +52,15 @@ it, the prune's time, and the workers' rate during it against before.
         --backlogs 100000 1000000 --histories 100000 1000000 --spec 1000000 --prune 1000000
 
 (``make bench-env`` builds .venv-bench. The database is emptied and
-refilled, and left holding the last state: use one of its own. The
+refilled, and left holding the last state: use one of its own; the
+baseline's, beside it, likewise. The
 workers' logs go to .tmp/scale-workers.log.)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -63,7 +70,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,21 +86,51 @@ WORKER_LOG = HERE.parent / ".tmp" / "scale-workers.log"
 
 # --- the site --------------------------------------------------------------------------
 
+# The database the functions below read and write ("default", the state's, or
+# "base", the baseline's: ``on``), and each one's DSN, for its workers.
+_ALIAS = "default"
+DSNS: dict[str, str] = {}
 
-def setup(dsn: str) -> None:
-    """Django with the admin and the JSON API on ``dsn``, LeaseBackend under
-    the aliases benchmarks/tasks_throughput.py's workers use."""
+
+@contextlib.contextmanager
+def on(alias: str) -> Iterator[None]:
+    """The functions below on the database ``alias``, meanwhile."""
+    global _ALIAS
+    before, _ALIAS = _ALIAS, alias
+    try:
+        yield
+    finally:
+        _ALIAS = before
+
+
+def base_dsn(dsn: str) -> str:
+    """The baseline's database beside ``dsn``'s: its name (or file) and ``_base``."""
+    parts = urllib.parse.urlsplit(dsn)
+    path = Path(parts.path)
+    return urllib.parse.urlunsplit(parts._replace(path=str(path.with_stem(path.stem + "_base"))))
+
+
+def _database(dsn: str) -> dict[str, Any]:
     import dj_database_url
-    import django
     import tasks_throughput
-    from django.conf import settings
 
-    database = dict(dj_database_url.parse(dsn))
+    database: dict[str, Any] = dict(dj_database_url.parse(dsn))
     database["CONN_MAX_AGE"] = 600
     if "sqlite" in database["ENGINE"]:
         database["OPTIONS"] = tasks_throughput.SQLITE_OPTIONS
     elif "mysql" in database["ENGINE"]:
         database["OPTIONS"] = tasks_throughput.MYSQL_OPTIONS
+    return database
+
+
+def setup(dsn: str) -> None:
+    """Django with the admin and the JSON API on ``dsn`` ("default"; the
+    baseline's database as "base"), LeaseBackend under the aliases
+    benchmarks/tasks_throughput.py's workers use."""
+    import django
+    from django.conf import settings
+
+    DSNS.update(default=dsn, base=base_dsn(dsn))
     backend = {"BACKEND": "django_bgtasks.backend.LeaseBackend", "QUEUES": []}
     settings.configure(
         SECRET_KEY="django-bgtasks-scale",  # noqa: S106  (benchmark only)
@@ -129,7 +167,7 @@ def setup(dsn: str) -> None:
             }
         ],
         STATIC_URL="/static/",
-        DATABASES={"default": database},
+        DATABASES={alias: _database(each) for alias, each in DSNS.items()},
         TASKS={"default": backend, "bgtasks": backend},
         PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
         LOGGING={"version": 1, "root": {"level": "WARNING"}},
@@ -141,24 +179,37 @@ def setup(dsn: str) -> None:
 
 
 def vendor() -> str:
-    from django.db import connection
+    from django.db import connections
 
-    return str(connection.vendor)
+    return str(connections[_ALIAS].vendor)
 
 
 def execute(sql: str, params: Any = None) -> None:
-    from django.db import connection
+    from django.db import connections
 
-    with connection.cursor() as cursor:
+    with connections[_ALIAS].cursor() as cursor:
         cursor.execute(sql, params)
 
 
 def fetch(sql: str, params: Any = None) -> list[tuple[Any, ...]]:
-    from django.db import connection
+    from django.db import connections
 
-    with connection.cursor() as cursor:
+    with connections[_ALIAS].cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
+
+
+def migrate_base(dsn: str) -> None:
+    """The baseline's database, created where missing, and migrated."""
+    name = urllib.parse.urlsplit(base_dsn(dsn)).path.lstrip("/")
+    if vendor() == "postgresql" and not fetch(
+        "SELECT 1 FROM pg_database WHERE datname = %s", [name]
+    ):
+        execute(f'CREATE DATABASE "{name}"')
+    elif vendor() == "mysql":
+        execute(f"CREATE DATABASE IF NOT EXISTS `{name}`")
+    command = [sys.executable, THROUGHPUT, "manage", DSNS["base"], "600", "migrate", "-v", "0"]
+    subprocess.run(command, check=True, env={**os.environ, "BENCH_BACKENDS": "bgtasks"})
 
 
 # --- the table's states (SQL: the rows an enqueue and a drain leave) -------------------
@@ -270,15 +321,14 @@ def empty() -> None:
 
 def workers(count: int, threads: int, queue: str | None = None) -> list[Any]:
     """``count`` worker processes of ``threads`` threads (every queue, or ``queue``)."""
-    from django.db import connection
+    from django.db import connections
 
-    dsn = os.environ["SCALE_DSN"]
-    command = [sys.executable, THROUGHPUT, "manage", dsn, "600", "bgtasks", "-v", "0",
+    command = [sys.executable, THROUGHPUT, "manage", DSNS[_ALIAS], "600", "bgtasks", "-v", "0",
                "worker", "--concurrency", str(threads), "--poll", "0.05"]  # fmt: skip
     if queue is not None:
         command += ["--queue", queue]
     env = {**os.environ, "BENCH_BACKENDS": "bgtasks"}
-    connection.close()
+    connections.close_all()
     # Their logs apart from the figures: at each stop, a worker logs the
     # tasks claimed for threads that stopped before running them.
     WORKER_LOG.parent.mkdir(exist_ok=True)
@@ -300,20 +350,19 @@ def stop(processes: list[Any]) -> None:
 
 def finished_since(since: Any, after: int) -> list[float]:
     """The ``finished_at`` of the tasks above ``seq`` ``after`` (the ready
-    ones of the state) that succeeded since ``since``, as Unix times, in
-    order: a read of the status index from ``after`` (not of the million
-    ready rows of the same task path)."""
+    ones of the state) that succeeded after ``since`` (any, with ``None``),
+    as Unix times, in order: a read of the status index from ``after`` (not
+    of the million ready rows of the same task path)."""
     from django_bgtasks.models import QueuedTask
 
     # (Without the model's ordering, newest first: read in that order, from
     # the primary key, a poll stepped over the whole ready backlog, 10,000,000
     # rows, twice a second, which slowed the drain it timed.)
-    rows = (
-        QueuedTask.objects.filter(status="SUCCESSFUL", seq__gt=after, finished_at__gt=since)
-        .order_by()
-        .values_list("finished_at", flat=True)
-    )
-    return sorted(at.timestamp() for at in rows)
+    rows = QueuedTask.objects.using(_ALIAS).filter(status="SUCCESSFUL", seq__gt=after)
+    if since is not None:
+        rows = rows.filter(finished_at__gt=since)
+    ends = rows.order_by().values_list("finished_at", flat=True)
+    return sorted(at.timestamp() for at in ends if at is not None)
 
 
 def vacuum() -> None:
@@ -330,10 +379,18 @@ def vacuum() -> None:
 
 def drain(count: int, processes: int, threads: int, after: int) -> float:
     """Tasks a second, from the 1,000th of ``count`` finished to the last."""
-    from django_bgtasks.models import BackgroundTask
+    from django.db.models import Max
+
+    from django_bgtasks.models import QueuedTask
 
     vacuum()
-    since = BackgroundTask.objects.work.clock()
+    # (The end of the drains before, by the database's clock and on either
+    # database: the tasks this one times end after it.)
+    since = (
+        QueuedTask.objects.using(_ALIAS)
+        .filter(status="SUCCESSFUL", seq__gt=after)
+        .aggregate(last=Max("finished_at"))["last"]
+    )
     running = workers(processes, threads)
     try:
         deadline = time.monotonic() + 600
@@ -464,12 +521,12 @@ def surfaces() -> dict[str, tuple[float, float]]:
 # --- bgtasks prune beside a drain ------------------------------------------------------
 
 
-def prune_beside_a_drain(history: int, threads: int) -> dict[str, float]:
+def prune_beside_a_drain(history: int, threads: int) -> dict[str, Any]:
     """See the module docstring (``--prune``)."""
     import throughput_tasks
 
     from django_bgtasks.models import BackgroundTask, QueuedTask
-    from django_bgtasks.operations.prune import prune
+    from django_bgtasks.operations.prune import Pruned, prune
 
     empty()
     insert(history, ready=False, age=40)
@@ -502,6 +559,7 @@ def prune_beside_a_drain(history: int, threads: int) -> dict[str, float]:
         time.sleep(8)
         began = time.monotonic()
         result = prune(30)
+        assert isinstance(result, Pruned)
         ended = time.monotonic()
         time.sleep(3)
     finally:
@@ -517,8 +575,14 @@ def prune_beside_a_drain(history: int, threads: int) -> dict[str, float]:
 
     before = [ms for at, ms in claims if at < began]
     during = [ms for at, ms in claims if began <= at <= ended]
+    # The slowest claims during the prune, and when (seconds into it), to
+    # lay beside the server's log of its checkpoints and autovacuum runs.
+    slowest = sorted(((ms, at - began) for at, ms in claims if began <= at <= ended), reverse=True)
     return {
-        "deleted": float(result.queued),  # type: ignore[union-attr]
+        "claims_over_100ms": float(sum(ms > 100 for ms in during)),
+        "claims_during": float(len(during)),
+        "slowest_claims": [(round(at, 1), round(ms)) for ms, at in slowest[:8]],
+        "deleted": float(result.queued),
         "prune_s": ended - began,
         "claim_max_ms_before": max(before),
         "claim_p99_ms_before": sorted(before)[int(len(before) * 0.99) - 1],
@@ -581,23 +645,27 @@ def main() -> None:
     args = parser.parse_args()
     if args.drain <= 1000 or any(n < 1 for n in args.workers):
         parser.error("--drain must be more than 1000 (the first 1,000 are the workers' start)")
-    os.environ["SCALE_DSN"] = args.dsn
     # The workers' settings (tasks_throughput.py's) have their own apps.
     subprocess.run([sys.executable, THROUGHPUT, "manage", args.dsn, "600", "migrate", "-v", "0"],
                    check=True, env={**os.environ, "BENCH_BACKENDS": "bgtasks"})  # fmt: skip
     setup(args.dsn)
+    names = [f"backlog {n}" for n in args.backlogs] + [f"history {n}" for n in args.histories]
+    if names:
+        migrate_base(args.dsn)
     print(f"=== {describe()}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}", flush=True)
     report: dict[str, Any] = {"server": describe(), "states": {}}
-    names = ["empty"] + [f"backlog {n}" for n in args.backlogs]
-    names += [f"history {n}" for n in args.histories]
-    base: dict[int, float] = {}
-    print(f"{'state':<18}" + "".join(f"{f'drain {w}w':>12}{'ratio':>7}" for w in args.workers)
-          + f"{'bulk/s':>10}{'single/s':>10}{'claim p50':>11}{'p99 ms':>8}")  # fmt: skip
+    if names:
+        print(f"{'state':<18}"
+              + "".join(f"{f'drain {w}w':>11}{'empty':>8}{'ratio':>7}" for w in args.workers)
+              + f"{'bulk/s':>9}{'single/s':>9}{'claim p50':>10}{'p99 ms':>8}")  # fmt: skip
     for name in names:
         started = time.monotonic()
         after = state(name, args)
         built = time.monotonic() - started
+        with on("base"):
+            base_after = state("empty", args)
         rounds: dict[int, list[float]] = {count: [] for count in args.workers}
+        bases: dict[int, list[float]] = {count: [] for count in args.workers}
         backlog = int(name.split()[1]) if name.startswith("backlog") else 0
         for number in range(args.rounds):
             # (The order turns each round: drift hits every worker count alike.)
@@ -607,17 +675,22 @@ def main() -> None:
                     after = state(name, args)  # a small backlog is drained anew for each
                 size = min(args.drain, backlog or args.drain)
                 rounds[count].append(drain(size, count, args.threads, after))
+                with on("base"):
+                    bases[count].append(drain(size, count, args.threads, base_after))
         rates = {count: statistics.median(each) for count, each in rounds.items()}
-        if name == "empty":
-            base.update(rates)
+        base = {count: statistics.median(each) for count, each in bases.items()}
         bulk, single = enqueue_rates()
         p50, p99 = claim_latency()
-        figures = "".join(f"{rates[w]:>12,.0f}{rates[w] / base[w]:>7.2f}" for w in args.workers)
-        print(f"{name:<18}{figures}{bulk:>10,.0f}{single:>10,.0f}{p50:>11.2f}{p99:>8.2f}"
+        figures = "".join(
+            f"{rates[w]:>11,.0f}{base[w]:>8,.0f}{rates[w] / base[w]:>7.2f}" for w in args.workers
+        )
+        print(f"{name:<18}{figures}{bulk:>9,.0f}{single:>9,.0f}{p50:>10.2f}{p99:>8.2f}"
               f"   (built in {built:.0f} s)", flush=True)  # fmt: skip
         report["states"][name] = {
             "drain": rates,
             "rounds": rounds,
+            "empty": base,
+            "empty_rounds": bases,
             "bulk": bulk,
             "single": single,
             "claim_p50": p50,
@@ -638,16 +711,19 @@ def main() -> None:
         print(f"  the slowest: {worst[0]}, {worst[1][1]:.3f} s")
         report["surfaces"] = timed
     if args.prune:
-        figures = prune_beside_a_drain(args.prune, args.threads)
-        print(f"\nprune of {figures['deleted']:,.0f} finished tasks beside a drain of 4 workers:"
-              f" {figures['prune_s']:.1f} s; a probe's slowest claim"
-              f" {figures['claim_max_ms_before']:.1f} ms before"
-              f" (p99 {figures['claim_p99_ms_before']:.1f}),"
-              f" {figures['claim_max_ms_during']:.1f} ms during"
-              f" (p99 {figures['claim_p99_ms_during']:.1f}); the workers"
-              f" {figures['drain_before']:,.0f} tasks/s before, {figures['drain_during']:,.0f}"
+        pruned = prune_beside_a_drain(args.prune, args.threads)
+        print(f"\nprune of {pruned['deleted']:,.0f} finished tasks beside a drain of 4 workers:"
+              f" {pruned['prune_s']:.1f} s; a probe's slowest claim"
+              f" {pruned['claim_max_ms_before']:.1f} ms before"
+              f" (p99 {pruned['claim_p99_ms_before']:.1f}),"
+              f" {pruned['claim_max_ms_during']:.1f} ms during"
+              f" (p99 {pruned['claim_p99_ms_during']:.1f}); the workers"
+              f" {pruned['drain_before']:,.0f} tasks/s before, {pruned['drain_during']:,.0f}"
               " during")  # fmt: skip
-        report["prune"] = figures
+        print(f"  claims over 100 ms: {pruned['claims_over_100ms']:.0f} of"
+              f" {pruned['claims_during']:.0f} during the prune; the slowest, as"
+              f" (s into the prune, ms): {pruned['slowest_claims']}")  # fmt: skip
+        report["prune"] = pruned
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str))
 
