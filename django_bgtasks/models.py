@@ -324,8 +324,8 @@ class QueuedTask(models.Model):
             models.Index(fields=["status", "updated_at"], name="bgtasks_queued_running"),
             # The operator's reads, newest first: a queue's tasks, a task
             # path's, a status's; and the queues and paths there are
-            # (migration 0021; on PostgreSQL, 0023 makes the status's one an
-            # index of seq a finished status, and 0021 one of the ready rows).
+            # (migration 0021. On PostgreSQL a status's is an index of seq
+            # for each finished status, 0023's, and one of the ready rows.)
             models.Index(fields=["queue_name", "seq"], name="bgtasks_queued_queue"),
             models.Index(fields=["task_path", "seq"], name="bgtasks_queued_task"),
             models.Index(fields=["status", "seq"], name="bgtasks_queued_status"),

@@ -311,6 +311,13 @@ def test_unapplying_0019_restores_the_claims_index_across_queues(pg_alias: str) 
     assert "bgtasks_queued_claim" not in _pg_queue_indexes(pg_alias)
 
 
+# 0021's index of the finished rows, which 0023 replaced by one a status.
+FINISHED_BY_STATUS = (
+    "(status, seq) WHERE ((status)::text = ANY ((ARRAY['SUCCESSFUL'::character varying,"
+    " 'FAILED'::character varying])::text[]))"
+)
+
+
 def test_0021_indexes_a_queues_a_paths_and_a_statuss_tasks_and_unapplied_restores_0017s(
     pg_alias: str,
 ) -> None:
@@ -340,13 +347,6 @@ def test_0021_indexes_a_queues_a_paths_and_a_statuss_tasks_and_unapplied_restore
         assert {name: _pg_queue_indexes(pg_alias).get(name) for name in added} == added
     finally:
         call_command("migrate", "django_bgtasks", database=pg_alias, verbosity=0)
-
-
-# 0021's index of the finished rows, which 0023 replaced by one a status.
-FINISHED_BY_STATUS = (
-    "(status, seq) WHERE ((status)::text = ANY ((ARRAY['SUCCESSFUL'::character varying,"
-    " 'FAILED'::character varying])::text[]))"
-)
 
 
 def test_0023_indexes_each_finished_status_by_seq_and_unapplied_restores_0021s(
