@@ -199,17 +199,23 @@ def fetch(sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         return list(cursor.fetchall())
 
 
-def migrate_base(dsn: str) -> None:
+def migrate(dsn: str) -> None:
+    """``dsn``'s database migrated as the workers' settings (tasks_throughput.py's,
+    which have their own apps) see it."""
+    command = [sys.executable, THROUGHPUT, "manage", dsn, "600", "migrate", "-v", "0"]
+    subprocess.run(command, check=True, env={**os.environ, "BENCH_BACKENDS": "bgtasks"})
+
+
+def migrate_base() -> None:
     """The baseline's database, created where missing, and migrated."""
-    name = urllib.parse.urlsplit(base_dsn(dsn)).path.lstrip("/")
+    name = urllib.parse.urlsplit(DSNS["base"]).path.lstrip("/")
     if vendor() == "postgresql" and not fetch(
         "SELECT 1 FROM pg_database WHERE datname = %s", [name]
     ):
         execute(f'CREATE DATABASE "{name}"')
     elif vendor() == "mysql":
         execute(f"CREATE DATABASE IF NOT EXISTS `{name}`")
-    command = [sys.executable, THROUGHPUT, "manage", DSNS["base"], "600", "migrate", "-v", "0"]
-    subprocess.run(command, check=True, env={**os.environ, "BENCH_BACKENDS": "bgtasks"})
+    migrate(DSNS["base"])
 
 
 # --- the table's states (SQL: the rows an enqueue and a drain leave) -------------------
@@ -574,10 +580,11 @@ def prune_beside_a_drain(history: int, threads: int) -> dict[str, Any]:
         return len(inside) / (end - start) if end > start else 0.0
 
     before = [ms for at, ms in claims if at < began]
-    during = [ms for at, ms in claims if began <= at <= ended]
+    pruning = [(ms, at - began) for at, ms in claims if began <= at <= ended]
+    during = [ms for ms, _into in pruning]
     # The slowest claims during the prune, and when (seconds into it), to
     # lay beside the server's log of its checkpoints and autovacuum runs.
-    slowest = sorted(((ms, at - began) for at, ms in claims if began <= at <= ended), reverse=True)
+    slowest = sorted(pruning, reverse=True)
     return {
         "claims_over_100ms": float(sum(ms > 100 for ms in during)),
         "claims_during": float(len(during)),
@@ -645,13 +652,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.drain <= 1000 or any(n < 1 for n in args.workers):
         parser.error("--drain must be more than 1000 (the first 1,000 are the workers' start)")
-    # The workers' settings (tasks_throughput.py's) have their own apps.
-    subprocess.run([sys.executable, THROUGHPUT, "manage", args.dsn, "600", "migrate", "-v", "0"],
-                   check=True, env={**os.environ, "BENCH_BACKENDS": "bgtasks"})  # fmt: skip
+    migrate(args.dsn)
     setup(args.dsn)
     names = [f"backlog {n}" for n in args.backlogs] + [f"history {n}" for n in args.histories]
     if names:
-        migrate_base(args.dsn)
+        migrate_base()
     print(f"=== {describe()}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}", flush=True)
     report: dict[str, Any] = {"server": describe(), "states": {}}
     if names:

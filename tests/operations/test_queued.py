@@ -136,6 +136,21 @@ def test_the_list_shows_the_running_and_waiting_then_the_newest_finished(
     assert _ids(queued_tasks()) == [waiting[1], waiting[0], first[2], first[0], first[1]]
 
 
+def _first_page_read(status: str) -> dict[str, Any]:
+    """PostgreSQL's plan of the API's first page of ``status``'s tasks, run
+    as the operator's reads run (``EXPLAIN (ANALYZE, BUFFERS)``)."""
+    page = QueuedFilter(status=status).tasks()[: DEFAULT_PAGE_SIZE + 1]
+    with QueuedTask.objects.index_reads():
+        [plan] = json.loads(page.explain(format="json", analyze=True, buffers=True))
+    return dict(plan)
+
+
+def _pages(plan: dict[str, Any]) -> int:
+    """The pages a plan's run read, from the cache or not."""
+    top = plan["Plan"]
+    return int(top["Shared Hit Blocks"] + top.get("Shared Read Blocks", 0))
+
+
 def test_the_newest_ready_tasks_are_read_from_their_index(pg_alias: str) -> None:
     """PostgreSQL's page of ready tasks reads the newest of them from the
     index of the ready rows by seq (``of_status`` states its predicate),
@@ -144,15 +159,11 @@ def test_the_newest_ready_tasks_are_read_from_their_index(pg_alias: str) -> None
     _enqueue(3_000)
     _enqueue(3_000, queue="other")
     QueuedTask.objects.using(pg_alias).filter(queue_name="other").update(status="SUCCESSFUL")
-    page = QueuedFilter(status="READY").tasks()[: DEFAULT_PAGE_SIZE + 1]
-    with QueuedTask.objects.index_reads():
-        [plan] = json.loads(page.explain(format="json", analyze=True, buffers=True))
-    top = plan["Plan"]
-    assert top["Actual Rows"] == DEFAULT_PAGE_SIZE + 1
+    plan = _first_page_read("READY")
+    assert plan["Plan"]["Actual Rows"] == DEFAULT_PAGE_SIZE + 1
     # A page read for each row, and a few of the index (without the index:
     # 224 and 374 pages, on the embedded server and the machine's).
-    pages = top["Shared Hit Blocks"] + top.get("Shared Read Blocks", 0)
-    assert pages <= DEFAULT_PAGE_SIZE + 1 + 30, plan
+    assert _pages(plan) <= DEFAULT_PAGE_SIZE + 1 + 30, plan
 
 
 @pytest.mark.parametrize("status", ["FAILED", "SUCCESSFUL"])
@@ -175,15 +186,11 @@ def test_the_newest_finished_tasks_are_read_from_their_statuss_index(
     _enqueue(20_000, queue="other")
     with connections[pg_alias].cursor() as cursor:
         cursor.execute(f"ANALYZE {QueuedTask._meta.db_table}")
-    page = QueuedFilter(status=status).tasks()[: DEFAULT_PAGE_SIZE + 1]
-    with QueuedTask.objects.index_reads():
-        [plan] = json.loads(page.explain(format="json", analyze=True, buffers=True))
-    top = plan["Plan"]
-    assert top["Actual Rows"] == DEFAULT_PAGE_SIZE + 1
+    plan = _first_page_read(status)
+    assert plan["Plan"]["Actual Rows"] == DEFAULT_PAGE_SIZE + 1
     # A page read for each row, and a few of the index. By the primary key,
     # every ready row's page first: 829 and 884 pages for the succeeded
     # tasks, on the embedded server and the machine's. (At this size the
     # planner read the failed ones, a tenth of those, from 0021's index
     # already; at 10,000,000 rows it did not.)
-    pages = top["Shared Hit Blocks"] + top.get("Shared Read Blocks", 0)
-    assert pages <= DEFAULT_PAGE_SIZE + 1 + 30, plan
+    assert _pages(plan) <= DEFAULT_PAGE_SIZE + 1 + 30, plan
