@@ -151,6 +151,22 @@ def _pages(plan: dict[str, Any]) -> int:
     return int(top["Shared Hit Blocks"] + top.get("Shared Read Blocks", 0))
 
 
+def _shape(plan: dict[str, Any]) -> str:
+    """A plan's nodes, one a line, each with its index, estimated cost, rows
+    and pages: what a failed bound shows (a whole plan is cut short)."""
+
+    def lines(node: dict[str, Any], depth: int) -> list[str]:
+        pages = node["Shared Hit Blocks"] + node.get("Shared Read Blocks", 0)
+        line = (
+            f"{'  ' * depth}{node['Node Type']} {node.get('Index Name', '')} "
+            f"cost={node['Startup Cost']}..{node['Total Cost']} "
+            f"rows={node['Actual Rows']} pages={pages}"
+        )
+        return [line] + [one for child in node.get("Plans", []) for one in lines(child, depth + 1)]
+
+    return "\n".join(lines(plan["Plan"], 0))
+
+
 def test_the_newest_ready_tasks_are_read_from_their_index(pg_alias: str) -> None:
     """PostgreSQL's page of ready tasks reads the newest of them from the
     index of the ready rows by seq (``of_status`` states its predicate),
@@ -162,8 +178,11 @@ def test_the_newest_ready_tasks_are_read_from_their_index(pg_alias: str) -> None
     plan = _first_page_read("READY")
     assert plan["Plan"]["Actual Rows"] == DEFAULT_PAGE_SIZE + 1
     # A page read for each row, and a few of the index (without the index:
-    # 224 and 374 pages, on the embedded server and the machine's).
-    assert _pages(plan) <= DEFAULT_PAGE_SIZE + 1 + 30, plan
+    # 224 and 374 pages, on the embedded server and the machine's). Once, in
+    # a CI run, 6,198 pages: a plan whose first node cost 163 before its first
+    # row, every entry of the claim's index of the ready rows read and then
+    # sorted (the operator's reads have had sorts off since).
+    assert _pages(plan) <= DEFAULT_PAGE_SIZE + 1 + 30, _shape(plan)
 
 
 @pytest.mark.parametrize("status", ["FAILED", "SUCCESSFUL"])
@@ -193,4 +212,4 @@ def test_the_newest_finished_tasks_are_read_from_their_statuss_index(
     # tasks, on the embedded server and the machine's. (At this size the
     # planner read the failed ones, a tenth of those, from 0021's index
     # already; at 10,000,000 rows it did not.)
-    assert _pages(plan) <= DEFAULT_PAGE_SIZE + 1 + 30, plan
+    assert _pages(plan) <= DEFAULT_PAGE_SIZE + 1 + 30, _shape(plan)
