@@ -66,6 +66,21 @@ class TaskTimedOut(TaskCancelled):
         BgTasksError.__init__(self, f"task {name!r} timed out: it ran past its {timeout:g} s")
 
 
+class TaskNotImportable(BgTasksError, ImportError):
+    """A worker could not import a Django Task it claimed (its module, or the
+    function in it): during a rolling deploy, a task of the new release that
+    an old worker claimed. The worker hands it back ``READY`` with its attempt
+    given back, and this error kept, for a worker that can import it; it ends
+    ``FAILED`` with the import error itself only once no worker has imported
+    it for ``OPTIONS["IMPORT_DEADLINE"]``."""
+
+    def __init__(self, path: str, worker: str, error: BaseException) -> None:
+        self.path = path
+        self.worker = worker
+        kind = type(error).__name__
+        super().__init__(f"worker {worker} could not import {path} ({kind}: {error})")
+
+
 class UnknownTask(BgTasksError, LookupError):
     """No ``@background_task`` is registered under this name."""
 

@@ -99,6 +99,12 @@ MAX_GRACE = 86400.0
 MAX_RETRY_DELAY = 3600.0
 # The jitter of a retry's delay: a fraction of it, either way.
 RETRY_JITTER = 0.1
+# A Django Task a worker can't import (an old release's worker, during a
+# deploy) goes back to the queue for this long at most (seconds), doubling
+# from 1 s with each hand-back; it fails once no worker has imported it for
+# the backend's IMPORT_DEADLINE, an hour unless set (queue/execute.py).
+MAX_IMPORT_RETRY_DELAY = 30.0
+IMPORT_DEADLINE = 3600.0
 # The longest timeout= a task may declare (seconds): a week.
 MAX_TIMEOUT = 604800.0
 

@@ -144,6 +144,12 @@ def _check_seconds(kind: str, value: object, *, zero: bool) -> float:
     return seconds
 
 
+def validate_import_deadline(deadline: object) -> float:
+    """``LeaseBackend``'s ``OPTIONS["IMPORT_DEADLINE"]``: seconds above 0, at
+    most ``limits.MAX_TIMEOUT`` (a week)."""
+    return _check_bounded("IMPORT_DEADLINE", deadline, MAX_TIMEOUT)
+
+
 def validate_timeout(timeout: object) -> float | None:
     """A task's ``timeout=``: seconds above 0, at most ``limits.MAX_TIMEOUT``
     (a week); ``None`` means none."""

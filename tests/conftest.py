@@ -123,6 +123,9 @@ ALIAS_FIXTURES: dict[str, tuple[Callable[[str, dict[str, Any]], bool], set[str]]
     # The Django Tasks backend: every engine.
     "tasks_alias": (lambda alias, db: True, set()),
     "tasks_site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
+    # Every engine, with an operator logged in to the site ("default"): what
+    # the surfaces show of the workers' processes (tests/faults/test_deploys.py).
+    "tasks_operator_alias": (lambda alias, db: True, {"default"}),
 }
 
 
@@ -257,6 +260,12 @@ def tasks_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def tasks_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """The surfaces' engines, for their tests of Django Tasks (users in "default")."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
+def tasks_operator_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Each database in turn, with the operator's users in "default"."""
     return _use_alias(request, settings)
 
 

@@ -22,6 +22,7 @@ from django_bgtasks.admin.formats import id_html, time_html
 from django_bgtasks.core.states import run_duration
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations import display
+from django_bgtasks.operations.queued import waiting
 from django_bgtasks.queue.manager import RUNNING
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ class QueuedColumns(QueuedModelAdmin):
     @admin.display(description=gettext_lazy("status"), ordering="status")
     def status_label(self, row: QueuedTask) -> str:
         label = row.status.lower()
+        if (why := waiting(row)) is not None:
+            return f"{label} ({why})"
         return f"{label} (cancel requested)" if row.cancel_requested else label
 
     @admin.display(description=gettext_lazy("attempts"))

@@ -31,7 +31,7 @@ from django_bgtasks.management.terminal import (
     write_table,
 )
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
-from django_bgtasks.operations import display
+from django_bgtasks.operations import display, queued
 from django_bgtasks.queue.manager import FAILED, RUNNING, SUCCESSFUL
 
 RECENT_RUNS = 10
@@ -239,6 +239,8 @@ def _queued_status(row: QueuedTask, style: Style) -> Cell:
     # A cancel asked for while it ran, and it finished anyway, is not its state now.
     cancelling = row.cancel_requested and row.status == RUNNING
     label = row.status.lower() + (" (cancel requested)" if cancelling else "")
+    if (why := queued.waiting(row)) is not None:
+        label += f" ({why})"
     painter = paint.get(row.status)
     return (label, painter) if painter is not None else label
 

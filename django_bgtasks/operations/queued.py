@@ -22,7 +22,9 @@ those index reads whatever its statistics say:
   newest finished ones.
 * :func:`queue_names` and :func:`task_paths`: the names there are, each once
   (a loose scan of their index).
-* :func:`queued_task` and :func:`queued_json`: one task, and its one JSON shape.
+* :func:`queued_task` and :func:`queued_json`: one task, and its one JSON
+  shape; :func:`waiting`: what a ready task waits for, where it is not
+  only its turn (each surface shows it beside the status).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from django.db.models import QuerySet
 from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import run_duration
+from django_bgtasks.exceptions import TaskNotImportable
 from django_bgtasks.limits import (
     COUNT_CAP,
     MAX_BACKEND_LENGTH,
@@ -49,6 +52,12 @@ from django_bgtasks.limits import (
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.manager import FAILED, READY, RUNNING, SUCCESSFUL
 from django_bgtasks.validation import check_text, validate_queue_name
+
+# What a ready task that the last worker to claim it could not import waits
+# for (queue/execute.py's _not_importable: an old release's worker during a
+# deploy, which handed it back with TaskNotImportable as its last error).
+WAITING_FOR_IMPORT = "waiting for a worker that can import it"
+_NOT_IMPORTABLE = f"{TaskNotImportable.__module__}.{TaskNotImportable.__qualname__}"
 
 # How many of the newest queued Django Tasks ``bgtasks list`` shows.
 RECENT_QUEUED = 50
@@ -244,6 +253,17 @@ def queued_task(result_id: str) -> QueuedTask | None:
     return QueuedTask.objects.using(conf.DATABASE).filter(uuid=key).first()
 
 
+def waiting(row: QueuedTask) -> str | None:
+    """What ``row`` waits for beyond its turn in the queue, said as each
+    surface shows it (:data:`WAITING_FOR_IMPORT`), or ``None``."""
+    if row.status != READY or not row.errors:
+        return None
+    last = row.errors[-1]
+    if isinstance(last, dict) and last.get("exception_class_path") == _NOT_IMPORTABLE:
+        return WAITING_FOR_IMPORT
+    return None
+
+
 def queued_json(row: QueuedTask) -> dict[str, Any]:
     """One Django Task as the API and ``bgtasks --json`` show it."""
     return {
@@ -253,6 +273,7 @@ def queued_json(row: QueuedTask) -> dict[str, Any]:
         "queue": row.queue_name,
         "priority": row.priority,
         "status": row.status,
+        "waiting": waiting(row),
         "attempts": row.attempts,
         "max_attempts": row.max_attempts,
         "worker": row.owner,

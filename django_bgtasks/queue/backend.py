@@ -26,6 +26,10 @@ Options:
   retried while attempts remain.
 * ``TTL`` (default ``BGTASKS_TTL``): the lease of each run, in seconds; a
   killed worker's task is recovered within it.
+* ``IMPORT_DEADLINE`` (default 3600): how long, in seconds from its first
+  claim, a task no worker can import waits for one that can (a new task
+  during a rolling deploy, claimed by the old release's workers) before it
+  ends ``FAILED`` with the import error.
 
 Per task, ``@task(max_attempts=N, retry_delay=S, timeout=S)`` override
 ``MAX_ATTEMPTS``, space the retries out and bound each run (:class:`LeaseTask`).
@@ -58,6 +62,7 @@ from django_bgtasks.queue.enqueue import Pairs, store
 from django_bgtasks.queue.results import result_from_row
 from django_bgtasks.validation import (
     validate_attempts,
+    validate_import_deadline,
     validate_pairs,
     validate_retry_delay,
     validate_timeout,
@@ -72,7 +77,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LeaseBackend", "LeaseTask"]
 
-OPTION_NAMES = ("MAX_ATTEMPTS", "TTL", "SCHEDULES")
+OPTION_NAMES = ("MAX_ATTEMPTS", "TTL", "IMPORT_DEADLINE", "SCHEDULES")
 
 
 if TYPE_CHECKING:
@@ -154,6 +159,7 @@ class LeaseBackend(compat.BaseTaskBackend):
         super().__init__(alias, params)
         self.max_attempts: Any = self.options.get("MAX_ATTEMPTS", 1)
         self.ttl: Any = self.options.get("TTL")
+        self.import_deadline: Any = self.options.get("IMPORT_DEADLINE", limits.IMPORT_DEADLINE)
 
     def validate_task(self, task: Any) -> None:
         """Django's checks, the options of :class:`LeaseTask` (``max_attempts``,
@@ -300,12 +306,13 @@ class LeaseBackend(compat.BaseTaskBackend):
         try:
             self._max_attempts()
             validate_ttl(self.ttl)
+            validate_import_deadline(self.import_deadline)
         except (TypeError, ValueError) as exc:
             messages.append(
                 checks.Error(
                     f"{where}: {exc}",
-                    hint="MAX_ATTEMPTS is a whole number, 1 or more; TTL a number of "
-                    "seconds above 0.",
+                    hint="MAX_ATTEMPTS is a whole number, 1 or more; TTL and "
+                    "IMPORT_DEADLINE numbers of seconds above 0.",
                     id="bgtasks.E016",
                 )
             )

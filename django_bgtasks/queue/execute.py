@@ -17,6 +17,9 @@ its own, then ends the run with one fenced statement:
   too), or a ``task_started`` receiver raised: ``READY`` again while attempts
   remain (the next claim raises the token), else ``FAILED``; each attempt's
   error is kept, with its traceback;
+* its task can't be imported here (an old release's worker, during a
+  deploy): ``READY`` again, the attempt given back, for a worker that can
+  (``_not_importable``), until none has for ``IMPORT_DEADLINE``: ``FAILED``;
 * cancelled by an operator (seen by ``check()``/``update()``): ``FAILED``;
 * past the task's ``timeout`` (``TaskTimedOut`` at ``check()``/``update()``,
   or, for a run that did not stop within its worker's grace, ended by the
@@ -53,11 +56,19 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django_bgtasks import compat, tracing
+from django.core.exceptions import ImproperlyConfigured
+
+from django_bgtasks import compat, limits, tracing
 from django_bgtasks.choices import Outcome
 from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.db.rules import RENEW_QUEUED
-from django_bgtasks.exceptions import LeaseLost, TaskCancelled, TaskTimedOut, WorkerStopping
+from django_bgtasks.exceptions import (
+    LeaseLost,
+    TaskCancelled,
+    TaskNotImportable,
+    TaskTimedOut,
+    WorkerStopping,
+)
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import (
     FAILED,
@@ -69,7 +80,7 @@ from django_bgtasks.queue.manager import (
     QueueManager,
 )
 from django_bgtasks.queue.results import enqueued_task, running_result
-from django_bgtasks.validation import clean_error, encode_value
+from django_bgtasks.validation import clean_error, encode_value, validate_import_deadline
 
 logger = logging.getLogger("django_bgtasks.queued")
 _T = TypeVar("_T")
@@ -268,6 +279,9 @@ def execute(
 def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
     try:
         task = enqueued_task(claim)
+    except ImportError as exc:  # another release's task, perhaps: not this worker's to fail
+        span.failed(exc)
+        return _not_importable(lease, exc)
     except Exception as exc:  # nothing to run: no attempt can succeed
         span.failed(exc)
         return _finish(lease, FAILED, error=_error(exc))
@@ -325,6 +339,68 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
         span.failed(exc)
         return _finished(lease, result, sender, FAILED, error=_error(exc))
     return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)
+
+
+def _not_importable(lease: QueuedLease, exc: ImportError) -> str:
+    """End a run whose task this worker can't import (its module, or the
+    function in it). During a rolling deploy that is a new task an old
+    worker claimed, which a new worker can run: ``READY`` again with the
+    attempt given back and :class:`TaskNotImportable` kept (what the
+    operator's views show as waiting for a worker that can import it), after
+    a delay that doubles from 1 s with each hand-back, at most
+    ``limits.MAX_IMPORT_RETRY_DELAY``, so that old workers don't spin on it.
+    Once no worker has imported it for the backend's ``IMPORT_DEADLINE``
+    since its first claim (the database's clock: the claims' times), it ends
+    ``FAILED`` with the import error itself."""
+    claim = lease.claim
+    deadline = _import_deadline(claim.backend)
+    waited = (
+        (claim.last_attempted_at - claim.started_at).total_seconds()
+        if claim.last_attempted_at is not None and claim.started_at is not None
+        else 0.0
+    )
+    if waited >= deadline:
+        logger.error(
+            "queued task %s: no worker could import it for %g s (IMPORT_DEADLINE): "
+            "FAILED on worker %s with %s: %s",
+            lease.name,
+            deadline,
+            claim.owner,
+            type(exc).__name__,
+            exc,
+        )
+        return _finish(lease, FAILED, error=_error(exc))
+    # A claim adds its worker to worker_ids, an attempt given back takes its
+    # attempt off: their difference counts the hand-backs before this one.
+    handbacks = max(len(claim.worker_ids) - claim.attempts, 0)
+    delay = min(2.0 ** min(handbacks, 16), limits.MAX_IMPORT_RETRY_DELAY)
+    logger.warning(
+        "queued task %s: worker %s can't import it (%s: %s); back in the queue for "
+        "a worker that can, in %g s (FAILED if none has for %g s)",
+        lease.name,
+        claim.owner,
+        type(exc).__name__,
+        exc,
+        delay,
+        deadline,
+    )
+    kept = TaskNotImportable(claim.task_path, claim.owner, exc)
+    return _finish(lease, READY, error=_error(kept), refund=True, delay=delay)
+
+
+def _import_deadline(alias: str) -> float:
+    """``IMPORT_DEADLINE`` of the backend ``alias`` (checked by its system
+    check, bgtasks.E016), or the default where this process has no such
+    ``LeaseBackend``."""
+    try:
+        backend = compat.task_backends[alias]
+    except ImproperlyConfigured:  # InvalidTaskBackend: unknown here, as the task is
+        return limits.IMPORT_DEADLINE
+    deadline = getattr(backend, "import_deadline", limits.IMPORT_DEADLINE)
+    try:
+        return validate_import_deadline(deadline)
+    except (TypeError, ValueError):
+        return limits.IMPORT_DEADLINE
 
 
 def _failed(lease: QueuedLease, exc: BaseException, *, ending: bool = True) -> str:

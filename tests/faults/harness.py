@@ -18,7 +18,8 @@ class Workers:
     """Worker processes on ``alias``; ``args`` go to every ``bgtasks worker``,
     ``settings`` into each one's Django settings (``worker_env``); ``scenario``
     is the tests.procs scenario that runs the command (``("beating", "0.3")``:
-    workers that beat every 0.3 s)."""
+    workers that beat every 0.3 s); ``pythonpath`` goes before the suite's
+    on each one's ``PYTHONPATH`` (a release's code: tests/faults/test_deploys.py)."""
 
     def __init__(
         self,
@@ -27,17 +28,22 @@ class Workers:
         *,
         args: tuple[str, ...] = (),
         scenario: tuple[str, ...] = ("bgtasks",),
+        pythonpath: Path | None = None,
         **settings: Any,
     ) -> None:
         self.alias, self.logs = alias, logs
         self.args, self.settings, self.scenario = args, settings, scenario
+        self.pythonpath = pythonpath
         self.processes: list[subprocess.Popen[str]] = []
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         log = (self.logs / f"worker-{len(self.processes)}.log").open("w")
+        env = worker_env(self.alias, **self.settings)
+        if self.pythonpath is not None:
+            env["PYTHONPATH"] = f"{self.pythonpath}{os.pathsep}{env['PYTHONPATH']}"
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.procs", *self.scenario, "worker", *self.args, *args],
-            env=worker_env(self.alias, **self.settings),
+            env=env,
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

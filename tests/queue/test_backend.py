@@ -860,12 +860,22 @@ def _check(options: dict[str, Any]) -> list[str]:
 
 def test_checks_pass_for_good_options() -> None:
     assert _check({}) == []
-    assert _check({"MAX_ATTEMPTS": 3, "TTL": 30}) == []
+    assert _check({"MAX_ATTEMPTS": 3, "TTL": 30, "IMPORT_DEADLINE": 600}) == []
 
 
 @pytest.mark.parametrize(
     "options",
-    [{"MAX_ATTEMPTS": 0}, {"MAX_ATTEMPTS": "3"}, {"TTL": -1}, {"TTL": "soon"}, {"RETRIES": 2}],
+    [
+        {"MAX_ATTEMPTS": 0},
+        {"MAX_ATTEMPTS": "3"},
+        {"TTL": -1},
+        {"TTL": "soon"},
+        {"RETRIES": 2},
+        {"IMPORT_DEADLINE": 0},
+        {"IMPORT_DEADLINE": "1h"},
+        {"IMPORT_DEADLINE": True},
+        {"IMPORT_DEADLINE": float("inf")},
+    ],
 )
 def test_checks_refuse_bad_options(options: dict[str, Any]) -> None:
     assert _check(options) == ["bgtasks.E016"]
