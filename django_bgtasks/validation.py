@@ -158,13 +158,13 @@ def validate_timeout(timeout: object) -> float | None:
     return _check_bounded("timeout", timeout, MAX_TIMEOUT)
 
 
-def validate_retry_delay(delay: object) -> float | None:
-    """A Django Task's ``retry_delay=``: seconds above 0, at most
-    ``limits.MAX_RETRY_DELAY`` (an hour, the cap of its doubling); ``None``
-    means a retry at once."""
+def validate_retry_delay(delay: object, kind: str = "retry_delay") -> float | None:
+    """A Django Task's ``retry_delay=`` (or its backend's ``RETRY_DELAY``):
+    seconds above 0, at most ``limits.MAX_RETRY_DELAY`` (an hour, the cap of
+    its doubling); ``None`` means a retry at once."""
     if delay is None:
         return None
-    return _check_bounded("retry_delay", delay, MAX_RETRY_DELAY)
+    return _check_bounded(kind, delay, MAX_RETRY_DELAY)
 
 
 def _check_bounded(kind: str, value: object, most: float) -> float:

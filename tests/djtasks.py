@@ -238,6 +238,14 @@ def fails_with_backoff(context: Any, path: str) -> None:
     raise RuntimeError(f"attempt {context.attempt} fails")
 
 
+@task(takes_context=True)
+def fails_every_attempt(context: Any, path: str) -> None:
+    """Fails every attempt, with no retry_delay of its own (on the "backoff"
+    backend: three attempts, its RETRY_DELAY of 0.3 s doubling between them)."""
+    _attempt_started(context, path)
+    raise RuntimeError(f"attempt {context.attempt} fails")
+
+
 @task(takes_context=True, max_attempts=1)
 def fails_once_only(context: Any, path: str) -> None:
     """Fails, and is not retried on a backend whose MAX_ATTEMPTS is 3."""

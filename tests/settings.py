@@ -205,5 +205,11 @@ TASKS = {
         "QUEUES": TASK_QUEUES,
         "OPTIONS": {"TTL": 2},
     },
+    # Retries spaced by the backend's RETRY_DELAY, for tasks without their own.
+    "backoff": {
+        "BACKEND": "django_bgtasks.backend.LeaseBackend",
+        "QUEUES": TASK_QUEUES,
+        "OPTIONS": {"MAX_ATTEMPTS": 3, "RETRY_DELAY": 0.3},
+    },
     "immediate": {"BACKEND": IMMEDIATE_BACKEND, "QUEUES": TASK_QUEUES},
 }

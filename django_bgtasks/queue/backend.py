@@ -26,6 +26,9 @@ Options:
   retried while attempts remain.
 * ``TTL`` (default ``BGTASKS_TTL``): the lease of each run, in seconds; a
   killed worker's task is recovered within it.
+* ``RETRY_DELAY`` (default none: at once): the delay before a failed
+  task's first retry, doubling after each attempt as a task's own
+  ``retry_delay`` does, for the tasks that set none.
 * ``IMPORT_DEADLINE`` (default 3600): how long, in seconds from its first
   claim, a task no worker can import waits for one that can (a new task
   during a rolling deploy, claimed by the old release's workers) before it
@@ -77,7 +80,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LeaseBackend", "LeaseTask"]
 
-OPTION_NAMES = ("MAX_ATTEMPTS", "TTL", "IMPORT_DEADLINE", "SCHEDULES")
+OPTION_NAMES = ("MAX_ATTEMPTS", "TTL", "RETRY_DELAY", "IMPORT_DEADLINE", "SCHEDULES")
 
 
 if TYPE_CHECKING:
@@ -135,13 +138,17 @@ class LeaseTask(_Task):
 
     def retry_delay_for(self, attempt: int) -> float:
         """Seconds before the retry that follows failed attempt ``attempt``
-        (1, 2, ...): ``retry_delay`` doubled for each attempt before it,
-        capped at ``limits.MAX_RETRY_DELAY``, then +-10 % of jitter (so that
-        tasks that failed together do not all come back together); 0 without
-        a ``retry_delay``."""
-        if self.retry_delay is None:
+        (1, 2, ...): ``retry_delay`` (else the backend's ``RETRY_DELAY``)
+        doubled for each attempt before it, capped at
+        ``limits.MAX_RETRY_DELAY``, then +-10 % of jitter (so that tasks that
+        failed together do not all come back together); 0 without either."""
+        delay = self.retry_delay
+        if delay is None:
+            backend = self.get_backend()
+            delay = backend.default_retry_delay() if isinstance(backend, LeaseBackend) else None
+        if delay is None:
             return 0.0
-        doubled = self.retry_delay * 2.0 ** min(max(attempt - 1, 0), 32)
+        doubled = delay * 2.0 ** min(max(attempt - 1, 0), 32)
         jitter = random.uniform(-limits.RETRY_JITTER, limits.RETRY_JITTER)  # noqa: S311
         return min(doubled, limits.MAX_RETRY_DELAY) * (1.0 + jitter)
 
@@ -160,6 +167,7 @@ class LeaseBackend(compat.BaseTaskBackend):
         self.max_attempts: Any = self.options.get("MAX_ATTEMPTS", 1)
         self.ttl: Any = self.options.get("TTL")
         self.import_deadline: Any = self.options.get("IMPORT_DEADLINE", limits.IMPORT_DEADLINE)
+        self.retry_delay: Any = self.options.get("RETRY_DELAY")
 
     def validate_task(self, task: Any) -> None:
         """Django's checks, the options of :class:`LeaseTask` (``max_attempts``,
@@ -171,6 +179,9 @@ class LeaseBackend(compat.BaseTaskBackend):
         Django 6 and on the backport alike, and enqueue calls it again."""
         super().validate_task(task)
         try:
+            # A string such as "false" would be true: a typing mistake to refuse.
+            if not isinstance(unique := getattr(task, "unique", False), bool):
+                raise TypeError(f"unique must be True or False, not {unique!r}")
             if (attempts := getattr(task, "max_attempts", None)) is not None:
                 validate_attempts(attempts)
             validate_retry_delay(getattr(task, "retry_delay", None))
@@ -307,12 +318,13 @@ class LeaseBackend(compat.BaseTaskBackend):
             self._max_attempts()
             validate_ttl(self.ttl)
             validate_import_deadline(self.import_deadline)
+            validate_retry_delay(self.retry_delay, kind="RETRY_DELAY")
         except (TypeError, ValueError) as exc:
             messages.append(
                 checks.Error(
                     f"{where}: {exc}",
-                    hint="MAX_ATTEMPTS is a whole number, 1 or more; TTL and "
-                    "IMPORT_DEADLINE numbers of seconds above 0.",
+                    hint="MAX_ATTEMPTS is a whole number, 1 or more; TTL, RETRY_DELAY "
+                    "and IMPORT_DEADLINE numbers of seconds above 0.",
                     id="bgtasks.E016",
                 )
             )
@@ -322,6 +334,15 @@ class LeaseBackend(compat.BaseTaskBackend):
         _, errors = parse_schedules(self.alias, self.options.get("SCHEDULES"))
         messages.extend(checks.Error(str(exc), hint=exc.hint, id=exc.id) for exc in errors)
         return messages
+
+    def default_retry_delay(self) -> float | None:
+        """``RETRY_DELAY``: the first retry's delay of a task that sets no
+        ``retry_delay`` of its own (``None``: at once). A bad value, which
+        the system check reports (bgtasks.E016), counts as none."""
+        try:
+            return validate_retry_delay(self.retry_delay, kind="RETRY_DELAY")
+        except (TypeError, ValueError):
+            return None
 
     def _max_attempts(self, task_attempts: int | None = None) -> int:
         """The task's own ``max_attempts``, else the backend's ``MAX_ATTEMPTS``."""

@@ -108,6 +108,27 @@ def test_a_tasks_own_max_attempts_and_backoff_space_its_attempts_and_keep_every_
     nothing_running()
 
 
+def test_the_backends_retry_delay_spaces_the_attempts_of_tasks_without_their_own(
+    workers: Workers, tmp_path: Path
+) -> None:
+    """On a backend of RETRY_DELAY 0.3 and MAX_ATTEMPTS 3: a task with no
+    retry_delay begins its attempts 0.3 and 0.6 s apart (+-10 %, plus a poll
+    at most); a task's own retry_delay=0.2 wins (0.2, 0.4, 0.8 s)."""
+    backends, own = tmp_path / "backends", tmp_path / "own"
+    spaced = djtasks.fails_every_attempt.using(backend="backoff").enqueue(str(backends))
+    owned = djtasks.fails_with_backoff.using(backend="backoff").enqueue(str(own))
+    workers.start("--queue", "default", "--concurrency", "2")
+    for result, path, first, count in [(spaced, backends, 0.3, 3), (owned, own, 0.2, 4)]:
+        result = finished(result)
+        assert result.status == FAILED and len(result.errors) == count
+        started = attempts(path)
+        assert len(started) == count
+        for attempt, gap in enumerate(gaps(started), 1):
+            delay = first * 2 ** (attempt - 1)
+            assert 0.9 * delay <= gap < 1.1 * delay + 0.6, (path.name, attempt, gaps(started))
+    nothing_running()
+
+
 # --- timeouts of Django Tasks --------------------------------------------------------------
 
 

@@ -238,6 +238,15 @@ def test_the_retry_delay_doubles_up_to_its_cap_with_ten_percent_jitter() -> None
     assert djtasks.add.retry_delay_for(3) == 0.0  # no retry_delay: a retry at once
 
 
+@pytest.mark.parametrize("unique", ["false", 1, None])
+def test_unique_is_true_or_false_only(tasks_alias: str, unique: object) -> None:
+    """``@task(unique="false")`` would have keyed the task (the string is
+    true): an ``InvalidTask`` that names the value, with nothing stored."""
+    with pytest.raises(compat.InvalidTask, match=f"unique must be True or False, not {unique!r}"):
+        dataclasses.replace(djtasks.add, unique=unique)
+    assert QueuedTask.objects.using(tasks_alias).count() == 0
+
+
 @pytest.mark.parametrize("key", ["", "k" * 256])
 def test_a_unique_key_that_does_not_fit_is_an_invalid_task(tasks_alias: str, key: str) -> None:
     with pytest.raises(compat.InvalidTask, match="unique key"):
@@ -860,7 +869,7 @@ def _check(options: dict[str, Any]) -> list[str]:
 
 def test_checks_pass_for_good_options() -> None:
     assert _check({}) == []
-    assert _check({"MAX_ATTEMPTS": 3, "TTL": 30, "IMPORT_DEADLINE": 600}) == []
+    assert _check({"MAX_ATTEMPTS": 3, "TTL": 30, "IMPORT_DEADLINE": 600, "RETRY_DELAY": 5}) == []
 
 
 @pytest.mark.parametrize(
@@ -875,6 +884,9 @@ def test_checks_pass_for_good_options() -> None:
         {"IMPORT_DEADLINE": "1h"},
         {"IMPORT_DEADLINE": True},
         {"IMPORT_DEADLINE": float("inf")},
+        {"RETRY_DELAY": 0},
+        {"RETRY_DELAY": "5"},
+        {"RETRY_DELAY": 3601},
     ],
 )
 def test_checks_refuse_bad_options(options: dict[str, Any]) -> None:
