@@ -240,6 +240,12 @@ class Holder(Told):
         return self._lost is not None
 
     @property
+    def ended_elsewhere(self) -> bool:
+        """``True`` once another thread ended the run (its worker's renewer,
+        past its timeout; a stop at once): the run's own end comes too late."""
+        return self._ending
+
+    @property
     def duration(self) -> float:
         """Seconds from the claim (when it was sent) to the run's end, or to
         now while it runs: what the worker's log says a run took. By this
@@ -377,6 +383,14 @@ class Holder(Told):
 
     def _check_deadline(self) -> None:
         if self._lost is None and self._remaining() <= 0:
+            if self._timed_out and self._ending:
+                # Its worker ended it past its timeout and stopped renewing
+                # it: the run's own late return, not an outage.
+                self._declare_lost(
+                    f"it ran past its timeout ({self.timeout or 0:g} s) and its worker's "
+                    "grace, and its worker ended it: its own end came too late"
+                )
+                return
             self._declare_lost(
                 f"not renewed within the ttl ({self.ttl:g} s): the database was unreachable "
                 "or this process was paused"

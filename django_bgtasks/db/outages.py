@@ -38,6 +38,13 @@ TRANSIENT_ERRORS = (OperationalError, InterfaceError)
 _T = TypeVar("_T")
 
 
+def summary(exc: BaseException) -> str:
+    """A driver's error in one line, for a log line or a command's answer:
+    its first (psycopg's and MySQL's run on, with hints, over several)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class Stopped(Exception):
     """Told to stop while waiting to retry (a heartbeat thread that is ending)."""
 
@@ -94,7 +101,9 @@ def retry_until_deadline(
         try:
             return call()
         except TRANSIENT_ERRORS as exc:
-            logger.warning("%s: database unreachable, retrying: %s", name, exc, extra=extra)
+            logger.warning(
+                "%s: database unreachable, retrying: %s", name, summary(exc), extra=extra
+            )
             close_connection()
         delay = retry_delay(interval, remaining())
         if stop is None:

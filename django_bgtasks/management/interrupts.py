@@ -29,11 +29,13 @@ def stop_on_signals(
     stop: threading.Event,
     count: list[int] | None = None,
     *,
+    first: Callable[[int], None] | None = None,
     again: Callable[[int], None] | None = None,
 ) -> Iterator[None]:
     """While the block runs, SIGINT and SIGTERM set ``stop`` (and bump
-    ``count[0]``) instead of raising. With ``again``, the second signal and
-    any later one call ``again(signum)`` instead. Both are called on a thread
+    ``count[0]``) instead of raising; with ``first``, ``first(signum)`` is
+    called before. With ``again``, the second signal and any later one call
+    ``again(signum)`` instead. Both are called on a thread
     of this block's, never in the signal handler, so they may take locks.
     Signals can only be caught in the main thread; elsewhere the block runs
     unchanged. Every signal received before the block ends is acted on before
@@ -43,7 +45,10 @@ def stop_on_signals(
         return
     read_end, write_end = os.pipe()
     relay = threading.Thread(
-        target=_relay, args=(read_end, stop, count, again), name="bgtasks-signals", daemon=True
+        target=_relay,
+        args=(read_end, stop, count, first, again),
+        name="bgtasks-signals",
+        daemon=True,
     )
     relay.start()
 
@@ -64,6 +69,7 @@ def _relay(
     read_end: int,
     stop: threading.Event,
     count: list[int] | None,
+    first: Callable[[int], None] | None,
     again: Callable[[int], None] | None,
 ) -> None:
     """Act on each signal number the handler wrote, until the pipe is closed."""
@@ -76,7 +82,9 @@ def _relay(
                     count[0] += 1
                 if again is not None and received > 1:
                     again(signum)
-                else:
-                    stop.set()
+                    continue
+                if first is not None and received == 1:
+                    first(signum)
+                stop.set()
     finally:
         os.close(read_end)

@@ -17,13 +17,14 @@ from django.core.management.base import CommandError, OutputWrapper
 from django.core.management.color import Style
 
 from django_bgtasks.background.functions import registered_tasks
-from django_bgtasks.conf import lease_backends
+from django_bgtasks.conf import lease_backends, lease_queues
 from django_bgtasks.core.states import WorkerState
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.management.interrupts import stop_on_signals
 from django_bgtasks.management.terminal import Cell, write_json, write_table
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
+from django_bgtasks.operations.health import problem
 from django_bgtasks.queue.schedules import ScheduleError
 from django_bgtasks.worker import metrics
 from django_bgtasks.worker.loop import Worker
@@ -48,6 +49,7 @@ def run_worker(
     until done. With ``metrics_port``, its metrics are served there."""
     if metrics_port is not None and not metrics.INSTALLED:
         raise CommandError(metrics.NOT_INSTALLED)
+    _check_database()
     registered = registered_tasks()
     run_queued = queues is not None or uses_lease_backend()
     names = task_names or list(registered)
@@ -86,6 +88,7 @@ def run_worker(
         raise CommandError(str(exc)) from None
     except ValueError as exc:  # a bad --queue name, say
         raise CommandError(str(exc)) from None
+    _check_queues(worker.queues)
     close_metrics = None
     if metrics_port is not None:
         try:
@@ -103,7 +106,10 @@ def run_worker(
         worker.stop_now()
 
     try:
-        with _log_to(stderr, verbosity), stop_on_signals(worker.stopping, again=at_once):
+        with (
+            _log_to(stderr, verbosity),
+            stop_on_signals(worker.stopping, first=worker.signalled, again=at_once),
+        ):
             worker.run(once=once)
     finally:
         if close_metrics is not None:
@@ -115,6 +121,38 @@ def run_worker(
             f"Stopped at once on a second {signal.Signals(signum).name}; the runs still going "
             "were handed back.",
             returncode=128 + signum,
+        )
+
+
+def _check_database() -> None:
+    """Refuse to start on a lease database that DATABASES lacks, or whose
+    tables are not migrated, in one line that says what to do (the worker's
+    first statements had failed in a traceback of chained errors). One that
+    does not answer is waited for, said in one line: a worker started with
+    its database down, or in a failover, comes up when the database does,
+    as a running worker rides out an outage."""
+    found = problem()
+    if found is None:
+        return
+    if not found.unreachable:
+        raise CommandError(str(found))
+    logging.getLogger("django_bgtasks.worker").warning(
+        "%s; the worker retries until it answers", found
+    )
+
+
+def _check_queues(queues: list[str] | None) -> None:
+    """Refuse a ``--queue`` that no ``LeaseBackend`` of ``TASKS`` takes (a
+    typing mistake: its worker would claim nothing, ever), where each names
+    its ``QUEUES`` (an empty one takes any queue: then any name may come)."""
+    known = lease_queues()
+    if queues is None or known is None:
+        return
+    unknown = sorted(set(queues) - known)
+    if unknown:
+        raise CommandError(
+            f"--queue {', '.join(map(repr, unknown))}: no LeaseBackend of TASKS has "
+            f"such a queue (their QUEUES: {', '.join(sorted(known)) or 'none'})."
         )
 
 

@@ -1,7 +1,8 @@
 """Whether this site can work its tasks, for orchestrators: ``bgtasks health``
 and the ``bgtasks:ready`` view ask :func:`problem`, in this order:
 
-1. the lease database (``BGTASKS_DATABASE``) answers a statement;
+1. the lease database (``BGTASKS_DATABASE``) is one of ``DATABASES`` and
+   answers a statement;
 2. every migration of django_bgtasks is applied on it (Django's migration
    loader, comparing the app's migrations with the recorded ones);
 3. with ``workers=N``, at least ``N`` workers beat within their ttl, as the
@@ -20,6 +21,7 @@ from django.db import DatabaseError, connections
 from django.db.migrations.loader import MigrationLoader
 
 from django_bgtasks.conf import conf
+from django_bgtasks.db.outages import summary
 from django_bgtasks.models import BackgroundTask
 
 APP = "django_bgtasks"
@@ -32,6 +34,9 @@ class Problem:
 
     reason: str
     detail: str = ""
+    # The database did not answer: what a worker waits out (it retries),
+    # where every other command stops.
+    unreachable: bool = False
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.detail}" if self.detail else self.reason
@@ -50,11 +55,16 @@ def problem(*, workers: int = 0) -> Problem | None:
     """The first check that fails (see the module's docstring), or ``None``."""
     workers = required_workers(workers)
     alias = conf.DATABASE
+    if alias not in connections.settings:
+        return Problem(
+            f"BGTASKS_DATABASE {alias!r} is not one of DATABASES",
+            f"set it to one of {', '.join(map(repr, connections.settings))}",
+        )
     try:
         BackgroundTask.objects.work.clock()  # one statement, no table
         missing = unapplied_migrations(alias)
     except DatabaseError as exc:
-        return Problem(f"database {alias!r} unreachable", _first_line(exc))
+        return unreachable(alias, exc)
     if missing:
         return Problem(
             f"{len(missing)} migration(s) of {APP} not applied on database {alias!r}",
@@ -64,7 +74,7 @@ def problem(*, workers: int = 0) -> Problem | None:
         try:
             listed = BackgroundTask.objects.work.workers()
         except DatabaseError as exc:
-            return Problem(f"database {alias!r} unreachable", _first_line(exc))
+            return unreachable(alias, exc)
         live = sum(not worker.silent for worker in listed)
         if live < workers:
             return Problem(
@@ -85,6 +95,20 @@ def unapplied_migrations(alias: str) -> list[str]:
     )
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def unreachable(alias: str, exc: BaseException) -> Problem:
+    """Database ``alias`` did not answer (``exc``): where it was looked for
+    (host and port, or file), and the first line of the driver's error."""
+    return Problem(
+        f"database {alias!r} unreachable",
+        f"{where(alias)}: {summary(exc)}; is the server running there?",
+        unreachable=True,
+    )
+
+
+def where(alias: str) -> str:
+    """Where database ``alias`` is: its file (SQLite), else its host and port."""
+    db = connections.settings[alias]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"file {db['NAME']}"
+    host = db.get("HOST") or "localhost"
+    return f"{host}:{db['PORT']}" if db.get("PORT") else str(host)

@@ -71,6 +71,7 @@ from django_bgtasks.exceptions import (
 )
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import (
+    ENDED_LATE,
     FAILED,
     READY,
     RUNNING,
@@ -88,8 +89,10 @@ _T = TypeVar("_T")
 _current: contextvars.ContextVar[QueuedLease | None] = contextvars.ContextVar(
     "bgtasks_queued_lease", default=None
 )
-# A run's outcome on its span when nothing could be written (tracing.py).
+# A run's outcome on its span when nothing could be written (tracing.py),
+# or its worker had ended it past its timeout.
 LOST: str = Outcome.LOST.value
+_OUTCOMES = {RUNNING: LOST, ENDED_LATE: Outcome.TIMED_OUT.value}
 # The runs going on in this process, for a worker that stops at once and must
 # hand its runs back from its main thread (running_leases()).
 _running: set[QueuedLease] = set()
@@ -270,7 +273,7 @@ def execute(
             with _running_lock:
                 _running.discard(lease)
         # RUNNING: nothing was written, the lease was lost.
-        span.set(tracing.OUTCOME, LOST if status == RUNNING else status)
+        span.set(tracing.OUTCOME, _OUTCOMES.get(status, status))
         if status == RUNNING:
             span.failed(None, "the lease was lost")
         return status
@@ -328,6 +331,15 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
         _current.reset(token)
         # (Again: stopping is idempotent, and must happen on every way out.)
         lease._stop_heartbeat()
+    if lease.timed_out and lease.ended_elsewhere:
+        logger.info(
+            "queued task %s on worker %s: returned after its worker had ended it past "
+            "its timeout (%g s); its return is dropped",
+            lease.name,
+            claim.owner,
+            lease.timeout or 0,
+        )
+        return ENDED_LATE
     if lease.lost:
         return RUNNING
     try:

@@ -52,6 +52,10 @@ RUNNING: str = QueueStatus.RUNNING.value
 SUCCESSFUL: str = QueueStatus.SUCCESSFUL.value
 FAILED: str = QueueStatus.FAILED.value
 FINISHED = (SUCCESSFUL, FAILED)
+# Not a row's status: what a run's execute() answers when its thread returned
+# after its worker had ended it past its timeout and grace (the worker wrote
+# that end; the late return writes nothing, and is no lost lease).
+ENDED_LATE = "ENDED_LATE"
 # The paused queues' model, looked up in the app registry (models -> queue).
 _PAUSED_QUEUE = "PausedQueue"
 # What a run's end leaves a row in: READY again (a retry, a stop), or finished.

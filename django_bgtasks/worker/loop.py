@@ -61,6 +61,7 @@ recovery) and the feed wakes one idle queue thread of the worker
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 from collections.abc import Iterable
@@ -72,7 +73,12 @@ from django_bgtasks.conf import conf
 from django_bgtasks.core.leases import default_owner
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import DueRow, WorkClaim
-from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections, close_connection
+from django_bgtasks.db.outages import (
+    TRANSIENT_ERRORS,
+    close_broken_connections,
+    close_connection,
+    summary,
+)
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.push import feed as changes
@@ -160,7 +166,12 @@ class Worker:
                 try:
                     started = self.tick()
                 except TRANSIENT_ERRORS as exc:
-                    logger.warning("database unreachable, retrying in %g s: %s", backoff, exc)
+                    logger.warning(
+                        "worker %s: database unreachable, retrying in %g s: %s",
+                        self.id,
+                        backoff,
+                        summary(exc),
+                    )
                     close_connection()
                     self.stopping.wait(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
@@ -196,6 +207,22 @@ class Worker:
         if not self.stopping.is_set():
             logger.info("worker %s: stopping (grace %g s)", self.id, self.grace)
         self.stopping.set()
+
+    def signalled(self, signum: int) -> None:
+        """Say at once that a graceful stop began on ``signum`` (the first
+        SIGTERM or SIGINT), with the runs it waits for and for how long; the
+        command then sets ``stopping``. (Said here, not when the loop has
+        ended: a worker running Django Tasks alone said nothing until the
+        last of them ended, up to ``--grace`` later.)"""
+        waited = len(self._runs) + len(self._queued_leases())
+        logger.info(
+            "worker %s: %s: stopping gracefully; waiting up to %g s for %d run(s) to end, "
+            "a second signal stops at once",
+            self.id,
+            signal.Signals(signum).name,
+            self.grace,
+            waited,
+        )
 
     def stop_now(self) -> None:
         """Stop at once (the command calls it on a second SIGTERM/SIGINT): wait
@@ -321,17 +348,20 @@ class Worker:
                 )
         if self._at_once:
             self.stopped_at_once = True
-            queued: list[QueuedLease] = []
-            if self.run_queued:
-                from django_bgtasks.queue.execute import running_leases
-
-                queued = running_leases(self.id)
-            hand_back(self.id, self._runs.going(), queued)
+            hand_back(self.id, self._runs.going(), self._queued_leases())
         self._runs.reap()
         self.renewer.close()
         self.heartbeat.gone()
         close_connection()
         logger.info("worker %s: stopped", self.id)
+
+    def _queued_leases(self) -> list[QueuedLease]:
+        """The leases of the Django Tasks this worker's threads are running."""
+        if not self.run_queued:
+            return []
+        from django_bgtasks.queue.execute import running_leases  # (needs a Tasks framework)
+
+        return running_leases(self.id)
 
     def _waiting(self, thread: threading.Thread) -> bool:
         """Whether to wait on for ``thread`` in the grace period: not after

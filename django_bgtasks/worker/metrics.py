@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from django_bgtasks.choices import Outcome
-from django_bgtasks.queue.manager import FAILED, READY, RUNNING, SUCCESSFUL, Claim
+from django_bgtasks.queue.manager import ENDED_LATE, FAILED, READY, RUNNING, SUCCESSFUL, Claim
 
 if TYPE_CHECKING:
     from django_bgtasks.core.runner import RunningLease
@@ -48,7 +48,12 @@ STATEMENT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 # How a Django Task's run ended, from the status it left its row in, in the
 # words of a background run's outcome. READY is a failed attempt to be
 # retried, or one given back by a stopping worker (``interrupted``).
-QUEUED_OUTCOMES = {SUCCESSFUL: Outcome.SUCCEEDED, FAILED: Outcome.FAILED, RUNNING: Outcome.LOST}
+QUEUED_OUTCOMES = {
+    SUCCESSFUL: Outcome.SUCCEEDED,
+    FAILED: Outcome.FAILED,
+    RUNNING: Outcome.LOST,
+    ENDED_LATE: Outcome.TIMED_OUT,
+}
 
 
 class WorkerMetrics:

@@ -40,7 +40,7 @@ from django_bgtasks.core.holding import Renews
 from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections, close_connection
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
-from django_bgtasks.queue.manager import READY, RUNNING, Claim, Ending
+from django_bgtasks.queue.manager import ENDED_LATE, READY, RUNNING, Claim, Ending
 from django_bgtasks.worker.idle import IdleThreads
 from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS
 
@@ -440,4 +440,6 @@ def ended(status: str) -> str:
         return f"{READY} (to be run again)"
     if status == RUNNING:
         return "its lease was lost (the recovery ends it)"
+    if status == ENDED_LATE:
+        return "timed out (its worker had ended it; the late return wrote nothing)"
     return status

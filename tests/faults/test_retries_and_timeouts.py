@@ -177,6 +177,10 @@ def test_a_task_that_never_checks_is_ended_after_the_grace_and_its_late_end_refu
     assert 0.5 + GRACE <= gap < 0.5 + GRACE + 1.5, gap
     # The first attempt was retried before its thread returned (3 s).
     assert gap < 3
+    # Each late return said as such, never as an outage or a pause.
+    said = workers.output()
+    assert said.count("returned after its worker had ended it past its timeout") == 2, said
+    assert "unreachable" not in said and "paused" not in said, said
     nothing_running()
 
 

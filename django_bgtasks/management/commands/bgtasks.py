@@ -39,7 +39,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 from django.utils import timezone
+from django.utils.connection import ConnectionDoesNotExist
 
 from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background.functions import registered_tasks
@@ -81,7 +83,11 @@ class Command(BaseCommand):
         with _bad_input_refused():
             options = arguments.checked(options)
         handler: Callable[..., None] = getattr(self, f"handle_{subcommand}")
-        handler(**options)
+        if subcommand == "health":  # whose answer is what the others explain
+            handler(**options)
+            return
+        with _database_explained():
+            handler(**options)
 
     # --- reads -------------------------------------------------------------------
 
@@ -321,6 +327,22 @@ def _bad_input_refused() -> Iterator[None]:
         yield
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _database_explained() -> Iterator[None]:
+    """A lease database that DATABASES lacks, that does not answer or whose
+    tables are not migrated: one line that says so and what to do (``health``'s
+    answer, operations/health.py), as a ``CommandError``, where the driver's
+    error ran to a traceback of chained errors (``--traceback`` still shows
+    it). Any other database error is raised as it is."""
+    try:
+        yield
+    except (DatabaseError, ConnectionDoesNotExist) as exc:
+        found = problem()
+        if found is None:
+            raise
+        raise CommandError(str(found)) from exc
 
 
 def _unknown_queued(result_id: str) -> str:
