@@ -359,7 +359,7 @@ QUEUE = QueueStatements(
             finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {NOW} END,
             status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END
         {MYSQL_STEP}
-        SELECT uuid, status FROM {PICKED_JOIN}
+        SELECT uuid, status, task_path, owner FROM {PICKED_JOIN}
     """,
     # Status last: the other columns read what it was.
     cancel=f"""
@@ -391,7 +391,7 @@ QUEUE = QueueStatements(
             worker_ids = JSON_REMOVE(worker_ids, CONCAT('$[', JSON_LENGTH(worker_ids) - 1, ']'))
 
         {MYSQL_STEP}
-        SELECT uuid FROM {PICKED_JOIN}
+        SELECT seq, uuid, task_path FROM {PICKED_JOIN}
     """,
     # As db.rules.QUEUE_RETRY. MySQL refuses a subquery on the table an
     # UPDATE writes unless it is a derived table (materialised first).

@@ -319,7 +319,7 @@ QUEUE = QueueStatements(
                     || ' of ' || max_attempts))
         WHERE status = '{{running}}'
             AND updated_at < clock_timestamp() - ttl * interval '1 second'
-        RETURNING uuid, status
+        RETURNING uuid, status, task_path, owner
     """,
     cancel=f"""
         UPDATE {{table}} SET cancel_requested = true,
@@ -345,7 +345,7 @@ QUEUE = QueueStatements(
             started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
             attempts = attempts - 1, worker_ids = worker_ids - (-1)
         WHERE owner = %(owner)s AND status = '{running}' AND NOT (seq = ANY(%(held)s::bigint[]))
-        RETURNING uuid
+        RETURNING seq, uuid, task_path
     """,
     retry=QUEUE_RETRY,
     enqueue=_ENQUEUE,

@@ -431,7 +431,7 @@ QUEUE = QueueStatements(
                     || 'within the ttl (' || ttl || ' s), on attempt ' || attempts
                     || ' of ' || max_attempts))
         WHERE status = '{{running}}' AND NOT {_LIVE}
-        RETURNING uuid, status
+        RETURNING uuid, status, task_path, owner
     """,
     cancel=f"""
         UPDATE {{table}} SET cancel_requested = 1,
@@ -456,7 +456,7 @@ QUEUE = QueueStatements(
             attempts = attempts - 1, worker_ids = json_remove(worker_ids, '$[#-1]')
         WHERE owner = %(owner)s AND status = '{{running}}'
             AND seq NOT IN (SELECT value FROM json_each(%(held)s))
-        RETURNING uuid
+        RETURNING seq, uuid, task_path
     """,
     retry=QUEUE_RETRY,
     enqueue=_ENQUEUE,

@@ -109,6 +109,11 @@ class QueuedLease(Holder):
     describe = "queued task {}"
     refused = "the task was recovered or its lease taken over"
 
+    @property
+    def described(self) -> str:
+        """How log lines name the run: its task's path and id, and its worker."""
+        return self.claim.described
+
     def __init__(
         self,
         claim: Claim,
@@ -312,7 +317,7 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
         return _finish(lease, READY, refund=True)
     except TaskTimedOut as exc:
         lease._stop_heartbeat()
-        logger.warning("queued task %s: %s (attempt %d)", lease.name, exc, claim.attempts)
+        logger.warning("%s: %s (attempt %d)", lease.described, exc, claim.attempts)
         return _failed(lease, exc)
     except TaskCancelled as exc:
         lease._stop_heartbeat()
@@ -324,7 +329,7 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
         # SIGINT a graceful stop). Re-raised, it would end the thread for good
         # and leave the row RUNNING until its ttl.
         lease._stop_heartbeat()
-        logger.exception("queued task %s failed on attempt %d", lease.name, claim.attempts)
+        logger.exception("%s failed on attempt %d", lease.described, claim.attempts)
         span.failed(exc)
         return _failed(lease, exc)
     finally:
@@ -333,10 +338,9 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
         lease._stop_heartbeat()
     if lease.timed_out and lease.ended_elsewhere:
         logger.info(
-            "queued task %s on worker %s: returned after its worker had ended it past "
-            "its timeout (%g s); its return is dropped",
-            lease.name,
-            claim.owner,
+            "%s: returned after its worker had ended it past its timeout (%g s); its "
+            "return is dropped",
+            lease.described,
             lease.timeout or 0,
         )
         return ENDED_LATE
@@ -347,7 +351,7 @@ def _execute(lease: QueuedLease, claim: Claim, span: tracing.Span) -> str:
     except Exception as exc:  # also whatever a lazy string's str() raises
         # Outside the task's try: its work is done, so this must never make it
         # run again. FAILED, as Django's own backends end it, with no retry.
-        logger.error("queued task %s: its return value can't be stored: %s", lease.name, exc)
+        logger.error("%s: its return value can't be stored: %s", lease.described, exc)
         span.failed(exc)
         return _finished(lease, result, sender, FAILED, error=_error(exc))
     return _finished(lease, result, sender, SUCCESSFUL, return_value=return_value)
@@ -498,7 +502,7 @@ def _finish(
     if isinstance(written, dt.datetime):
         lease.finished_at = written
     if written is None:
-        logger.warning("queued task %s: its lease was lost before it ended", lease.name)
+        logger.warning("%s: its lease was lost before it ended", lease.described)
         return RUNNING
     return status
 

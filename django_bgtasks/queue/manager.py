@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import IntegrityError, connections, models, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -94,6 +94,11 @@ class Claim:
     # The enqueue's trace context, for the run's span (django_bgtasks.tracing).
     trace_context: str | None = None
 
+    @property
+    def described(self) -> str:
+        """How a log line names the run: the task's path and id, and its worker."""
+        return f"queued task {self.task_path} {self.uuid} on worker {self.owner}"
+
     # Alike core.states' from_row()s on purpose: a field from each column of its own statement.
     @classmethod
     def from_row(cls, row: Mapping[str, Any], owner: str, sent_at: float) -> Claim:
@@ -122,6 +127,24 @@ class Claim:
             sent_at=sent_at,
             trace_context=row["trace_context"],
         )
+
+
+class GivenBack(NamedTuple):
+    """A task a worker claimed and never ran, back in the queue (``give_back``)."""
+
+    seq: int
+    uuid: uuid.UUID
+    task_path: str
+
+
+class Recovered(NamedTuple):
+    """A task whose worker went silent, made ready or failed (``recover``):
+    ``status`` is its new one, ``owner`` the worker that was lost."""
+
+    uuid: uuid.UUID
+    status: str
+    task_path: str
+    owner: str
 
 
 @dataclass(frozen=True)
@@ -342,14 +365,14 @@ class QueueManager(models.Manager["QueuedTask"]):
             return None
         return as_datetime(rows[0]["finished_at"]) or True
 
-    def give_back(self, owner: str, *, held: Collection[int]) -> list[uuid.UUID]:
+    def give_back(self, owner: str, *, held: Collection[int]) -> list[GivenBack]:
         """Put back in the queue the tasks ``owner`` claimed and does not hold:
         claims whose reply was lost when the connection broke, so the worker
         never learnt of them. Each is ``READY`` again with the attempt given
         back, without waiting for its ttl. ``held`` is the ``seq`` of every
         claim the worker does hold; the caller must keep its own claims from
         landing while this runs (:class:`~django_bgtasks.worker.loop.Worker` does,
-        with a lock). The ids given back."""
+        with a lock). The tasks given back."""
         owner = validate_owner(owner)
         connection = self._connection()
         seqs = sorted(held)
@@ -357,14 +380,21 @@ class QueueManager(models.Manager["QueuedTask"]):
             "owner": owner,
             "held": seqs if connection.vendor == "postgresql" else json.dumps(seqs),
         }
-        return [uuid.UUID(str(row["uuid"])) for row in self._write("give_back", params)]
+        return [
+            GivenBack(int(row["seq"]), uuid.UUID(str(row["uuid"])), row["task_path"])
+            for row in self._write("give_back", params)
+        ]
 
-    def recover(self) -> list[tuple[uuid.UUID, str]]:
+    def recover(self) -> list[Recovered]:
         """Every running task whose heartbeat is older than its ttl, by the
         database's clock: ready again while attempts remain, else failed with
-        an error saying the worker was lost. ``(uuid, new status)`` of each."""
+        an error saying the worker was lost. Each, with its new status and
+        the worker that was lost."""
         rows = self._write("recover", {})
-        return [(uuid.UUID(str(row["uuid"])), row["status"]) for row in rows]
+        return [
+            Recovered(uuid.UUID(str(row["uuid"])), row["status"], row["task_path"], row["owner"])
+            for row in rows
+        ]
 
     def cancel(self, result_id: uuid.UUID | str) -> str | None:
         """An operator's cancel: a ready task fails at once without running; a

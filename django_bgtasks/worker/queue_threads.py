@@ -37,7 +37,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from django.db import DatabaseError
 
 from django_bgtasks.core.holding import Renews
-from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections, close_connection
+from django_bgtasks.db.outages import (
+    TRANSIENT_ERRORS,
+    close_broken_connections,
+    close_connection,
+    summary,
+)
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import ENDED_LATE, READY, RUNNING, Claim, Ending
@@ -103,6 +108,9 @@ class QueueThreads:
         # never takes a task just claimed. Counted: a run the renewer ended as
         # timed out may still go on in its thread beside the row's next run.
         self._held: Counter[int] = Counter()
+        # Tasks claimed for a thread that stopped before running them, for
+        # the give-back to say so (rather than a lost reply).
+        self._unrun: set[int] = set()
         self._unsure = False
         self._lock = threading.Lock()
         self._rounds: Group[_Turn, tuple[Written, Claim | None]] = Group(
@@ -221,10 +229,13 @@ class QueueThreads:
         Without this, it would wait out its ttl as ``RUNNING``, then count
         as a lost attempt. Called with ``_lock`` held, in a round (no claim
         on its way)."""
-        for result_id in QueuedTask.objects.give_back(self.worker_id, held=self._held):
-            logger.warning(
-                "queued task %s: the reply to its claim was lost; back in the queue", result_id
-            )
+        for given in QueuedTask.objects.give_back(self.worker_id, held=self._held):
+            named = f"queued task {given.task_path} {given.uuid} on worker {self.worker_id}"
+            if given.seq in self._unrun:  # (a stop's, not an outage's: said at INFO)
+                logger.info("%s: claimed as the worker stopped, not run; back in the queue", named)
+            else:
+                logger.warning("%s: the reply to its claim was lost; back in the queue", named)
+        self._unrun.clear()
 
     def _loop(self, wakeup: threading.Event) -> None:
         """Claim a ready task, run it, repeat; when there is none, wait ``poll``
@@ -245,7 +256,10 @@ class QueueThreads:
                         claim = self.claim()
                 except TRANSIENT_ERRORS as exc:
                     logger.warning(
-                        "queue: database unreachable, retrying in %g s: %s", backoff, exc
+                        "worker %s: queue: database unreachable, retrying in %g s: %s",
+                        self.worker_id,
+                        backoff,
+                        summary(exc),
                     )
                     close_connection()
                     self.stopping.wait(backoff)
@@ -271,6 +285,7 @@ class QueueThreads:
             if kept is not None:
                 with self._lock:
                     self._held -= Counter([kept.seq])
+                    self._unrun.add(kept.seq)
                     self._unsure = True
             # Stopping before the database came back: one last try.
             with contextlib.suppress(DatabaseError):
@@ -293,7 +308,7 @@ class QueueThreads:
         except TRANSIENT_ERRORS as exc:
             # Its end could not be written before the lease's deadline: the
             # row is recovered after its ttl.
-            logger.warning("queued task %s: database unreachable: %s", claim.uuid, exc)
+            logger.warning("%s: database unreachable: %s", claim.described, summary(exc))
             close_connection()
             self.stopping.wait(backoff)
             return
@@ -303,7 +318,7 @@ class QueueThreads:
             # thread either: with --concurrency 1 no task would run again.
             # Signals never arrive here (they reach the main thread), so
             # nothing is swallowed that meant "stop": that is ``stopping``.
-            logger.exception("queued task %s: the worker failed to run it", claim.uuid)
+            logger.exception("%s: the worker failed to run it", claim.described)
             return
         finally:
             with self._lock:
@@ -333,8 +348,14 @@ class Recovery:
         if time.monotonic() < self._next:
             return
         self._next = time.monotonic() + RECOVER_EVERY_SECONDS
-        for result_id, status in QueuedTask.objects.recover():
-            logger.warning("queued task %s: its worker was lost; now %s", result_id, status)
+        for lost in QueuedTask.objects.recover():
+            logger.warning(
+                "queued task %s %s: its worker %s was lost (no heartbeat within the ttl); now %s",
+                lost.task_path,
+                lost.uuid,
+                lost.owner,
+                lost.status,
+            )
 
 
 # What a run's finish returned (QueuedTask.objects.finish): the time it
@@ -396,9 +417,8 @@ def log_started(claim: Claim) -> None:
     """Say at INFO that ``claim``'s run started, with its token, attempt and
     queue (the record's ``extra`` has the queue as ``queue``)."""
     logger.info(
-        "queued task %s %s started (token %d, attempt %d, queue %s)",
-        claim.task_path,
-        claim.uuid,
+        "%s started (token %d, attempt %d, queue %s)",
+        claim.described,
         claim.token,
         claim.attempts,
         claim.queue_name,
@@ -412,9 +432,8 @@ def log_ended(claim: Claim, status: str, duration: float) -> None:
     the record's ``extra`` has them as ``outcome`` (the status), ``duration``,
     ``token`` and ``attempt``."""
     logger.info(
-        "queued task %s %s (token %d, attempt %d) ended: %s after %.3f s",
-        claim.task_path,
-        claim.uuid,
+        "%s (token %d, attempt %d) ended: %s after %.3f s",
+        claim.described,
         claim.token,
         claim.attempts,
         ended(status),

@@ -236,9 +236,9 @@ QUEUE_READ_BY_NAME = {
     "finish": {"finished_at"},
     "finish_many": {"seq", "finished_at"},
     "ended": {"finished_at"},
-    "recover": {"uuid", "status"},
+    "recover": {"uuid", "status", "task_path", "owner"},
     "cancel": {"status"},
-    "give_back": {"uuid"},
+    "give_back": {"seq", "uuid", "task_path"},
     "retry": set(),  # counted
     "enqueue": {"uuid", "enqueued_at"},
     "pause_queue": set(),  # counted

@@ -502,7 +502,10 @@ def test_a_lost_workers_task_fails_with_max_attempts_1(tasks_alias: str) -> None
     assert djtasks.add.get_result(result.id).status == compat.TaskResultStatus.RUNNING
     assert QueuedTask.objects.recover() == []  # its heartbeat is fresh
     backdate(tasks_alias, claim.ttl + 1)
-    assert QueuedTask.objects.recover() == [(claim.uuid, "FAILED")]
+    # Each with its path and the worker that was lost, for the log line.
+    assert QueuedTask.objects.recover() == [
+        (claim.uuid, "FAILED", "tests.djtasks.add", "killed-worker")
+    ]
     result.refresh()
     assert result.status == compat.TaskResultStatus.FAILED
     [error] = result.errors
@@ -519,7 +522,9 @@ def test_a_lost_workers_task_is_retried_with_a_higher_token(tasks_alias: str) ->
     first = QueuedTask.objects.claim("killed-worker", queues=None)
     assert first is not None
     backdate(tasks_alias, first.ttl + 1)
-    assert QueuedTask.objects.recover() == [(first.uuid, "READY")]
+    assert QueuedTask.objects.recover() == [
+        (first.uuid, "READY", "tests.djtasks.add", "killed-worker")
+    ]
     second = QueuedTask.objects.claim("other-worker", queues=None)
     assert second is not None and second.uuid == first.uuid
     assert second.token > first.token and second.attempts == 2
@@ -837,13 +842,14 @@ def test_the_worker_logs_each_queued_run_at_info(
     assert lines[0].endswith(": 0 task(s) (none), queue(s) (default), concurrency 1, poll 0.05 s")
     for result, ended, least in ((good, "SUCCESSFUL", 0.2), (bad, "FAILED", 0.0)):
         path = f"tests.djtasks.{result.task.name}"
-        said = f"queued task {path} {result.id} started (token 1, attempt 1, queue default)"
+        named = f"queued task {path} {result.id} on worker {worker.id}"
+        said = f"{named} started (token 1, attempt 1, queue default)"
         assert said in lines
         # The end: how it ended, after how long, and the same in the record's extra.
         start, end = [r for r in records if r.getMessage().startswith(f"queued task {path} ")]
         assert (start.queue, start.attempt) == ("default", 1)  # type: ignore[attr-defined]
         said = re.fullmatch(
-            rf"queued task {path} {result.id} \(token 1, attempt 1\) ended: {ended} "
+            rf"{named} \(token 1, attempt 1\) ended: {ended} "
             r"after (\S+) s",
             end.getMessage(),
         )

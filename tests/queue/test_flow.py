@@ -85,13 +85,17 @@ def test_a_slot_comes_back_when_its_task_is_given_back_recovered_or_deleted(
 ) -> None:
     djtasks.per_account.enqueue("a")
     [first] = claim(owner="lost-reply")
-    assert QueuedTask.objects.give_back("lost-reply", held=[]) == [first.uuid]
+    assert QueuedTask.objects.give_back("lost-reply", held=[]) == [
+        (first.seq, first.uuid, "tests.djtasks.per_account")
+    ]
     assert held(tasks_alias) == {}
     [again] = claim(limit=1)
     assert again.uuid == first.uuid and again.token == first.token + 1
     assert held(tasks_alias) == {"account:a": 1}
     backdate(tasks_alias, 3600)  # its worker went silent
-    assert QueuedTask.objects.recover() == [(first.uuid, "FAILED")]
+    assert [(lost.uuid, lost.status) for lost in QueuedTask.objects.recover()] == [
+        (first.uuid, "FAILED")
+    ]
     assert held(tasks_alias) == {}
     djtasks.per_account.enqueue("a")
     claim()
