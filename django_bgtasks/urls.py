@@ -30,10 +30,13 @@ urlpatterns = [
     # "<name>/", so tasks named "metrics" or "ready" are not reachable by GET here.
     path("metrics/", metrics.metrics, name="metrics"),
     path("ready/", metrics.ready, name="ready"),
+    # The workers; before "<name>/", so a task named "workers" is not reachable by GET here.
+    path("workers/", views.worker_list, name="workers"),
     # Django Tasks (LeaseBackend), by result id; before "<name>/", so a
     # background task named "django-tasks" is not reachable by GET here.
     # (Alike lines on purpose: a route a line, as Django's URLconfs write them.)
     path("django-tasks/", views.queued_list, name="django-tasks"),
+    path("django-tasks/queues/", views.queue_list, name="django-tasks-queues"),
     path("django-tasks/queues/pause/", views.queue_pause, name="django-tasks-pause"),
     path("django-tasks/queues/unpause/", views.queue_unpause, name="django-tasks-unpause"),
     path("django-tasks/<uuid:result_id>/", views.queued_detail, name="django-task"),

@@ -47,6 +47,7 @@ from django_bgtasks.http.events import stream_offered
 from django_bgtasks.http.responses import outside_request_transactions
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
+from django_bgtasks.operations import workers as worker_views
 from django_bgtasks.validation import ARGUMENTS_EXAMPLE
 
 # Owner, token and heartbeat share a column, and so do the start and the
@@ -160,7 +161,7 @@ class BackgroundTaskAdmin(TaskPauseActions, TaskColumns, OperatorViews):
                     "status": display.worker_status(worker),
                     "runs": display.worker_runs(worker),
                 }
-                for worker in BackgroundTask.objects.work.workers()
+                for worker in worker_views.workers()
             ],
             **(extra_context or {}),
         }

@@ -52,8 +52,10 @@ from django_bgtasks.admin.queued_retry import QueuedRetry, listed
 from django_bgtasks.admin.views import admin_url
 from django_bgtasks.conf import conf, lease_backends
 from django_bgtasks.models import QueuedTask
+from django_bgtasks.operations import display
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import user_may
+from django_bgtasks.operations.queues import paused_queues
 
 # The row's sequence number (its primary key), which these URLs carried
 # before they carried the task's id.
@@ -144,6 +146,7 @@ class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
         context = {"title": title, **(extra_context or {})}
         if request.method == "POST":  # an action: the queue's own writes
             return super().changelist_view(request, context)
+        _say_paused(request)
         # Every read of the page (rendered here, not after) by an index
         # (QueuedTask.objects.index_reads, .queued_list).
         with QueuedTask.objects.index_reads():
@@ -313,3 +316,16 @@ def _is_uuid(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _say_paused(request: HttpRequest) -> None:
+    """Above the list, each paused queue: its ready tasks wait for its unpause."""
+    for queue, since in paused_queues().items():
+        messages.warning(
+            request,
+            _(
+                "Queue %(queue)s is paused (since %(since)s): no worker claims its tasks "
+                "until it is unpaused."
+            )
+            % {"queue": queue, "since": display.when(since)},
+        )

@@ -279,6 +279,31 @@ class WorkClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldTask:
+    """A Django Task whose row a worker holds (``RUNNING``, its ``owner``):
+    its result ``id``, its ``task`` path, when its run began (``started_at``,
+    its claim, by the database's clock), its ``token``, and whether its
+    heartbeat is older than its ttl (``stale``: a worker's next poll puts it
+    back in the queue, or fails it). The queue's rows are the truth of who
+    runs a Django Task; ``operations/workers.py`` reads them."""
+
+    id: str
+    task: str
+    started_at: dt.datetime | None
+    token: int
+    stale: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "task": self.task,
+            "started_at": None if self.started_at is None else self.started_at.isoformat(),
+            "token": self.token,
+            "stale": self.stale,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerRun:
     """A run that a worker last reported running, and what became of it
     (:meth:`WorkerState.with_runs`). ``owner``, ``token``, ``heartbeat_age``
@@ -330,6 +355,8 @@ class WorkerState:
     ttl: float = WORKER_TTL
     silent: bool = False
     runs: tuple[WorkerRun, ...] = ()
+    # The Django Tasks whose rows it holds (operations/workers.py adds them).
+    django_tasks: tuple[HeldTask, ...] = ()
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> WorkerState:
@@ -362,6 +389,7 @@ class WorkerState:
             if data[key] is not None:
                 data[key] = data[key].isoformat()
         data["runs"] = [{**run, "status": str(run["status"])} for run in data["runs"]]
+        data["django_tasks"] = [task.as_json() for task in self.django_tasks]
         return data
 
 

@@ -15,11 +15,14 @@
 * ``POST <prefix>/<name>/pause/`` and ``unpause/``: pause the background
   task (workers start nothing of it) or undo it, 200 with its state and
   ``changed`` (false: it was so already); 404 when no process runs it;
+* ``GET <prefix>/workers/``: every worker, as ``bgtasks workers --json``;
 * Django Tasks (``LeaseBackend``): ``GET <prefix>/django-tasks/``, newest
   first, a page at a time, filtered by ``status``, ``queue``, ``task`` and
   ``backend`` (:mod:`django_bgtasks.http.paging`), with the next page's URL;
   by result id, ``<id>/``; ``POST <id>/cancel/`` and ``POST <id>/retry/`` (a failed
-  task, again: 202; 409 when it is not failed; 404); and
+  task, again: 202; 409 when it is not failed; 404);
+  ``GET <prefix>/django-tasks/queues/``: every queue that has tasks or a
+  pause, paused or not and its tasks by status; and
   ``POST <prefix>/django-tasks/queues/pause/`` and ``unpause/`` with the
   body's ``queue``: 200 ``{"queue", "paused", "changed"}``, 404 for a queue
   no ``LeaseBackend`` has, 400 without one.
@@ -66,7 +69,8 @@ from django_bgtasks.http.responses import (
 )
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import pause as pausing
-from django_bgtasks.operations import queued
+from django_bgtasks.operations import queued, queues
+from django_bgtasks.operations import workers as worker_views
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.validation import validate_name
 
@@ -230,9 +234,37 @@ def queued_list(request: HttpRequest) -> HttpResponse:
     if isinstance(query, HttpResponse):
         return query
     page = queued.queued_page(query.filters, before=query.before, limit=query.limit)
-    items = [queued.queued_json(row) for row in page.rows]
+    paused = queues.paused_queues()
+    items = [queued.queued_json(row, paused) for row in page.rows]
     body = {"django_tasks": items, "next": next_url(request, page.next_before)}
     return conditional_json(request, body, items)
+
+
+@endpoint("GET", "HEAD")
+@authenticated
+@requires("view")
+def worker_list(request: HttpRequest) -> HttpResponse:
+    """``GET <prefix>/workers/``: every worker as ``bgtasks workers --json``
+    prints it (:mod:`django_bgtasks.operations.workers`): its last report,
+    a silent one's runs with what became of each, and the Django Tasks it holds."""
+    items = [worker.as_json() for worker in worker_views.workers()]
+    return conditional_json(request, {"workers": items}, items)
+
+
+@endpoint("GET", "HEAD")
+@authenticated
+@requires("view")
+def queue_list(request: HttpRequest) -> HttpResponse:
+    """``GET <prefix>/django-tasks/queues/``: every queue that has tasks or a
+    pause (:mod:`django_bgtasks.operations.queues`): ``{"queues": [{"name",
+    "paused", "paused_at", "counts": {"READY": n, ...}, "capped": [...]}]}``."""
+    items = [queue.as_json() for queue in queues.queues()]
+    return conditional_json(request, {"queues": items}, items)
+
+
+def _task_json(row: Any) -> dict[str, Any]:
+    """One Django Task's JSON, with what it waits for (the paused queues, read now)."""
+    return queued.queued_json(row, queues.paused_queues())
 
 
 def _result_id(view: View) -> View:
@@ -261,7 +293,7 @@ def queued_detail(request: HttpRequest, result_id: str) -> HttpResponse:
     row = queued.queued_task(result_id)
     if row is None:
         return error(404, f"No Django Task has the id {result_id!r}.")
-    item = queued.queued_json(row)
+    item = _task_json(row)
     return conditional_json(request, item, [item])
 
 
@@ -290,7 +322,7 @@ def _queued_operation(view: View) -> View:
 
 def _queued_accepted(result_id: str, row: Any) -> HttpResponse:
     """202 with the Django Task as it is now, and where to poll it."""
-    response = JsonResponse(queued.queued_json(row), status=202)
+    response = JsonResponse(_task_json(row), status=202)
     response.headers["Location"] = reverse("bgtasks:django-task", args=[result_id])
     return response
 
@@ -304,7 +336,7 @@ def queued_cancel(request: HttpRequest, result_id: str) -> HttpResponse:
     if isinstance(result, operations.QueuedUnknown):
         return error(404, f"No Django Task has the id {result_id!r}.")
     if isinstance(result, operations.QueuedFinished):
-        return error(409, "The Django Task already finished.", task=queued.queued_json(result.row))
+        return error(409, "The Django Task already finished.", task=_task_json(result.row))
     return _queued_accepted(result_id, result.row)
 
 
@@ -321,14 +353,14 @@ def queued_retry(request: HttpRequest, result_id: str) -> HttpResponse:
         return error(
             409,
             f"The Django Task is {result.row.status}, not FAILED: only a failed task is retried.",
-            task=queued.queued_json(result.row),
+            task=_task_json(result.row),
         )
     if isinstance(result, operations.QueuedKeyHeld):
         holder = result.holder
         return error(
             409,
             f"Another run of unique key {result.row.unique_key!r} is ready or running.",
-            task=queued.queued_json(result.row),
+            task=_task_json(result.row),
             held_by=str(holder.uuid) if holder is not None else None,
         )
     return _queued_accepted(result_id, result.row)

@@ -21,7 +21,7 @@ nothing global, nothing kept between scrapes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -49,6 +49,14 @@ NOT_INSTALLED = (
 )
 
 
+def _by_queue(name: str, text: str, values: Mapping[str, float]) -> Any:
+    """A gauge labelled by queue, a value for each."""
+    family = GaugeMetricFamily(name, text, labels=["queue"])
+    for queue, value in values.items():
+        family.add_metric([queue], value)
+    return family
+
+
 class ClusterCollector(Collector):
     """The gauges of one :class:`ClusterCounts`."""
 
@@ -72,14 +80,16 @@ class ClusterCollector(Collector):
         for (queue, status), count in counts.queue_tasks.items():
             queued.add_metric([queue, status], count)
         yield queued
-        lag = GaugeMetricFamily(
+        yield _by_queue(
             "bgtasks_queue_lag_seconds",
             "Seconds since the oldest due ready Django Task of the queue became ready.",
-            labels=["queue"],
+            counts.queue_lag,
         )
-        for queue, seconds in counts.queue_lag.items():
-            lag.add_metric([queue], seconds)
-        yield lag
+        yield _by_queue(
+            "bgtasks_queue_paused",
+            "1 while an operator has paused the queue (bgtasks pause --queue), else 0.",
+            {queue: float(paused) for queue, paused in counts.queue_paused.items()},
+        )
         workers = GaugeMetricFamily(
             "bgtasks_workers", "Workers, live or silent past their ttl.", labels=["state"]
         )

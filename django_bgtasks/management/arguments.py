@@ -438,6 +438,11 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[CommandParser], None]]] = {
         _worker,
     ),
     "workers": ("Every worker, as it last reported itself.", _workers),
+    "queues": (
+        "Every Django Tasks queue that has tasks or a pause: paused or not, and its tasks "
+        "by status.",
+        _workers,
+    ),
     "request": (
         "Ask a worker to run a registered task (one pending request per task).",
         _request,

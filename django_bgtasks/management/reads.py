@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from django.core.management.base import OutputWrapper
 from django.core.management.color import Style
@@ -31,7 +31,7 @@ from django_bgtasks.management.terminal import (
     write_table,
 )
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
-from django_bgtasks.operations import display, queued
+from django_bgtasks.operations import display, queued, queues
 from django_bgtasks.queue.manager import FAILED, RUNNING, SUCCESSFUL
 
 RECENT_RUNS = 10
@@ -234,12 +234,12 @@ QUEUED_COLUMNS = (
 )
 
 
-def _queued_status(row: QueuedTask, style: Style) -> Cell:
+def _queued_status(row: QueuedTask, style: Style, paused: Collection[str]) -> Cell:
     paint = {SUCCESSFUL: style.SUCCESS, FAILED: style.ERROR, RUNNING: style.WARNING}
     # A cancel asked for while it ran, and it finished anyway, is not its state now.
     cancelling = row.cancel_requested and row.status == RUNNING
     label = row.status.lower() + (" (cancel requested)" if cancelling else "")
-    if (why := queued.waiting(row)) is not None:
+    if (why := queued.waiting(row, paused)) is not None:
         label += f" ({why})"
     painter = paint.get(row.status)
     return (label, painter) if painter is not None else label
@@ -257,8 +257,11 @@ def _queued_progress(row: QueuedTask) -> str:
     return "" if progress is None else printable(json.dumps(progress))[:30]
 
 
-def show_queued_list(stdout: OutputWrapper, style: Style, rows: Sequence[QueuedTask]) -> None:
-    """``list``'s second table: the queued and recent Django Tasks (if any)."""
+def show_queued_list(
+    stdout: OutputWrapper, style: Style, rows: Sequence[QueuedTask], paused: Collection[str]
+) -> None:
+    """``list``'s second table: the queued and recent Django Tasks (if any);
+    ``paused``: the paused queues' names."""
     if not rows:
         return
     stdout.write("")
@@ -267,7 +270,7 @@ def show_queued_list(stdout: OutputWrapper, style: Style, rows: Sequence[QueuedT
         [
             str(row.uuid),
             row.task_path,
-            _queued_status(row, style),
+            _queued_status(row, style, paused),
             row.queue_name,
             str(row.priority),
             f"{row.attempts}/{row.max_attempts}",
@@ -282,12 +285,15 @@ def show_queued_list(stdout: OutputWrapper, style: Style, rows: Sequence[QueuedT
     write_table(stdout, style, QUEUED_COLUMNS, table)
 
 
-def show_queued(stdout: OutputWrapper, style: Style, row: QueuedTask) -> None:
-    """``show ID``: one Django Task's fields and its errors, with tracebacks."""
+def show_queued(
+    stdout: OutputWrapper, style: Style, row: QueuedTask, paused: Collection[str]
+) -> None:
+    """``show ID``: one Django Task's fields and its errors, with tracebacks
+    (``paused``: the paused queues' names)."""
     fields: list[tuple[str, Cell]] = [
         ("id", str(row.uuid)),
         ("task", row.task_path),
-        ("status", _queued_status(row, style)),
+        ("status", _queued_status(row, style, paused)),
         ("backend", row.backend),
         ("queue", row.queue_name),
         ("priority", str(row.priority)),
@@ -314,3 +320,23 @@ def show_queued(stdout: OutputWrapper, style: Style, row: QueuedTask) -> None:
             style.ERROR(f"error {number}: {printable(error.get('exception_class_path', ''))}")
         )
         stdout.write(printable(str(error.get("traceback", ""))))
+
+
+QUEUE_COLUMNS = ("QUEUE", "PAUSED", "READY", "RUNNING", "SUCCESSFUL", "FAILED")
+
+
+def show_queues(stdout: OutputWrapper, style: Style, found: Sequence[queues.Queue]) -> None:
+    """``queues``: each queue, paused since when, and its tasks by status
+    ("10,000+": a count that stopped at its cap, or a lower bound)."""
+    if not found:
+        stdout.write("No Django Tasks queue has tasks or a pause.")
+        return
+    rows: list[list[Cell]] = [
+        [
+            queue.name,
+            (f"since {display.when(queue.paused_at)}", style.WARNING) if queue.paused else "no",
+            *(str(queue.counts[status]) for status in queues.STATUSES),
+        ]
+        for queue in found
+    ]
+    write_table(stdout, style, QUEUE_COLUMNS, rows)

@@ -24,6 +24,7 @@ from django_bgtasks.management.interrupts import stop_on_signals
 from django_bgtasks.management.terminal import Cell, write_json, write_table
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
+from django_bgtasks.operations import workers as worker_views
 from django_bgtasks.operations.health import problem
 from django_bgtasks.queue.schedules import ScheduleError
 from django_bgtasks.worker import metrics
@@ -164,7 +165,7 @@ def uses_lease_backend() -> bool:
 def show_workers(stdout: OutputWrapper, style: Style, *, json_output: bool) -> None:
     """``workers``: each worker's last report, its age by the database's clock;
     a silent one as such, with what became of the runs it reported."""
-    workers = BackgroundTask.objects.work.workers()
+    workers = worker_views.workers()
     if json_output:
         write_json(stdout, {"workers": [worker.as_json() for worker in workers]})
         return
@@ -218,21 +219,39 @@ def request(
     stdout.write(style.SUCCESS(f"Requested {name!r}; a worker will run it."))
 
 
+# Django's own Tasks framework logs each task's enqueue (DEBUG), start and
+# end (INFO) under its package's name: Django's, and the backport's.
+DJANGO_TASKS_LOGGERS = ("django.tasks", "django_tasks")
+
+
 @contextlib.contextmanager
 def _log_to(stream: OutputWrapper, verbosity: int) -> Iterator[None]:
-    """The worker logs through ``logging``; when the site configured no handler
-    for it, show its INFO lines (WARNING at -v 0) on the command's stderr."""
-    logger = logging.getLogger("django_bgtasks")
-    if logger.handlers or (logger.propagate and logging.getLogger().handlers):
-        yield
-        return
+    """Show the worker's log on the command's stderr, each line with its time:
+    its INFO lines (WARNING at -v 0, DEBUG at -v 3), and at -v 2 and 3 also
+    Django's own ``django.tasks`` lines (INFO; DEBUG at -v 3). Each logger
+    the site configured a handler for is left to it."""
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    previous = logger.level
-    logger.setLevel(logging.INFO if verbosity >= 1 else logging.WARNING)
-    logger.addHandler(handler)
+    ours = logging.DEBUG if verbosity >= 3 else logging.INFO if verbosity >= 1 else logging.WARNING
+    levels = {"django_bgtasks": ours}
+    if verbosity >= 2:
+        levels.update(dict.fromkeys(DJANGO_TASKS_LOGGERS, min(ours, logging.INFO)))
+    shown = []
+    for name, level in levels.items():
+        logger = logging.getLogger(name)
+        if logger.handlers or (name == "django_bgtasks" and _root_shows(logger)):
+            continue
+        shown.append((logger, logger.level))
+        logger.setLevel(level)
+        logger.addHandler(handler)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
+        for logger, previous in shown:
+            logger.removeHandler(handler)
+            logger.setLevel(previous)
+
+
+def _root_shows(logger: logging.Logger) -> bool:
+    """Whether ``logger``'s records reach a handler of the root logger."""
+    return logger.propagate and bool(logging.getLogger().handlers)

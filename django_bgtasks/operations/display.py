@@ -20,7 +20,7 @@ from typing import Any
 from django.utils import timezone
 
 from django_bgtasks.choices import Status, WorkerRunStatus
-from django_bgtasks.core.states import TaskState, WorkerRun, WorkerState
+from django_bgtasks.core.states import HeldTask, TaskState, WorkerRun, WorkerState
 
 
 def seconds(value: float | None) -> str:
@@ -89,12 +89,28 @@ def worker_status(worker: WorkerState) -> str:
 
 def worker_runs(worker: WorkerState) -> str:
     """What a worker runs: a live worker's task names; a silent worker's, each
-    with what became of it (:func:`worker_run`), after ``was running``."""
+    with what became of it (:func:`worker_run`), after ``was running``; then
+    the Django Tasks whose rows it holds (:func:`held_task`)."""
     if not worker.silent:
-        return ", ".join(worker.running)
-    if not worker.runs:
-        return ""
-    return "was running " + "; ".join(map(worker_run, worker.runs))
+        background = ", ".join(worker.running)
+    else:
+        background = (
+            "was running " + "; ".join(map(worker_run, worker.runs)) if worker.runs else ""
+        )
+    held = "; ".join(map(held_task, worker.django_tasks))
+    queued = f"Django Tasks: {held}" if held else ""
+    return "; ".join(part for part in (background, queued) if part)
+
+
+def held_task(task: HeldTask) -> str:
+    """A Django Task a worker holds: its path and id, since when; a stale one
+    (its worker silent past its ttl) with what comes of it."""
+    if task.stale:
+        return (
+            f"{task.task} {task.id} (no heartbeat within its ttl: a worker's next poll puts "
+            "it back in the queue, or fails it)"
+        )
+    return f"{task.task} {task.id} (since {when(task.started_at)})"
 
 
 def worker_run(run: WorkerRun) -> str:

@@ -56,6 +56,9 @@ class ClusterCounts:
     * ``queue_lag``: by queue (the same queues), the seconds since the
       oldest ready task whose ``run_after`` has passed became ready (0 for a
       queue with none);
+    * ``queue_paused``: by queue (the same queues, and every paused one),
+      whether an operator paused it (``bgtasks pause --queue``): its ready
+      tasks then wait by design, and its lag says so, not a lack of workers;
     * ``workers``: ``live`` and ``silent`` workers;
     * ``stale_leases``: leases whose holder went silent past its ttl and that
       nobody took over yet: background tasks' (status ``stale``) and running
@@ -65,6 +68,7 @@ class ClusterCounts:
     tasks: dict[str, int]
     queue_tasks: dict[tuple[str, str], int]
     queue_lag: dict[str, float]
+    queue_paused: dict[str, bool]
     workers: dict[str, int]
     stale_leases: int
 
@@ -82,9 +86,13 @@ def cluster_counts() -> ClusterCounts:
         ready = {queue: _ready_count(queue) for queue in queue_names()}
         lags = {queue: _queue_lag(queue, now) for queue, count in ready.items() if count}
     busy = Counter(queue for queue, _updated, _ttl in running)
-    # The queues TASKS names, and those with work (not only history).
+    paused = QueuedTask.objects.paused_queues()
+    # The queues TASKS names, those with work (not only history), and the paused.
     queues = sorted(
-        _configured_queues() | {queue for queue, count in ready.items() if count} | set(busy)
+        _configured_queues()
+        | {queue for queue, count in ready.items() if count}
+        | set(busy)
+        | set(paused)
     )
     return ClusterCounts(
         tasks={str(status): tasks[str(status)] for status in Status},
@@ -94,6 +102,7 @@ def cluster_counts() -> ClusterCounts:
             for status in LIVE_QUEUE_STATUSES
         },
         queue_lag={queue: lags.get(queue, 0.0) for queue in queues},
+        queue_paused={queue: queue in paused for queue in queues},
         workers={LIVE: workers[LIVE], SILENT: workers[SILENT]},
         stale_leases=sum(state.stale for state in states) + _stale(running, now),
     )

@@ -33,7 +33,7 @@ import datetime as dt
 import heapq
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,8 @@ from django_bgtasks.validation import check_text, validate_queue_name
 # for (queue/execute.py's _not_importable: an old release's worker during a
 # deploy, which handed it back with TaskNotImportable as its last error).
 WAITING_FOR_IMPORT = "waiting for a worker that can import it"
+# What a ready task of a paused queue waits for.
+WAITING_FOR_UNPAUSE = "waiting for its queue to be unpaused"
 _NOT_IMPORTABLE = f"{TaskNotImportable.__module__}.{TaskNotImportable.__qualname__}"
 
 # How many of the newest queued Django Tasks ``bgtasks list`` shows.
@@ -159,10 +161,16 @@ class Window:
     counts: dict[str, Counter[Any]]
     complete: bool
     size: int
+    # Each row's values of all the columns, in their order, counted.
+    combinations: Counter[tuple[Any, ...]]
 
     def count(self, column: str, value: Any) -> Counted:
         """How many rows have ``value`` in ``column``: exact, or at least that many."""
         return Counted(self.counts[column][value], not self.complete)
+
+    def count_of(self, *values: Any) -> Counted:
+        """How many rows have these ``values``, one for each column in order."""
+        return Counted(self.combinations[values], not self.complete)
 
     def total(self) -> Counted:
         """How many rows there are: exact, or at least that many."""
@@ -178,7 +186,7 @@ def newest_window(queryset: QuerySet[Any], columns: Sequence[str], cap: int = CO
     complete = len(rows) <= cap
     rows = rows[:cap]
     counts = {column: Counter(row[n] for row in rows) for n, column in enumerate(columns)}
-    return Window(counts, complete, len(rows))
+    return Window(counts, complete, len(rows), Counter(map(tuple, rows)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,10 +261,15 @@ def queued_task(result_id: str) -> QueuedTask | None:
     return QueuedTask.objects.using(conf.DATABASE).filter(uuid=key).first()
 
 
-def waiting(row: QueuedTask) -> str | None:
+def waiting(row: QueuedTask, paused: Collection[str]) -> str | None:
     """What ``row`` waits for beyond its turn in the queue, said as each
-    surface shows it (:data:`WAITING_FOR_IMPORT`), or ``None``."""
-    if row.status != READY or not row.errors:
+    surface shows it (:data:`WAITING_FOR_UNPAUSE`, its queue being one of
+    ``paused``; :data:`WAITING_FOR_IMPORT`), or ``None``."""
+    if row.status != READY:
+        return None
+    if row.queue_name in paused:
+        return WAITING_FOR_UNPAUSE
+    if not row.errors:
         return None
     last = row.errors[-1]
     if isinstance(last, dict) and last.get("exception_class_path") == _NOT_IMPORTABLE:
@@ -264,8 +277,9 @@ def waiting(row: QueuedTask) -> str | None:
     return None
 
 
-def queued_json(row: QueuedTask) -> dict[str, Any]:
-    """One Django Task as the API and ``bgtasks --json`` show it."""
+def queued_json(row: QueuedTask, paused: Collection[str]) -> dict[str, Any]:
+    """One Django Task as the API and ``bgtasks --json`` show it (``paused``:
+    the paused queues' names, read once for a page of them)."""
     return {
         "id": str(row.uuid),
         "task": row.task_path,
@@ -273,7 +287,7 @@ def queued_json(row: QueuedTask) -> dict[str, Any]:
         "queue": row.queue_name,
         "priority": row.priority,
         "status": row.status,
-        "waiting": waiting(row),
+        "waiting": waiting(row, paused),
         "attempts": row.attempts,
         "max_attempts": row.max_attempts,
         "worker": row.owner,

@@ -73,12 +73,7 @@ from django_bgtasks.conf import conf
 from django_bgtasks.core.leases import default_owner
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.core.states import DueRow, WorkClaim
-from django_bgtasks.db.outages import (
-    TRANSIENT_ERRORS,
-    close_broken_connections,
-    close_connection,
-    summary,
-)
+from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections, close_connection
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.push import feed as changes
@@ -86,7 +81,7 @@ from django_bgtasks.queue.schedules import task_schedules
 from django_bgtasks.validation import heartbeat_interval, validate_queue_names
 from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
-from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS, spread
+from django_bgtasks.worker.polls import back_off, spread
 from django_bgtasks.worker.queue_threads import QueueThreads, Recovery
 from django_bgtasks.worker.renewal import Renewer
 from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join, log_started
@@ -166,15 +161,7 @@ class Worker:
                 try:
                     started = self.tick()
                 except TRANSIENT_ERRORS as exc:
-                    logger.warning(
-                        "worker %s: database unreachable, retrying in %g s: %s",
-                        self.id,
-                        backoff,
-                        summary(exc),
-                    )
-                    close_connection()
-                    self.stopping.wait(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                    backoff = back_off(logger, f"worker {self.id}", backoff, exc, self.stopping)
                     continue
                 backoff = self.poll
                 queue_busy = self.queue_threads.busy()

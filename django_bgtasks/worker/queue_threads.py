@@ -37,17 +37,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from django.db import DatabaseError
 
 from django_bgtasks.core.holding import Renews
-from django_bgtasks.db.outages import (
-    TRANSIENT_ERRORS,
-    close_broken_connections,
-    close_connection,
-    summary,
-)
+from django_bgtasks.db import outages
+from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections, close_connection
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import ENDED_LATE, READY, RUNNING, Claim, Ending
 from django_bgtasks.worker.idle import IdleThreads
-from django_bgtasks.worker.polls import MAX_BACKOFF_SECONDS
+from django_bgtasks.worker.polls import back_off
 
 if TYPE_CHECKING:
     from django_bgtasks.worker.metrics import WorkerMetrics
@@ -255,15 +251,8 @@ class QueueThreads:
                     if claim is None and not (polled and self._nothing_ready()):
                         claim = self.claim()
                 except TRANSIENT_ERRORS as exc:
-                    logger.warning(
-                        "worker %s: queue: database unreachable, retrying in %g s: %s",
-                        self.worker_id,
-                        backoff,
-                        summary(exc),
-                    )
-                    close_connection()
-                    self.stopping.wait(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                    who = f"worker {self.worker_id}: queue"
+                    backoff = back_off(logger, who, backoff, exc, self.stopping)
                     continue
                 backoff = self.poll
                 if claim is None:
@@ -308,7 +297,7 @@ class QueueThreads:
         except TRANSIENT_ERRORS as exc:
             # Its end could not be written before the lease's deadline: the
             # row is recovered after its ttl.
-            logger.warning("%s: database unreachable: %s", claim.described, summary(exc))
+            logger.warning("%s: database unreachable: %s", claim.described, outages.summary(exc))
             close_connection()
             self.stopping.wait(backoff)
             return

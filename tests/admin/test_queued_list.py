@@ -70,7 +70,7 @@ def test_the_queue_filter_lists_the_queues_there_are_and_the_backends_tasks_name
     page = superuser.get(QUEUED)
     assert [name for name in _choices(page, "queue") if name != "All"] == ["other (1)"]
     backends = [name.split(" (")[0] for name in _choices(page, "backend") if name != "All"]
-    assert backends == ["default", "retrying", "short"]  # TASKS' LeaseBackends
+    assert backends == ["backoff", "default", "retrying", "short"]  # TASKS' LeaseBackends
 
 
 def test_the_search_finds_a_task_by_its_id_or_a_part_of_its_path(
@@ -120,8 +120,28 @@ def test_pausing_the_queues_of_the_whole_selection_reads_no_row_of_it(
         {"action": "pause_queues", "select_across": "1", "_selected_action": [ids[0]]},
         follow=True,
     )
-    assert [str(m) for m in response.context["messages"]] == [
+    said = [str(m) for m in response.context["messages"]]
+    assert said[0] == (
         "Paused the queue “other”: no worker claims its tasks until its unpause; running ones"
         " finish."
-    ]
+    )
+    # The list it comes back to says so above its rows.
+    assert said[1].startswith("Queue other is paused (since ") and len(said) == 2
     assert set(QueuedTask.objects.paused_queues()) == {"other"}
+
+
+def test_a_paused_queue_is_said_above_the_list_and_on_its_tasks_pages(
+    tasks_site_alias: str, superuser: Client
+) -> None:
+    [waiting] = _enqueue(1, queue="other")
+    [other] = _enqueue(1)
+    assert QueuedTask.objects.pause_queue("other")
+    page = superuser.get(QUEUED).content.decode()
+    assert "Queue other is paused (since " in page
+    assert "no worker claims its tasks until it is unpaused" in page
+    paused = superuser.get(f"{QUEUED}{waiting}/change/").content.decode()
+    assert "ready (waiting for its queue to be unpaused)" in paused
+    ready = superuser.get(f"{QUEUED}{other}/change/").content.decode()
+    assert "waiting for" not in ready
+    assert QueuedTask.objects.unpause_queue("other")
+    assert "is paused" not in superuser.get(QUEUED).content.decode()

@@ -7,6 +7,7 @@ finishes as usual. Every invariant is read back from the database."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from io import StringIO
@@ -61,12 +62,32 @@ def test_a_paused_queue_claims_nothing_and_its_running_task_finishes(
     time.sleep(0.5)  # several polls of a paused queue
     assert [status(r.id) for r in waiting] == ["READY", "READY"]
     assert (tmp_path / "record").read_text().split()[0::2] == ["slow"]
+    # Seen: the queue paused, since when, its tasks by status; each waiting
+    # task as waiting for its queue, not merely ready.
+    [default] = [
+        q for q in json.loads(bgtasks("queues", "--json"))["queues"] if q["name"] == "default"
+    ]
+    assert default["paused"] is True and default["paused_at"] is not None
+    assert default["counts"] == {"READY": 2, "RUNNING": 0, "SUCCESSFUL": 1, "FAILED": 0}
+    table = bgtasks("queues").splitlines()
+    assert table[0].split() == ["QUEUE", "PAUSED", "READY", "RUNNING", "SUCCESSFUL", "FAILED"]
+    [row] = [line for line in table if line.startswith("default ")]
+    assert "since " in row and row.split()[-4:] == ["2", "0", "1", "0"]
+    assert "ready (waiting for its queue to be unpaused)" in bgtasks("show", waiting[0].id)
+    listed = json.loads(bgtasks("list", "--json"))["django_tasks"]
+    assert {t["id"]: t["waiting"] for t in listed if t["status"] == "READY"} == {
+        r.id: "waiting for its queue to be unpaused" for r in waiting
+    }
 
     assert "Unpaused queue 'default'" in bgtasks("unpause", "--queue", "default")
     for result in waiting:
         wait_until(f"{result.id} to run", lambda r=result: status(r.id) == "SUCCESSFUL", 30)
     keys = sorted((tmp_path / "record").read_text().split()[0::2])
     assert keys == ["k0", "k1", "slow"]  # each once
+    [default] = [
+        q for q in json.loads(bgtasks("queues", "--json"))["queues"] if q["name"] == "default"
+    ]
+    assert (default["paused"], default["counts"]["SUCCESSFUL"]) == (False, 3)
 
 
 def test_a_paused_task_keeps_its_request_and_skips_its_slots(

@@ -2,12 +2,14 @@
 the first SIGTERM or SIGINT said at once; a ``--queue`` no backend has,
 refused; a lease database that DATABASES lacks, that does not answer, or
 whose tables are not migrated: one line that says what to do, exit status 1,
-the traceback only with ``--traceback``. (A timed-out run's late return:
-tests/faults/test_retries_and_timeouts.py.)"""
+the traceback only with ``--traceback``; ``-v 2`` and ``-v 3`` show Django's
+own ``django.tasks`` lines too, with their times. (A timed-out run's late
+return: tests/faults/test_retries_and_timeouts.py.)"""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -152,3 +154,20 @@ def test_a_bad_alias_is_one_line_that_names_the_aliases() -> None:
         "CommandError: BGTASKS_DATABASE 'leases' is not one of DATABASES: set it to one "
         "of 'default'"
     ]
+
+
+@pytest.mark.parametrize(("verbosity", "shown"), [("1", ()), ("2", ("state",)), ("3", ("state",))])
+def test_more_verbosity_shows_djangos_own_task_lines_with_their_times(
+    sqlite_alias: str, verbosity: str, shown: tuple[str, ...]
+) -> None:
+    result = djtasks.add.enqueue(1, 2)
+    env = worker_env(sqlite_alias, TASKS=settings.TASKS)
+    answer = bgtasks(env, "worker", "--queue", "default", "--once", "-v", verbosity)
+    assert answer.returncode == 0, answer.stderr
+    django_lines = [line for line in said(answer) if f"Task id={result.id}" in line]
+    # "2026-12-06 11:47:03,512 INFO django.tasks: Task id=... path=... state=SUCCESSFUL"
+    stamped = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO) django[._]tasks: Task id="
+    assert all(re.match(stamped, line) for line in django_lines), django_lines
+    # Its start and its end (the enqueue was this process's).
+    assert len(django_lines) == (2 if shown else 0), said(answer)
+    assert ("state" in shown) == any("state=SUCCESSFUL" in line for line in django_lines)

@@ -413,6 +413,21 @@ def test_a_killed_worker_is_shown_silent_not_running_in_the_command_the_admin_an
         assert taken.owner == new.id and taken.token > state.token
         [line] = [line for line in command().splitlines() if dead.id in line]
         assert f"was running resumable (taken over by {new.id}, token {taken.token})" in line
+
+        # A later run holds the lease now (the successor stopped, a third
+        # worker resumed it): the dead worker's still names the run that
+        # took over from it, not the holder of the day.
+        successor.send_signal(signal.SIGTERM)
+        assert successor.wait(30) == 0
+        third = group.start("--task", "resumable", "--poll", "0.1")
+        wait_until(
+            "a later run holding the lease",
+            lambda: (s := objects.get_state("resumable")) and s.running and s.token > taken.token,
+            timeout=15,
+        )
+        assert reported(third.pid) is not None
+        [line] = [line for line in command().splitlines() if dead.id in line]
+        assert f"was running resumable (taken over by {new.id}, token {taken.token})" in line
     finally:
         group.stop_all()
 

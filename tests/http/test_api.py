@@ -544,6 +544,40 @@ def test_writes_work_with_atomic_requests(
 # --- Django Tasks (LeaseBackend) ----------------------------------------------------------
 
 
+def test_the_queues_each_with_its_pause_and_its_tasks_by_status(
+    tasks_site_alias: str, make_staff: Any
+) -> None:
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    viewer = Client()
+    viewer.force_login(make_staff("queue-viewer", "view_backgroundtask"))
+    assert viewer.get("/bgtasks/django-tasks/queues/").json() == {"queues": []}
+    first = djtasks.add.enqueue(1, 2)
+    djtasks.add.enqueue(3, 4)
+    djtasks.add.using(queue_name="other").enqueue(5, 6)
+    claim = QueuedTask.objects.claim("w", queues=["default"])
+    assert claim is not None and str(claim.uuid) == first.id
+    assert QueuedTask.objects.finish(claim, status="SUCCESSFUL", return_value="3")
+    assert QueuedTask.objects.pause_queue("other")
+    assert QueuedTask.objects.pause_queue("emptied")  # paused, with no task
+    answer = viewer.get("/bgtasks/django-tasks/queues/").json()["queues"]
+    assert [(q["name"], q["paused"], q["counts"], q["capped"]) for q in answer] == [
+        ("default", False, {"READY": 1, "RUNNING": 0, "SUCCESSFUL": 1, "FAILED": 0}, []),
+        ("emptied", True, {"READY": 0, "RUNNING": 0, "SUCCESSFUL": 0, "FAILED": 0}, []),
+        ("other", True, {"READY": 1, "RUNNING": 0, "SUCCESSFUL": 0, "FAILED": 0}, []),
+    ]
+    assert answer[0]["paused_at"] is None and answer[2]["paused_at"] is not None
+    # Its tasks say what they wait for.
+    [waiting] = viewer.get("/bgtasks/django-tasks/?queue=other").json()["django_tasks"]
+    assert waiting["waiting"] == "waiting for its queue to be unpaused"
+    assert viewer.get(f"/bgtasks/django-tasks/{first.id}/").json()["waiting"] is None
+    # Reading needs the view permission.
+    nobody = Client()
+    nobody.force_login(make_staff("nobody"))
+    assert nobody.get("/bgtasks/django-tasks/queues/").status_code == 403
+
+
 def test_django_tasks_list_detail_and_cancel(tasks_site_alias: str, make_staff: Any) -> None:
 
     from tests import djtasks

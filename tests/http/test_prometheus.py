@@ -194,6 +194,10 @@ def test_prometheus_scrapes_the_cluster_s_series_with_a_bearer_token(
             'bgtasks_queue_tasks{queue="default"}',
             {"queue=default,status=READY": 1, "queue=default,status=RUNNING": 1},
         )
+        # A queue paused, and so said.
+        eventually(url, "bgtasks_queue_paused", {"queue=default": 0, "queue=other": 0})
+        assert QueuedTask.objects.pause_queue("other")
+        eventually(url, "bgtasks_queue_paused", {"queue=default": 0, "queue=other": 1})
 
 
 ALERTS = Path(ROOT) / "docs" / "prometheus" / "alerts.yml"
@@ -221,16 +225,54 @@ MAIN_PANELS = {
 }
 
 
-def test_the_alert_rules_pass_promtool() -> None:
+def promtool(*args: str) -> str:
+    """``promtool ARGS``, which must succeed: what it printed."""
     require_prometheus()
     checked = subprocess.run(
-        ["/usr/bin/promtool", "check", "rules", str(ALERTS)],
-        capture_output=True,
-        text=True,
-        check=False,
+        ["/usr/bin/promtool", *args], capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 6 rules found" in checked.stdout
+    return checked.stdout
+
+
+def test_the_alert_rules_pass_promtool() -> None:
+    assert "SUCCESS: 6 rules found" in promtool("check", "rules", str(ALERTS))
+
+
+# promtool's unit test of the lag alert: two queues 400 s behind for 15
+# minutes, one of them paused, which must not alert.
+LAG_RULE_TEST = """
+rule_files:
+  - {alerts}
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'bgtasks_queue_lag_seconds{{job="bgtasks",queue="default"}}'
+        values: '400x15'
+      - series: 'bgtasks_queue_paused{{job="bgtasks",queue="default"}}'
+        values: '1x15'
+      - series: 'bgtasks_queue_lag_seconds{{job="bgtasks",queue="emails"}}'
+        values: '400x15'
+      - series: 'bgtasks_queue_paused{{job="bgtasks",queue="emails"}}'
+        values: '0x15'
+    alert_rule_test:
+      - eval_time: 12m
+        alertname: BgTasksQueueLagging
+        exp_alerts:
+          - exp_labels:
+              severity: warning
+              queue: emails
+            exp_annotations:
+              summary: "Django Tasks queue emails is 6m 40s behind"
+              description: "Add workers (or --queue workers for it), or look for a slow task."
+"""
+
+
+def test_the_lag_alert_leaves_a_paused_queue_out(tmp_path: Path) -> None:
+    spec = tmp_path / "lag_test.yml"
+    spec.write_text(LAG_RULE_TEST.format(alerts=ALERTS))
+    assert "SUCCESS" in promtool("test", "rules", str(spec))
 
 
 def test_prometheus_scrapes_a_worker_s_runs_beside_the_view(

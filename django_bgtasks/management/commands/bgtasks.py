@@ -1,8 +1,9 @@
 """``manage.py bgtasks``: see, start, stop and unstick background tasks.
 
-Subcommands: ``list``, ``show NAME``, ``run NAME``, ``release NAME --force``,
-``cancel NAME``, ``retry ID`` (a failed Django Task), ``pause NAME`` and
-``unpause NAME`` (or ``--queue QUEUE``: ``management/pauses.py``), ``prune``,
+Subcommands: ``list``, ``show NAME``, ``queues`` (the Django Tasks queues),
+``run NAME``, ``release NAME --force``, ``cancel NAME``, ``retry ID`` (a
+failed Django Task), ``pause NAME`` and ``unpause NAME`` (or ``--queue
+QUEUE``: ``management/pauses.py``), ``prune``,
 ``procedures [--drop]`` (MariaDB's: ``management/procedures.py``), ``watch``,
 ``token USERNAME`` (a bearer token for
 the JSON API), and for workers ``worker``, ``workers``
@@ -56,7 +57,7 @@ from django_bgtasks.management import (
     workers,
 )
 from django_bgtasks.management.terminal import write_json
-from django_bgtasks.operations import display, queued
+from django_bgtasks.operations import display, queued, queues
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.health import problem
 from django_bgtasks.operations.permissions import allowed
@@ -95,26 +96,28 @@ class Command(BaseCommand):
         # Every task with a row, and every registered one (also never run).
         states = operations.task_states()
         rows = queued.queued_tasks()
+        paused = queues.paused_queues()
         if json_output:
             write_json(
                 self.stdout,
                 {
                     "tasks": [operations.task_json(state) for state in states],
-                    "django_tasks": [queued.queued_json(row) for row in rows],
+                    "django_tasks": [queued.queued_json(row, paused) for row in rows],
                 },
             )
         else:
             reads.show_list(self.stdout, self.style, states, registered_tasks())
-            reads.show_queued_list(self.stdout, self.style, rows)
+            reads.show_queued_list(self.stdout, self.style, rows, paused)
 
     def handle_show(self, *, name: str, json_output: bool, **_: Any) -> None:
         # A Django Task's result id (LeaseBackend), else a background task's name.
         row = queued.queued_task(name)
         if row is not None:
+            paused = queues.paused_queues()
             if json_output:
-                write_json(self.stdout, queued.queued_json(row))
+                write_json(self.stdout, queued.queued_json(row, paused))
             else:
-                reads.show_queued(self.stdout, self.style, row)
+                reads.show_queued(self.stdout, self.style, row, paused)
             return
         state = self._state(name)
         if json_output:
@@ -137,6 +140,13 @@ class Command(BaseCommand):
 
     def handle_workers(self, *, json_output: bool, **_: Any) -> None:
         workers.show_workers(self.stdout, self.style, json_output=json_output)
+
+    def handle_queues(self, *, json_output: bool, **_: Any) -> None:
+        found = queues.queues()
+        if json_output:
+            write_json(self.stdout, {"queues": [queue.as_json() for queue in found]})
+        else:
+            reads.show_queues(self.stdout, self.style, found)
 
     def handle_health(self, *, workers: int, **_: Any) -> None:
         found = problem(workers=workers)
