@@ -25,6 +25,8 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -42,6 +44,7 @@ from django_bgtasks.admin.formats import date_settings, id_html
 from django_bgtasks.admin.pauses import TaskPauseActions
 from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
 from django_bgtasks.background.functions import registered_tasks
+from django_bgtasks.core.states import WorkerState
 from django_bgtasks.http.events import events as event_stream
 from django_bgtasks.http.events import stream_offered
 from django_bgtasks.http.responses import outside_request_transactions
@@ -159,7 +162,7 @@ class BackgroundTaskAdmin(TaskPauseActions, TaskColumns, OperatorViews):
                     "worker": worker,
                     "host": id_html(worker.host),
                     "status": display.worker_status(worker),
-                    "runs": display.worker_runs(worker),
+                    "runs": _runs_html(worker),
                 }
                 for worker in worker_views.workers()
             ],
@@ -314,3 +317,19 @@ class BackgroundTaskAdmin(TaskPauseActions, TaskColumns, OperatorViews):
             path("<str:name>/release/", wrap(self.release_view), name=f"{prefix}_release"),
             *super().get_urls(),
         ]
+
+
+def _runs_html(worker: WorkerState) -> SafeString:
+    """The workers table's "running now": as ``bgtasks workers`` says it
+    (display.worker_runs), each Django Task's path an id that wraps between
+    its parts and its id (a UUID) on one line."""
+    held = format_html_join(
+        "; ",
+        '{} <span class="bgtasks-nowrap">{}</span> ({})',
+        ((id_html(task.task), task.id, display.held_state(task)) for task in worker.django_tasks),
+    )
+    background = display.background_runs(worker)
+    if not worker.django_tasks:
+        return format_html("{}", background)
+    joined = "; " if background else ""
+    return format_html("{}{}{}: {}", background, joined, display.HELD_TASKS, held)

@@ -88,29 +88,39 @@ def worker_status(worker: WorkerState) -> str:
 
 
 def worker_runs(worker: WorkerState) -> str:
-    """What a worker runs: a live worker's task names; a silent worker's, each
-    with what became of it (:func:`worker_run`), after ``was running``; then
-    the Django Tasks whose rows it holds (:func:`held_task`)."""
-    if not worker.silent:
-        background = ", ".join(worker.running)
-    else:
-        background = (
-            "was running " + "; ".join(map(worker_run, worker.runs)) if worker.runs else ""
-        )
+    """What a worker runs: its background runs (:func:`background_runs`),
+    then the Django Tasks whose rows it holds (:func:`held_task`)."""
     held = "; ".join(map(held_task, worker.django_tasks))
-    queued = f"Django Tasks: {held}" if held else ""
-    return "; ".join(part for part in (background, queued) if part)
+    queued = f"{HELD_TASKS}: {held}" if held else ""
+    return "; ".join(part for part in (background_runs(worker), queued) if part)
+
+
+# What the list of a worker's Django Tasks begins with.
+HELD_TASKS = "Django Tasks"
+
+
+def background_runs(worker: WorkerState) -> str:
+    """A live worker's task names; a silent worker's, each with what became
+    of it (:func:`worker_run`), after ``was running``."""
+    if not worker.silent:
+        return ", ".join(worker.running)
+    return "was running " + "; ".join(map(worker_run, worker.runs)) if worker.runs else ""
 
 
 def held_task(task: HeldTask) -> str:
-    """A Django Task a worker holds: its path and id, since when; a stale one
-    (its worker silent past its ttl) with what comes of it."""
+    """A Django Task a worker holds: its path and id, and :func:`held_state`."""
+    return f"{task.task} {task.id} ({held_state(task)})"
+
+
+def held_state(task: HeldTask) -> str:
+    """Since when a worker holds a Django Task; for a stale one (its worker
+    silent past its ttl), what comes of it."""
     if task.stale:
         return (
-            f"{task.task} {task.id} (no heartbeat within its ttl: a worker's next poll puts "
-            "it back in the queue, or fails it)"
+            "no heartbeat within its ttl: a worker's next poll puts it back in the "
+            "queue, or fails it"
         )
-    return f"{task.task} {task.id} (since {when(task.started_at)})"
+    return f"since {when(task.started_at)}"
 
 
 def worker_run(run: WorkerRun) -> str:

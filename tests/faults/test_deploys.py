@@ -167,10 +167,13 @@ def test_an_old_worker_hands_a_new_task_back_and_a_new_worker_runs_it(
         page = viewer.get(f"/admin/django_bgtasks/queuedtask/{result_id}/change/")
         assert f"ready ({WAITING_FOR_IMPORT})" in page.content.decode()
 
-    # A worker of the new release runs both, on their first attempt.
+    # The deploy goes on: the old worker stops, and a worker of the new
+    # release runs both, on their first attempt, once the last hand-back's
+    # wait is over (30 s at most).
+    old_workers.stop_all()
     release_workers(releases.new, "new").start()
     for path, result_id in ids.items():
-        wait_until(f"{path} to run", functools.partial(_ended, result_id, "SUCCESSFUL"), 60)
+        wait_until(f"{path} to run", functools.partial(_ended, result_id, "SUCCESSFUL"), 90)
     for result_id in ids.values():
         row = _row(result_id)
         assert row.attempts == 1, row.errors
