@@ -155,25 +155,6 @@ conf = Settings()
 LEASE_BACKEND = "django_bgtasks.queue.backend.LeaseBackend"
 
 
-# Django's queue for a backend whose TASKS entry names no QUEUES (its
-# DEFAULT_TASK_QUEUE_NAME, not imported: a site of background tasks alone may
-# have no Tasks framework).
-DEFAULT_QUEUE = "default"
-
-
-def lease_queues() -> set[str] | None:
-    """The queue names the ``LeaseBackend``s of ``TASKS`` take: each one's
-    ``QUEUES`` (Django's ``"default"`` where it names none), or ``None`` when
-    one takes any queue (``QUEUES`` empty, as Django reads it)."""
-    names: set[str] = set()
-    for params in lease_backends().values():
-        queues = params.get("QUEUES", [DEFAULT_QUEUE])
-        if not queues:
-            return None
-        names.update(queues)
-    return names
-
-
 def lease_backends() -> dict[str, dict[str, Any]]:
     """The ``TASKS`` entries whose backend is (a subclass of) ``LeaseBackend``,
     by alias. (Matched by name: importing the backend module needs a Tasks

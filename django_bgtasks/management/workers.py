@@ -17,7 +17,7 @@ from django.core.management.base import CommandError, OutputWrapper
 from django.core.management.color import Style
 
 from django_bgtasks.background.functions import registered_tasks
-from django_bgtasks.conf import lease_backends, lease_queues
+from django_bgtasks.conf import lease_backends
 from django_bgtasks.core.states import WorkerState
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.management.interrupts import stop_on_signals
@@ -26,6 +26,7 @@ from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import display
 from django_bgtasks.operations import workers as worker_views
 from django_bgtasks.operations.health import problem
+from django_bgtasks.operations.pause import declared_queues
 from django_bgtasks.queue.schedules import ScheduleError
 from django_bgtasks.worker import metrics
 from django_bgtasks.worker.loop import Worker
@@ -146,8 +147,8 @@ def _check_queues(queues: list[str] | None) -> None:
     """Refuse a ``--queue`` that no ``LeaseBackend`` of ``TASKS`` takes (a
     typing mistake: its worker would claim nothing, ever), where each names
     its ``QUEUES`` (an empty one takes any queue: then any name may come)."""
-    known = lease_queues()
-    if queues is None or known is None:
+    known, any_name = declared_queues()
+    if queues is None or any_name:
         return
     unknown = sorted(set(queues) - known)
     if unknown:

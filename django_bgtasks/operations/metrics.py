@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from django_bgtasks.choices import QueueStatus, Status
-from django_bgtasks.conf import DEFAULT_QUEUE, lease_backends
+from django_bgtasks.conf import lease_backends
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.operations.queued import count_capped, queue_names
 from django_bgtasks.operations.writes import task_states
@@ -36,6 +36,9 @@ LIVE_QUEUE_STATUSES = (READY, RUNNING)
 MAX_PRIORITIES = 10
 # A running Django Task: its queue, last heartbeat and ttl.
 Running = tuple[str, dt.datetime | None, float]
+# Django's DEFAULT_TASK_QUEUE_NAME (not imported: a site of background tasks
+# alone may have no Tasks framework).
+DEFAULT_QUEUE = "default"
 # bgtasks_workers' states, as the workers' list judges them (WorkerState.silent).
 LIVE = "live"
 SILENT = "silent"
