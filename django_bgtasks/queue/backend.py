@@ -344,6 +344,15 @@ class LeaseBackend(compat.BaseTaskBackend):
         except (TypeError, ValueError):
             return None
 
+    def import_deadline_seconds(self) -> float:
+        """``IMPORT_DEADLINE``: how long, from its first claim, a task no
+        worker can import waits for one that can. A bad value, which the
+        system check reports (bgtasks.E016), counts as the default."""
+        try:
+            return validate_import_deadline(self.import_deadline)
+        except (TypeError, ValueError):
+            return limits.IMPORT_DEADLINE
+
     def _max_attempts(self, task_attempts: int | None = None) -> int:
         """The task's own ``max_attempts``, else the backend's ``MAX_ATTEMPTS``."""
         if task_attempts is not None:

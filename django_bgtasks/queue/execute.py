@@ -81,7 +81,7 @@ from django_bgtasks.queue.manager import (
     QueueManager,
 )
 from django_bgtasks.queue.results import enqueued_task, running_result
-from django_bgtasks.validation import clean_error, encode_value, validate_import_deadline
+from django_bgtasks.validation import clean_error, encode_value
 
 logger = logging.getLogger("django_bgtasks.queued")
 _T = TypeVar("_T")
@@ -405,18 +405,15 @@ def _not_importable(lease: QueuedLease, exc: ImportError) -> str:
 
 
 def _import_deadline(alias: str) -> float:
-    """``IMPORT_DEADLINE`` of the backend ``alias`` (checked by its system
-    check, bgtasks.E016), or the default where this process has no such
-    ``LeaseBackend``."""
+    """``IMPORT_DEADLINE`` of the backend ``alias``
+    (``LeaseBackend.import_deadline_seconds``), or the default where this
+    process has no such ``LeaseBackend``."""
     try:
         backend = compat.task_backends[alias]
     except ImproperlyConfigured:  # InvalidTaskBackend: unknown here, as the task is
         return limits.IMPORT_DEADLINE
-    deadline = getattr(backend, "import_deadline", limits.IMPORT_DEADLINE)
-    try:
-        return validate_import_deadline(deadline)
-    except (TypeError, ValueError):
-        return limits.IMPORT_DEADLINE
+    seconds = getattr(backend, "import_deadline_seconds", None)
+    return seconds() if seconds is not None else limits.IMPORT_DEADLINE
 
 
 def _failed(lease: QueuedLease, exc: BaseException, *, ending: bool = True) -> str:
