@@ -211,6 +211,11 @@ class Worker(models.Model):
     tasks = models.JSONField(_("tasks"), default=list)
     concurrency = models.IntegerField(_("concurrency"))
     running = models.JSONField(_("running now"), default=list)
+    # The ids of the Django Tasks the queue's recovery took back from this
+    # worker once it was silent (``QueuedTask.objects.recover()``), in the
+    # order they were. Written by the recovering worker, never by this one;
+    # NULL in the rows of workers older than migration 0024 (none lost).
+    lost = models.JSONField(_("Django Tasks lost"), null=True, blank=True)
     started_at = models.DateTimeField(_("started"))
     updated_at = models.DateTimeField(_("last heartbeat"))
     # Seconds after its last beat when the worker counts as silent, as the

@@ -323,13 +323,23 @@ def _runs_html(worker: WorkerState) -> SafeString:
     """The workers table's "running now": as ``bgtasks workers`` says it
     (display.worker_runs), each Django Task's path an id that wraps between
     its parts and its id (a UUID) on one line."""
+    each = '{} <span class="bgtasks-nowrap">{}</span> ({})'
     held = format_html_join(
         "; ",
-        '{} <span class="bgtasks-nowrap">{}</span> ({})',
+        each,
         ((id_html(task.task), task.id, display.held_state(task)) for task in worker.django_tasks),
     )
-    background = display.background_runs(worker)
-    if not worker.django_tasks:
-        return format_html("{}", background)
-    joined = "; " if background else ""
-    return format_html("{}{}{}: {}", background, joined, display.HELD_TASKS, held)
+    lost = format_html_join(
+        "; ",
+        each,
+        (
+            (id_html(task.task or "?"), task.id, display.lost_state(task))
+            for task in worker.lost_tasks
+        ),
+    )
+    parts = [format_html("{}", display.background_runs(worker))]
+    if worker.django_tasks:
+        parts.append(format_html("{}: {}", display.HELD_TASKS, held))
+    if worker.lost_tasks:
+        parts.append(format_html("{}: {}", display.LOST_TASKS, lost))
+    return format_html_join("; ", "{}", ((part,) for part in parts if part))

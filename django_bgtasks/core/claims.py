@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -232,6 +233,13 @@ class WorkQueue:
     def gone(self, worker: str) -> None:
         """Remove worker ``worker``'s row: it stopped cleanly."""
         store.write("worker_gone", "worker_gone", {"id": worker})
+
+    def lost(self, worker: str, result_ids: Sequence[str]) -> bool:
+        """Add to worker ``worker``'s row the ids of the Django Tasks the
+        queue's recovery took back from it (``result_ids``), for the
+        operator's view of a lost worker. Whether the row is still there."""
+        params = {"id": worker, "lost": encode_value(list(result_ids))}
+        return bool(store.write("worker_lost", "worker_lost", params))
 
     def forget_workers(self, silent_for: float) -> int:
         """Remove the rows of workers silent for more than ``silent_for``

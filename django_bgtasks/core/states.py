@@ -304,6 +304,23 @@ class HeldTask:
 
 
 @dataclass(frozen=True, slots=True)
+class LostTask:
+    """A Django Task that the queue's recovery took back from a worker lost
+    while it ran it (the worker's row keeps the id), and what became of it
+    since, as its row says now: ``status`` and ``owner`` (the worker of its
+    latest claim, who may run it now or have ended it). ``task`` and
+    ``status`` are empty when the row is gone (pruned, or deleted)."""
+
+    id: str
+    task: str = ""
+    status: str = ""
+    owner: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "task": self.task, "status": self.status, "owner": self.owner}
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerRun:
     """A run that a worker last reported running, and what became of it
     (:meth:`WorkerState.with_runs`). ``owner``, ``token``, ``heartbeat_age``
@@ -355,8 +372,12 @@ class WorkerState:
     ttl: float = WORKER_TTL
     silent: bool = False
     runs: tuple[WorkerRun, ...] = ()
-    # The Django Tasks whose rows it holds (operations/workers.py adds them).
+    # The ids of the Django Tasks the queue's recovery took back from it.
+    lost: list[str] = field(default_factory=list)
+    # The Django Tasks whose rows it holds, and those it lost with what
+    # became of each (operations/workers.py adds both).
     django_tasks: tuple[HeldTask, ...] = ()
+    lost_tasks: tuple[LostTask, ...] = ()
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> WorkerState:
@@ -369,6 +390,7 @@ class WorkerState:
             tasks=list(json_column(row["tasks"])),
             concurrency=int(row["concurrency"]),
             running=list(json_column(row["running"])),
+            lost=list(json_column(row["lost"]) or ()),
             started_at=as_datetime(row["started_at"]),
             updated_at=as_datetime(row["updated_at"]),
             age=float(row["age"]),
@@ -390,6 +412,8 @@ class WorkerState:
                 data[key] = data[key].isoformat()
         data["runs"] = [{**run, "status": str(run["status"])} for run in data["runs"]]
         data["django_tasks"] = [task.as_json() for task in self.django_tasks]
+        del data["lost"]  # (its ids are in lost_tasks, with what became of each)
+        data["lost_tasks"] = [task.as_json() for task in self.lost_tasks]
         return data
 
 

@@ -446,6 +446,11 @@ STATEMENTS = Statements(
             {{now}}, %(ttl)s)
     """,
     worker_gone="DELETE FROM {worker} WHERE id = %(id)s",
+    # NULL: a row written by a worker older than migration 0024.
+    worker_lost="""
+        UPDATE {worker} SET lost = JSON_MERGE_PRESERVE(COALESCE(lost, '[]'), %(lost)s)
+        WHERE id = %(id)s
+    """,
     forget_workers=f"""
         DELETE FROM {{worker}}
         WHERE updated_at
@@ -485,6 +490,7 @@ READERS: dict[str, Reader] = {
     "due_work": _rows,
     "worker_beat": _upsert,
     "worker_gone": _count,
+    "worker_lost": _count,
     "forget_workers": _count,
     "list_workers": _rows,
     "clock": _rows,

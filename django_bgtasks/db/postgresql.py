@@ -227,6 +227,12 @@ STATEMENTS = Statements(
         RETURNING 1 AS matched
     """,
     worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1 AS matched",
+    # NULL: a row written by a worker older than migration 0024.
+    worker_lost="""
+        UPDATE {worker} SET lost = COALESCE(lost, '[]'::jsonb) || %(lost)s::jsonb
+        WHERE id = %(id)s
+        RETURNING 1 AS matched
+    """,
     # Never a row whose own ttl is longer (a worker that is merely slow to beat).
     forget_workers="""
         DELETE FROM {worker}

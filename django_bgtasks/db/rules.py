@@ -84,7 +84,7 @@ DUE_COLUMNS = """name, token, running AND NOT stale AS running, stale, attempt, 
 # since the row's last beat by the database's clock, and ``silent`` compares it
 # with the ttl the worker stated, so no replica's clock decides that a worker is gone.
 WORKER_COLUMNS = (
-    "id, host, pid, tasks, concurrency, running, started_at, updated_at, age, ttl, "
+    "id, host, pid, tasks, concurrency, running, lost, started_at, updated_at, age, ttl, "
     "age > ttl AS silent"
 )
 
@@ -115,6 +115,8 @@ class Statements:
     due_work: str
     worker_beat: str
     worker_gone: str
+    # The Django Tasks recovered from a lost worker, added to its row's list.
+    worker_lost: str
     forget_workers: str
     list_workers: str
     clock: str

@@ -220,6 +220,20 @@ STATEMENTS = Statements(
         RETURNING 1 AS matched
     """,
     worker_gone="DELETE FROM {worker} WHERE id = %(id)s RETURNING 1 AS matched",
+    # NULL: a row written by a worker older than migration 0024. The list
+    # is read back in its order (json_each's key is the index).
+    worker_lost="""
+        UPDATE {worker} SET lost = (
+            SELECT json_group_array(value) FROM (
+                SELECT 0 AS part, key, value FROM json_each(COALESCE(lost, '[]'))
+                UNION ALL
+                SELECT 1, key, value FROM json_each(%(lost)s)
+                ORDER BY part, key
+            )
+        )
+        WHERE id = %(id)s
+        RETURNING 1 AS matched
+    """,
     forget_workers=f"""
         DELETE FROM {{worker}}
         WHERE {_AGE} > max(%(seconds)s, ttl)

@@ -19,8 +19,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from django_bgtasks.choices import Status, WorkerRunStatus
-from django_bgtasks.core.states import HeldTask, TaskState, WorkerRun, WorkerState
+from django_bgtasks.choices import QueueStatus, Status, WorkerRunStatus
+from django_bgtasks.core.states import HeldTask, LostTask, TaskState, WorkerRun, WorkerState
 
 
 def seconds(value: float | None) -> str:
@@ -89,14 +89,21 @@ def worker_status(worker: WorkerState) -> str:
 
 def worker_runs(worker: WorkerState) -> str:
     """What a worker runs: its background runs (:func:`background_runs`),
-    then the Django Tasks whose rows it holds (:func:`held_task`)."""
+    then the Django Tasks whose rows it holds (:func:`held_task`), then
+    those taken back from it once it was lost (:func:`lost_task`)."""
     held = "; ".join(map(held_task, worker.django_tasks))
-    queued = f"{HELD_TASKS}: {held}" if held else ""
-    return "; ".join(part for part in (background_runs(worker), queued) if part)
+    lost = "; ".join(map(lost_task, worker.lost_tasks))
+    parts = (
+        background_runs(worker),
+        f"{HELD_TASKS}: {held}" if held else "",
+        f"{LOST_TASKS}: {lost}" if lost else "",
+    )
+    return "; ".join(part for part in parts if part)
 
 
-# What the list of a worker's Django Tasks begins with.
+# What the lists of a worker's Django Tasks begin with.
 HELD_TASKS = "Django Tasks"
+LOST_TASKS = "lost Django Tasks"
 
 
 def background_runs(worker: WorkerState) -> str:
@@ -110,6 +117,25 @@ def background_runs(worker: WorkerState) -> str:
 def held_task(task: HeldTask) -> str:
     """A Django Task a worker holds: its path and id, and :func:`held_state`."""
     return f"{task.task} {task.id} ({held_state(task)})"
+
+
+def lost_task(task: LostTask) -> str:
+    """A Django Task taken back from a lost worker: its path and id, and
+    :func:`lost_state`."""
+    return f"{task.task or '?'} {task.id} ({lost_state(task)})"
+
+
+def lost_state(task: LostTask) -> str:
+    """What became of a Django Task taken back from a lost worker, as its
+    row says now. (A row made ready keeps the lost worker as its owner until
+    the next claim: READY names no one.)"""
+    if not task.status:
+        return "no longer in the table"
+    if task.status == QueueStatus.READY:
+        return "back in the queue"
+    if task.status == QueueStatus.RUNNING:
+        return f"running again, on {task.owner}"
+    return f"{task.status.lower()} on {task.owner}"
 
 
 def held_state(task: HeldTask) -> str:

@@ -8,8 +8,9 @@ Those are read from the queue's rows, not from the worker's report: a row's
 ``owner`` and ``RUNNING`` status are what every other worker obeys, and the
 running rows' index (by owner) reads them, at most every worker's threads. A
 silent worker's are stale until a worker's poll puts them back in the queue
-(or fails them), after their ttl; then the task's own page says what became
-of it (its errors name the worker that was lost).
+(or fails them), after their ttl. That recovery adds their ids to the lost
+worker's row (``lost``), and each is then listed with what became of it, as
+its row says now (read by id).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import datetime as dt
 from collections import defaultdict
 
 from django_bgtasks.choices import WorkerRunStatus
-from django_bgtasks.core.states import HeldTask, WorkerState
+from django_bgtasks.conf import conf
+from django_bgtasks.core.states import HeldTask, LostTask, WorkerState
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
 
 
@@ -28,8 +30,15 @@ def workers() -> list[WorkerState]:
     silent one's runs taken over naming the run that took each over."""
     listed = BackgroundTask.objects.work.workers()
     held = held_tasks(BackgroundTask.objects.work.clock())
+    lost = lost_tasks([result_id for worker in listed for result_id in worker.lost])
     return [
-        dataclasses.replace(taken_over_by(worker), django_tasks=tuple(held.get(worker.id, ())))
+        dataclasses.replace(
+            taken_over_by(worker),
+            django_tasks=tuple(held.get(worker.id, ())),
+            lost_tasks=tuple(
+                lost.get(result_id, LostTask(result_id)) for result_id in worker.lost
+            ),
+        )
         for worker in listed
     ]
 
@@ -73,4 +82,19 @@ def held_tasks(now: dt.datetime) -> dict[str, list[HeldTask]]:
     return held
 
 
-__all__ = ["held_tasks", "taken_over_by", "workers"]
+def lost_tasks(result_ids: list[str]) -> dict[str, LostTask]:
+    """The Django Tasks of ``result_ids`` (taken back from lost workers) as
+    their rows say now, by id; an id whose row is gone is not in it."""
+    if not result_ids:
+        return {}
+    rows = (
+        QueuedTask.objects.using(conf.DATABASE)
+        .filter(uuid__in=result_ids)
+        .values_list("uuid", "task_path", "status", "owner")
+    )
+    return {
+        str(uuid): LostTask(str(uuid), path, status, owner) for uuid, path, status, owner in rows
+    }
+
+
+__all__ = ["held_tasks", "lost_tasks", "taken_over_by", "workers"]

@@ -31,7 +31,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DatabaseError
@@ -39,7 +39,7 @@ from django.db import DatabaseError
 from django_bgtasks.core.holding import Renews
 from django_bgtasks.db import outages
 from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections, close_connection
-from django_bgtasks.models import QueuedTask
+from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.queue.groups import Group
 from django_bgtasks.queue.manager import ENDED_LATE, READY, RUNNING, Claim, Ending
 from django_bgtasks.worker.idle import IdleThreads
@@ -337,6 +337,7 @@ class Recovery:
         if time.monotonic() < self._next:
             return
         self._next = time.monotonic() + RECOVER_EVERY_SECONDS
+        by_owner: dict[str, list[str]] = defaultdict(list)
         for lost in QueuedTask.objects.recover():
             logger.warning(
                 "queued task %s %s: its worker %s was lost (no heartbeat within the ttl); now %s",
@@ -345,6 +346,10 @@ class Recovery:
                 lost.owner,
                 lost.status,
             )
+            by_owner[lost.owner].append(str(lost.uuid))
+        # Their rows name no owner now: the lost worker's row keeps their ids.
+        for owner, result_ids in by_owner.items():
+            BackgroundTask.objects.work.lost(owner, result_ids)
 
 
 # What a run's finish returned (QueuedTask.objects.finish): the time it
