@@ -141,6 +141,23 @@ def with_limit(query: str, limit: object) -> str:
 # every queue that has a ready row, found by a loose scan of that index (one
 # descent a queue name); paused ones are left out before their rows are read.
 # (``WITH RECURSIVE`` for that scan: it is allowed beside the other CTEs.)
+#
+# The queues served are gathered into one array and read back with
+# ``unnest``, which the planner counts as 10 queues, whatever the
+# parameters and whatever the statistics say. It counted the recursive scan
+# as about 55 queues, and a custom plan folded the parameters (``%(all)s``
+# drops a branch, the length of ``%(queues)s`` sets its rows): so the
+# generic plan cost more than the custom ones, the plan cache dropped it,
+# and the claim was planned again at each call (1.4 ms a plan for 1 ms of
+# work: a drain of a stale backlog at 0.67x). And with a LATERAL scan of
+# about 2,000 a queue without statistics, the claim was estimated at
+# 100,000-110,000, over ``jit_above_cost`` (100,000 by default), where
+# PostgreSQL compiles a statement with its JIT at every call (122 ms, for
+# one that runs in 1-2 ms: a drain at 0.05x behind 10,000,000 finished
+# tasks). Now about 21,000, the generic plan within 1 of the custom ones.
+# (Reading the parameters through scalar subqueries too, so that no custom
+# plan folds them, cost a tenth of a four-worker drain.) docs/benchmarks.md,
+# "A million tasks", has the figures.
 _QUEUES = """ready_queues(name) AS (
             (SELECT queue_name FROM {table}
             WHERE %(all)s::boolean AND status = '{ready}'
@@ -156,8 +173,10 @@ _QUEUES = """ready_queues(name) AS (
             SELECT q.name FROM unnest(%(queues)s::text[]) AS q(name)
             WHERE NOT %(all)s::boolean
         ), served AS (
-            SELECT name FROM queues
-            WHERE name NOT IN (SELECT paused.queue_name FROM {paused} paused)
+            SELECT q.name FROM unnest((
+                SELECT array_agg(name) FROM queues
+                WHERE name NOT IN (SELECT paused.queue_name FROM {paused} paused)
+            )) AS q(name)
         )"""
 # The rows of the queue ``q.name`` a claim may take, but for the flow limits
 # (also the idle poll's).

@@ -9,9 +9,11 @@ rising), deletes the Django Task results that finished more than ``days`` ago
 defaults to ``BGTASKS_HISTORY_DAYS``. With ``dry_run`` it only counts what it
 would change.
 
-The deletes run in batches: a statement for each ``BATCH`` primary keys,
-from the oldest row to the last one enqueued (a run: finished) before the
-cutoff, found by a binary search on the keys (a few reads by primary key).
+The deletes run in batches: a statement for each ``BATCH`` primary keys at
+most, fewer where a statement takes longer than ``STATEMENT_SECONDS``
+(:func:`resized`), from the oldest row to the last one enqueued (a run:
+finished) before the cutoff, found by a binary search on the keys (a few
+reads by primary key).
 Each statement is short and commits at once: a claim, an end or an enqueue
 waits for none (they touch no finished row, and each batch holds its rows'
 locks for milliseconds), a table of 10,000,000 finished rows is pruned by
@@ -48,12 +50,22 @@ from django_bgtasks.operations.queued import Counted, count_capped
 # The bound for --days (and BGTASKS_HISTORY_DAYS): beyond it the date
 # arithmetic overflows (and it makes no sense for history).
 MAX_HISTORY_DAYS = 36500
-# How many primary keys one DELETE of prune covers, and how long prune waits
-# after each, as a share of the time the DELETE took: a prune of millions of
-# rows keeps to about half of one core and of the disk's writes, beside the
-# workers' claims and ends.
+# How many primary keys one DELETE of prune covers at most, and how long
+# prune waits after each, as a share of the time the DELETE took: a prune of
+# millions of rows keeps to about half of one core and of the disk's writes,
+# beside the workers' claims and ends.
 BATCH = 5_000
 PAUSE = 1.0
+# How long one DELETE may take: a batch that took longer is halved for the
+# next (down to MIN_BATCH keys), one that took under a quarter of it is
+# doubled (up to BATCH). Where a DELETE holds the whole database's write
+# lock (SQLite), every claim and end waits for it: 5,000 rows took about
+# 0.2 s there beside four workers, and a claim waited up to 2.2 s
+# (docs/benchmarks.md, "A million tasks"). PostgreSQL and MariaDB lock the
+# deleted rows only, which no claim or end touches; the same rule keeps
+# each statement, and its share of the disk, short there too.
+STATEMENT_SECONDS = 0.05
+MIN_BATCH = 100
 
 
 def history_days(days: float) -> float:
@@ -119,14 +131,28 @@ def _delete_in_batches(old: QuerySet[Any], stamp: str, cutoff: dt.datetime) -> i
     if first is None:
         return 0
     last = _last_before(rows, stamp, cutoff, first)
-    deleted = 0
-    for start in range(first, last + 1, BATCH):
+    deleted, start, size = 0, first, BATCH
+    while start <= last:
         began = time.monotonic()
-        count, _by_model = old.filter(pk__gte=start, pk__lt=start + BATCH).delete()
+        count, _by_model = old.filter(pk__gte=start, pk__lt=start + size).delete()
+        took = time.monotonic() - began
         deleted += count
+        start += size
         if count:
-            time.sleep((time.monotonic() - began) * PAUSE)
+            time.sleep(took * PAUSE)
+            size = resized(size, took)
     return deleted
+
+
+def resized(size: int, took: float) -> int:
+    """The next batch's size, after one of ``size`` keys took ``took``
+    seconds: halved when it took longer than ``STATEMENT_SECONDS``, doubled
+    when it took under a quarter of it, within ``MIN_BATCH`` and ``BATCH``."""
+    if took > STATEMENT_SECONDS:
+        return max(min(MIN_BATCH, BATCH), size // 2)
+    if took < STATEMENT_SECONDS / 4:
+        return min(BATCH, size * 2)
+    return size
 
 
 def _last_before(rows: QuerySet[Any], stamp: str, cutoff: dt.datetime, first: int) -> int:

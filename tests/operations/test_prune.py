@@ -55,3 +55,16 @@ def test_old_results_are_deleted_a_batch_of_keys_at_a_time_and_no_other(
     deletes = [query for query in queries if query["sql"].startswith("DELETE")]
     queued_deletes = [query for query in deletes if QueuedTask._meta.db_table in query["sql"]]
     assert 6 <= len(queued_deletes) <= 7, [query["sql"] for query in queued_deletes]
+
+
+def test_a_batch_that_takes_long_is_halved_and_a_quick_one_doubled() -> None:
+    """A DELETE that held the write lock (SQLite's, the whole database's)
+    longer than STATEMENT_SECONDS makes the next one half as big, down to
+    MIN_BATCH keys; a quick one doubles it, up to BATCH."""
+    slow, quick, fair = pruning.STATEMENT_SECONDS * 4, 0.0, pruning.STATEMENT_SECONDS / 2
+    sizes = [pruning.BATCH]
+    for took in (slow,) * 8 + (fair,) + (quick,) * 8:
+        sizes.append(pruning.resized(sizes[-1], took))
+    assert sizes[:8] == [5_000, 2_500, 1_250, 625, 312, 156, 100, 100]
+    assert sizes[8:11] == [100, 100, 200]
+    assert sizes[-1] == pruning.BATCH
