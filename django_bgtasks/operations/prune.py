@@ -15,9 +15,10 @@ most, fewer where a statement takes longer than ``STATEMENT_SECONDS``
 finished) before the cutoff, found by a binary search on the keys (a few
 reads by primary key).
 Each statement is short and commits at once: a claim, an end or an enqueue
-waits for none (they touch no finished row, and each batch holds its rows'
-locks for milliseconds), a table of 10,000,000 finished rows is pruned by
-about 2,000 of them, and no transaction as old as the whole prune holds back
+waits for none on PostgreSQL and MariaDB (they touch no finished row, and
+each batch holds its rows' locks for milliseconds; on SQLite they wait for
+each, which holds the database's one write lock), a table of 10,000,000 finished rows is pruned by
+2,000 of them or more, and no transaction as old as the whole prune holds back
 autovacuum meanwhile; after each, prune waits as long as it took (``PAUSE``),
 so that it takes half of what it could of the server beside the workers
 (docs/operations.md, "A big table"). Rows enqueued
