@@ -899,3 +899,38 @@ def test_pause_and_unpause_a_queue(
     response = post_json(operator, "/bgtasks/django-tasks/queues/unpause/", {"queue": "default"})
     assert response.json() == {"queue": "default", "paused": False, "changed": True}
     assert QueuedTask.objects.paused_queues() == {}
+
+
+def test_a_django_tasks_json_has_its_arguments_return_value_errors_and_attempts(
+    tasks_site_alias: str, viewer: Client
+) -> None:
+    """Issue 51, item 5: the API's and ``bgtasks show --json``'s task carries
+    what the admin's page shows: its arguments and return value as stored,
+    its errors and its attempts; the list's items are the same shape."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests import djtasks
+    from tests.queue.test_backend import run_ready
+
+    added = djtasks.add.enqueue(1, b=2)
+    failed = djtasks.fails.enqueue("boom")
+    ready = viewer.get(f"/bgtasks/django-tasks/{added.id}/").json()
+    assert (ready["args"], ready["kwargs"], ready["return_value"]) == ([1], {"b": 2}, None)
+    assert run_ready() == 2
+    ok = viewer.get(f"/bgtasks/django-tasks/{added.id}/").json()
+    assert (ok["args"], ok["kwargs"], ok["return_value"]) == ([1], {"b": 2}, 3)
+    assert (ok["status"], ok["attempts"], ok["errors"]) == ("SUCCESSFUL", 1, [])
+    bad = viewer.get(f"/bgtasks/django-tasks/{failed.id}/").json()
+    assert (bad["args"], bad["kwargs"], bad["return_value"]) == (["boom"], {}, None)
+    assert bad["status"] == "FAILED" and bad["attempts"] == 1
+    [error] = bad["errors"]
+    assert error["exception_class_path"] == "builtins.ValueError" and "boom" in error["traceback"]
+    listed = {
+        item["id"]: item for item in viewer.get("/bgtasks/django-tasks/").json()["django_tasks"]
+    }
+    assert listed[str(added.id)] == ok and listed[str(failed.id)] == bad
+    out = StringIO()
+    call_command("bgtasks", "show", str(added.id), "--json", stdout=out)
+    assert json.loads(out.getvalue()) == ok
