@@ -1332,3 +1332,53 @@ def test_a_timed_out_run_shows_its_outcome_in_red_and_can_be_filtered(
     assert change_url("surface-slow") in filtered and change_url("surface-quick") not in filtered
     page = viewer.get(CHANGELIST).content.decode()
     assert '<a href="?outcome__exact=timed-out">timed out</a>' in page  # offered as a filter
+
+
+def test_a_cancelled_task_reads_failed_cancelled_not_cancel_requested(
+    tasks_site_alias: str, superuser: Client
+) -> None:
+    """Issue 51: a cancelled Django Task read "failed (cancel requested)" in
+    the admin, as if the cancel were still to come. The admin's list and
+    page and ``bgtasks list``/``show`` say one rule (operations/queued.py's
+    ``status_label``): a task cancelled while ready, or stopped at a check,
+    is "failed (cancelled)"; one asked while it runs is "running (cancel
+    requested)"; a run that succeeded anyway is "successful"; one that
+    failed of its own error is "failed"."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.execute import execute
+    from tests import djtasks
+
+    def said(result_id: str) -> tuple[str, str, str]:
+        page = superuser.get(f"{QUEUED}{result_id}/change/").content.decode()
+        listing = superuser.get(QUEUED).content.decode()
+        out = StringIO()
+        call_command("bgtasks", "show", result_id, "--no-color", stdout=out)
+        [status] = [line for line in out.getvalue().splitlines() if line.startswith("status")]
+        row = listing[listing.index(result_id) :][:2000]
+        return page, row, status.split(None, 1)[1]
+
+    cancelled = djtasks.add.enqueue(1, 1)
+    QueuedTask.objects.cancel(cancelled.id)
+    page, row, shown = said(cancelled.id)
+    assert shown == "failed (cancelled)"
+    assert "failed (cancelled)" in page and "failed (cancelled)" in row
+    assert "cancel requested" not in page and "cancel requested" not in row
+
+    asked = djtasks.add.enqueue(2, 2)
+    claim = QueuedTask.objects.claim("admin-test-worker", queues=None)
+    assert claim is not None
+    QueuedTask.objects.cancel(asked.id)
+    assert said(asked.id)[2] == "running (cancel requested)"
+    execute(claim)  # it did not look, and succeeded
+    assert said(asked.id)[2] == "successful"
+
+    failing = djtasks.fails.enqueue("its own error")
+    claim = QueuedTask.objects.claim("admin-test-worker", queues=None)
+    assert claim is not None
+    QueuedTask.objects.cancel(failing.id)
+    execute(claim)  # it failed before any check
+    assert said(failing.id)[2] == "failed"

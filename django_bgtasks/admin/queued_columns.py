@@ -11,7 +11,6 @@ long it ran. Ids wrap only between their parts and times are Django's
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from django.contrib import admin
@@ -22,8 +21,7 @@ from django.utils.translation import gettext_lazy
 from django_bgtasks.admin.formats import id_html, time_html
 from django_bgtasks.core.states import run_duration
 from django_bgtasks.models import QueuedTask
-from django_bgtasks.operations import display
-from django_bgtasks.operations.queued import waiting
+from django_bgtasks.operations import display, queued
 from django_bgtasks.operations.queues import paused_queues
 from django_bgtasks.queue.manager import RUNNING
 
@@ -59,7 +57,7 @@ class QueuedColumns(QueuedModelAdmin):
         progress = self.progress_label(row)
         return format_html(
             '{}<div class="bgtasks-quiet">{} {}</div>{}',
-            _status_text(row, paused=()),
+            queued.status_label(row, paused=()),
             _("attempt"),
             self.attempts_label(row),
             format_html("<div>{}</div>", progress) if progress else "",
@@ -79,7 +77,7 @@ class QueuedColumns(QueuedModelAdmin):
     @admin.display(description=gettext_lazy("status"), ordering="status")
     def status_label(self, row: QueuedTask) -> str:
         """The task's page's: with its queue's pause (one read)."""
-        return _status_text(row, paused=paused_queues())
+        return queued.status_label(row, paused=paused_queues())
 
     @admin.display(description=gettext_lazy("attempts"))
     def attempts_label(self, row: QueuedTask) -> str:
@@ -117,12 +115,3 @@ class QueuedColumns(QueuedModelAdmin):
                 for error in row.errors or []
             ),
         ) or format_html("{}", "")
-
-
-def _status_text(row: QueuedTask, paused: Collection[str]) -> str:
-    """The status, with what a ready task waits for (``paused``: the paused
-    queues' names) or a cancel asked for."""
-    label = row.status.lower()
-    if (why := waiting(row, paused)) is not None:
-        return f"{label} ({why})"
-    return f"{label} (cancel requested)" if row.cancel_requested else label

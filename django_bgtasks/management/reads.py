@@ -236,11 +236,7 @@ QUEUED_COLUMNS = (
 
 def _queued_status(row: QueuedTask, style: Style, paused: Collection[str]) -> Cell:
     paint = {SUCCESSFUL: style.SUCCESS, FAILED: style.ERROR, RUNNING: style.WARNING}
-    # A cancel asked for while it ran, and it finished anyway, is not its state now.
-    cancelling = row.cancel_requested and row.status == RUNNING
-    label = row.status.lower() + (" (cancel requested)" if cancelling else "")
-    if (why := queued.waiting(row, paused)) is not None:
-        label += f" ({why})"
+    label = queued.status_label(row, paused)
     painter = paint.get(row.status)
     return (label, painter) if painter is not None else label
 

@@ -42,7 +42,7 @@ from django.db.models import QuerySet
 from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import run_duration
-from django_bgtasks.exceptions import TaskNotImportable
+from django_bgtasks.exceptions import TaskCancelled, TaskNotImportable
 from django_bgtasks.limits import (
     COUNT_CAP,
     MAX_BACKEND_LENGTH,
@@ -60,6 +60,7 @@ WAITING_FOR_IMPORT = "waiting for a worker that can import it"
 # What a ready task of a paused queue waits for.
 WAITING_FOR_UNPAUSE = "waiting for its queue to be unpaused"
 _NOT_IMPORTABLE = f"{TaskNotImportable.__module__}.{TaskNotImportable.__qualname__}"
+_CANCELLED = f"{TaskCancelled.__module__}.{TaskCancelled.__qualname__}"
 
 # How many of the newest queued Django Tasks ``bgtasks list`` shows.
 RECENT_QUEUED = 50
@@ -269,12 +270,30 @@ def waiting(row: QueuedTask, paused: Collection[str]) -> str | None:
         return None
     if row.queue_name in paused:
         return WAITING_FOR_UNPAUSE
-    if not row.errors:
-        return None
-    last = row.errors[-1]
-    if isinstance(last, dict) and last.get("exception_class_path") == _NOT_IMPORTABLE:
-        return WAITING_FOR_IMPORT
-    return None
+    return WAITING_FOR_IMPORT if _last_error_class(row) == _NOT_IMPORTABLE else None
+
+
+def status_label(row: QueuedTask, paused: Collection[str]) -> str:
+    """``row``'s status as the admin and ``bgtasks list``/``show`` say it: in
+    lower case, with what a ready task waits for (:func:`waiting`), a cancel
+    asked of a running one, or that a failed one was cancelled (its last
+    error a ``TaskCancelled``: cancelled while ready, or stopped at a check).
+    A cancel asked of a run that then succeeded, or failed of its own
+    error, is not its state now, and is not said."""
+    label = row.status.lower()
+    if (why := waiting(row, paused)) is not None:
+        return f"{label} ({why})"
+    if row.status == RUNNING and row.cancel_requested:
+        return f"{label} (cancel requested)"
+    if row.status == FAILED and _last_error_class(row) == _CANCELLED:
+        return f"{label} (cancelled)"
+    return label
+
+
+def _last_error_class(row: QueuedTask) -> str | None:
+    """The exception class path of ``row``'s last error, if it has one."""
+    last = row.errors[-1] if row.errors else None
+    return last.get("exception_class_path") if isinstance(last, dict) else None
 
 
 def queued_json(row: QueuedTask, paused: Collection[str]) -> dict[str, Any]:
