@@ -17,12 +17,12 @@ reads by primary key).
 Each statement is short and commits at once: a claim, an end or an enqueue
 waits for none on PostgreSQL and MariaDB (they touch no finished row, and
 each batch holds its rows' locks for milliseconds; on SQLite they wait for
-each, which holds the database's one write lock), a table of 10,000,000 finished rows is pruned by
-2,000 of them or more, and no transaction as old as the whole prune holds back
-autovacuum meanwhile; after each, prune waits as long as it took (``PAUSE``),
-so that it takes half of what it could of the server beside the workers
-(docs/operations.md, "A big table"). Rows enqueued
-before the cutoff that finish after it are kept, as ever, and the rare one
+each, which holds the database's one write lock), a table of 10,000,000
+finished rows is pruned by 2,000 of them or more, and no transaction as old
+as the whole prune holds back autovacuum meanwhile; after each, prune waits
+as long as it took (``PAUSE``), so that it takes half of what it could of
+the server beside the workers (docs/operations.md, "A big table"). Rows
+enqueued before the cutoff that finish after it are kept, as ever, and the rare one
 enqueued by a transaction that committed after rows enqueued later (its
 ``seq`` is the later one) is left for the next prune. A dry run counts up
 to ``COUNT_CAP`` (operations/queued.py), oldest first.

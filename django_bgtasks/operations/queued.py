@@ -24,7 +24,8 @@ those index reads whatever its statistics say:
   (a loose scan of their index).
 * :func:`queued_task` and :func:`queued_json`: one task, and its one JSON
   shape; :func:`waiting`: what a ready task waits for, where it is not
-  only its turn (each surface shows it beside the status).
+  only its turn (each surface shows it beside the status);
+  :func:`status_label`: the status as the admin and the command say it.
 """
 
 from __future__ import annotations
