@@ -22,9 +22,9 @@ finished rows is pruned by 2,000 of them or more, and no transaction as old
 as the whole prune holds back autovacuum meanwhile; after each, prune waits
 as long as it took (``PAUSE``), so that it takes half of what it could of
 the server beside the workers (docs/operations.md, "A big table"). Rows
-enqueued before the cutoff that finish after it are kept, as ever, and the rare one
-enqueued by a transaction that committed after rows enqueued later (its
-``seq`` is the later one) is left for the next prune. A dry run counts up
+enqueued before the cutoff that finish after it are kept, as ever, and the
+rare one enqueued by a transaction that committed after rows enqueued later
+(its ``seq`` is the later one) is left for the next prune. A dry run counts up
 to ``COUNT_CAP`` (operations/queued.py), oldest first.
 
 As the other operations do, it returns a value that says what happened
