@@ -9,6 +9,8 @@ operations in :mod:`django_bgtasks.core.leases`, never by ``save()``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
@@ -338,6 +340,11 @@ class QueuedTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_path} {self.uuid}"
+
+    def arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        """The task's ``args`` and ``kwargs``, as stored in ``args_kwargs``."""
+        stored = self.args_kwargs or {}
+        return list(stored.get("args", [])), dict(stored.get("kwargs", {}))
 
 
 class PausedQueue(models.Model):

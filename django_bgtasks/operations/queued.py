@@ -302,7 +302,7 @@ def queued_json(row: QueuedTask, paused: Collection[str]) -> dict[str, Any]:
     the paused queues' names, read once for a page of them): with its
     arguments and its return value as stored (JSON, as the admin shows
     them; ``null`` until it succeeded), its errors and its attempts."""
-    arguments = row.args_kwargs or {}
+    args, kwargs = row.arguments()
     return {
         "id": str(row.uuid),
         "task": row.task_path,
@@ -323,8 +323,8 @@ def queued_json(row: QueuedTask, paused: Collection[str]) -> dict[str, Any]:
         "started_at": _iso(row.started_at),
         "finished_at": _iso(row.finished_at),
         "duration": run_duration(row.started_at, row.finished_at),
-        "args": list(arguments.get("args", [])),
-        "kwargs": dict(arguments.get("kwargs", {})),
+        "args": args,
+        "kwargs": kwargs,
         "return_value": row.return_value,
         "errors": row.errors,
     }

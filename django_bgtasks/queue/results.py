@@ -55,7 +55,7 @@ def enqueued_task(queued: QueuedTask | Claim) -> Any:
 def result_from_row(row: QueuedTask) -> Any:
     """A ``TaskResult`` with what ``row`` holds."""
     task = enqueued_task(row)
-    args_kwargs = row.args_kwargs or {}
+    args, kwargs = row.arguments()
     result: Any = compat.TaskResult(
         task=task,
         id=str(row.uuid),
@@ -64,8 +64,8 @@ def result_from_row(row: QueuedTask) -> Any:
         started_at=row.started_at,
         finished_at=row.finished_at,
         last_attempted_at=row.last_attempted_at,
-        args=list(args_kwargs.get("args", [])),
-        kwargs=dict(args_kwargs.get("kwargs", {})),
+        args=args,
+        kwargs=kwargs,
         backend=row.backend,
         errors=[
             compat.TaskError(

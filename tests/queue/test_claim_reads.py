@@ -227,9 +227,7 @@ def test_the_claims_plan_is_one_whatever_its_queues_and_far_below_the_jit(
     _enqueue(pg_alias, RARE, limited=False, queue="other")
     connection = connections[pg_alias]
     text = with_limit(getattr(QueuedTask.objects._statements(connection), statement), LIMIT)
-    names: list[str] = []
-    for name in re.findall(r"%\((\w+)\)s", text):
-        names.append(name) if name not in names else None
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", text)))
     numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", text)
     costs = []
     with transaction.atomic(using=pg_alias), connection.cursor() as cursor:
