@@ -318,6 +318,36 @@ _NEXT_VALUE = "SELECT MIN({column}) AS value FROM {{table}} WHERE {column} > %(a
 MAX_NAMES = 100_000
 
 
+# An operator's cancel (status last: the other columns read what it was).
+_CANCEL_SET = f"""cancel_requested = 1,
+            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN {NOW} ELSE finished_at END,
+            errors = CASE WHEN status = '{{ready}}' THEN JSON_ARRAY_APPEND(errors, '$',
+                JSON_OBJECT('exception_class_path', '{CANCELLED_ERROR_CLASS}',
+                    'traceback', 'TaskCancelled: cancelled by an operator before it started'))
+                ELSE errors END,
+            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END"""
+# An operator's retry (db.rules.QUEUE_RETRY).
+_RETRY_SET = """status = '{ready}', run_after = NULL, finished_at = NULL,
+            return_value = NULL, cancel_requested = 0,
+            max_attempts = CASE WHEN attempts >= max_attempts THEN attempts + 1
+                ELSE max_attempts END,
+            active_key = NULLIF(unique_key, '')"""
+_RETRY_FAILED = """status = '{failed}'
+            AND unique_key NOT IN (SELECT held.active_key FROM (
+                SELECT DISTINCT active_key FROM {table} WHERE active_key IS NOT NULL) held)"""
+# A bulk action's batch, the JSON array ``seqs``: each row looked up by its
+# key, as PICKED_JOIN's; and the step that locks those a cancel changes.
+_LISTED_JOIN = (
+    "JSON_TABLE(%(seqs)s, '$[*]' COLUMNS (listed_seq BIGINT PATH '$')) listed"
+    " STRAIGHT_JOIN {table} t FORCE INDEX (PRIMARY) ON t.seq = listed.listed_seq"
+)
+_LISTED_PICK = _pick(
+    f"""SELECT t.seq FROM {_LISTED_JOIN}
+    WHERE t.status IN ('{{ready}}', '{{running}}') FOR UPDATE"""
+)
+
+
 QUEUE = QueueStatements(
     claim=MYSQL_STEP.join([CLAIM_PICK, *CLAIM_FLOW, CLAIM_WRITE]),
     # As the lease's renew (mysql.py): a match of the first step is a renewal
@@ -363,17 +393,17 @@ QUEUE = QueueStatements(
     """,
     # Status last: the other columns read what it was.
     cancel=f"""
-        UPDATE {{table}} SET cancel_requested = 1,
-            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
-            finished_at = CASE WHEN status = '{{ready}}' THEN {NOW} ELSE finished_at END,
-            errors = CASE WHEN status = '{{ready}}' THEN JSON_ARRAY_APPEND(errors, '$',
-                JSON_OBJECT('exception_class_path', '{CANCELLED_ERROR_CLASS}',
-                    'traceback', 'TaskCancelled: cancelled by an operator before it started'))
-                ELSE errors END,
-            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END
+        UPDATE {{table}} SET {_CANCEL_SET}
         WHERE uuid = %(uuid)s AND status IN ('{{ready}}', '{{running}}')
         {MYSQL_STEP}
         SELECT status FROM {{table}} WHERE uuid = %(uuid)s
+    """,
+    cancel_many=f"""
+        {_LISTED_PICK}
+        {MYSQL_STEP}
+        UPDATE {PICKED_JOIN} SET {_CANCEL_SET}
+        {MYSQL_STEP}
+        SELECT seq, status FROM {PICKED_JOIN}
     """,
     ended="""
         SELECT status, finished_at FROM {table}
@@ -395,15 +425,13 @@ QUEUE = QueueStatements(
     """,
     # As db.rules.QUEUE_RETRY. MySQL refuses a subquery on the table an
     # UPDATE writes unless it is a derived table (materialised first).
-    retry="""
-        UPDATE {table} SET status = '{ready}', run_after = NULL, finished_at = NULL,
-            return_value = NULL, cancel_requested = 0,
-            max_attempts = CASE WHEN attempts >= max_attempts THEN attempts + 1
-                ELSE max_attempts END,
-            active_key = NULLIF(unique_key, '')
-        WHERE uuid = %(uuid)s AND status = '{failed}'
-            AND unique_key NOT IN (SELECT held.active_key FROM (
-                SELECT DISTINCT active_key FROM {table} WHERE active_key IS NOT NULL) held)
+    retry=f"""
+        UPDATE {{table}} SET {_RETRY_SET}
+        WHERE uuid = %(uuid)s AND {_RETRY_FAILED}
+    """,
+    retry_many=f"""
+        UPDATE {_LISTED_JOIN} SET {_RETRY_SET}
+        WHERE {_RETRY_FAILED}
     """,
     finish_many=FINISH_MANY,
     enqueue=ENQUEUE,
@@ -547,9 +575,11 @@ READERS: dict[str, Reader] = {
     "finish_many": _transaction,
     "recover": _transaction,
     "cancel": _transaction,
+    "cancel_many": _transaction,
     "ended": read_rows,
     "give_back": _transaction,
     "retry": count_rows,
+    "retry_many": count_rows,
     "enqueue": steps,
     "pause_queue": count_rows,
     "unpause_queue": count_rows,

@@ -21,6 +21,7 @@ from django_bgtasks.db.rules import (
     QueueStatements,
     distinct_values,
     flow_slots_free,
+    queue_retry,
 )
 from django_bgtasks.validation import validate_limit
 
@@ -292,6 +293,25 @@ _FINISH_CLAIM = f"""
 """
 
 
+def _cancel(rows: str, returning: str) -> str:
+    """An operator's cancel of the rows the condition ``rows`` names: a ready
+    one fails at once, its error a ``TaskCancelled``; a running one is asked
+    to stop (``cancel_requested``); a finished one is left alone."""
+    return f"""
+        UPDATE {{table}} SET cancel_requested = true,
+            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
+            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
+            errors = CASE WHEN status = '{{ready}}' THEN errors || jsonb_build_array(
+                jsonb_build_object('exception_class_path', '{CANCELLED_ERROR_CLASS}',
+                    'traceback', 'TaskCancelled: cancelled by an operator before it started'))
+                ELSE errors END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN clock_timestamp()
+                ELSE finished_at END
+        WHERE {rows} AND status IN ('{{ready}}', '{{running}}')
+        RETURNING {returning}
+    """
+
+
 QUEUE = QueueStatements(
     claim=f"""
         WITH RECURSIVE {_CLAIM_CTES.strip()}
@@ -340,19 +360,8 @@ QUEUE = QueueStatements(
             AND updated_at < clock_timestamp() - ttl * interval '1 second'
         RETURNING uuid, status, task_path, owner
     """,
-    cancel=f"""
-        UPDATE {{table}} SET cancel_requested = true,
-            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
-            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
-            errors = CASE WHEN status = '{{ready}}' THEN errors || jsonb_build_array(
-                jsonb_build_object('exception_class_path', '{CANCELLED_ERROR_CLASS}',
-                    'traceback', 'TaskCancelled: cancelled by an operator before it started'))
-                ELSE errors END,
-            finished_at = CASE WHEN status = '{{ready}}' THEN clock_timestamp()
-                ELSE finished_at END
-        WHERE uuid = %(uuid)s AND status IN ('{{ready}}', '{{running}}')
-        RETURNING status
-    """,
+    cancel=_cancel("uuid = %(uuid)s", "status"),
+    cancel_many=_cancel("seq = ANY(%(seqs)s::bigint[])", "seq, status"),
     # (alike sqlite.py's cancel and ended on purpose: the same rules, in each dialect)
     ended="""
         SELECT status, finished_at FROM {table}
@@ -367,6 +376,7 @@ QUEUE = QueueStatements(
         RETURNING seq, uuid, task_path
     """,
     retry=QUEUE_RETRY,
+    retry_many=queue_retry("seq = ANY(%(seqs)s::bigint[])", "RETURNING seq"),
     enqueue=_ENQUEUE,
     pause_queue="""
         INSERT INTO {paused} (queue_name, paused_at) VALUES (%(queue)s, clock_timestamp())

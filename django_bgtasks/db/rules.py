@@ -462,16 +462,24 @@ CANCELLED_ERROR_CLASS = "django_bgtasks.exceptions.TaskCancelled"
 # claim raises it, as always). A unique task is put back only while no other
 # run holds its key: the key becomes active again, and the unique index on
 # ``active_key`` would refuse a second holder anyway.
-QUEUE_RETRY = """
-    UPDATE {table} SET status = '{ready}', run_after = NULL, finished_at = NULL,
+def queue_retry(rows: str, returning: str) -> str:
+    """The retry of the rows the condition ``rows`` names, each by itself as
+    the rule above says, then ``returning``: of one task by its id
+    (``QUEUE_RETRY``), or of a list of them (``retry_many``, an operator's
+    retry of a filter: operations/bulk.py)."""
+    return f"""
+    UPDATE {{table}} SET status = '{{ready}}', run_after = NULL, finished_at = NULL,
         return_value = NULL, cancel_requested = false,
         max_attempts = CASE WHEN attempts >= max_attempts THEN attempts + 1
             ELSE max_attempts END,
         active_key = NULLIF(unique_key, '')
-    WHERE uuid = %(uuid)s AND status = '{failed}'
-        AND NOT EXISTS (SELECT 1 FROM {table} held WHERE held.active_key = {table}.unique_key)
-    RETURNING status
+    WHERE {rows} AND status = '{{failed}}'
+        AND NOT EXISTS (SELECT 1 FROM {{table}} held WHERE held.active_key = {{table}}.unique_key)
+    {returning}
 """
+
+
+QUEUE_RETRY = queue_retry("uuid = %(uuid)s", "RETURNING status")
 
 
 @dataclass(frozen=True)
@@ -487,6 +495,11 @@ class QueueStatements:
     ended: str
     give_back: str
     retry: str
+    # ``cancel`` and ``retry`` of the list of rows ``seqs`` (an operator's
+    # bulk action, a batch a statement): ``cancel_many`` returns each row it
+    # changed (``seq``, ``status``), ``retry_many`` a row for each it put back.
+    cancel_many: str
+    retry_many: str
     # The backend's enqueue() and enqueue_many(), in the caller's transaction
     # (ENQUEUE_COLUMNS says what it takes).
     enqueue: str

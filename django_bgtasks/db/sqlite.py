@@ -45,6 +45,7 @@ from django_bgtasks.db.rules import (
     Statements,
     distinct_values,
     queue_pick,
+    queue_retry,
     ready_probe,
 )
 
@@ -351,6 +352,27 @@ def _ready_rows(columns: str, flow: str, limit: str) -> str:
     )
 
 
+# The rows of a bulk action's batch: the JSON array ``seqs``.
+_LISTED = "seq IN (SELECT value FROM json_each(%(seqs)s))"
+
+
+def _cancel(rows: str, returning: str) -> str:
+    """An operator's cancel of the rows the condition ``rows`` names, as
+    postgresql_queue.py's."""
+    return f"""
+        UPDATE {{table}} SET cancel_requested = 1,
+            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
+            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN {_NOW} ELSE finished_at END,
+            errors = CASE WHEN status = '{{ready}}' THEN json_insert(errors, '$[#]', json_object(
+                'exception_class_path', '{CANCELLED_ERROR_CLASS}',
+                'traceback', 'TaskCancelled: cancelled by an operator before it started'))
+                ELSE errors END
+        WHERE {rows} AND status IN ('{{ready}}', '{{running}}')
+        RETURNING {returning}
+    """
+
+
 QUEUE = QueueStatements(
     claim=f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s, token = token + 1,
@@ -447,18 +469,8 @@ QUEUE = QueueStatements(
         WHERE status = '{{running}}' AND NOT {_LIVE}
         RETURNING uuid, status, task_path, owner
     """,
-    cancel=f"""
-        UPDATE {{table}} SET cancel_requested = 1,
-            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
-            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
-            finished_at = CASE WHEN status = '{{ready}}' THEN {_NOW} ELSE finished_at END,
-            errors = CASE WHEN status = '{{ready}}' THEN json_insert(errors, '$[#]', json_object(
-                'exception_class_path', '{CANCELLED_ERROR_CLASS}',
-                'traceback', 'TaskCancelled: cancelled by an operator before it started'))
-                ELSE errors END
-        WHERE uuid = %(uuid)s AND status IN ('{{ready}}', '{{running}}')
-        RETURNING status
-    """,
+    cancel=_cancel("uuid = %(uuid)s", "status"),
+    cancel_many=_cancel(_LISTED, "seq, status"),
     ended="""
         SELECT status, finished_at FROM {table}
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
@@ -473,6 +485,7 @@ QUEUE = QueueStatements(
         RETURNING seq, uuid, task_path
     """,
     retry=QUEUE_RETRY,
+    retry_many=queue_retry(_LISTED, "RETURNING seq"),
     enqueue=_ENQUEUE,
     pause_queue=f"""
         INSERT INTO {{paused}} (queue_name, paused_at) VALUES (%(queue)s, {_NOW})

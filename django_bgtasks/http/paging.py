@@ -2,11 +2,16 @@
 <prefix>/django-tasks/``): its filters, its page size and its cursor.
 
 ``?status=``, ``?queue=``, ``?task=`` (a task path) and ``?backend=`` narrow
-the list (:class:`~django_bgtasks.operations.queued.QueuedFilter` checks
-each); ``?limit=`` is the page's size (1 to 500, default 100); ``?cursor=`` is
-the ``next`` link's, where the page before ended. The cursor is that place
-(the ``seq`` of the page's last task) signed with the site's ``SECRET_KEY``:
-opaque to a client, which follows ``next`` and never builds one, and
+the list, and so do ``?args=`` (JSON the arguments contain), ``?error=``,
+``?key=`` (a concurrency or rate key), ``?since=`` and ``?until=``
+(:class:`~django_bgtasks.operations.queued.QueuedFilter` checks each, and
+operations/search.py says what each matches: a page with those may hold
+fewer tasks than its limit and still have a next one); ``?limit=`` is the
+page's size (1 to 500, default 100); ``?cursor=`` is the ``next`` link's,
+where the page before ended. The cursor is that place (the ``seq`` of the
+page's last task, or of the last row a search read) signed with the site's
+``SECRET_KEY``: opaque to a client, which follows ``next`` and never builds
+one, and
 refused when it was not made here, so a client can't page from a place of
 its own making. Any other parameter, a parameter given twice, or a bad
 value is a 400 that names it: a script that misspells ``status`` learns it,
@@ -23,7 +28,7 @@ from django.http import HttpRequest, JsonResponse
 from django_bgtasks.http.responses import error
 from django_bgtasks.operations.queued import DEFAULT_PAGE_SIZE, QueuedFilter, page_size
 
-_FILTERS = ("status", "queue", "task", "backend")
+_FILTERS = ("status", "queue", "task", "backend", "args", "error", "key", "since", "until")
 PARAMETERS = (*_FILTERS, "limit", "cursor")
 # The cursor's signature is the API list's own (another signed value of the
 # site is no cursor).

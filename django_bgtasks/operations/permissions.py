@@ -1,8 +1,9 @@
 """Who may see and operate background tasks: the one rule, for every surface.
 
 An active staff member with the ``BackgroundTask`` model's permission, as the
-admin requires: ``"view"`` to read, ``"change"`` to run, cancel or release.
-The change permission implies view, as it does in the admin.
+admin requires: ``"view"`` to read, ``"change"`` to run, cancel or release,
+``"delete"`` to delete Django Tasks (operations/bulk.py). The change
+permission implies view, as it does in the admin; delete implies nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from django.http import HttpRequest
 
 from django_bgtasks.models import BackgroundTask
 
-Action = Literal["view", "change"]
+Action = Literal["view", "change", "delete"]
 
 
 def permission(action: Action) -> str:
@@ -24,15 +25,17 @@ def permission(action: Action) -> str:
 
 
 def user_may(request: HttpRequest, action: Action) -> bool:
-    """Whether the request's user may ``"view"`` or ``"change"`` tasks."""
+    """Whether the request's user may ``"view"``, ``"change"`` or ``"delete"`` tasks."""
     return allowed(getattr(request, "user", None), action)
 
 
 def allowed(user: Any, action: Action) -> bool:
     """Whether ``user`` (from a session, an API token, or ``None``) may
-    ``"view"`` or ``"change"`` tasks."""
+    ``"view"``, ``"change"`` or ``"delete"`` tasks."""
     if user is None or not user.is_active or not getattr(user, "is_staff", False):
         return False
+    if action == "delete":
+        return bool(user.has_perm(permission("delete")))
     if action == "view" and user.has_perm(permission("view")):
         return True
     return bool(user.has_perm(permission("change")))

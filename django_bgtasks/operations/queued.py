@@ -8,9 +8,9 @@ docs/benchmarks.md, "A million tasks"), and runs in
 those index reads whatever its statistics say:
 
 * :func:`of_status` and :class:`QueuedFilter`: the one set of filters (status, queue, task path,
-  backend), checked before any SQL: a bad value is a ``ValueError`` that
-  names it, so that each surface refuses it in its own way (a 400, a
-  ``CommandError``).
+  backend, and those of operations/search.py: arguments, error, key, time),
+  checked before any SQL: a bad value is a ``ValueError`` that names it, so
+  that each surface refuses it in its own way (a 400, a ``CommandError``).
 * :func:`queued_page`: newest first, a page at a time by keyset (the tasks
   older than the page before, not an OFFSET that reads every row it skips).
 * :func:`count_capped`: a count that stops at ``COUNT_CAP``, where an exact
@@ -51,6 +51,7 @@ from django_bgtasks.limits import (
     MAX_TASK_PATH_LENGTH,
 )
 from django_bgtasks.models import QueuedTask
+from django_bgtasks.operations import search
 from django_bgtasks.queue.manager import FAILED, READY, RUNNING, SUCCESSFUL
 from django_bgtasks.validation import check_text, validate_queue_name
 
@@ -79,14 +80,31 @@ def of_status(queryset: QuerySet[QueuedTask], status: str) -> QuerySet[QueuedTas
     return queryset.filter(status=status)
 
 
+# The status filter's word for the ready tasks that ran before and failed
+# (or lost their worker), and will run again: apart from FAILED, which is
+# failed for good (no attempt left, or cancelled) until an operator retries it.
+RETRYING = "RETRYING"
+STATUS_FILTERS = (*QueueStatus.values, RETRYING)
+# The value no ``args`` term has (``None`` is JSON's null, a value to search for).
+ANY_ARGS: Any = object()
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedFilter:
-    """Which Django Tasks to read: each field ``None`` for any."""
+    """Which Django Tasks to read: each field ``None`` for any (``args``:
+    ``ANY_ARGS``). ``status``, ``queue``, ``task`` and ``backend`` are read
+    from an index; the others are tested row by row on what those read
+    (operations/search.py, which says what each matches)."""
 
     status: str | None = None
     queue: str | None = None
     task: str | None = None
     backend: str | None = None
+    args: Any = ANY_ARGS
+    error: str | None = None
+    key: str | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
 
     @classmethod
     def parse(
@@ -96,17 +114,25 @@ class QueuedFilter:
         queue: str | None = None,
         task: str | None = None,
         backend: str | None = None,
+        args: str | None = None,
+        error: str | None = None,
+        key: str | None = None,
+        since: str | dt.datetime | None = None,
+        until: str | dt.datetime | None = None,
     ) -> QueuedFilter:
         """The filter of these texts (a query string's, a command's options),
         each checked: a ``ValueError`` names the one that is wrong. A status
-        is one of ``choices.QueueStatus``'s, in any case."""
+        is one of ``choices.QueueStatus``'s or ``RETRYING``, in any case; an
+        age in ``since`` or ``until`` is read against the database's clock."""
         if status is not None:
             wanted = status.strip().upper()
-            if wanted not in QueueStatus.values:
+            if wanted not in STATUS_FILTERS:
                 raise ValueError(
-                    f"status must be one of {', '.join(QueueStatus.values)}, not {status!r}"
+                    f"status must be one of {', '.join(STATUS_FILTERS)}, not {status!r}"
                 )
             status = wanted
+        begins = None if since is None else search.parse_time("since", since)
+        ends = None if until is None else search.parse_time("until", until)
         return cls(
             status=status,
             queue=None if queue is None else validate_queue_name(queue),
@@ -114,13 +140,47 @@ class QueuedFilter:
             backend=(
                 None if backend is None else check_text("backend", backend, MAX_BACKEND_LENGTH)
             ),
+            args=ANY_ARGS if args is None else search.parse_args(args),
+            error=None if error is None else search.parse_error(error),
+            key=None if key is None else search.parse_key(key),
+            # (the clock is read last, once every term is known to be good)
+            **dict(zip(("since", "until"), search.resolve(begins, ends), strict=True)),
         )
+
+    @property
+    def scans(self) -> bool:
+        """Whether a term of the filter is tested row by row (no index has it)."""
+        return self != self.indexed()
+
+    def indexed(self) -> QueuedFilter:
+        """This filter's terms that an index reads, alone (``RETRYING`` reads
+        the ready tasks' index, and tests each one's attempts)."""
+        status = READY if self.status == RETRYING else self.status
+        return QueuedFilter(status, self.queue, self.task, self.backend)
 
     def apply(self, queryset: QuerySet[QueuedTask]) -> QuerySet[QueuedTask]:
         """``queryset`` narrowed to the tasks this filter names."""
         lookups = {"queue_name": self.queue, "task_path": self.task, "backend": self.backend}
         queryset = queryset.filter(**{field: value for field, value in lookups.items() if value})
-        return queryset if self.status is None else of_status(queryset, self.status)
+        if self.status is not None:
+            queryset = of_status(queryset, self.indexed().status)  # type: ignore[arg-type]
+        return self.match(queryset)
+
+    def match(self, queryset: QuerySet[QueuedTask]) -> QuerySet[QueuedTask]:
+        """``queryset`` narrowed by the terms no index reads."""
+        if self.status == RETRYING:
+            queryset = queryset.filter(attempts__gt=0)
+        if self.args is not ANY_ARGS:
+            queryset = search.args_condition(queryset, self.args)
+        if self.error is not None:
+            queryset = search.with_error_text(queryset).filter(search.error_condition(self.error))
+        if self.key is not None:
+            queryset = queryset.filter(search.key_condition(self.key))
+        if self.since is not None or self.until is not None:
+            queryset = search.with_time(queryset).filter(
+                search.time_condition(self.since, self.until)
+            )
+        return queryset
 
     def tasks(self) -> QuerySet[QueuedTask]:
         """The tasks this filter names, newest first."""
@@ -215,8 +275,19 @@ def queued_page(
 ) -> QueuedPage:
     """The ``limit`` newest tasks ``filters`` names whose ``seq`` is below
     ``before`` (every one with ``None``): one read of an index in ``seq``
-    order, however deep the page (a keyset, not an OFFSET)."""
+    order, however deep the page (a keyset, not an OFFSET). With terms no
+    index reads (``filters.scans``), a bounded scan (search.scan): a page may
+    then hold fewer tasks than ``limit``, and still have a next page, where
+    the scan stopped."""
     limit = page_size(limit)
+    if filters.scans:
+        found = search.scan(
+            filters.indexed().tasks(), filters.match, before=before, wanted=limit + 1
+        )
+        rows = found.rows[:limit]
+        if len(found.rows) > limit:
+            return QueuedPage(rows, rows[-1].seq)
+        return QueuedPage(rows, found.last_read)
     tasks = filters.tasks()
     if before is not None:
         tasks = tasks.filter(seq__lt=before)

@@ -422,6 +422,27 @@ class QueueManager(models.Manager["QueuedTask"]):
             return False
         return bool(rows)
 
+    def cancel_many(self, seqs: Sequence[int]) -> dict[int, str]:
+        """:meth:`cancel` of each of the tasks ``seqs``, in one statement (an
+        operator's bulk cancel, operations/bulk.py): the status after of each
+        it cancelled or asked to stop; a finished or unknown one is not there."""
+        rows = self._write("cancel_many", self._seqs(seqs)) if seqs else []
+        return {int(row["seq"]): str(row["status"]) for row in rows}
+
+    def retry_many(self, seqs: Sequence[int]) -> int:
+        """:meth:`retry` of each of the tasks ``seqs``, in one statement: how
+        many it retried. Two failed runs of one unique key in ``seqs`` are
+        retried one at a time (the unique index refuses both at once, and so
+        the statement), so that the first is and the second is left failed."""
+        if not seqs:
+            return 0
+        try:
+            return len(self._write("retry_many", self._seqs(seqs)))
+        except IntegrityError:
+            if len(seqs) == 1:  # its key taken since the statement's check
+                return 0
+            return sum(self.retry_many([seq]) for seq in seqs)
+
     # --- the operator's pause of a queue ------------------------------------------
 
     def pause_queue(self, queue: str) -> bool:
@@ -481,6 +502,13 @@ class QueueManager(models.Manager["QueuedTask"]):
     @staticmethod
     def _holder(claim: Claim) -> dict[str, Any]:
         return {"seq": claim.seq, "owner": claim.owner, "token": claim.token}
+
+    def _seqs(self, seqs: Sequence[int]) -> dict[str, Any]:
+        """The ``seqs`` parameter of a list of rows: an array on PostgreSQL,
+        JSON text elsewhere (read by ``json_each``, ``JSON_TABLE``)."""
+        listed = [int(seq) for seq in seqs]
+        as_array = self._connection().vendor == "postgresql"
+        return {"seqs": listed if as_array else json.dumps(listed)}
 
     def _uuid(self, result_id: uuid.UUID | str) -> Any:
         """``result_id`` as the ``uuid`` column takes it (a ``ValueError`` if it is no UUID)."""

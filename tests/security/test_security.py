@@ -202,6 +202,8 @@ QUEUE_PARAMETERS |= {"task_path", "backend", "queue_name", "priority", "takes_co
 QUEUE_PARAMETERS |= {"run_after", "max_attempts", "ttl", "unique_key", "active_key", "rows"}
 QUEUE_PARAMETERS |= {"trace_context"}  # an enqueue's (django_bgtasks.tracing)
 QUEUE_PARAMETERS |= {"queue"}
+# A bulk action's batch of rows (cancel_many, retry_many).
+QUEUE_PARAMETERS |= {"seqs"}
 # A retry's delay (finish; finish_many's is in ``ends``).
 QUEUE_PARAMETERS |= {"delay"}
 # MySQL's loose scan of the names there are: the name a step starts after.

@@ -1,0 +1,141 @@
+"""An operator's action on every Django Task a filter matches, on the server:
+retry, cancel or delete, written once for the admin's confirmation page,
+the JSON API's ``POST <prefix>/django-tasks/<action>/`` and ``bgtasks
+retry|cancel|delete`` with filter options.
+
+:func:`act` reads the filter's tasks a chunk at a time (search.chunks:
+``SCAN_CHUNK`` rows of the filter's index a statement, its other terms
+tested on those), and acts on each chunk's matches in one statement, each
+task matched as a single task's action is:
+
+* ``retry``: ``QueuedTask.objects.retry_many``, the rule of a task's Retry
+  (a failed task only; a unique one only while no other run holds its key);
+* ``cancel``: ``QueuedTask.objects.cancel_many``, the rule of its Cancel (a
+  ready task fails at once, a running one is asked to stop, a finished one
+  is left alone);
+* ``delete``: a ``DELETE`` of the chunk's tasks that are not running (a
+  running task's worker still writes to its row: cancel it first).
+
+The filter is read when the action reaches each chunk, so a task that
+changed since the confirmation counted it is acted on as it is then: a
+ready task claimed since is asked to stop, a failed one retried since is
+not retried twice. :class:`BulkResult` says how many each way.
+
+An action needs the change permission (``delete``, the delete one:
+:data:`PERMISSIONS`), and a filter of at least one term: an empty filter is
+refused rather than read as "every task" (:func:`checked`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from django_bgtasks.conf import conf
+from django_bgtasks.limits import COUNT_CAP
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.operations import search
+from django_bgtasks.operations.queued import Counted, QueuedFilter, count_capped
+from django_bgtasks.queue.manager import FAILED, RUNNING
+
+Action = Literal["retry", "cancel", "delete"]
+ACTIONS: tuple[Action, ...] = ("retry", "cancel", "delete")
+# The permission of operations/permissions.py each action needs.
+PERMISSIONS: dict[Action, Literal["change", "delete"]] = {
+    "retry": "change",
+    "cancel": "change",
+    "delete": "delete",
+}
+# What each surface says an action did to a task: the key of its count in
+# the API's answer, and the word for it.
+DONE: dict[Action, str] = {"retry": "retried", "cancel": "cancelled", "delete": "deleted"}
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What :func:`act` did: of the ``matched`` tasks (those the filter named
+    when it reached them), ``done`` were retried, cancelled before they ran,
+    or deleted; ``stopping`` (a cancel's) were running and asked to stop;
+    the rest were ``skipped``, their state not the action's (a retry of a
+    task that is not failed, a cancel of a finished one, a delete of a
+    running one), or gone."""
+
+    action: Action
+    matched: int
+    done: int
+    stopping: int = 0
+
+    @property
+    def skipped(self) -> int:
+        return self.matched - self.done - self.stopping
+
+    def as_json(self) -> dict[str, int | str]:
+        """The API's answer: ``{"action", "matched", "<retried|cancelled|deleted>",
+        "stopping", "skipped"}``."""
+        return {
+            "action": self.action,
+            "matched": self.matched,
+            DONE[self.action]: self.done,
+            "stopping": self.stopping,
+            "skipped": self.skipped,
+        }
+
+
+def checked(action: str, filters: QueuedFilter) -> Action:
+    """``action``, one of :data:`ACTIONS`, for a filter of at least one term;
+    a ``ValueError`` that says which is wrong, before anything is read."""
+    if action not in ACTIONS:
+        raise ValueError(f"The action must be one of {', '.join(ACTIONS)}, not {action!r}.")
+    if filters == QueuedFilter():
+        raise ValueError(
+            f"Name at least one filter for a {action}: status, queue, task, backend, args, "
+            "error, key, since or until (every task is not a filter)."
+        )
+    return action
+
+
+def matching(filters: QueuedFilter) -> Counted:
+    """How many tasks ``filters`` matches now, for a confirmation: exact up to
+    ``COUNT_CAP``; with terms no index reads, counted in the newest
+    ``search.SCAN_BUDGET`` rows the indexed terms read, and "at least" that
+    many when there were more."""
+    if not filters.scans:
+        with QueuedTask.objects.index_reads():
+            return count_capped(filters.tasks(), COUNT_CAP)
+    found = read = 0
+    for seqs in search.chunks(filters.indexed().tasks(), filters.match):
+        found += len(seqs)
+        read += search.SCAN_CHUNK
+        if found > COUNT_CAP:
+            return Counted(COUNT_CAP, True)
+        if read >= search.SCAN_BUDGET:
+            return Counted(found, True)
+    return Counted(found, False)
+
+
+def act(action: str, filters: QueuedFilter) -> BulkResult:
+    """``action`` on every task ``filters`` matches, a batch a statement (see
+    the module); a ``ValueError`` for a bad action or an empty filter,
+    before anything is written."""
+    chosen = checked(action, filters)
+    matched = done = stopping = 0
+    for seqs in search.chunks(filters.indexed().tasks(), filters.match):
+        matched += len(seqs)
+        if chosen == "retry":
+            done += QueuedTask.objects.retry_many(seqs)
+        elif chosen == "cancel":
+            after = QueuedTask.objects.cancel_many(seqs).values()
+            done += sum(status == FAILED for status in after)
+            stopping += sum(status == RUNNING for status in after)
+        else:
+            done += _delete(seqs)
+    return BulkResult(chosen, matched, done, stopping)
+
+
+def _delete(seqs: list[int]) -> int:
+    """Delete the tasks ``seqs`` that are not running, in one statement: how many."""
+    if not seqs:
+        return 0
+    rows = QueuedTask.objects.using(conf.DATABASE).filter(seq__in=seqs).exclude(status=RUNNING)
+    deleted, _by_model = rows.delete()
+    return deleted
