@@ -4,7 +4,9 @@ Names are reversed as ``bgtasks:list``, ``bgtasks:task``, ``bgtasks:run``,
 ``bgtasks:cancel``, ``bgtasks:pause`` and ``bgtasks:unpause``; Django Tasks'
 as ``bgtasks:django-tasks``, ``bgtasks:django-task``,
 ``bgtasks:django-task-cancel``, ``bgtasks:django-task-retry``,
-``bgtasks:django-tasks-pause`` and ``bgtasks:django-tasks-unpause``;
+``bgtasks:django-tasks-pause`` and ``bgtasks:django-tasks-unpause``, and the
+bulk actions by filter as ``bgtasks:django-tasks-retry``,
+``bgtasks:django-tasks-cancel`` and ``bgtasks:django-tasks-delete``;
 Prometheus' metrics and the readiness probe as ``bgtasks:metrics`` and
 ``bgtasks:ready``. A task name is
 always one path segment (names may not contain ``/``, nor be ``.`` or ``..``).
@@ -15,7 +17,7 @@ from __future__ import annotations
 from django.urls import path
 
 from django_bgtasks.http import api as views
-from django_bgtasks.http import events, metrics
+from django_bgtasks.http import bulk, events, metrics
 
 app_name = "bgtasks"
 
@@ -37,6 +39,9 @@ urlpatterns = [
     # (Alike lines on purpose: a route a line, as Django's URLconfs write them.)
     path("django-tasks/", views.queued_list, name="django-tasks"),
     path("django-tasks/queues/", views.queue_list, name="django-tasks-queues"),
+    path("django-tasks/retry/", bulk.retry_matching, name="django-tasks-retry"),
+    path("django-tasks/cancel/", bulk.cancel_matching, name="django-tasks-cancel"),
+    path("django-tasks/delete/", bulk.delete_matching, name="django-tasks-delete"),
     path("django-tasks/queues/pause/", views.queue_pause, name="django-tasks-pause"),
     path("django-tasks/queues/unpause/", views.queue_unpause, name="django-tasks-unpause"),
     path("django-tasks/<uuid:result_id>/", views.queued_detail, name="django-task"),

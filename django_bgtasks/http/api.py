@@ -17,8 +17,11 @@
   ``changed`` (false: it was so already); 404 when no process runs it;
 * ``GET <prefix>/workers/``: every worker, as ``bgtasks workers --json``;
 * Django Tasks (``LeaseBackend``): ``GET <prefix>/django-tasks/``, newest
-  first, a page at a time, filtered by ``status``, ``queue``, ``task`` and
-  ``backend`` (:mod:`django_bgtasks.http.paging`), with the next page's URL;
+  first, a page at a time, filtered by ``status``, ``queue``, ``task``,
+  ``backend``, ``args``, ``error``, ``key``, ``since`` and ``until``
+  (:mod:`django_bgtasks.http.paging`), with the next page's URL;
+  ``POST <prefix>/django-tasks/retry/``, ``cancel/`` and ``delete/``: the
+  action on every task the body's filter matches (:mod:`django_bgtasks.http.bulk`);
   by result id, ``<id>/``; ``POST <id>/cancel/`` and ``POST <id>/retry/`` (a failed
   task, again: 202; 409 when it is not failed; 404);
   ``GET <prefix>/django-tasks/queues/``: every queue that has tasks or a

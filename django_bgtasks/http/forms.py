@@ -1,4 +1,5 @@
-"""The bodies of the JSON API's writes: ``RunForm``, ``CancelForm`` and ``QueueForm``.
+"""The bodies of the JSON API's writes: ``RunForm``, ``CancelForm``, ``QueueForm``
+and ``FilterForm``.
 
 A body is a JSON object or a form; it may hold only the write's optional
 fields, each checked by its rule of :mod:`django_bgtasks.validation`.
@@ -7,6 +8,7 @@ fields, each checked by its rule of :mod:`django_bgtasks.validation`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -126,3 +128,35 @@ def post_options(
             400, next(str(message) for errors in form.errors.values() for message in errors)
         )
     return form.cleaned_data
+
+
+def _text(name: str) -> Callable[[Any], str]:
+    """A filter term's rule here: a string (``QueuedFilter.parse`` checks the rest)."""
+
+    def rule(value: Any) -> str:
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+        return value
+
+    return rule
+
+
+def _json_text(value: Any) -> str:
+    """``args`` as text: a JSON body may hold the value itself."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class FilterForm(_OptionsForm):
+    """``POST django-tasks/retry/``, ``cancel/`` and ``delete/``: a filter's
+    terms, as the list's query string names them (http/bulk.py), each a
+    string; ``args`` in a JSON body may be the JSON value itself."""
+
+    status = _Option("status", "a status", str, _text("status"))
+    queue = _Option("queue", "a queue name", str, _text("queue"))
+    task = _Option("task", "a task path", str, _text("task"))
+    backend = _Option("backend", "a backend alias", str, _text("backend"))
+    args = _Option("args", "JSON", str, _json_text)
+    error = _Option("error", "a text", str, _text("error"))
+    key = _Option("key", "a key", str, _text("key"))
+    since = _Option("since", "a time", str, _text("since"))
+    until = _Option("until", "a time", str, _text("until"))

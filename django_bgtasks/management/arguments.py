@@ -24,8 +24,10 @@ from django.core.management.base import CommandParser
 
 from django_bgtasks.authentication import DEFAULT_MAX_AGE, validate_max_age
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
+from django_bgtasks.management.bulk import add_bulk_options, add_filter_options
 from django_bgtasks.operations.health import required_workers
 from django_bgtasks.operations.prune import history_days
+from django_bgtasks.operations.queued import page_size
 from django_bgtasks.validation import (
     parse_json,
     validate_args,
@@ -69,6 +71,7 @@ OPTION_RULES: dict[str, tuple[type[float] | type[int], Callable[[Any], Any]]] = 
     "iterations": (int, watch_iterations),
     "max_age": (int, validate_max_age),
     "workers": (int, required_workers),
+    "limit": (int, page_size),
 }
 
 
@@ -183,9 +186,25 @@ def _release(release: CommandParser) -> None:
     _token_option(release, "Release")
 
 
+def _list(listing: CommandParser) -> None:
+    _json_option(listing)
+    add_filter_options(listing)
+    _ruled(
+        listing,
+        "--limit",
+        "With a filter: list at most this many Django Tasks, newest first (1 to 500, default 50).",
+    )
+
+
 def _cancel(cancel: CommandParser) -> None:
-    cancel.add_argument("name", help="The task's name.")
+    cancel.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        help="The task's name, or a Django Task's id (or the filter's options instead).",
+    )
     _token_option(cancel, "Cancel")
+    add_bulk_options(cancel)
 
 
 def _pause(pause: CommandParser) -> None:
@@ -203,8 +222,12 @@ def _retry(retry: CommandParser) -> None:
     retry.add_argument(
         "result_id",
         metavar="ID",
-        help="The failed Django Task's id: its result's UUID (get_result().id, the API's id).",
+        nargs="?",
+        default=None,
+        help="The failed Django Task's id: its result's UUID (get_result().id, the API's "
+        "id); or the filter's options instead, for every failed task they match.",
     )
+    add_bulk_options(retry)
 
 
 def _prune(prune: CommandParser) -> None:
@@ -393,7 +416,10 @@ def _common_options() -> CommandParser:
 # in the order ``--help`` lists them. The worker subcommands (the last three)
 # are ``management/workers.py``'s.
 SUBCOMMANDS: dict[str, tuple[str, Callable[[CommandParser], None]]] = {
-    "list": ("Every task's state.", _json_option),
+    "list": (
+        "Every task's state; with filter options, the Django Tasks they match.",
+        _list,
+    ),
     "show": ("One task, and its runs.", _show),
     "run": (
         "Run a registered task here, in the foreground, under its lease. "
@@ -404,7 +430,11 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[CommandParser], None]]] = {
         "End a task's lease whoever holds it (for a holder that died or hangs).",
         _release,
     ),
-    "cancel": ("Ask a task's holder to stop.", _cancel),
+    "cancel": (
+        "Ask a task's holder to stop; or cancel a Django Task, or every one the filter "
+        "options match.",
+        _cancel,
+    ),
     "pause": (
         "Start nothing more of a background task (NAME), or claim nothing of a Django "
         "Tasks queue (--queue QUEUE), until unpause; running work finishes.",
@@ -415,6 +445,10 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[CommandParser], None]]] = {
         "Run a failed Django Task again (LeaseBackend): ready at once, with one more "
         "attempt if it had used them all.",
         _retry,
+    ),
+    "delete": (
+        "Delete every Django Task the filter options match (not the running ones).",
+        add_bulk_options,
     ),
     "prune": (
         "Record silent holders as lost, and delete old run history "

@@ -254,14 +254,20 @@ def _queued_progress(row: QueuedTask) -> str:
 
 
 def show_queued_list(
-    stdout: OutputWrapper, style: Style, rows: Sequence[QueuedTask], paused: Collection[str]
+    stdout: OutputWrapper,
+    style: Style,
+    rows: Sequence[QueuedTask],
+    paused: Collection[str],
+    *,
+    heading: str = "Django Tasks (queued, running, then the most recent):",
 ) -> None:
-    """``list``'s second table: the queued and recent Django Tasks (if any);
-    ``paused``: the paused queues' names."""
+    """``list``'s second table: the queued and recent Django Tasks (if any),
+    or those a filter matches under its ``heading``; ``paused``: the paused
+    queues' names."""
     if not rows:
         return
     stdout.write("")
-    stdout.write("Django Tasks (queued, running, then the most recent):")
+    stdout.write(heading)
     table: list[list[Cell]] = [
         [
             str(row.uuid),

@@ -848,7 +848,7 @@ def test_retry_runs_a_failed_django_task_again(tasks_site_alias: str, tmp_path: 
         bgtasks("retry", missing)
     with pytest.raises(CommandError, match=r"^'cleanup' is not a Django Task's id: that is"):
         bgtasks("retry", "cleanup")  # a background task's name is no Django Task's id
-    with pytest.raises(CommandError, match="the following arguments are required: ID"):
+    with pytest.raises(CommandError, match="Give a failed Django Task's id, or filter options"):
         bgtasks("retry")
     assert list(table.values()) == before
     record = str(tmp_path / "record")

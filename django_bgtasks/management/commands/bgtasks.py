@@ -50,6 +50,7 @@ from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.management import (
     arguments,
+    bulk,
     foreground,
     pauses,
     procedures,
@@ -92,7 +93,13 @@ class Command(BaseCommand):
 
     # --- reads -------------------------------------------------------------------
 
-    def handle_list(self, *, json_output: bool, **_: Any) -> None:
+    def handle_list(self, *, json_output: bool, limit: int | None = None, **options: Any) -> None:
+        filters = bulk.filter_of(options)
+        if filters is not None:
+            self._list_matching(filters, json_output, limit or queued.RECENT_QUEUED)
+            return
+        if limit is not None:
+            raise CommandError("--limit goes with a filter option (--status, --queue, ...).")
         # Every task with a row, and every registered one (also never run).
         states = operations.task_states()
         rows = queued.queued_tasks()
@@ -108,6 +115,25 @@ class Command(BaseCommand):
         else:
             reads.show_list(self.stdout, self.style, states, registered_tasks())
             reads.show_queued_list(self.stdout, self.style, rows, paused)
+
+    def _list_matching(self, filters: queued.QueuedFilter, json_output: bool, limit: int) -> None:
+        """The newest ``limit`` Django Tasks ``filters`` matches (a search reads
+        its budget of rows at most: it says so when it stopped before the end)."""
+        page = queued.queued_page(filters, limit=limit)
+        paused = queues.paused_queues()
+        if json_output:
+            items = [queued.queued_json(row, paused) for row in page.rows]
+            write_json(self.stdout, {"django_tasks": items, "more": page.next_before is not None})
+            return
+        if not page.rows:
+            self.stdout.write("No Django Task matches.")
+        heading = "Django Tasks the filter matches, newest first:"
+        reads.show_queued_list(self.stdout, self.style, page.rows, paused, heading=heading)
+        if page.next_before is not None:
+            self.stdout.write(
+                "Older tasks may match too: the API's list pages through them "
+                "(GET <api>/django-tasks/ with the same filter)."
+            )
 
     def handle_show(self, *, name: str, json_output: bool, **_: Any) -> None:
         # A Django Task's result id (LeaseBackend), else a background task's name.
@@ -197,7 +223,13 @@ class Command(BaseCommand):
             )
         )
 
-    def handle_cancel(self, *, name: str, token: int | None, **_: Any) -> None:
+    def handle_cancel(
+        self, *, name: str | None, token: int | None, interactive: bool = True, **options: Any
+    ) -> None:
+        either = "Name a task (or a Django Task's id), or give filter options."
+        if bulk.by_filter(self, "cancel", name, options, interactive=interactive, either=either):
+            return
+        assert name is not None
         if queued.queued_task(name) is not None:
             self._cancel_queued(name)
             return
@@ -246,7 +278,16 @@ class Command(BaseCommand):
     handle_unpause = pauses.handle_unpause
     handle_procedures = procedures.handle_procedures
 
-    def handle_retry(self, *, result_id: str, **_: Any) -> None:
+    def handle_retry(
+        self, *, result_id: str | None, interactive: bool = True, **options: Any
+    ) -> None:
+        either = "Give a failed Django Task's id, or filter options."
+        by_filter = bulk.by_filter(
+            self, "retry", result_id, options, interactive=interactive, either=either
+        )
+        if by_filter:
+            return
+        assert result_id is not None
         result = operations.retry_queued(result_id)
         if isinstance(result, operations.QueuedUnknown):
             raise CommandError(_unknown_queued(result_id))
@@ -268,6 +309,10 @@ class Command(BaseCommand):
                 f"{row.attempts + 1} of {row.max_attempts})."
             )
         )
+
+    def handle_delete(self, *, interactive: bool = True, **options: Any) -> None:
+        filters = bulk.filter_of(options) or queued.QueuedFilter()
+        bulk.act(self, "delete", filters, interactive=interactive)
 
     def handle_prune(self, *, days: float | None, dry_run: bool, **_: Any) -> None:
         with _bad_input_refused():

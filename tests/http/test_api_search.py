@@ -1,0 +1,145 @@
+"""The JSON API's search of Django Tasks (``GET <prefix>/django-tasks/?args=
+&error=&key=&since=&until=``) and its bulk actions by filter (``POST
+<prefix>/django-tasks/retry/``, ``cancel/``, ``delete/``): what each
+answers, who may, and bad input refused with nothing written."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from django_bgtasks.models import QueuedTask
+from tests import djtasks
+
+
+def _client(make_staff: Any, name: str, *codenames: str, csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(make_staff(name, *codenames))
+    return client
+
+
+def _post(client: Client, url: str, data: Any, *, form: bool = False) -> Any:
+    if form:
+        return client.post(url, data)
+    return client.post(url, json.dumps(data), content_type="application/json")
+
+
+def _ids(body: dict[str, Any]) -> list[str]:
+    return [item["id"] for item in body["django_tasks"]]
+
+
+def test_the_list_finds_tasks_by_arguments_error_key_and_time(
+    tasks_site_alias: str, make_staff: Any
+) -> None:
+    viewer = _client(make_staff, "viewer", "view_backgroundtask")
+    alice = str(djtasks.echo.enqueue(user_id=5).id)
+    bob = str(djtasks.echo.enqueue(user_id=6).id)
+    QueuedTask.objects.cancel(bob)
+    limited = str(djtasks.per_account.enqueue("a").id)
+    page = viewer.get("/bgtasks/django-tasks/", {"args": '{"user_id": 5}'}).json()
+    assert (_ids(page), page["next"]) == ([alice], None)
+    assert _ids(viewer.get("/bgtasks/django-tasks/?error=taskcancelled").json()) == [bob]
+    assert _ids(viewer.get("/bgtasks/django-tasks/?key=account:a").json()) == [limited]
+    recent = viewer.get("/bgtasks/django-tasks/?since=1h&status=READY").json()
+    assert _ids(recent) == [limited, alice]
+    assert _ids(viewer.get("/bgtasks/django-tasks/?until=1h").json()) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("args=%7Buser%7D", "args must be JSON"),
+        ("since=soon", "since must be an ISO 8601 time"),
+        ("since=1h&until=2h", "The time range is backwards"),
+        ("status=gone", "status must be one of READY, RUNNING, SUCCESSFUL, FAILED, RETRYING"),
+    ],
+)
+def test_a_bad_search_is_a_400_that_names_it(
+    refusal_alias: str, make_staff: Any, query: str, message: str
+) -> None:
+    viewer = _client(make_staff, "viewer", "view_backgroundtask")
+    response = viewer.get(f"/bgtasks/django-tasks/?{query}")
+    assert response.status_code == 400 and message in response.json()["error"]
+
+
+def test_bulk_actions_answer_their_counts_each_behind_its_permission(
+    tasks_site_alias: str, make_staff: Any
+) -> None:
+    table = QueuedTask.objects.using(tasks_site_alias)
+    viewer = _client(make_staff, "viewer", "view_backgroundtask")
+    operator = _client(make_staff, "operator", "change_backgroundtask")
+    deleter = _client(make_staff, "deleter", "delete_backgroundtask")
+    batch = djtasks.echo.get_backend().enqueue_many(
+        djtasks.echo, [((n,), {"tenant": "a" if n < 4 else "b"}) for n in range(6)]
+    )
+    before = list(table.order_by("seq").values())
+    for url in ("retry", "cancel"):
+        refused = _post(viewer, f"/bgtasks/django-tasks/{url}/", {"status": "READY"})
+        assert refused.status_code == 403
+    assert _post(operator, "/bgtasks/django-tasks/delete/", {"status": "READY"}).status_code == 403
+    assert _post(deleter, "/bgtasks/django-tasks/cancel/", {"status": "READY"}).status_code == 403
+    assert viewer.get("/bgtasks/django-tasks/cancel/").status_code == 405
+    assert list(table.order_by("seq").values()) == before
+
+    cancelled = _post(operator, "/bgtasks/django-tasks/cancel/", {"args": {"tenant": "a"}})
+    assert cancelled.status_code == 200
+    assert cancelled.json() == {
+        "action": "cancel",
+        "matched": 4,
+        "cancelled": 4,
+        "stopping": 0,
+        "skipped": 0,
+    }
+    statuses = dict(table.values_list("uuid", "status"))
+    assert [statuses[uuid.UUID(result.id)] for result in batch] == ["FAILED"] * 4 + ["READY"] * 2
+    form = {"status": "failed", "since": "1h"}
+    retried = _post(operator, "/bgtasks/django-tasks/retry/", form, form=True)
+    assert retried.json()["retried"] == 4
+    deleted = _post(deleter, "/bgtasks/django-tasks/delete/", {"task": "tests.djtasks.echo"})
+    assert deleted.json() == {
+        "action": "delete",
+        "matched": 6,
+        "deleted": 6,
+        "stopping": 0,
+        "skipped": 0,
+    }
+    assert not table.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "Name at least one filter for a cancel"),
+        ({"statuss": "READY"}, "Unknown field(s): statuss. Only 'status', 'queue',"),
+        ({"status": "FAILED", "queue": ""}, "queue name must not be blank"),
+        ({"status": "DONE"}, "status must be one of READY"),
+        ({"status": 3}, "status must be a string, not int"),
+        ({"args": "{tenant"}, "args must be JSON"),
+        ({"since": "2h", "until": "3h"}, "The time range is backwards"),
+        ([1], "The body must be a JSON object."),
+    ],
+)
+def test_a_bad_bulk_body_is_a_400_with_nothing_written(
+    tasks_site_alias: str, make_staff: Any, body: Any, message: str
+) -> None:
+    operator = _client(make_staff, "operator", "change_backgroundtask")
+    djtasks.echo.enqueue(1)
+    table = QueuedTask.objects.using(tasks_site_alias)
+    before = list(table.values())
+    response = _post(operator, "/bgtasks/django-tasks/cancel/", body)
+    assert response.status_code == 400 and message in response.json()["error"]
+    assert list(table.values()) == before
+
+
+def test_a_bulk_action_needs_a_csrf_token_from_a_session(
+    tasks_site_alias: str, make_staff: Any
+) -> None:
+    checked = _client(make_staff, "csrf-operator", "change_backgroundtask", csrf=True)
+    djtasks.echo.enqueue(1)
+    response = _post(checked, "/bgtasks/django-tasks/cancel/", {"status": "READY"})
+    assert response.status_code == 403
+    assert QueuedTask.objects.using(tasks_site_alias).get().status == "READY"
