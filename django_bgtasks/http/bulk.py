@@ -45,7 +45,7 @@ def _bulk_view(action: bulk.Action) -> Any:
         if isinstance(filters, JsonResponse):
             return filters
         try:
-            result = bulk.act(action, filters)
+            result = bulk.act(action, bulk.Selection.of(filters))
         except ValueError as exc:
             return error(400, str(exc))
         return JsonResponse(result.as_json())

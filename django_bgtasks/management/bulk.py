@@ -95,10 +95,10 @@ def act(command: BaseCommand, action: str, filters: QueuedFilter, *, interactive
     """``action`` on every task ``filters`` matches, once the user agrees (with
     ``interactive``), and say what it did."""
     try:
-        bulk.checked(action, filters)
+        selection = bulk.Selection.of(filters)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    count = bulk.matching(filters)
+    count = bulk.matching(selection)
     if interactive:
         question = f"{count} Django Tasks match. {action.capitalize()} them? [y/N] "
         try:
@@ -108,7 +108,7 @@ def act(command: BaseCommand, action: str, filters: QueuedFilter, *, interactive
         if answer.strip().lower() not in ("y", "yes"):
             command.stdout.write(f"Nothing was done: {action} not confirmed.")
             return
-    result = bulk.act(action, filters)
+    result = bulk.act(action, selection)
     command.stdout.write(command.style.SUCCESS(said(result)))
 
 

@@ -23,13 +23,16 @@ not retried twice. :class:`BulkResult` says how many each way.
 
 An action needs the change permission (``delete``, the delete one:
 :data:`PERMISSIONS`), and a filter of at least one term: an empty filter is
-refused rather than read as "every task" (:func:`checked`).
+refused rather than read as "every task" (:meth:`Selection.of`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+from django.db.models import QuerySet
 
 from django_bgtasks.conf import conf
 from django_bgtasks.limits import COUNT_CAP
@@ -81,29 +84,46 @@ class BulkResult:
         }
 
 
-def checked(action: str, filters: QueuedFilter) -> Action:
-    """``action``, one of :data:`ACTIONS`, for a filter of at least one term;
-    a ``ValueError`` that says which is wrong, before anything is read."""
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The tasks a bulk action takes: those of ``indexed`` (read newest first,
+    a chunk a statement) that ``match`` keeps (the terms no index reads;
+    ``scans``: whether it has any). :meth:`of` makes the selection of a
+    filter; the admin makes its list's (its filters and search)."""
+
+    indexed: QuerySet[QueuedTask]
+    match: Callable[[QuerySet[QueuedTask]], QuerySet[QueuedTask]]
+    scans: bool
+
+    @classmethod
+    def of(cls, filters: QueuedFilter) -> Selection:
+        """The tasks ``filters`` names; a ``ValueError`` for an empty filter,
+        which is not read as "every task"."""
+        if filters == QueuedFilter():
+            raise ValueError(
+                "Name at least one filter: status, queue, task, backend, args, error, key, "
+                "since or until (every task is not a filter)."
+            )
+        return cls(filters.indexed().tasks(), filters.match, filters.scans)
+
+
+def checked(action: str) -> Action:
+    """``action``, one of :data:`ACTIONS`; a ``ValueError`` else."""
     if action not in ACTIONS:
         raise ValueError(f"The action must be one of {', '.join(ACTIONS)}, not {action!r}.")
-    if filters == QueuedFilter():
-        raise ValueError(
-            f"Name at least one filter for a {action}: status, queue, task, backend, args, "
-            "error, key, since or until (every task is not a filter)."
-        )
     return action
 
 
-def matching(filters: QueuedFilter) -> Counted:
-    """How many tasks ``filters`` matches now, for a confirmation: exact up to
+def matching(selection: Selection) -> Counted:
+    """How many tasks ``selection`` holds now, for a confirmation: exact up to
     ``COUNT_CAP``; with terms no index reads, counted in the newest
     ``search.SCAN_BUDGET`` rows the indexed terms read, and "at least" that
     many when there were more."""
-    if not filters.scans:
+    if not selection.scans:
         with QueuedTask.objects.index_reads():
-            return count_capped(filters.tasks(), COUNT_CAP)
+            return count_capped(selection.indexed, COUNT_CAP)
     found = read = 0
-    for seqs in search.chunks(filters.indexed().tasks(), filters.match):
+    for seqs in search.chunks(selection.indexed, selection.match):
         found += len(seqs)
         read += search.SCAN_CHUNK
         if found > COUNT_CAP:
@@ -113,13 +133,13 @@ def matching(filters: QueuedFilter) -> Counted:
     return Counted(found, False)
 
 
-def act(action: str, filters: QueuedFilter) -> BulkResult:
-    """``action`` on every task ``filters`` matches, a batch a statement (see
-    the module); a ``ValueError`` for a bad action or an empty filter,
-    before anything is written."""
-    chosen = checked(action, filters)
+def act(action: str, selection: Selection) -> BulkResult:
+    """``action`` on every task ``selection`` holds, a batch a statement (see
+    the module); a ``ValueError`` for a bad action, before anything is
+    written."""
+    chosen = checked(action)
     matched = done = stopping = 0
-    for seqs in search.chunks(filters.indexed().tasks(), filters.match):
+    for seqs in search.chunks(selection.indexed, selection.match):
         matched += len(seqs)
         if chosen == "retry":
             done += QueuedTask.objects.retry_many(seqs)

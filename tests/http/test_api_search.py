@@ -113,7 +113,7 @@ def test_bulk_actions_answer_their_counts_each_behind_its_permission(
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({}, "Name at least one filter for a cancel"),
+        ({}, "Name at least one filter: status, queue"),
         ({"statuss": "READY"}, "Unknown field(s): statuss. Only 'status', 'queue',"),
         ({"status": "FAILED", "queue": ""}, "queue name must not be blank"),
         ({"status": "DONE"}, "status must be one of READY"),

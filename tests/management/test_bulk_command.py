@@ -78,7 +78,7 @@ def test_retry_cancel_and_delete_by_filter_each_say_what_they_did(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("delete",), "Name at least one filter for a delete"),
+        (("delete",), "Name at least one filter: status, queue"),
         (("retry",), "Give a failed Django Task's id, or filter options."),
         (("retry", "00000000-0000-4000-8000-000000000000", "--status", "FAILED"), "Give a"),
         (("cancel",), "Name a task (or a Django Task's id), or give filter options."),

@@ -27,6 +27,14 @@ def _statuses(alias: str, ids: list[str]) -> list[str]:
     return [by_id[key] if (key := _key(one)) in by_id else "GONE" for one in ids]
 
 
+def _act(action: str, **terms: str) -> bulk.BulkResult:
+    return bulk.act(action, bulk.Selection.of(QueuedFilter.parse(**terms)))
+
+
+def _count(**terms: str) -> str:
+    return str(bulk.matching(bulk.Selection.of(QueuedFilter.parse(**terms))))
+
+
 def _key(result_id: str) -> Any:
     import uuid
 
@@ -42,11 +50,10 @@ def test_a_bulk_cancel_retry_and_delete_act_on_the_filter_only(
     other = _enqueue(5, tenant="b")
     running = tenant[0]
     table.filter(uuid=_key(running)).update(status="RUNNING", owner="w", token=1)
-    by_tenant = QueuedFilter.parse(args='{"tenant": "a"}')
-    assert bulk.matching(by_tenant) == bulk.matching(QueuedFilter.parse(args='{"tenant":"a"}'))
-    assert str(bulk.matching(by_tenant)) == "17"
+    tenant_a = '{"tenant": "a"}'
+    assert _count(args=tenant_a) == _count(args='{"tenant":"a"}') == "17"
 
-    cancelled = bulk.act("cancel", by_tenant)
+    cancelled = _act("cancel", args=tenant_a)
     assert (cancelled.matched, cancelled.done, cancelled.stopping, cancelled.skipped) == (
         17,
         16,
@@ -59,17 +66,16 @@ def test_a_bulk_cancel_retry_and_delete_act_on_the_filter_only(
     errors = table.get(uuid=_key(tenant[1])).errors
     assert errors[-1]["exception_class_path"] == "django_bgtasks.exceptions.TaskCancelled"
 
-    again = bulk.act("cancel", by_tenant)  # the failed ones are finished: skipped
+    again = _act("cancel", args=tenant_a)  # the failed ones are finished: skipped
     assert (again.matched, again.done, again.stopping, again.skipped) == (17, 0, 1, 16)
 
-    failed = QueuedFilter.parse(status="FAILED", args='{"tenant": "a"}')
-    retried = bulk.act("retry", failed)
+    retried = _act("retry", status="FAILED", args=tenant_a)
     assert (retried.matched, retried.done) == (16, 16)
     assert _statuses(tasks_alias, tenant) == ["RUNNING"] + ["READY"] * 16
     back = table.get(uuid=_key(tenant[1]))  # as a single retry leaves it
     assert (back.finished_at, back.attempts, back.max_attempts) == (None, 0, 1)
     assert len(back.errors) == 1
-    assert bulk.act("retry", failed).as_json() == {
+    assert _act("retry", status="FAILED", args=tenant_a).as_json() == {
         "action": "retry",
         "matched": 0,
         "retried": 0,
@@ -77,7 +83,7 @@ def test_a_bulk_cancel_retry_and_delete_act_on_the_filter_only(
         "skipped": 0,
     }
 
-    deleted = bulk.act("delete", QueuedFilter.parse(task="tests.djtasks.echo"))
+    deleted = _act("delete", task="tests.djtasks.echo")
     assert (deleted.matched, deleted.done, deleted.skipped) == (22, 21, 1)
     assert _statuses(tasks_alias, tenant + other) == ["RUNNING"] + ["GONE"] * 21
 
@@ -90,7 +96,7 @@ def test_a_bulk_retry_takes_one_run_of_a_unique_key(tasks_alias: str, tmp_path: 
     QueuedTask.objects.cancel(first.id)
     second = djtasks.unique_record.enqueue(record, "a")
     QueuedTask.objects.cancel(second.id)
-    result = bulk.act("retry", QueuedFilter.parse(task="tests.djtasks.unique_record"))
+    result = _act("retry", task="tests.djtasks.unique_record")
     assert (result.matched, result.done, result.skipped) == (2, 1, 1)
     statuses = sorted(_statuses(tasks_alias, [str(first.id), str(second.id)]))
     assert statuses == ["FAILED", "READY"]
@@ -99,7 +105,7 @@ def test_a_bulk_retry_takes_one_run_of_a_unique_key(tasks_alias: str, tmp_path: 
 @pytest.mark.parametrize(
     ("action", "terms", "message"),
     [
-        ("retry", {}, "Name at least one filter for a retry"),
+        ("retry", {}, "Name at least one filter: status, queue"),
         ("purge", {"status": "FAILED"}, "The action must be one of retry, cancel, delete"),
     ],
 )
@@ -111,7 +117,7 @@ def test_a_bad_bulk_action_writes_nothing(
     table = QueuedTask.objects.using(tasks_alias)
     before = list(table.order_by("seq").values())
     with pytest.raises(ValueError, match=message):
-        bulk.act(action, QueuedFilter.parse(**terms))
+        _act(action, **terms)
     assert list(table.order_by("seq").values()) == before
 
 
@@ -123,7 +129,8 @@ def test_the_count_stops_at_its_cap_or_its_budget(
     monkeypatch.setattr(search, "SCAN_BUDGET", 8)
     _enqueue(3, tenant="a")
     _enqueue(10, tenant="b")
-    assert str(bulk.matching(QueuedFilter.parse(args='{"tenant": "b"}'))) == "5+"  # its cap
+    assert _count(args='{"tenant": "b"}') == "5+"  # its cap
     # The newest 8 rows hold none of tenant a's: at least 0, said so.
-    assert str(bulk.matching(QueuedFilter.parse(args='{"tenant": "a"}'))) == "0+"
-    assert str(bulk.matching(QueuedFilter.parse(args='{"tenant": "c"}', status="FAILED"))) == "0"
+    assert _count(args='{"tenant": "a"}') == "0+"
+    assert _count(args='{"tenant": "c"}', status="FAILED") == "0"
+    assert _count(status="FAILED") == "0"
