@@ -38,6 +38,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from django_bgtasks.admin.pauses import QueuePauseActions
+from django_bgtasks.admin.queued_bulk import BULK_SELECTION, QueuedBulk
 from django_bgtasks.admin.queued_columns import QueuedColumns
 from django_bgtasks.admin.queued_list import (
     BackendFilter,
@@ -45,14 +46,18 @@ from django_bgtasks.admin.queued_list import (
     QueueNameFilter,
     QueueStatusFilter,
     acted_on,
+    parse_search,
     search,
+    searched,
     selected_across,
 )
 from django_bgtasks.admin.queued_retry import QueuedRetry, listed
 from django_bgtasks.admin.views import admin_url
 from django_bgtasks.conf import conf, lease_backends
+from django_bgtasks.limits import COUNT_CAP
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations import display
+from django_bgtasks.operations import search as task_search
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import user_may
 from django_bgtasks.operations.queues import paused_queues
@@ -70,7 +75,8 @@ class QueuedChangeList(ChangeList):
         return admin_url(self.model_admin, "change", quote(str(result.uuid)))
 
 
-class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
+class QueuedTaskAdmin(QueuePauseActions, QueuedBulk, QueuedRetry, QueuedColumns):
+    # (QueuedBulk's URLs first: "bulk/retry/" is no task's "<id>/retry/".)
     """Django Tasks, newest first."""
 
     # Ten values in five columns, so that the list fits a laptop's screen
@@ -86,7 +92,11 @@ class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
     change_list_template = "django_bgtasks/admin/queued_change_list.html"
     # (What the search box offers; .queued_list's search() is what it does.)
     search_fields = ("uuid", "task_path")
-    search_help_text = gettext_lazy("A task's id, or a part of its task path.")
+    search_help_text = gettext_lazy(
+        'A task\'s id, or a part of its task path; and terms: error:timeout, args:{"user_id":5}'
+        " (its arguments hold it), key:KEY (concurrency or rate), task:PATH, since:2h,"
+        " until:2026-12-06T14:00."
+    )
     ordering = ("-seq",)
     actions = ("cancel", "retry", "pause_queues", "unpause_queues")
     readonly_fields = (
@@ -134,16 +144,38 @@ class QueuedTaskAdmin(QueuePauseActions, QueuedRetry, QueuedColumns):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[QueuedTask], search_term: str
     ) -> tuple[QuerySet[QueuedTask], bool]:
-        if not search_term.strip():
+        try:
+            words, filters = parse_search(search_term, queryset)
+        except ValueError as exc:
+            if hasattr(request, BULK_SELECTION):  # the list it goes back to says it
+                setattr(request, BULK_SELECTION, exc)
+            else:
+                _say_once(request, "bad_search", str(exc), messages.ERROR)
+            return queryset.none(), False
+        if words.strip():
+            queryset = search(queryset, words)
+        if not filters.scans:
             return queryset, False
-        return search(queryset, search_term), False
+        if hasattr(request, BULK_SELECTION):  # a bulk action reads the whole selection
+            setattr(request, BULK_SELECTION, filters)
+            return queryset, False
+        seqs, complete = searched(queryset, filters)
+        if not complete:
+            text = _(
+                "The search tested the newest %(budget)s Django tasks of the list and shows what"
+                " it found there (%(cap)s at most). Narrow it with the filters, or with"
+                " since: and until:, to search older ones."
+            ) % {"budget": f"{task_search.SCAN_BUDGET:,}", "cap": f"{COUNT_CAP:,}"}
+            _say_once(request, "search_stopped", text, messages.INFO)
+        return queryset.filter(seq__in=seqs), False
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         # The rows are read-only, for operators too: "view", not "change".
         title = _("Select %s to view") % self.opts.verbose_name
-        context = {"title": title, **(extra_context or {})}
+        buttons = self.bulk_buttons(request)
+        context = {"title": title, "bgtasks_bulk_buttons": buttons, **(extra_context or {})}
         if request.method == "POST":  # an action: the queue's own writes
             return super().changelist_view(request, context)
         _say_paused(request)
@@ -316,6 +348,15 @@ def _is_uuid(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _say_once(request: HttpRequest, kind: str, text: str, level: int) -> None:
+    """``text`` as a message, once a request (the list reads its search for
+    each filter's counts too)."""
+    said: set[str] = request.__dict__.setdefault("_bgtasks_said", set())
+    if kind not in said:
+        said.add(kind)
+        messages.add_message(request, level, text)
 
 
 def _say_paused(request: HttpRequest) -> None:

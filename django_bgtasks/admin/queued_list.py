@@ -18,7 +18,10 @@ filter's choices with ``DISTINCT`` over every row, and searches with
   loose scan of the queue's index, and ``TASKS``' ``LeaseBackend``s;
 * the search takes a task's id (its UUID, whole) or a part of a task path,
   matched against the task paths there are (a loose scan of their index),
-  not against every row;
+  not against every row; and terms (``error:timeout``, ``args:{"user_id":5}``,
+  ``key:``, ``task:``, ``since:``, ``until:``; the status filter's "will
+  retry" too) tested on the rows the rest reads, newest first, within the
+  search's budget (operations/search.py), the list saying when it stopped;
 * an action on every task the list selects ("Select all") takes the newest
   ``ACTION_CAP`` of them, one operation each, and says so: one on a million
   tasks took minutes.
@@ -33,9 +36,10 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import EmptyResultSet
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Value
 from django.http import HttpRequest
 from django.utils.functional import cached_property
+from django.utils.text import smart_split, unescape_string_literal
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -44,7 +48,9 @@ from django_bgtasks.conf import lease_backends
 from django_bgtasks.limits import COUNT_CAP
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations.queued import (
+    RETRYING,
     Counted,
+    QueuedFilter,
     Window,
     count_capped,
     newest_window,
@@ -52,6 +58,8 @@ from django_bgtasks.operations.queued import (
     queue_names,
     task_paths,
 )
+from django_bgtasks.operations.search import scan_seqs
+from django_bgtasks.queue.manager import READY
 
 # How many tasks an action on the whole selection ("Select all") takes: a
 # cancel is three statements, so that the page answers within a second
@@ -133,7 +141,7 @@ class CappedFilter(admin.SimpleListFilter):
 
 # The columns the list's filters narrow by: one window of a queryset counts
 # them all, for every filter that reads it.
-FILTERED = ("status", "queue_name", "backend")
+FILTERED = ("status", "queue_name", "backend", "attempts")
 
 
 def request_window(request: HttpRequest, queryset: QuerySet[QueuedTask]) -> Window:
@@ -158,10 +166,27 @@ class QueueStatusFilter(CappedFilter):
     column = "status"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return [(status.value, status.label) for status in QueueStatus]
+        statuses = [(status.value, status.label) for status in QueueStatus]
+        return [*statuses, (RETRYING, _("will retry"))]
 
     def narrow(self, queryset: QuerySet[QueuedTask], value: str) -> QuerySet[QueuedTask]:
+        # "will retry": the ready tasks that ran before, their attempts tested
+        # row by row by the search (a bounded read), which finds the mark.
+        if value == RETRYING:
+            return of_status(queryset, READY).alias(**{RETRYING_MARK: Value(True)})
         return of_status(queryset, value)
+
+    def get_facet_queryset(self, changelist: ChangeList) -> dict[str, Any]:
+        counts = super().get_facet_queryset(changelist)
+        others = changelist.get_queryset(self.request, exclude_parameters=[self.parameter_name])
+        window = request_window(self.request, others)
+        retrying = sum(
+            count
+            for (status, _queue, _backend, attempts), count in window.combinations.items()
+            if status == READY and attempts > 0
+        )
+        counts[f"{len(self.lookup_choices) - 1}__c"] = str(Counted(retrying, not window.complete))
+        return counts
 
 
 class QueueNameFilter(CappedFilter):
@@ -199,6 +224,44 @@ def search(queryset: QuerySet[QueuedTask], term: str) -> QuerySet[QueuedTask]:
     return queryset.filter(
         task_path__in=[path for path in task_paths() if folded in path.casefold()]
     )
+
+
+# The search box's terms (``error:timeout``, ``args:{"user_id":5}``), each
+# QueuedFilter's of that name (operations/search.py says what each matches);
+# the list's filters have the status, queue and backend.
+SEARCH_TERMS = ("task", "args", "error", "key", "since", "until")
+# The alias the "will retry" choice marks its queryset with: the search,
+# which tests each row's attempts, reads it there (the status filter may be
+# left out of a facet's queryset, so no flag on the request would do).
+RETRYING_MARK = "bgtasks_retrying"
+
+
+def parse_search(term: str, queryset: QuerySet[QueuedTask]) -> tuple[str, QueuedFilter]:
+    """The search box's ``term``, split into its words (an id, a part of a task
+    path) and the filter of its ``name:value`` terms, with the "will retry"
+    choice where ``queryset`` carries its mark; a ``ValueError`` names a bad term."""
+    words: list[str] = []
+    terms: dict[str, str] = {}
+    for word in smart_split(term):
+        name, colon, value = word.partition(":")
+        if not colon or name not in SEARCH_TERMS:
+            words.append(word)
+            continue
+        if value[:1] in "\"'" and value[:1] == value[-1:] and len(value) > 1:
+            value = unescape_string_literal(value)
+        if name in terms:
+            raise ValueError(_("The search names %(term)s: twice.") % {"term": name})
+        terms[name] = value
+    if RETRYING_MARK in queryset.query.annotations:
+        terms["status"] = RETRYING
+    return " ".join(words), QueuedFilter.parse(**terms)
+
+
+def searched(queryset: QuerySet[QueuedTask], filters: QueuedFilter) -> tuple[list[int], bool]:
+    """The ``seq`` of the newest tasks of ``queryset`` that ``filters``' terms
+    keep (``COUNT_CAP`` and one at most, within the search's budget of rows:
+    search.scan_seqs), and whether that read every task of ``queryset``."""
+    return scan_seqs(queryset, filters.match, wanted=COUNT_CAP + 1)
 
 
 def selected_across(request: HttpRequest) -> bool:

@@ -9,7 +9,7 @@ The options are the API list's terms (``--status``, ``--queue``, ``--task``,
 ``CommandError`` (exit status 1) with nothing written. A bulk action says
 how many tasks match and asks before it acts, unless ``--no-input`` (or
 from ``call_command``, ``interactive=False``); operations/bulk.py acts, and
-its counts are worded here.
+its counts are worded by operations/display.py, as the admin words them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_bgtasks.operations import bulk
+from django_bgtasks.operations import bulk, display
 from django_bgtasks.operations.queued import QueuedFilter
 
 # Each term's option, and its help: the API list's names (http/paging.py).
@@ -109,20 +109,4 @@ def act(command: BaseCommand, action: str, filters: QueuedFilter, *, interactive
             command.stdout.write(f"Nothing was done: {action} not confirmed.")
             return
     result = bulk.act(action, selection)
-    command.stdout.write(command.style.SUCCESS(said(result)))
-
-
-def said(result: bulk.BulkResult) -> str:
-    """What ``result`` did, in a sentence."""
-    done = f"{bulk.DONE[result.action].capitalize()} {result.done} of the {result.matched} "
-    text = done + "Django Tasks the filter matched"
-    if result.stopping:
-        text += f"; asked {result.stopping} running to stop at their next check()"
-    if result.skipped:
-        why = {
-            "retry": "not failed, or another run of their unique key is ready or running",
-            "cancel": "already finished",
-            "delete": "running: cancel them first",
-        }[result.action]
-        text += f"; {result.skipped} skipped ({why})"
-    return text + "."
+    command.stdout.write(command.style.SUCCESS(display.bulk_result(result)))

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from django_bgtasks.choices import QueueStatus, Status, WorkerRunStatus
 from django_bgtasks.core.states import HeldTask, LostTask, TaskState, WorkerRun, WorkerState
+from django_bgtasks.operations.bulk import DONE, BulkResult
 
 
 def seconds(value: float | None) -> str:
@@ -188,3 +189,19 @@ def parameters(func: Callable[..., Any]) -> tuple[str, bool]:
     )
     text = str(signature.replace(parameters=taken, return_annotation=inspect.Signature.empty))
     return text, required
+
+
+def bulk_result(result: BulkResult) -> str:
+    """What a bulk action did (operations/bulk.py), in a sentence."""
+    done = f"{DONE[result.action].capitalize()} {result.done} of the {result.matched} "
+    text = done + "Django Tasks the filter matched"
+    if result.stopping:
+        text += f"; asked {result.stopping} running to stop at their next check()"
+    if result.skipped:
+        why = {
+            "retry": "not failed, or another run of their unique key is ready or running",
+            "cancel": "already finished",
+            "delete": "running: cancel them first",
+        }[result.action]
+        text += f"; {result.skipped} skipped ({why})"
+    return text + "."

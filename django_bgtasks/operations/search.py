@@ -226,6 +226,21 @@ def scan(
     return Scan(found, None, read)
 
 
+def scan_seqs(
+    indexed: QuerySet[QueuedTask], matching: Any, *, wanted: int
+) -> tuple[list[int], bool]:
+    """As :func:`scan` from the newest row, the ``seq`` of each match alone (at
+    most ``wanted``), and whether the scan read every row of ``indexed``."""
+    found: list[int] = []
+    read = 0
+    for seqs in chunks(indexed, matching):
+        read += SCAN_CHUNK
+        found += seqs[: wanted - len(found)]
+        if len(found) >= wanted or read >= SCAN_BUDGET:
+            return found, False
+    return found, True
+
+
 def chunks(indexed: QuerySet[QueuedTask], matching: Any) -> Iterator[list[int]]:
     """The ``seq`` of every row of ``indexed`` that ``matching`` keeps, newest
     first, a list a chunk of ``SCAN_CHUNK`` rows read (an empty list for a

@@ -58,7 +58,7 @@ def test_counts_stop_at_their_cap_and_the_page_says_so(
     # With a queue chosen, the statuses are counted among its tasks: exactly.
     assert _choices(narrowed, "status") == {
         "All": True, "ready (3)": False, "running (0)": False,
-        "successful (0)": False, "failed (0)": False,
+        "successful (0)": False, "failed (0)": False, "will retry (0)": False,
     }  # fmt: skip
     assert _choices(narrowed, "queue")["other (3+)"] is True  # (its own counts: all tasks)
 
