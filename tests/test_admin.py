@@ -4,6 +4,7 @@ ATOMIC_REQUESTS, on each database (users live in "default")."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import uuid
@@ -12,11 +13,13 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
+from django.utils import translation
 from django.utils.formats import date_format, get_format
 from django.utils.html import escape
 from django.utils.timezone import localtime
 
 from django_bgtasks import background_task
+from django_bgtasks.admin.formats import admin_time
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.choices import Outcome, Status
 from django_bgtasks.models import BackgroundTask
@@ -425,7 +428,7 @@ def test_the_changelist_fits_into_fewer_columns(site_alias: str, viewer: Client)
     ]
     state = objects.get_state("cleanup")
     assert state is not None and state.finished_at is not None
-    finished = date_format(localtime(state.finished_at), "DATETIME_FORMAT")
+    finished = admin_time(state.finished_at)
     assert f'data-bgtasks-field="duration" title="finished {finished}"' in html
 
 
@@ -864,6 +867,29 @@ def test_every_time_is_written_in_djangos_format_as_the_site_sets_it(
     assert dates["format"] == get_format("DATETIME_FORMAT") and dates["zone"] == "Europe/Paris"
 
 
+def test_times_are_written_to_the_second_whatever_the_sites_format(settings: Any) -> None:
+    """Django's English DATETIME_FORMAT stops at the minute ("2:30 p.m."):
+    the admin writes the same format with seconds, so that two attempts a
+    few seconds apart read apart. A format with seconds is kept."""
+    from django.utils import timezone
+
+    from django_bgtasks.admin.formats import datetime_format
+
+    value = dt.datetime(2026, 12, 6, 14, 30, 5, tzinfo=dt.UTC)
+    with timezone.override("UTC"):
+        assert admin_time(value) == "Dec. 6, 2026, 2:30:05 p.m."
+    cases = {
+        "N j, Y, P": "N j, Y, g:i:s a",
+        "d.m.Y H:i": "d.m.Y H:i:s",
+        "Y-m-d G:i:s": "Y-m-d G:i:s",
+        r"j \P, f": r"j \P, g:i:s",
+    }
+    for given, written in cases.items():
+        settings.DATETIME_FORMAT = given
+        with translation.override(None):  # the setting, not the language's format
+            assert datetime_format() == written, given
+
+
 def test_live_js_gets_the_state_names_from_the_page(site_alias: str, viewer: Client) -> None:
     from django.contrib.staticfiles import finders
 
@@ -977,7 +1003,7 @@ def test_django_tasks_are_listed_with_their_columns(
     text = re.sub(r"<[^>]+>", "", html)
     assert "tests.djtasks.add" in text and "queue other" in text and "priority 7" in text
     row = QueuedTask.objects.using(tasks_site_alias).get(uuid=done.id)
-    assert date_format(localtime(row.enqueued_at), "DATETIME_FORMAT") in text
+    assert admin_time(row.enqueued_at) in text
     detail = superuser.get(f"{QUEUED}{failed.id}/change/")
     page = detail.content.decode()
     assert escape("<b>broken</b>") in page and "<b>broken</b>" not in page

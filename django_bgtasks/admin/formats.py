@@ -3,11 +3,12 @@
 **Times** are Django's own format, as the site sets it: every time on the
 admin's pages is written as Django's admin writes its own
 (``DATETIME_FORMAT`` of the active language, or of ``FORMAT_MODULE_PATH``,
-in the current time zone), in a ``<time>`` whose ``datetime`` is the ISO
-instant. live.js writes the times of runs that start after the page was
-made with ``static/django_bgtasks/dates.js``, a port of
-``django.utils.dateformat``, from what :func:`date_settings` hands it: the
-format, the time zone, and the month and day names as Django translates them.
+in the current time zone), but to the second (:func:`datetime_format`), in
+a ``<time>`` whose ``datetime`` is the ISO instant. live.js writes the
+times of runs that start after the page was made with
+``static/django_bgtasks/dates.js``, a port of ``django.utils.dateformat``,
+from what :func:`date_settings` hands it: the format, the time zone, and
+the month and day names as Django translates them.
 
 **Ids** (owner ids ``host:pid:random``, worker ids, hosts, task paths) have
 no space to wrap at, and a 60-character host is wider than a column: they
@@ -22,17 +23,43 @@ import datetime as dt
 import re
 from typing import Any
 
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.utils.dates import MONTHS, MONTHS_3, MONTHS_ALT, MONTHS_AP, WEEKDAYS, WEEKDAYS_ABBR
-from django.utils.formats import date_format, get_format
+from django.utils.formats import get_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
 
 def admin_time(value: dt.datetime) -> str:
-    """``value`` as the admin writes a time: ``DATETIME_FORMAT``, current time zone."""
-    return date_format(timezone.localtime(value), "DATETIME_FORMAT")
+    """``value`` as the admin writes a time: ``DATETIME_FORMAT`` to the second
+    (:func:`datetime_format`), in the current time zone."""
+    return dateformat.format(timezone.localtime(value), datetime_format())
+
+
+# A time of day to the minute, in Django's format characters, outside a
+# backslash's escape: "P" (2:30 p.m., noon), "f" (2:30, 2), or hours and
+# minutes (H:i, G:i, h:i, g:i) not followed by seconds.
+_TO_THE_MINUTE = re.compile(r"(?<!\\)(?:P|f|([GgHh]):i(?!:s))")
+
+
+def datetime_format() -> str:
+    """The active language's ``DATETIME_FORMAT``, with seconds where it has
+    minutes only: English's ``N j, Y, P`` ("Dec. 6, 2026, 2:30 p.m.") reads
+    ``N j, Y, g:i:s a`` ("Dec. 6, 2026, 2:30:05 p.m."). A task's times are
+    seconds apart (a retry's delay, a run's start after its enqueue); to the
+    minute, the list showed two attempts at the same time. A format with
+    seconds is kept as it is."""
+    wanted = get_format("DATETIME_FORMAT")
+
+    def to_the_second(found: re.Match[str]) -> str:
+        if found[0] == "P":
+            return "g:i:s a"
+        if found[0] == "f":
+            return "g:i:s"
+        return f"{found[1]}:i:s"
+
+    return _TO_THE_MINUTE.sub(to_the_second, wanted)
 
 
 def time_html(value: dt.datetime | None) -> SafeString | str:
@@ -72,7 +99,7 @@ def date_settings() -> dict[str, Any]:
     """What dates.js needs to write a time as :func:`admin_time` does."""
     now = timezone.localtime()
     return {
-        "format": get_format("DATETIME_FORMAT"),
+        "format": datetime_format(),
         "zone": timezone.get_current_timezone_name(),
         "zones": _zone_names(now.tzinfo or dt.UTC, now.year),
         "months": [str(MONTHS[month]) for month in range(1, 13)],

@@ -27,6 +27,7 @@ from django.utils.formats import date_format
 from django.utils.timezone import localtime
 
 from django_bgtasks import get_task
+from django_bgtasks.admin.formats import admin_time
 from django_bgtasks.models import BackgroundTask
 from tests.dbtools import backdate
 
@@ -205,9 +206,7 @@ def test_the_changelist_fits_common_widths_with_the_sidebar_open(
             '[data-bgtasks-task="surface-quick"][data-bgtasks-field="duration"]'
         )
         finished = objects.get_state("surface-quick").finished_at
-        assert duration.get_attribute("title") == (
-            f"finished {date_format(localtime(finished), 'DATETIME_FORMAT')}"
-        )
+        assert duration.get_attribute("title") == (f"finished {admin_time(finished)}")
         assert (
             "stale: holder silent for"
             in page.locator(
