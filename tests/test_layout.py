@@ -514,6 +514,8 @@ def _where_it_stands(path: Path, first: int, last: int) -> list[str]:
     """The lines of ``path`` a pair's explanation may be on."""
     lines = path.read_text().splitlines()
     start = first
+    if path.suffix != ".py":  # a template: its lines, and the three above
+        return lines[max(first - 4, 0) : last]
     for node in ast.walk(ast.parse("\n".join(lines))):
         if (
             isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)

@@ -12,9 +12,10 @@ that URL; an id no task has goes to the list, with a message saying why.
 
 Read-only, with the background tasks' permission rule
 (:mod:`django_bgtasks.operations.permissions`): view to see, change to cancel
-and retry. The cancel action calls ``operations.cancel_queued()``, as the
-command does; the retry of a failed task (an action, and a button on its
-page) is :mod:`.queued_retry`'s. A task's page is a view, for superusers too
+and retry, delete to delete. The cancel (an action, and a button on a ready
+or running task's page) is :mod:`.queued_cancel`'s, the retry of a failed
+task (likewise) :mod:`.queued_retry`'s, the actions on everything a filtered
+list holds :mod:`.queued_bulk`'s. A task's page is a view, for superusers too
 (no Save: the rows are written only by the queue's fenced operations). The
 filters show how many tasks each choice has (``show_facets``): the count of
 each status at a glance.
@@ -27,7 +28,6 @@ import uuid
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
@@ -35,30 +35,29 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import gettext_lazy
 
 from django_bgtasks.admin.pauses import QueuePauseActions
 from django_bgtasks.admin.queued_bulk import BULK_SELECTION, QueuedBulk
+from django_bgtasks.admin.queued_buttons import QueuedButtons
+from django_bgtasks.admin.queued_cancel import CANCEL_BUTTON, QueuedCancel
 from django_bgtasks.admin.queued_columns import QueuedColumns
 from django_bgtasks.admin.queued_list import (
     BackendFilter,
     CappedPaginator,
     QueueNameFilter,
     QueueStatusFilter,
-    acted_on,
     parse_search,
     search,
     searched,
-    selected_across,
 )
-from django_bgtasks.admin.queued_retry import QueuedRetry, listed
+from django_bgtasks.admin.queued_retry import RETRY_BUTTON, QueuedRetry
 from django_bgtasks.admin.views import admin_url
 from django_bgtasks.conf import conf, lease_backends
 from django_bgtasks.limits import COUNT_CAP
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations import display
 from django_bgtasks.operations import search as task_search
-from django_bgtasks.operations import writes as operations
 from django_bgtasks.operations.permissions import user_may
 from django_bgtasks.operations.queues import paused_queues
 
@@ -75,9 +74,13 @@ class QueuedChangeList(ChangeList):
         return admin_url(self.model_admin, "change", quote(str(result.uuid)))
 
 
-class QueuedTaskAdmin(QueuePauseActions, QueuedBulk, QueuedRetry, QueuedColumns):
+class QueuedTaskAdmin(
+    QueuePauseActions, QueuedBulk, QueuedButtons, QueuedCancel, QueuedRetry, QueuedColumns
+):
     # (QueuedBulk's URLs first: "bulk/retry/" is no task's "<id>/retry/".)
     """Django Tasks, newest first."""
+
+    buttons = (RETRY_BUTTON, CANCEL_BUTTON)  # a task page's (admin/queued_buttons.py)
 
     # Ten values in five columns, so that the list fits a laptop's screen
     # with the admin's sidebar open: the UUID whole, the rest a value a line.
@@ -109,6 +112,7 @@ class QueuedTaskAdmin(QueuePauseActions, QueuedBulk, QueuedRetry, QueuedColumns)
         "attempts_label",
         "progress_label",
         "worker",
+        "heartbeat_label",
         "workers_list",
         "token",
         "args_kwargs",
@@ -291,55 +295,6 @@ class QueuedTaskAdmin(QueuePauseActions, QueuedBulk, QueuedRetry, QueuedColumns)
         """Never: the queue's fenced operations are the rows' only writers
         (this guards any other way to a save, such as ``list_editable``)."""
         raise PermissionDenied
-
-    # --- the action -----------------------------------------------------------------
-
-    @admin.action(description=gettext_lazy("Cancel"), permissions=["change"])
-    def cancel(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
-        rows = acted_on(self, request, queryset)
-        gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - len(rows)
-        if gone > 0 and not selected_across(request):
-            text = ngettext(
-                "%(count)d selected Django task no longer exists; nothing was done to it.",
-                "%(count)d selected Django tasks no longer exist; nothing was done to them.",
-                gone,
-            )
-            self.message_user(request, text % {"count": gone}, messages.WARNING)
-        results = [operations.cancel_queued(str(row.uuid)) for row in rows]
-        for level, text in cancel_messages(results):
-            self.message_user(request, text, level)
-
-
-def cancel_messages(results: list[operations.QueuedCancelResult]) -> list[tuple[int, str]]:
-    """What the cancels did, as ``(level, text)``: one message for each kind of
-    answer, naming the task, or the first few and how many more."""
-    kinds: dict[str, list[str]] = {"cancelled": [], "stopping": [], "finished": [], "gone": []}
-    for result in results:
-        match result:
-            case operations.QueuedCancelled(row, started):
-                kinds["stopping" if started else "cancelled"].append(str(row.uuid))
-            case operations.QueuedFinished(row):
-                kinds["finished"].append(str(row.uuid))
-            case operations.QueuedUnknown(result_id):
-                kinds["gone"].append(str(result_id))
-    words = {
-        "cancelled": (messages.SUCCESS, _("Cancelled %(ids)s; it will not run."),
-                      _("Cancelled %(count)d Django tasks; they will not run: %(ids)s.")),
-        "stopping": (messages.SUCCESS, _("Asked the worker to stop %(ids)s at its next check()."),
-                     _("Asked the workers to stop %(count)d Django tasks at their next check():"
-                       " %(ids)s.")),
-        "finished": (messages.WARNING, _("%(ids)s had already finished."),
-                     _("%(count)d Django tasks had already finished: %(ids)s.")),
-        "gone": (messages.WARNING, _("%(ids)s no longer exists."),
-                 _("%(count)d Django tasks no longer exist: %(ids)s.")),
-    }  # fmt: skip
-    said = []
-    for kind, ids in kinds.items():
-        if ids:
-            level, one, many = words[kind]
-            text = one if len(ids) == 1 else many
-            said.append((level, text % {"count": len(ids), "ids": listed(ids)}))
-    return said
 
 
 def _is_uuid(text: str) -> bool:

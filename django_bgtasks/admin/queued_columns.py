@@ -20,10 +20,10 @@ from django.utils.translation import gettext_lazy
 
 from django_bgtasks.admin.formats import id_html, time_html
 from django_bgtasks.core.states import run_duration
-from django_bgtasks.models import QueuedTask
+from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.operations import display, queued
 from django_bgtasks.operations.queues import paused_queues
-from django_bgtasks.queue.manager import RUNNING
+from django_bgtasks.queue.manager import FAILED, READY, RUNNING
 
 if TYPE_CHECKING:
     QueuedModelAdmin = admin.ModelAdmin[QueuedTask]
@@ -53,14 +53,20 @@ class QueuedColumns(QueuedModelAdmin):
 
     @admin.display(description=gettext_lazy("status, attempts, progress"), ordering="status")
     def state_cell(self, row: QueuedTask) -> str:
-        # A paused queue is said above the list (QueuedTaskAdmin), once.
+        # A paused queue is said above the list (QueuedTaskAdmin), once. A
+        # failed task, or a ready one that failed before and will run again,
+        # says why in a line (in red), so that "why did these fail?" is one
+        # look at the list, not a click a task.
         progress = self.progress_label(row)
+        error = queued.last_error_line(row) if row.status in (FAILED, READY) else None
         return format_html(
-            '{}<div class="bgtasks-quiet">{} {}</div>{}',
+            '<span class="bgtasks-queued-{}">{}</span><div class="bgtasks-quiet">{} {}</div>{}{}',
+            row.status.lower(),
             queued.status_label(row, paused=()),
             _("attempt"),
             self.attempts_label(row),
             format_html("<div>{}</div>", progress) if progress else "",
+            format_html('<div class="bgtasks-error-line">{}</div>', error) if error else "",
         )
 
     @admin.display(description=gettext_lazy("enqueued, duration"), ordering="enqueued_at")
@@ -94,6 +100,21 @@ class QueuedColumns(QueuedModelAdmin):
     @admin.display(description=gettext_lazy("worker"))
     def worker(self, row: QueuedTask) -> str:
         return id_html(row.owner) if row.status == RUNNING else ""
+
+    @admin.display(description=gettext_lazy("last heartbeat"))
+    def heartbeat_label(self, row: QueuedTask) -> str:
+        """A running task's page's: how long ago its worker last beat, by the
+        database's clock, against its ttl (a silent worker is said as such)."""
+        if row.status != RUNNING or row.updated_at is None:
+            return ""
+        age = (BackgroundTask.objects.work.clock() - row.updated_at).total_seconds()
+        said = _("%(age)s ago (ttl %(ttl)s)") % {
+            "age": display.seconds(age),
+            "ttl": display.seconds(row.ttl),
+        }
+        if age > row.ttl:
+            said += " " + _("silent past its ttl: the next recovery takes the task back")
+        return said
 
     @admin.display(description=gettext_lazy("workers"))
     def workers_list(self, row: QueuedTask) -> str:

@@ -1,6 +1,7 @@
 """The admin's retry of failed Django Tasks: the list's *Retry* action and the
-*Retry* button on a failed task's page (``<id>/retry/``, a POST), for users
-with the change permission only.
+*Retry* button on a failed task's page (``<id>/retry/``, a POST:
+:data:`RETRY_BUTTON`, admin/queued_buttons.py), for users with the change
+permission only.
 
 Both call ``operations.retry_queued()``, as the JSON API's ``retry/`` and
 ``bgtasks retry`` do, and only put what it answered into messages: one for
@@ -11,22 +12,16 @@ lines), and one when nothing matched (the selected tasks were pruned since).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote, unquote
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
-from django.urls import URLPattern, path
-from django.utils.decorators import method_decorator
+from django.http import HttpRequest
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
-from django.views.decorators.http import require_POST
 
+from django_bgtasks.admin.queued_buttons import Button
 from django_bgtasks.admin.queued_list import acted_on
-from django_bgtasks.admin.views import admin_url
-from django_bgtasks.http.responses import outside_request_transactions
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations import writes as operations
 from django_bgtasks.queue.manager import FAILED
@@ -41,10 +36,8 @@ LISTED_IDS = 5
 
 
 class QueuedRetry(RetryModelAdmin):
-    """The retry action, the page's button and its view, for the Django
-    Tasks' ModelAdmin (``QueuedTaskAdmin`` lists ``"retry"`` in its actions)."""
-
-    change_form_template = "django_bgtasks/admin/queued_change_form.html"
+    """The retry action, for the Django Tasks' ModelAdmin (``QueuedTaskAdmin``
+    lists ``"retry"`` in its actions)."""
 
     @admin.action(description=gettext_lazy("Retry"), permissions=["change"])
     def retry(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
@@ -55,42 +48,6 @@ class QueuedRetry(RetryModelAdmin):
             self.message_user(request, text, messages.WARNING)
         for level, text in retry_messages(results):
             self.message_user(request, text, level)
-
-    @outside_request_transactions
-    @method_decorator(require_POST)
-    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
-        """The button of a failed task's page: retry it, say how that went, and
-        go back to its page (to the list, for an id no task has)."""
-        if not self.has_change_permission(request):
-            raise PermissionDenied
-        result = operations.retry_queued(unquote(object_id))
-        for level, text in retry_messages([result]):
-            self.message_user(request, text, level)
-        if isinstance(result, operations.QueuedUnknown):
-            return HttpResponseRedirect(admin_url(self, "changelist"))
-        return HttpResponseRedirect(admin_url(self, "change", quote(str(result.row.uuid))))
-
-    def get_urls(self) -> list[URLPattern]:
-        wrap = self.admin_site.admin_view  # login, staff, CSRF, never_cache
-        name = f"{self.opts.app_label}_{self.opts.model_name}_retry"
-        retry = path("<path:object_id>/retry/", wrap(self.retry_view), name=name)
-        return [retry, *super().get_urls()]
-
-    # Alike BackgroundTaskAdmin's on purpose: Django's signature of the hook.
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: QueuedTask | None = None,
-    ) -> HttpResponse:
-        # The button only on a failed task's page, and only for who may use it
-        # (the change permission is asked without a row: no row is editable).
-        if obj is not None and obj.status == FAILED and self.has_change_permission(request):
-            context["bgtasks_retry_url"] = admin_url(self, "retry", quote(str(obj.uuid)))
-        return super().render_change_form(request, context, add, change, form_url, obj)
 
 
 def retry_messages(
@@ -145,3 +102,13 @@ def listed(items: list[str]) -> str:
     if rest <= 0:
         return shown
     return _("%(shown)s and %(count)d more") % {"shown": shown, "count": rest}
+
+
+RETRY_BUTTON = Button(
+    name="retry",
+    label=gettext_lazy("Retry"),
+    title=gettext_lazy("Run it again: ready at once, with one more attempt if it used them all"),
+    shown=lambda row: row.status == FAILED,
+    operation=operations.retry_queued,
+    said=retry_messages,
+)

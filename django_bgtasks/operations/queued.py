@@ -25,7 +25,8 @@ those index reads whatever its statistics say:
 * :func:`queued_task` and :func:`queued_json`: one task, and its one JSON
   shape; :func:`waiting`: what a ready task waits for, where it is not
   only its turn (each surface shows it beside the status);
-  :func:`status_label`: the status as the admin and the command say it.
+  :func:`status_label`: the status as the admin and the command say it;
+  :func:`last_error_line`: why it failed, in a line.
 """
 
 from __future__ import annotations
@@ -360,6 +361,26 @@ def status_label(row: QueuedTask, paused: Collection[str]) -> str:
     if row.status == FAILED and _last_error_class(row) == _CANCELLED:
         return f"{label} (cancelled)"
     return label
+
+
+# How much of an error a list shows beside the status (the page has it whole).
+ERROR_LINE_LENGTH = 160
+
+
+def last_error_line(row: QueuedTask) -> str | None:
+    """The last line of ``row``'s last error (``ValueError: bad input``), cut
+    to ``ERROR_LINE_LENGTH``, or its exception class when its traceback has
+    no text; ``None`` without an error. Why a failed task failed, or why a
+    retrying one will run again, at a glance in a list."""
+    last = row.errors[-1] if row.errors else None
+    if not isinstance(last, dict):
+        return None
+    lines = [line.strip() for line in str(last.get("traceback") or "").splitlines()]
+    line = next((line for line in reversed(lines) if line), "")
+    line = line or str(last.get("exception_class_path") or "")
+    if len(line) > ERROR_LINE_LENGTH:
+        line = line[: ERROR_LINE_LENGTH - 1] + "…"
+    return line or None
 
 
 def _last_error_class(row: QueuedTask) -> str | None:

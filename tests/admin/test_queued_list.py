@@ -145,3 +145,24 @@ def test_a_paused_queue_is_said_above_the_list_and_on_its_tasks_pages(
     assert "waiting for" not in ready
     assert QueuedTask.objects.unpause_queue("other")
     assert "is paused" not in superuser.get(QUEUED).content.decode()
+
+
+def test_a_failed_task_says_why_in_the_list_in_red(
+    tasks_site_alias: str, superuser: Client
+) -> None:
+    """The last line of the last error, under the status, for a failed task
+    and for a ready one that will run again; none for the others."""
+    failed, retrying, fine = _enqueue(3)
+    table = QueuedTask.objects.using(tasks_site_alias)
+    traceback = 'Traceback (most recent call last):\n  File "x.py"\nValueError: bad row 7\n'
+    error = {"exception_class_path": "builtins.ValueError", "traceback": traceback}
+    table.filter(uuid=uuid.UUID(failed)).update(status="FAILED", errors=[error])
+    table.filter(uuid=uuid.UUID(retrying)).update(attempts=1, errors=[error])
+    html = superuser.get(QUEUED).content.decode()
+    rows = {one: html.split(one, 2)[2].split("</tr>", 1)[0] for one in (failed, retrying, fine)}
+    line = '<div class="bgtasks-error-line">ValueError: bad row 7</div>'
+    assert (
+        line in rows[failed]
+        and '<span class="bgtasks-queued-failed">failed</span>' in rows[failed]
+    )
+    assert line in rows[retrying] and "bgtasks-error-line" not in rows[fine]
