@@ -59,6 +59,8 @@ class QueuedColumns(QueuedModelAdmin):
         # look at the list, not a click a task.
         progress = self.progress_label(row)
         error = queued.last_error_line(row) if row.status in (FAILED, READY) else None
+        # (An error's words wrap between their parts, as ids do.)
+        why = format_html('<div class="bgtasks-error-line">{}</div>', id_html(error or ""))
         return format_html(
             '<span class="bgtasks-queued-{}">{}</span><div class="bgtasks-quiet">{} {}</div>{}{}',
             row.status.lower(),
@@ -66,7 +68,7 @@ class QueuedColumns(QueuedModelAdmin):
             _("attempt"),
             self.attempts_label(row),
             format_html("<div>{}</div>", progress) if progress else "",
-            format_html('<div class="bgtasks-error-line">{}</div>', error) if error else "",
+            why if error else "",
         )
 
     @admin.display(description=gettext_lazy("enqueued, duration"), ordering="enqueued_at")

@@ -160,7 +160,7 @@ def test_a_failed_task_says_why_in_the_list_in_red(
     table.filter(uuid=uuid.UUID(retrying)).update(attempts=1, errors=[error])
     html = superuser.get(QUEUED).content.decode()
     rows = {one: html.split(one, 2)[2].split("</tr>", 1)[0] for one in (failed, retrying, fine)}
-    line = '<div class="bgtasks-error-line">ValueError: bad row 7</div>'
+    line = '<div class="bgtasks-error-line"><span class="bgtasks-id">ValueError:<wbr> bad row 7'
     assert (
         line in rows[failed]
         and '<span class="bgtasks-queued-failed">failed</span>' in rows[failed]

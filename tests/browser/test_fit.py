@@ -125,6 +125,11 @@ def pages(filled: realistic.Filled) -> dict[str, tuple[str, str]]:
         "task-log": (f"{tasks}{realistic.HISTORY_TASK}/history/", "#change-history"),
         "release": (f"{tasks}{realistic.STALE_TASK}/release/", ".bgtasks-release"),
         "django-tasks": (queued, "#result_list"),
+        # Failed: why each failed, in red; searched by error text; a bulk
+        # action's confirmation (issue 51).
+        "django-tasks-failed": (f"{queued}?status__exact=FAILED", ".bgtasks-error-line"),
+        "django-tasks-search": (f"{queued}?q=error%3Aserialize+since%3A1d", "#result_list"),
+        "django-tasks-bulk": (f"{queued}bulk/retry/?status__exact=FAILED", ".bgtasks-bulk-count"),
         "django-task-failed": (
             f"{queued}{filled.failed_django_task.uuid}/change/",
             ".field-errors_list",
