@@ -37,6 +37,7 @@ from django_bgtasks.choices import Status
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.operations import display
+from django_bgtasks.queue.schedules import ScheduleError, task_schedules
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrOrPromise
@@ -240,6 +241,13 @@ class TaskColumns(TaskModelAdmin):
             "schedule": schedule.text if schedule is not None else task.schedule,
             "next_run": time_html(state.next_run_at if state is not None else None),
         }
+        enqueues = _enqueued_by(task.name)
+        if enqueues is not None:  # a Django Tasks schedule's row: it never runs
+            context["description"] = gettext("Enqueues the Django Task %(path)s.") % {
+                "path": enqueues
+            }
+            last = state.scheduled_for if state is not None else None
+            context["last_slot"] = time_html(last)
         return render_to_string(TEMPLATES + "about_cell.html", context)
 
     @admin.display(description=gettext_lazy("next run"), ordering="next_run_at")
@@ -334,3 +342,13 @@ class TaskColumns(TaskModelAdmin):
             "release_url": admin_url(self, "release", name),
         }
         return render_to_string(TEMPLATES + "buttons.html", context)
+
+
+def _enqueued_by(name: str) -> str | None:
+    """The task path the Django Tasks schedule whose row is ``name`` enqueues
+    (queue/schedules.py), or ``None`` for another row."""
+    try:
+        schedules = task_schedules()
+    except ScheduleError:  # said by its system check
+        return None
+    return next((entry.task_path for entry in schedules if entry.name == name), None)

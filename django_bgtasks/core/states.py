@@ -81,6 +81,10 @@ class TaskState:
     # schedule's slots skipped while paused, not yet in a run's history.
     paused_at: dt.datetime | None = None
     paused_skipped: int = 0
+    # The schedule slot the current or last run was for; a Django Tasks
+    # schedule's row (queue/schedules.py), which never runs, the slot of the
+    # task it last enqueued.
+    scheduled_for: dt.datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> TaskState:
@@ -111,6 +115,7 @@ class TaskState:
             result_note=row["result_note"],
             paused_at=as_datetime(row["paused_at"]),
             paused_skipped=int(row["paused_skipped"]),
+            scheduled_for=as_datetime(row["scheduled_for"]),
         )
 
     @classmethod
@@ -150,7 +155,10 @@ class TaskState:
             return Status.PAUSED
         if self.requested_at is not None:
             return Status.REQUESTED
-        return Status.NEVER_RUN if self.started_at is None else Status.IDLE
+        if self.started_at is None and self.scheduled_for is None:
+            return Status.NEVER_RUN
+        # (A Django Tasks schedule's row has enqueued a task: it is at work.)
+        return Status.IDLE
 
     @property
     def held(self) -> bool:
@@ -187,7 +195,10 @@ class TaskState:
         """A JSON-ready dict: times in ISO 8601, plus ``status`` and ``progress``
         (``result`` and ``result_note`` included)."""
         data = asdict(self)
-        times = ("started_at", "finished_at", "updated_at", "requested_at", "next_run_at")
+        times = (
+            "started_at", "finished_at", "updated_at", "requested_at", "next_run_at",
+            "scheduled_for",
+        )  # fmt: skip
         for key in (*times, "paused_at"):
             if data[key] is not None:
                 data[key] = data[key].isoformat()

@@ -70,7 +70,7 @@ from django_bgtasks.choices import FlowLimit, QueueStatus
 STATE_COLUMNS = """name, value, running AND NOT stale AS running, owner, token, ttl,
     started_at, finished_at, updated_at, cancel_requested, outcome, error, stale,
     heartbeat_age, requested_at, next_run_at, attempt, trigger, result, result_note,
-    paused_at, paused_skipped"""
+    paused_at, paused_skipped, scheduled_for"""
 # A run's history row, as PostgreSQL's statements that end a run copy it from
 # the lease row (db.postgresql's record_ended): not a result. INSERT ... SELECT
 # pairs columns by position, so it names this one list on both sides.

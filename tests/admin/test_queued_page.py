@@ -53,3 +53,28 @@ def test_a_running_tasks_page_has_its_heartbeat_and_a_cancel_button(
     assert CANCEL_BUTTON not in failed and "Last heartbeat:" in failed  # (the field, empty)
     gone = operator.post(f"{QUEUED}00000000-0000-4000-8000-000000000000/cancel/", follow=True)
     assert gone.redirect_chain[-1][0] == QUEUED
+
+
+def test_a_django_tasks_schedules_row_says_what_it_enqueues_and_when(
+    tasks_site_alias: str, make_staff: Any, settings: Any
+) -> None:
+    """Its row in the background tasks' list is at work ("idle"), names the
+    task it enqueues and the slot of the last one: not "never run"."""
+    import datetime as dt
+
+    from django_bgtasks.models import BackgroundTask
+    from django_bgtasks.queue.schedules import task_schedules
+    from django_bgtasks.worker import schedules
+    from tests.queue.test_schedules import make_due, schedule_settings
+
+    adds = {"task": "tests.djtasks.add", "schedule": "* * * * *", "args": [1, 2]}
+    schedule_settings(settings, {"adds": adds})
+    [entry] = task_schedules()
+    slot = BackgroundTask.objects.work.clock().replace(second=0, microsecond=0)
+    make_due(tasks_site_alias, entry, slot - dt.timedelta(minutes=1))
+    assert schedules.enqueue_due([entry], BackgroundTask.objects.work.due()) == 1
+    viewer = _client(make_staff, "viewer", "view_backgroundtask")
+    page = viewer.get("/admin/django_bgtasks/backgroundtask/").content.decode()
+    [row] = re.findall(r"<tr(?:(?!</tr>).)*tasks:default:adds(?:(?!</tr>).)*</tr>", page, re.S)
+    assert "Enqueues the Django Task tests.djtasks.add." in row
+    assert "last enqueued for <time" in row and "never run" not in row

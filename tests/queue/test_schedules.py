@@ -77,6 +77,11 @@ def test_a_due_slot_enqueues_its_task_once_through_the_backend(
     row = BackgroundTask.objects.using(tasks_alias).get(name=entry.name)
     assert row.scheduled_for == slot and row.next_run_at == slot + dt.timedelta(minutes=1)
     assert not row.running and row.schedule == "every 60s"
+    # Its state says it is at work, with the slot of the task it enqueued
+    # (it had read "never run", token 0, as a row that never runs does).
+    state = BackgroundTask.objects.get_state(entry.name)
+    assert state is not None and (state.status, state.scheduled_for) == ("idle", slot)
+    assert state.as_json()["scheduled_for"] == slot.isoformat()
 
 
 def test_a_worker_back_after_missed_slots_enqueues_once_for_the_oldest_and_moves_on(
