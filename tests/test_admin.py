@@ -1008,6 +1008,10 @@ def test_django_tasks_are_listed_with_their_columns(
     page = detail.content.decode()
     assert escape("<b>broken</b>") in page and "<b>broken</b>" not in page
     assert "builtins.ValueError" in page
+    # Its times to the second, as the list writes them.
+    ended = QueuedTask.objects.using(tasks_site_alias).get(uuid=failed.id)
+    assert ended.finished_at is not None and admin_time(ended.finished_at) in page
+    assert admin_time(ended.enqueued_at) in page and admin_time(ended.started_at) in page
 
 
 def test_a_django_task_is_found_by_its_id_and_old_links_follow_it(

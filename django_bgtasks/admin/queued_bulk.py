@@ -85,6 +85,11 @@ class QueuedBulk(BulkModelAdmin):
             "action": chosen,
             "question": WORDS[chosen][1],
             "count": bulk.matching(selection),
+            "filters": [
+                (name, request.GET.get(name, ""))
+                for name in request.GET
+                if name not in _NOT_FILTERS
+            ],
             "cancel_url": back,
         }
         return TemplateResponse(request, "django_bgtasks/admin/queued_bulk.html", context)

@@ -238,8 +238,10 @@ QUEUE_READ_BY_NAME = {
     "ended": {"finished_at"},
     "recover": {"uuid", "status", "task_path", "owner"},
     "cancel": {"status"},
+    "cancel_many": {"seq", "status"},
     "give_back": {"seq", "uuid", "task_path"},
     "retry": set(),  # counted
+    "retry_many": set(),  # counted
     "enqueue": {"uuid", "enqueued_at"},
     "pause_queue": set(),  # counted
     "unpause_queue": set(),  # counted

@@ -315,11 +315,18 @@ def task_urls(name: str, result_id: str = NO_SUCH_ID) -> list[str]:
         # A watch URL: validly signed for this task (read only by design).
         url = url.replace("<str:signed>", watch_url(name).rstrip("/").rsplit("/", 1)[-1])
         unknown = re.sub(
-            r"<str:name>|<path:object_id>|<(?:uuid|str):result_id>|<str:signed>|<path:rest>",
+            r"<str:name>|<path:object_id>|<(?:uuid|str):result_id>|<str:signed>|<path:rest>"
+            r"|<str:action>",
             "",
             route,
         )
         assert "<" not in unknown and "(" not in unknown, f"unknown parameter in {route!r}"
+        if "<str:action>" in url:  # the admin's bulk actions, on the failed tasks
+            urls += [
+                url.replace("<str:action>", action) + "?status__exact=FAILED"
+                for action in ("retry", "cancel", "delete")
+            ]
+            continue
         urls.append(url)
         # A Django Task's admin pages by its id too (given a name, they say
         # what an id is): its page, its history, its retry.
