@@ -37,7 +37,8 @@ For each state but **spec**, in this order:
 For **spec**: every surface (``--spec`` rows; skipped with 0): both admin
 lists with and without each filter, their search, a task's page, a
 "select all" action, the filter counts (the admin's page itself), the
-JSON API's list with each filter and a second page, ``bgtasks list``,
+search's terms and a bulk action's confirmation, the JSON API's list with
+each filter (the search's terms too) and a second page, ``bgtasks list``,
 ``show``, ``workers`` and ``health``, the metrics and the readiness views:
 each timed three times, the median and the slowest printed.
 
@@ -469,12 +470,22 @@ def surfaces() -> dict[str, tuple[float, float]]:
         "admin: search an id": f"{admin}?q={some}",
         "admin: search, nothing": f"{admin}?q=no-such-task",
         "admin: a task's page": f"{admin}{some}/change/",
+        # The search's terms (issue 51), each where no index has it: a term
+        # that matches none reads the search's whole budget of rows.
+        "admin: term, none match": f"{admin}?q=args%3A%7B%22x%22%3A1%7D",
+        "admin: term and status": f"{admin}?status__exact=FAILED&q=error%3Abench",
+        "admin: will retry": f"{admin}?status__exact=RETRYING",
+        "admin: bulk confirmation": f"{admin}bulk/retry/?status__exact=FAILED",
+        "admin: bulk confirmation, term": f"{admin}bulk/cancel/?q=args%3A%7B%22x%22%3A1%7D",
         "API: list": api,
         **{f"API: {n}": f"{api}?{q}" for n, q in (
             ("status", "status=FAILED"), ("ready", "status=READY"), ("queue", "queue=queue_3"),
             ("task", "task=app.tasks.task_77"), ("backend", "backend=bgtasks"),
             ("limit 500", "limit=500"),
             ("task and status", "task=app.tasks.task_77&status=FAILED"),
+            ("args, none match", "args=%7B%22x%22%3A1%7D"),
+            ("error and status", "error=bench&status=FAILED"),
+            ("since 1h", "since=1h"),
         )},
         "API: a task": f"{api}{some}/",
         "metrics": "/bgtasks/metrics/",
@@ -509,6 +520,7 @@ def surfaces() -> dict[str, tuple[float, float]]:
     reads.update({
         "admin: select all, cancel": select_all,
         "bgtasks list": command("list"),
+        "bgtasks list --args": command("list", "--args", '{"x": 1}'),
         "bgtasks show": command("show", str(some)),
         "bgtasks workers": command("workers"),
         "bgtasks health": command("health"),

@@ -6,10 +6,12 @@
 The options are the API list's terms (``--status``, ``--queue``, ``--task``,
 ``--backend``, ``--args``, ``--error``, ``--key``, ``--since``,
 ``--until``), checked by ``QueuedFilter.parse``; a bad one is a
-``CommandError`` (exit status 1) with nothing written. A bulk action says
-how many tasks match and asks before it acts, unless ``--no-input`` (or
-from ``call_command``, ``interactive=False``); operations/bulk.py acts, and
-its counts are worded by operations/display.py, as the admin words them.
+``CommandError`` (exit status 1) with nothing written. A bulk action acts
+at once, as the other subcommands do (a script runs it: there is nobody to
+ask), and prints what it did, the count of each kind; ``--dry-run`` prints
+how many tasks match and does nothing (the admin's confirmation page, for a
+terminal). operations/bulk.py acts, and its counts are worded by
+operations/display.py, as the admin words them.
 """
 
 from __future__ import annotations
@@ -47,14 +49,12 @@ def add_filter_options(parser: CommandParser) -> None:
 
 
 def add_bulk_options(parser: CommandParser) -> None:
-    """The filter's options and ``--no-input``, on a bulk action's ``parser``."""
+    """The filter's options and ``--dry-run``, on a bulk action's ``parser``."""
     add_filter_options(parser)
     parser.add_argument(
-        "--no-input",
-        "--noinput",
-        action="store_false",
-        dest="interactive",
-        help="Act without asking first.",
+        "--dry-run",
+        action="store_true",
+        help="With filter options: only say how many Django Tasks match.",
     )
 
 
@@ -76,7 +76,7 @@ def by_filter(
     named: str | None,
     options: dict[str, Any],
     *,
-    interactive: bool,
+    dry_run: bool,
     either: str,
 ) -> bool:
     """``action`` on the filter ``options`` name, when they name one instead of
@@ -87,26 +87,20 @@ def by_filter(
         raise CommandError(either)
     if filters is None:
         return False
-    act(command, action, filters, interactive=interactive)
+    act(command, action, filters, dry_run=dry_run)
     return True
 
 
-def act(command: BaseCommand, action: str, filters: QueuedFilter, *, interactive: bool) -> None:
-    """``action`` on every task ``filters`` matches, once the user agrees (with
-    ``interactive``), and say what it did."""
+def act(command: BaseCommand, action: str, filters: QueuedFilter, *, dry_run: bool) -> None:
+    """``action`` on every task ``filters`` matches (with ``dry_run``, only
+    how many match), and say what it did."""
     try:
         selection = bulk.Selection.of(filters)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    count = bulk.matching(selection)
-    if interactive:
-        question = f"{count} Django Tasks match. {action.capitalize()} them? [y/N] "
-        try:
-            answer = input(question)
-        except EOFError:
-            answer = ""
-        if answer.strip().lower() not in ("y", "yes"):
-            command.stdout.write(f"Nothing was done: {action} not confirmed.")
-            return
+    if dry_run:
+        count = bulk.matching(selection)
+        command.stdout.write(f"{count} Django Tasks match; nothing was done (--dry-run).")
+        return
     result = bulk.act(action, selection)
     command.stdout.write(command.style.SUCCESS(display.bulk_result(result)))

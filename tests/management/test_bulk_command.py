@@ -1,12 +1,11 @@
 """``bgtasks list`` with a filter, and ``bgtasks retry``, ``cancel`` and
-``delete`` by filter (management/bulk.py): what each prints, the question it
-asks first, and bad input refused with nothing written."""
+``delete`` by filter (management/bulk.py): what each prints, ``--dry-run``'s
+count with nothing done, and bad input refused with nothing written."""
 
 from __future__ import annotations
 
 import io
 import json
-from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -15,11 +14,9 @@ from django_bgtasks.models import QueuedTask
 from tests import djtasks
 
 
-def bgtasks(*args: str, answer: str | None = None, **options: Any) -> str:
+def bgtasks(*args: str) -> str:
     out = io.StringIO()
-    if answer is None:
-        options.setdefault("interactive", False)
-    call_command("bgtasks", *args, stdout=out, **options)
+    call_command("bgtasks", *args, stdout=out)
     return out.getvalue()
 
 
@@ -41,30 +38,21 @@ def test_list_shows_the_django_tasks_a_filter_matches(tasks_alias: str) -> None:
     assert "No Django Task matches." in bgtasks("list", "--status", "FAILED")
 
 
-def test_retry_cancel_and_delete_by_filter_each_say_what_they_did(
-    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_retry_cancel_and_delete_by_filter_each_say_what_they_did(tasks_alias: str) -> None:
     table = QueuedTask.objects.using(tasks_alias)
     ids = _tenants(tasks_alias)
     said = bgtasks("cancel", "--args", '{"tenant": "a"}')
     assert "Cancelled 3 of the 3 Django Tasks the filter matched." in said
     assert table.filter(status="FAILED").count() == 3
 
-    questions: list[str] = []
-
-    def answer(question: str) -> str:
-        questions.append(question)
-        return "n"
-
-    monkeypatch.setattr("builtins.input", answer)
     before = list(table.order_by("seq").values())
-    declined = bgtasks("retry", "--status", "failed", "--since", "1h", interactive=True)
-    assert questions == ["3 Django Tasks match. Retry them? [y/N] "]
-    assert "Nothing was done: retry not confirmed." in declined
+    counted = bgtasks("retry", "--status", "failed", "--since", "1h", "--dry-run")
+    assert counted.strip() == "3 Django Tasks match; nothing was done (--dry-run)."
     assert list(table.order_by("seq").values()) == before
 
-    monkeypatch.setattr("builtins.input", lambda question: "y")
-    retried = bgtasks("retry", "--status", "failed", interactive=True)
+    retried = bgtasks(
+        "retry", "--status", "FAILED", "--task", "tests.djtasks.echo", "--since", "1h"
+    )
     assert "Retried 3 of the 3 Django Tasks the filter matched." in retried
     table.filter(uuid=ids[4]).update(status="RUNNING", owner="w", token=1)
     deleted = bgtasks("delete", "--task", "tests.djtasks.echo")
@@ -84,6 +72,7 @@ def test_retry_cancel_and_delete_by_filter_each_say_what_they_did(
         (("cancel",), "Name a task (or a Django Task's id), or give filter options."),
         (("cancel", "--since", "2h", "--until", "3h"), "The time range is backwards"),
         (("delete", "--args", "{tenant"), "args must be JSON"),
+        (("delete", "--dry-run"), "Name at least one filter: status, queue"),
         (("list", "--status", "DONE"), "status must be one of READY, RUNNING"),
         (("list", "--limit", "5"), "--limit goes with a filter option"),
     ],

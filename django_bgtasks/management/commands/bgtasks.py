@@ -224,10 +224,10 @@ class Command(BaseCommand):
         )
 
     def handle_cancel(
-        self, *, name: str | None, token: int | None, interactive: bool = True, **options: Any
+        self, *, name: str | None, token: int | None, dry_run: bool = False, **options: Any
     ) -> None:
         either = "Name a task (or a Django Task's id), or give filter options."
-        if bulk.by_filter(self, "cancel", name, options, interactive=interactive, either=either):
+        if bulk.by_filter(self, "cancel", name, options, dry_run=dry_run, either=either):
             return
         assert name is not None
         if queued.queued_task(name) is not None:
@@ -279,13 +279,10 @@ class Command(BaseCommand):
     handle_procedures = procedures.handle_procedures
 
     def handle_retry(
-        self, *, result_id: str | None, interactive: bool = True, **options: Any
+        self, *, result_id: str | None, dry_run: bool = False, **options: Any
     ) -> None:
         either = "Give a failed Django Task's id, or filter options."
-        by_filter = bulk.by_filter(
-            self, "retry", result_id, options, interactive=interactive, either=either
-        )
-        if by_filter:
+        if bulk.by_filter(self, "retry", result_id, options, dry_run=dry_run, either=either):
             return
         assert result_id is not None
         result = operations.retry_queued(result_id)
@@ -310,9 +307,9 @@ class Command(BaseCommand):
             )
         )
 
-    def handle_delete(self, *, interactive: bool = True, **options: Any) -> None:
+    def handle_delete(self, *, dry_run: bool = False, **options: Any) -> None:
         filters = bulk.filter_of(options) or queued.QueuedFilter()
-        bulk.act(self, "delete", filters, interactive=interactive)
+        bulk.act(self, "delete", filters, dry_run=dry_run)
 
     def handle_prune(self, *, days: float | None, dry_run: bool, **_: Any) -> None:
         with _bad_input_refused():
