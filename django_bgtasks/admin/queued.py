@@ -163,7 +163,7 @@ class QueuedTaskAdmin(
         if hasattr(request, BULK_SELECTION):  # a bulk action reads the whole selection
             setattr(request, BULK_SELECTION, filters)
             return queryset, False
-        seqs, complete = searched(queryset, filters)
+        seqs, complete = searched(request, queryset, filters)
         if not complete:
             text = _(
                 "The search tested the newest %(budget)s Django tasks of the list and shows what"

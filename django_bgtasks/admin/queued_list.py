@@ -257,11 +257,23 @@ def parse_search(term: str, queryset: QuerySet[QueuedTask]) -> tuple[str, Queued
     return " ".join(words), QueuedFilter.parse(**terms)
 
 
-def searched(queryset: QuerySet[QueuedTask], filters: QueuedFilter) -> tuple[list[int], bool]:
+def searched(
+    request: HttpRequest, queryset: QuerySet[QueuedTask], filters: QueuedFilter
+) -> tuple[list[int], bool]:
     """The ``seq`` of the newest tasks of ``queryset`` that ``filters``' terms
     keep (``COUNT_CAP`` and one at most, within the search's budget of rows:
-    search.scan_seqs), and whether that read every task of ``queryset``."""
-    return scan_seqs(queryset, filters.match, wanted=COUNT_CAP + 1)
+    search.scan_seqs), and whether that read every task of ``queryset``: read
+    once a request for each (the list and each filter's counts search alike,
+    most often the same rows)."""
+    try:
+        sql, params = queryset.order_by().query.sql_with_params()
+    except EmptyResultSet:  # a filter no row can meet
+        return [], True
+    key = (sql, tuple(str(param) for param in params), repr(filters))
+    scans: dict[Any, tuple[list[int], bool]] = request.__dict__.setdefault("_bgtasks_scans", {})
+    if key not in scans:
+        scans[key] = scan_seqs(queryset, filters.match, wanted=COUNT_CAP + 1)
+    return scans[key]
 
 
 def selected_across(request: HttpRequest) -> bool:
