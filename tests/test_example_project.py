@@ -138,9 +138,33 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @contextlib.contextmanager
 def serving(data: Path, env: dict[str, str], *options: str) -> Iterator[Site]:
-    """``serve.py OPTIONS`` on two free ports, until both answer; stopped after."""
+    """``serve.py OPTIONS`` on two free ports, until both answer; stopped after.
+
+    A free port is free when it is chosen, not when serve.py binds it: a
+    parallel test may take it in between (uvicorn then logs "address already
+    in use" and serve.py stops both replicas, while the other test's server
+    answers on that port). So serve.py is started again on other ports,
+    three times at most, when it stops that way."""
+    for _attempt in range(3):
+        output = data / "serve.log"
+        process, site = _serve(output, env, options)
+        try:
+            _wait_until_both_answer(process, site, output)
+            # Still serving a moment later: a replica that lost its port has stopped it.
+            time.sleep(1.0)
+            if process.poll() is not None and "address already in use" in output.read_text():
+                continue
+            assert process.poll() is None, output.read_text()
+            yield site
+            return
+        finally:
+            _stop(process)
+    raise AssertionError(f"serve.py found no free ports three times: {output.read_text()}")
+
+
+def _serve(output: Path, env: dict[str, str], options: tuple[str, ...]) -> tuple[Any, Site]:
+    """serve.py started on two free ports, its output in ``output``."""
     ports = [free_port(), free_port()]
-    output = data / "serve.log"
     with output.open("w") as log:
         process = subprocess.Popen(
             [sys.executable, str(SERVE), *options, "--ports", *map(str, ports)],
@@ -150,26 +174,30 @@ def serving(data: Path, env: dict[str, str], *options: str) -> Iterator[Site]:
             cwd=ROOT,
             start_new_session=True,  # so that teardown can stop it and its replicas together
         )
-    site = Site(*(f"http://127.0.0.1:{port}" for port in ports), output=output)
+    return process, Site(*(f"http://127.0.0.1:{port}" for port in ports), output=output)
+
+
+def _wait_until_both_answer(process: Any, site: Site, output: Path) -> None:
+    deadline = time.monotonic() + 60
+    for base in (site.a, site.b):
+        while True:
+            if process.poll() is not None:
+                return  # stopped: the caller says why
+            with contextlib.suppress(OSError):
+                if Browser().request(f"{base}/admin/login/").status == 200:
+                    break
+            assert time.monotonic() < deadline, output.read_text()
+            time.sleep(0.2)
+
+
+def _stop(process: Any) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
     try:
-        deadline = time.monotonic() + 60
-        for base in (site.a, site.b):
-            while True:
-                assert process.poll() is None, output.read_text()
-                with contextlib.suppress(OSError):
-                    if Browser().request(f"{base}/admin/login/").status == 200:
-                        break
-                assert time.monotonic() < deadline, output.read_text()
-                time.sleep(0.2)
-        yield site
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 @pytest.fixture
