@@ -44,7 +44,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from django_bgtasks.choices import QueueStatus
-from django_bgtasks.conf import lease_backends
+from django_bgtasks.conf import conf, lease_backends
 from django_bgtasks.limits import COUNT_CAP
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations.queued import (
@@ -217,9 +217,16 @@ def search(queryset: QuerySet[QueuedTask], term: str) -> QuerySet[QueuedTask]:
     path holds it (any case), among the task paths there are."""
     term = term.strip()
     try:
-        return queryset.filter(uuid=uuid.UUID(term))
+        key = uuid.UUID(term)
     except ValueError:
         pass
+    else:
+        # By its seq, read first from the ids' index: the list and its
+        # counts read newest first, and a filter by id alone, with sorts
+        # off, was a read of the primary key past every row (3.3 s at
+        # 10,000,000 rows).
+        found = QueuedTask.objects.using(conf.DATABASE).filter(uuid=key).order_by()
+        return queryset.filter(seq__in=list(found.values_list("seq", flat=True)))
     folded = term.casefold()
     return queryset.filter(
         task_path__in=[path for path in task_paths() if folded in path.casefold()]

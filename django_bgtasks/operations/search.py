@@ -56,8 +56,10 @@ from django_bgtasks.validation import check_text
 
 # How many rows of the indexed terms one statement of a scan reads.
 SCAN_CHUNK = 1_000
-# How many a page's scan reads at most before it answers with what it found.
-SCAN_BUDGET = 100_000
+# How many a page's scan reads at most before it answers with what it found:
+# 0.41-0.53 s a page on PostgreSQL (docs/benchmarks.md, "Search terms"); the
+# admin's list and its filters' counts may read two such scans.
+SCAN_BUDGET = 50_000
 # An error text or an argument's JSON: long enough for any search, short
 # enough that nobody pastes a traceback's megabyte into a LIKE.
 MAX_SEARCH_LENGTH = 1_000
