@@ -72,11 +72,18 @@ class BulkResult:
     def skipped(self) -> int:
         return self.matched - self.done - self.stopping
 
+    @property
+    def count(self) -> int:
+        """How many tasks the action took: retried, cancelled or asked to
+        stop, deleted."""
+        return self.done + self.stopping
+
     def as_json(self) -> dict[str, int | str]:
-        """The API's answer: ``{"action", "matched", "<retried|cancelled|deleted>",
-        "stopping", "skipped"}``."""
+        """The API's answer: ``{"action", "count", "matched",
+        "<retried|cancelled|deleted>", "stopping", "skipped"}``."""
         return {
             "action": self.action,
+            "count": self.count,
             "matched": self.matched,
             DONE[self.action]: self.done,
             "stopping": self.stopping,

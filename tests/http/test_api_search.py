@@ -89,6 +89,7 @@ def test_bulk_actions_answer_their_counts_each_behind_its_permission(
     assert cancelled.status_code == 200
     assert cancelled.json() == {
         "action": "cancel",
+        "count": 4,
         "matched": 4,
         "cancelled": 4,
         "stopping": 0,
@@ -102,6 +103,7 @@ def test_bulk_actions_answer_their_counts_each_behind_its_permission(
     deleted = _post(deleter, "/bgtasks/django-tasks/delete/", {"task": "tests.djtasks.echo"})
     assert deleted.json() == {
         "action": "delete",
+        "count": 6,
         "matched": 6,
         "deleted": 6,
         "stopping": 0,

@@ -77,6 +77,7 @@ def test_a_bulk_cancel_retry_and_delete_act_on_the_filter_only(
     assert len(back.errors) == 1
     assert _act("retry", status="FAILED", args=tenant_a).as_json() == {
         "action": "retry",
+        "count": 0,
         "matched": 0,
         "retried": 0,
         "stopping": 0,
