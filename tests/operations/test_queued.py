@@ -225,6 +225,9 @@ def test_the_newest_running_tasks_are_read_from_their_index(pg_alias: str) -> No
     assert len(claimed) == 5
     plan = _first_page_read("RUNNING")
     assert plan["Plan"]["Actual Rows"] == 5
-    # Without the index: every row's page (about 40 here, on a table of
-    # 3,000 small rows; every one of 10,000,000 at scale).
-    assert _pages(plan) <= 5 + 10, _shape(plan)
+    # Read from that index (without it: the primary key, every row's page,
+    # 98 pages here and every one of 10,000,000 at scale). Not a bound on
+    # the pages: on the machine's server (autovacuum off) the index keeps
+    # the entries of other tests' running rows, deleted and never vacuumed,
+    # and each is a page to visit (48 in a CI run).
+    assert "Index Scan bgtasks_queued_running_seq" in _shape(plan), _shape(plan)
