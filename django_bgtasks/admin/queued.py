@@ -157,7 +157,7 @@ class QueuedTaskAdmin(
                 _say_once(request, "bad_search", str(exc), messages.ERROR)
             return queryset.none(), False
         if words.strip():
-            queryset = search(queryset, words)
+            queryset = search(request, queryset, words)
         if not filters.scans:
             return queryset, False
         if hasattr(request, BULK_SELECTION):  # a bulk action reads the whole selection
