@@ -129,15 +129,9 @@ def matching(selection: Selection) -> Counted:
     if not selection.scans:
         with QueuedTask.objects.index_reads():
             return count_capped(selection.indexed, COUNT_CAP)
-    found = read = 0
-    for seqs in search.chunks(selection.indexed, selection.match):
-        found += len(seqs)
-        read += search.SCAN_CHUNK
-        if found > COUNT_CAP:
-            return Counted(COUNT_CAP, True)
-        if read >= search.SCAN_BUDGET:
-            return Counted(found, True)
-    return Counted(found, False)
+    # The search's own bounded read (the admin's list reads it so too).
+    seqs, complete = search.scan_seqs(selection.indexed, selection.match, wanted=COUNT_CAP + 1)
+    return Counted(min(len(seqs), COUNT_CAP), not complete)
 
 
 def act(action: str, selection: Selection) -> BulkResult:
