@@ -25,6 +25,7 @@ __all__ = [
     "BackgroundTask",
     "Outcome",
     "PausedQueue",
+    "QueueRollup",
     "QueuedTask",
     "TaskRun",
     "Trigger",
@@ -402,3 +403,50 @@ class FlowSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.flow_key} #{self.slot}"
+
+
+class QueueRollup(models.Model):
+    """The Django Tasks that finished in one minute or one hour, for the
+    admin's dashboard: what a read of the finished rows would say, written
+    once so that the dashboard reads a few thousand of these at any size of
+    the queue's table. Kept by the workers (:mod:`django_bgtasks.queue.rollup`):
+    a minute is rolled up once it has passed, by whichever worker finds it
+    due; rolling it again writes the same numbers.
+
+    One row is the whole cluster (``queue_name`` and ``task_path`` both
+    ``""``), one queue (``task_path`` ``""``) or one task path (``queue_name``
+    ``""``). ``run_times`` counts the runs by the buckets of
+    ``rollup.RUN_TIME_EDGES``, so that rows add up and a percentile can be
+    read from any sum of them. ``lag`` is the seconds the oldest due ready
+    task had waited when the minute was rolled up, on the cluster's and the
+    queues' rows of a minute rolled up as it passed (``None`` on a minute
+    caught up later, and on the hours)."""
+
+    span = models.PositiveIntegerField(_("span (s)"))
+    start = models.DateTimeField(_("start"))
+    queue_name = models.CharField(
+        _("queue"), max_length=limits.MAX_QUEUE_NAME_LENGTH, blank=True, default=""
+    )
+    task_path = models.CharField(
+        _("task"), max_length=limits.MAX_TASK_PATH_LENGTH, blank=True, default=""
+    )
+    succeeded = models.IntegerField(_("succeeded"), default=0)
+    failed = models.IntegerField(_("failed"), default=0)
+    run_times = models.JSONField(_("run times"), default=list)
+    lag = models.FloatField(_("lag (s)"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("queue rollup")
+        verbose_name_plural = _("queue rollups")
+        constraints = [
+            # A scope's series, in time order: what a chart reads.
+            models.UniqueConstraint(
+                fields=["span", "queue_name", "task_path", "start"], name="bgtasks_rollup"
+            )
+        ]
+        # Every scope of a window at once: the dashboard's tables, and the prune.
+        indexes = [models.Index(fields=["span", "start"], name="bgtasks_rollup_window")]
+
+    def __str__(self) -> str:
+        scope = self.task_path or self.queue_name or "*"
+        return f"{scope} {self.start:%Y-%m-%d %H:%M} +{self.span}s"

@@ -380,6 +380,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "queue.enqueue",
             "queue.backend",
             "queue.schedules",
+            "queue.lag",
+            "queue.rollup",
             "backend",
         ),
     ),

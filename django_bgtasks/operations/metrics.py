@@ -21,19 +21,16 @@ import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
 
-from django.db.models import Q
-
 from django_bgtasks.choices import QueueStatus, Status
 from django_bgtasks.conf import lease_backends
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.operations.queued import count_capped, queue_names
 from django_bgtasks.operations.writes import task_states
+from django_bgtasks.queue.lag import queue_lag
 
 # The statuses bgtasks_queue_tasks counts: the work not done yet.
 READY, RUNNING = str(QueueStatus.READY), str(QueueStatus.RUNNING)
 LIVE_QUEUE_STATUSES = (READY, RUNNING)
-# How many of a queue's priorities its lag looks at, from the highest.
-MAX_PRIORITIES = 10
 # A running Django Task: its queue, last heartbeat and ttl.
 Running = tuple[str, dt.datetime | None, float]
 # Django's DEFAULT_TASK_QUEUE_NAME (not imported: a site of background tasks
@@ -87,7 +84,7 @@ def cluster_counts() -> ClusterCounts:
     with QueuedTask.objects.index_reads():
         running = _running()
         ready = {queue: _ready_count(queue) for queue in queue_names()}
-        lags = {queue: _queue_lag(queue, now) for queue, count in ready.items() if count}
+        lags = {queue: queue_lag(queue, now) for queue, count in ready.items() if count}
     busy = Counter(queue for queue, _updated, _ttl in running)
     paused = QueuedTask.objects.paused_queues()
     # The queues TASKS names, those with work (not only history), and the paused.
@@ -133,35 +130,6 @@ def _ready_count(queue: str) -> int:
     index, in its order: a read of the cap's entries at most)."""
     ready = QueuedTask.objects.ready().filter(queue_name=queue)
     return count_capped(ready, order=("-priority", "seq")).value
-
-
-def _queue_lag(queue: str, now: dt.datetime) -> float:
-    """The seconds since ``queue``'s oldest due ready task became ready: its
-    ``run_after`` if later than its enqueueing (the claim's rule for "due",
-    ``run_after <= now``, with the database's ``now``). The oldest of each
-    priority, a priority at a time from the highest (each the first entry of
-    the ready rows' index at that priority, due or not, then the first due),
-    up to ``MAX_PRIORITIES`` of them (0 for a queue with none due)."""
-    ready = QueuedTask.objects.ready().filter(queue_name=queue)
-    due = Q(run_after__isnull=True) | Q(run_after__lte=now)
-    oldest: dt.datetime | None = None
-    below: int | None = None
-    for _ in range(MAX_PRIORITIES):
-        higher = ready if below is None else ready.filter(priority__lt=below)
-        below = higher.order_by("-priority", "seq").values_list("priority", flat=True).first()
-        if below is None:
-            break
-        first = (
-            ready.filter(due, priority=below)
-            .order_by("-priority", "seq")
-            .values_list("enqueued_at", "run_after")
-            .first()
-        )
-        if first is not None:
-            enqueued, run_after = first
-            became = max(enqueued, run_after) if run_after is not None else enqueued
-            oldest = became if oldest is None else min(oldest, became)
-    return 0.0 if oldest is None else max((now - oldest).total_seconds(), 0.0)
 
 
 def _stale(running: list[Running], now: dt.datetime) -> int:

@@ -41,7 +41,8 @@ runner's renew deadline.
 The worker's jobs beside this loop each have a module of their own in
 ``django_bgtasks/worker/``: ``schedules`` (each scheduled task's slot),
 ``rescue`` (resume, retry, record lost), ``queue_threads`` (the Django Tasks
-threads), ``heartbeat`` (its own row in the workers' table, which says it
+threads), ``rollup`` (the dashboard's counts, which the workers of the queue
+keep), ``heartbeat`` (its own row in the workers' table, which says it
 is alive), ``stopping`` (the stop flag and the hand-back of a stop at once)
 and ``polls`` (how long it waits).
 
@@ -84,6 +85,7 @@ from django_bgtasks.worker.heartbeat import Heartbeat
 from django_bgtasks.worker.polls import back_off, spread
 from django_bgtasks.worker.queue_threads import QueueThreads, Recovery
 from django_bgtasks.worker.renewal import Renewer
+from django_bgtasks.worker.rollup import RollupKeeper
 from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join, log_started
 from django_bgtasks.worker.stopping import Stopping, hand_back
 
@@ -129,6 +131,7 @@ class Worker:
             self.id, count=concurrency, poll=poll, queues=self.queues, stopping=self.stopping
         )
         self.recovery = Recovery()
+        self.rollup = RollupKeeper()
         # The Django Task schedules (TASKS' SCHEDULES): every worker of the
         # queue keeps them all, whatever its --queue; a bad one is refused here.
         self.task_schedules = task_schedules() if self.run_queued else []
@@ -275,6 +278,7 @@ class Worker:
         self.heartbeat.beat(self._runs.names())
         if self.run_queued:
             self.recovery.run()
+            self.rollup.run()
         # (A worker of the queue alone has nothing to read in the lease table.)
         rows = BackgroundTask.objects.work.due() if self.tasks or self.task_schedules else []
         schedules.ensure_schedules([*self.tasks.values(), *self.task_schedules], rows)
