@@ -3,11 +3,14 @@ look at what was written, bypassing the code under test."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.db import connections
 
-from django_bgtasks.models import BackgroundTask, TaskRun, Worker
+from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun, Worker
+from django_bgtasks.queue import rollup
+from tests import djtasks
 
 
 def backdate(alias: str, name: str, seconds: float) -> None:
@@ -75,3 +78,24 @@ def app_migrations() -> list[str]:
 
     loader = MigrationLoader(None, ignore_no_migrations=True)
     return sorted(name for app, name in loader.disk_migrations if app == "django_bgtasks")
+
+
+def ended_a_minute_ago(alias: str) -> dt.datetime:
+    """Four echo tasks that ended in the minute the rollup rolls up next
+    (three succeeded in 15 ms, one failed on queue "other"), and one ready
+    task waiting; rolled up, that minute counted again if a roll had
+    counted it already (as a roll counts a minute once). Answers it."""
+    now = BackgroundTask.objects.work.clock()
+    minute = rollup.floor(now - rollup.SETTLE, 60) - dt.timedelta(minutes=1)
+    batch = djtasks.echo.get_backend().enqueue_many(djtasks.echo, [((n,), {}) for n in range(4)])
+    table = QueuedTask.objects.using(alias)
+    ids = [result.id for result in batch]
+    table.filter(uuid__in=ids).update(
+        status="SUCCESSFUL", started_at=minute, finished_at=minute + dt.timedelta(seconds=0.015)
+    )
+    table.filter(uuid=ids[0]).update(status="FAILED", queue_name="other")
+    djtasks.add.enqueue(1, 2)
+    while rollup.roll().behind:
+        pass
+    rollup.recount(minute, minute + dt.timedelta(minutes=1))
+    return minute

@@ -37,6 +37,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from django_bgtasks.admin.dashboard import QueuedDashboard
 from django_bgtasks.admin.pauses import QueuePauseActions
 from django_bgtasks.admin.queued_bulk import BULK_SELECTION, QueuedBulk
 from django_bgtasks.admin.queued_buttons import QueuedButtons
@@ -75,9 +76,16 @@ class QueuedChangeList(ChangeList):
 
 
 class QueuedTaskAdmin(
-    QueuePauseActions, QueuedBulk, QueuedButtons, QueuedCancel, QueuedRetry, QueuedColumns
+    QueuePauseActions,
+    QueuedDashboard,
+    QueuedBulk,
+    QueuedButtons,
+    QueuedCancel,
+    QueuedRetry,
+    QueuedColumns,
 ):
-    # (QueuedBulk's URLs first: "bulk/retry/" is no task's "<id>/retry/".)
+    # (QueuedDashboard's and QueuedBulk's URLs first: "bulk/retry/" is no
+    # task's "<id>/retry/", "dashboard/" no task's "<id>/".)
     """Django Tasks, newest first."""
 
     buttons = (RETRY_BUTTON, CANCEL_BUTTON)  # a task page's (admin/queued_buttons.py)

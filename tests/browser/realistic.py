@@ -8,6 +8,7 @@ a Django task's traceback, a worker's silence)."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.utils import timezone
 
 from django_bgtasks.choices import Outcome
-from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
+from django_bgtasks.models import BackgroundTask, QueuedTask, QueueRollup, TaskRun
+from django_bgtasks.queue import rollup
 from django_bgtasks.queue.execute import execute
 from tests import djtasks
 from tests.dbtools import backdate, backdate_worker
@@ -210,9 +212,50 @@ def _django_tasks(alias: str) -> Filled:
     )
 
 
+def _rollup(alias: str) -> None:
+    """The dashboard's last hour, as the workers' rollup would have it: a
+    busy hour's counts written straight into the rollup's rows (the rows a
+    real roll writes are tests/operations/test_rollup.py's), so that the
+    other pages' lists are not full of the tasks behind them. A burst of
+    failures and a wait 12 minutes ago."""
+    end = rollup.floor(BackgroundTask.objects.work.clock() - rollup.SETTLE, 60)
+    rows = []
+    for back in range(1, 61):
+        start = end - dt.timedelta(minutes=back)
+        burst = back in (12, 13, 14)
+        for queue, share in [("", 1.0), ("default", 0.7), ("other", 0.3)]:
+            ok = int((40 + 25 * math.sin(back / 7)) * share)
+            failed = int(share * (6 if burst else back % 3))
+            times = [0] * rollup.BUCKETS
+            times[6], times[8], times[11] = ok // 2, ok - ok // 2 - ok // 10, ok // 10 + failed
+            lag = 1.5 + (40 if burst else 0)
+            rows.append(_rolled(start, queue, "", ok, failed, times, lag))
+        for number, path in enumerate(PATHS[:6]):
+            times = [0] * rollup.BUCKETS
+            times[6 + number % 3] = 10 - number + number % 2
+            rows.append(_rolled(start, "", path, 10 - number, number % 2, times, None))
+    QueueRollup.objects.using(alias).bulk_create(rows)
+
+
+def _rolled(
+    start: dt.datetime, queue: str, path: str, ok: int, failed: int, times: list[int], lag: Any
+) -> QueueRollup:
+    return QueueRollup(
+        span=60,
+        start=start,
+        queue_name=queue,
+        task_path=path,
+        succeeded=ok,
+        failed=failed,
+        run_times=times,
+        lag=lag,
+    )
+
+
 def fill(alias: str, user: Any) -> Filled:
     """Fill the admin of the lease database ``alias``; ``user`` did what the
     admin's history of a task shows."""
     _background_tasks(alias, user)
     _workers(alias)
+    _rollup(alias)
     return _django_tasks(alias)

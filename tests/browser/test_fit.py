@@ -130,6 +130,7 @@ def pages(filled: realistic.Filled) -> dict[str, tuple[str, str]]:
         "django-tasks-failed": (f"{queued}?status__exact=FAILED", ".bgtasks-error-line"),
         "django-tasks-search": (f"{queued}?q=error%3Aserialize+since%3A1d", "#result_list"),
         "django-tasks-bulk": (f"{queued}bulk/retry/?status__exact=FAILED", ".bgtasks-bulk-count"),
+        "dashboard": (f"{queued}dashboard/", ".bgtasks-chart"),
         "django-task-failed": (
             f"{queued}{filled.failed_django_task.uuid}/change/",
             ".field-errors_list",
