@@ -13,6 +13,17 @@ the newest migration.
     .venv-bench/bin/python benchmarks/queue_indexes.py --dsn sqlite:///.tmp/indexes.sqlite3 \\
         --sides 0017_postgresql_partial_queue_indexes 0018_sqlite_claim_index
 
+The workers refuse a database with a migration not applied (issue 50), so
+``--sides`` can only name the newest migration now. ``--toggle MIGRATION``
+compares an index a migration makes with its absence instead, on the newest
+schema: each round runs the migration's ``BACKWARDS`` statements (the side
+"without") or its ``FORWARDS`` ones ("with") before it drains, and the run
+ends with them made. It takes the migrations whose statements are module
+constants (a string, a list, or one of either by vendor: 0023, 0025, 0027):
+
+    .venv-bench/bin/python benchmarks/queue_indexes.py \\
+        --dsn postgres://postgres@127.0.0.1:5432/bgtasks_bench --toggle 0027_finished_by_time
+
 (``make bench-env`` builds .venv-bench; the database must exist. It is
 emptied: use one of its own.)
 """
@@ -33,9 +44,34 @@ SIDES = ("0016_trace_context", "0017_postgresql_partial_queue_indexes")
 def main() -> None:
     parser = arguments(__doc__ or "")
     parser.add_argument("--sides", nargs=2, default=SIDES, help="two migrations of django_bgtasks")
+    parser.add_argument("--toggle", help="a migration: its index, without and with (see above)")
     args = parser.parse_args()
     setup(args.dsn)
     from django.core.management import call_command
+
+    if args.toggle:
+        made = _statements(args.toggle, "FORWARDS")
+        dropped = _statements(args.toggle, "BACKWARDS")
+
+        # (MySQL's CREATE INDEX and DROP INDEX have no IF [NOT] EXISTS: each
+        # runs only where it changes something.)
+        present = [True]
+
+        def toggled(wanted: bool) -> Callable[[], dict[str, float]]:
+            def side() -> dict[str, float]:
+                if present[0] != wanted:
+                    _execute(made if wanted else dropped)
+                    present[0] = wanted
+                return drain(args.dsn, args)
+
+            return side
+
+        try:
+            compare(args, {"without": toggled(False), "with": toggled(True)})
+        finally:
+            if not present[0]:
+                _execute(made)
+        return
 
     def at(migration: str) -> Callable[[], dict[str, float]]:
         def side() -> dict[str, float]:
@@ -48,6 +84,26 @@ def main() -> None:
         compare(args, {side: at(side) for side in args.sides})
     finally:
         call_command("migrate", "django_bgtasks", verbosity=0)
+
+
+def _statements(migration: str, which: str) -> list[str]:
+    """The migration's ``FORWARDS`` or ``BACKWARDS``, for this database's vendor."""
+    import importlib
+
+    from django.db import connection
+
+    value = getattr(importlib.import_module(f"django_bgtasks.migrations.{migration}"), which)
+    if isinstance(value, dict):
+        value = value[connection.vendor]
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _execute(statements: list[str]) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
 
 
 if __name__ == "__main__":

@@ -300,8 +300,12 @@ def _row(name: str, *, ready: bool) -> str:
     )
 
 
-def insert(count: int, *, ready: bool, spread: bool = False, age: float = 1.0) -> None:
-    """``count`` rows (``_row``), in statements of a million at most."""
+def insert(count: int, *, ready: bool, spread: bool = False, age: float = 2.0) -> None:
+    """``count`` rows (``_row``), in statements of a million at most. The
+    finished ones end ``age`` days ago, all within a few seconds: by default
+    before the day the workers' rollup catches up on when it starts
+    (queue/rollup.py), which would otherwise count millions of ends in one
+    of its minutes, a minute no real queue has."""
     import throughput_tasks
 
     if count <= 0:
@@ -318,8 +322,9 @@ def insert(count: int, *, ready: bool, spread: bool = False, age: float = 1.0) -
 
 
 def empty() -> None:
-    """No Django Task, and no flow slot (untimed)."""
-    for table in (TABLE, "django_bgtasks_flowslot", "django_bgtasks_pausedqueue"):
+    """No Django Task, no flow slot, no pause and no rollup (untimed)."""
+    for table in (TABLE, "django_bgtasks_flowslot", "django_bgtasks_pausedqueue",
+                  "django_bgtasks_queuerollup"):  # fmt: skip
         execute(f"DELETE FROM {table}" if vendor() == "sqlite" else f"TRUNCATE TABLE {table}")
 
 
@@ -490,6 +495,11 @@ def surfaces() -> dict[str, tuple[float, float]]:
         "API: a task": f"{api}{some}/",
         "metrics": "/bgtasks/metrics/",
         "readiness": "/bgtasks/ready/",
+        # The dashboard (issue 51), on a full day of the rollup (rollup_day()).
+        "admin: dashboard": f"{admin}dashboard/",
+        "admin: dashboard, day": f"{admin}dashboard/?window=day",
+        "admin: dashboard, a queue's day": f"{admin}dashboard/?window=day&queue=queue_3",
+        "admin: dashboard, a task's day": f"{admin}dashboard/?window=day&task=app.tasks.task_77",
     }  # fmt: skip
     second = client.get(f"{api}?status=SUCCESSFUL").json()["next"]
     gets["API: second page"] = second
@@ -534,6 +544,65 @@ def surfaces() -> dict[str, tuple[float, float]]:
             times.append(time.perf_counter() - started)
         timed[name] = (statistics.median(times), max(times))
     return timed
+
+
+# --- the dashboard's rollup -------------------------------------------------------------
+
+
+def rollup_day() -> int:
+    """The rollup as the workers leave it after a day in which every one of
+    the 20 queues and 500 task paths ended tasks every minute (the most rows
+    a day can have at this shape): a row a minute for the cluster, each
+    queue and each path, and a row an hour likewise. Written straight (the
+    rows a roll writes are tests/queue/test_rollup.py's). Answers the rows."""
+    import datetime as dt
+
+    from django_bgtasks.models import BackgroundTask, QueueRollup
+    from django_bgtasks.queue import rollup
+
+    table = QueueRollup.objects.all()
+    table.delete()
+    end = rollup.floor(BackgroundTask.objects.work.clock() - rollup.SETTLE, 60)
+    scopes = [("", "")] + [(f"queue_{q}", "") for q in range(QUEUES)]
+    scopes += [("", f"app.tasks.task_{p}") for p in range(PATHS)]
+    times = [0] * 5 + [30, 50, 15, 4, 1] + [0] * (rollup.BUCKETS - 10)
+    written = 0
+    for span, count in ((60, 24 * 60), (3600, 24)):
+        for back in range(1, count + 1):
+            start = rollup.floor(end, span) - dt.timedelta(seconds=span * back)
+            rows = [
+                QueueRollup(span=span, start=start, queue_name=queue, task_path=path,
+                            succeeded=90, failed=10, run_times=times,
+                            lag=2.0 if span == 60 and not path else None)
+                for queue, path in scopes
+            ]  # fmt: skip
+            table.bulk_create(rows, batch_size=1000)
+            written += len(rows)
+    return written
+
+
+def roll_costs(per_minute: int) -> dict[str, float]:
+    """Seconds a roll takes on the table as it is: one minute in which
+    ``per_minute`` tasks ended (as a worker rolls each minute), and ten such
+    minutes (a catch-up's call). The ends are inserted untimed, each
+    minute's in one statement (spread over 20 queues and 500 paths)."""
+    import datetime as dt
+
+    from django_bgtasks.models import BackgroundTask
+    from django_bgtasks.queue import rollup
+
+    now = BackgroundTask.objects.work.clock()
+    last = rollup.floor(now - rollup.SETTLE, 60) - dt.timedelta(minutes=1)
+    minutes = [last - dt.timedelta(minutes=back) for back in range(10)]
+    for minute in minutes:
+        age = (now - (minute + dt.timedelta(seconds=20))).total_seconds() / 86400
+        insert(per_minute, ready=False, age=age)
+    costs = {}
+    for name, first in (("one minute", last), ("ten minutes", minutes[-1])):
+        started = time.perf_counter()
+        rollup.recount(first, last + dt.timedelta(minutes=1))
+        costs[name] = time.perf_counter() - started
+    return costs
 
 
 # --- bgtasks prune beside a drain ------------------------------------------------------
@@ -655,6 +724,12 @@ def main() -> None:
     parser.add_argument(
         "--spec", type=int, default=10_000_000, help="rows of the spec state (0: none)"
     )
+    parser.add_argument(
+        "--roll-minute",
+        type=int,
+        default=60_000,
+        help="ends a minute, for the spec's rollup costs (60,000: 1,000 tasks/s)",
+    )
     parser.add_argument("--prune", type=int, default=0, help="finished rows to prune (0: no run)")
     parser.add_argument("--drain", type=int, default=20_000, help="tasks a drain times")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
@@ -719,7 +794,9 @@ def main() -> None:
         tenth = args.spec // 10
         insert(args.spec - tenth, ready=False)
         insert(tenth, ready=True, spread=True)
-        print(f"\nspec: {args.spec:,} rows, built in {time.monotonic() - started:.0f} s;"
+        rolled = rollup_day()
+        print(f"\nspec: {args.spec:,} rows, and {rolled:,} of the dashboard's rollup, built in"
+              f" {time.monotonic() - started:.0f} s;"
               " each surface three times, median and slowest, seconds")  # fmt: skip
         timed = surfaces()
         for surface, (median, slowest) in timed.items():
@@ -727,6 +804,11 @@ def main() -> None:
         worst = max(timed.items(), key=lambda item: item[1][1])
         print(f"  the slowest: {worst[0]}, {worst[1][1]:.3f} s")
         report["surfaces"] = timed
+        costs = roll_costs(args.roll_minute)
+        print(f"  the rollup, {args.roll_minute:,} ends a minute: a minute rolled up in"
+              f" {costs['one minute']:.3f} s, ten (a catch-up's call) in"
+              f" {costs['ten minutes']:.3f} s")  # fmt: skip
+        report["rollup"] = costs
     if args.prune:
         pruned = prune_beside_a_drain(args.prune, args.threads)
         print(f"\nprune of {pruned['deleted']:,.0f} finished tasks beside a drain of 4 workers:"

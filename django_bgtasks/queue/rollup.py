@@ -31,14 +31,15 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import connections
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet
+from django.db.models import Case, Count, IntegerField, QuerySet, Value, When
 from django.db.models.functions import TruncMinute
+from django.db.models.lookups import GreaterThan
 
 from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
+from django_bgtasks.db.durations import Seconds
 from django_bgtasks.models import BackgroundTask, QueuedTask, QueueRollup
 from django_bgtasks.queue.lag import queue_lag
 
@@ -57,9 +58,11 @@ SETTLE = dt.timedelta(seconds=10)
 # an upgrade) starts a day back, and older rows are deleted.
 CATCH_UP_FROM = dt.timedelta(days=1)
 KEEP = dt.timedelta(days=2)
-# The most minutes one call rolls up: catching up a day on a big table is
-# 24 calls, each an hour of finished rows, not one statement over a day.
-MINUTES_A_CALL = 60
+# The most minutes one call rolls up: catching up a day (a first start, an
+# upgrade) is 144 calls, each ten minutes of finished rows, one a poll, so
+# that no call holds a worker's loop for long; at 1,000 tasks a second, ten
+# minutes are 600,000 rows (docs/benchmarks.md, "The dashboard").
+MINUTES_A_CALL = 10
 
 _SUCCESSFUL, _FAILED = str(QueueStatus.SUCCESSFUL), str(QueueStatus.FAILED)
 UTC = dt.UTC
@@ -190,32 +193,33 @@ def _count_finished(
 ) -> dict[dt.datetime, dict[Scope, Tally]]:
     """The tasks that ended in [start, until), by minute and scope: one
     statement, a ``GROUP BY`` of the rows the finished tasks' index holds
-    for the range. A run time's bucket is counted as how many ran under each
-    edge (a filtered count an edge), which every vendor's SQL can say."""
-    run = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
-    under = {
-        f"under_{index}": Count("pk", filter=Q(run__lt=dt.timedelta(seconds=edge)))
-        for index, edge in enumerate(RUN_TIME_EDGES)
-    }
+    for the range, a group for each run-time bucket (a ``CASE`` of the run's
+    seconds, computed once a row in the engine: db/durations.py)."""
+    run = Seconds("started_at", "finished_at")
+    bucket = Case(
+        When(started_at__isnull=True, then=Value(-1)),
+        *(When(GreaterThan(Value(edge), run), then=Value(index))
+          for index, edge in enumerate(RUN_TIME_EDGES)),
+        default=Value(len(RUN_TIME_EDGES)),
+        output_field=IntegerField(),
+    )  # fmt: skip
     rows = (
         QueuedTask.objects.finished()
         .filter(finished_at__gte=start, finished_at__lt=until)
-        .annotate(minute=TruncMinute("finished_at", tzinfo=UTC), run=run)
-        .values("minute", "queue_name", "task_path", "status")
-        .annotate(ended=Count("pk"), ran=Count("started_at"), **under)
+        .annotate(minute=TruncMinute("finished_at", tzinfo=UTC), bucket=bucket)
+        .values_list("minute", "queue_name", "task_path", "status", "bucket")
+        .annotate(ended=Count("pk"))
         .order_by()
     )
     minutes: dict[dt.datetime, dict[Scope, Tally]] = defaultdict(dict)
-    for row in rows:
-        counted: dict[str, Any] = dict(row)  # (keys made above, which the stubs can't see)
-        below = [counted[f"under_{index}"] for index in range(len(RUN_TIME_EDGES))]
-        buckets = [b - a for a, b in zip([0, *below], [*below, row["ran"]], strict=True)]
-        ok = row["status"] == _SUCCESSFUL
-        tallies = minutes[floor(row["minute"], MINUTE)]
-        for scope in (CLUSTER, (row["queue_name"], ""), ("", row["task_path"])):
-            tallies.setdefault(scope, Tally()).add(
-                row["ended"] if ok else 0, 0 if ok else row["ended"], buckets
-            )
+    for minute, queue, path, status, index, ended in rows:
+        ok = status == _SUCCESSFUL
+        buckets = [0] * BUCKETS
+        if index >= 0:  # (-1: it ended without starting)
+            buckets[index] = ended
+        tallies = minutes[floor(minute, MINUTE)]
+        for scope in (CLUSTER, (queue, ""), ("", path)):
+            tallies.setdefault(scope, Tally()).add(ended if ok else 0, 0 if ok else ended, buckets)
     return minutes
 
 

@@ -4,8 +4,8 @@ Every worker that runs Django Tasks asks, from its polls, every
 ``ROLL_EVERY_SECONDS``, whether a minute is due to be rolled up; the
 rollup's own rows and the database's clock say which, so the workers need
 not agree on whose turn it is, and the first to ask after a minute has
-passed rolls it. While a catch-up is behind (a day to roll up, an hour a
-call) it asks at every poll.
+passed rolls it. While a catch-up is behind (a day to roll up, ten
+minutes a call) it asks at every poll.
 
 The rollup is the dashboard's, not the queue's: an error in it is logged
 and tried again later, and never stops the worker's claims.

@@ -26,7 +26,7 @@ def test_a_worker_of_the_queue_rolls_up_the_minutes_passed(tasks_alias: str) -> 
     result.refresh()
     assert result.return_value == 5
     assert rollup.rolled_until() is not None  # the worker rolled, from its polls
-    # The first poll's roll: a day back, an hour a call, then a call a poll
+    # The first poll's roll: a day back, ten minutes a call, then a call a poll
     # while behind, so a run that ends at once may leave it behind; the
     # minute is there once it has caught up.
     while rollup.roll().behind:
