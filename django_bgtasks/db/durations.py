@@ -39,7 +39,7 @@ class Seconds(Func):
         (start, first), (end, second) = self._compiled(compiler)
         return f"TIMESTAMPDIFF(MICROSECOND, {start}, {end}) / 1000000.0", [*first, *second]
 
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Compiled:
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Compiled:  # type: ignore[override]
         (start, first), (end, second) = self._compiled(compiler)
         return f"(julianday({end}) - julianday({start})) * 86400.0", [*second, *first]
 
