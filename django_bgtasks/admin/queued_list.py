@@ -158,7 +158,13 @@ def request_window(request: HttpRequest, queryset: QuerySet[QueuedTask]) -> Wind
     key = (sql, tuple(str(param) for param in params))
     windows: dict[Any, Window] = request.__dict__.setdefault("_bgtasks_windows", {})
     if key not in windows:
-        windows[key] = newest_window(queryset, FILTERED, COUNT_CAP)
+        # By an index, as every read of the page (QueuedTask.objects.index_reads):
+        # under a GET it is the page's transaction; an action's POST builds
+        # the list outside one, its writes being the queue's own, and there
+        # the planner read the newest ready rows another way (0.5-0.6 s at
+        # 10,000,000 rows, docs/benchmarks.md, "The dashboard").
+        with QueuedTask.objects.index_reads():
+            windows[key] = newest_window(queryset, FILTERED, COUNT_CAP)
     return windows[key]
 
 

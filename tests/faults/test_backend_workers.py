@@ -588,3 +588,48 @@ def test_batches_through_a_workers_fault_run_each_attempt_once(
     again = Counter(key for key, *_ in recorded)
     assert sum(count > 1 for count in again.values()) >= 2, "the fault hit a batch of runs"
     assert max(claim_sizes(record)) > 1, "claims batched"
+
+
+def test_a_bulk_cancel_racing_two_workers_cancels_only_what_never_started(
+    tasks_alias: str, workers: Workers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bgtasks cancel --task PATH`` (operations/bulk.py, batches of
+    ``SCAN_CHUNK``) while two workers drain the same tasks: each task is
+    taken by one side only. A task the bulk cancel took while ready never
+    runs; one it found running is asked to stop; every task ends, and each
+    ran at most once."""
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.operations import bulk, search
+    from django_bgtasks.operations.queued import QueuedFilter
+
+    record = tmp_path / "record"
+    task = djtasks.record_slowly
+    batch = task.get_backend().enqueue_many(
+        task, [((str(record), f"k{n}", 0.01), {}) for n in range(400)]
+    )
+    for _ in range(2):
+        workers.start("--queue", "default", "--concurrency", "4")
+    wait_until("the drain under way", lambda: len(lines(record)) >= 40, timeout=60)
+    monkeypatch.setattr(search, "SCAN_CHUNK", 50)  # batches while the workers claim and end
+    selection = bulk.Selection.of(QueuedFilter.parse(task=task.module_path))
+    cancelled = bulk.act("cancel", selection)
+    table = QueuedTask.objects.using(tasks_alias).filter(uuid__in=[r.id for r in batch])
+
+    def ended() -> bool:
+        return not table.filter(status__in=[READY, RUNNING]).exists()
+
+    wait_until("every task ended", ended, timeout=60)
+    workers.stop_all()
+    ran = Counter(line.split()[0] for line in lines(record))
+    assert set(ran.values()) == {1}, ran.most_common(3)
+    rows = list(table.values_list("args_kwargs", "status", "started_at", "errors"))
+    never = {args["args"][1] for args, status, started, _errors in rows if started is None}
+    assert never and not never & set(ran), "a task the cancel took while ready ran"
+    assert all(
+        status == FAILED and errors[-1]["exception_class_path"].endswith("TaskCancelled")
+        for _args, status, started, errors in rows
+        if started is None
+    )
+    assert len(never) == cancelled.done
+    assert cancelled.matched == 400 == cancelled.done + cancelled.stopping + cancelled.skipped
+    assert len(ran) + len(never) == 400
