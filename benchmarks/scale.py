@@ -252,7 +252,9 @@ PIECES = {
         "uuid": "UUID()",
         "mod": "(g %% {n})",
         "cat": "CONCAT({a}, {b})",
-        "ago": "NOW(6) - INTERVAL %(age)s DAY + INTERVAL g MICROSECOND",
+        # (In microseconds: MySQL takes a DAY interval's fraction as a whole day.)
+        "ago": "NOW(6) - INTERVAL ROUND(%(age)s * 86400000000) MICROSECOND"
+        " + INTERVAL g MICROSECOND",
         "json": "'{text}'",
         "true": "1",
         "false": "0",

@@ -34,12 +34,11 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 from django.db.models import Case, Count, IntegerField, QuerySet, Value, When
-from django.db.models.functions import TruncMinute
 from django.db.models.lookups import GreaterThan
 
 from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
-from django_bgtasks.db.durations import Seconds
+from django_bgtasks.db.times import MinuteUTC, Seconds
 from django_bgtasks.models import BackgroundTask, QueuedTask, QueueRollup
 from django_bgtasks.queue.lag import queue_lag
 
@@ -65,6 +64,7 @@ KEEP = dt.timedelta(days=2)
 MINUTES_A_CALL = 10
 
 _SUCCESSFUL, _FAILED = str(QueueStatus.SUCCESSFUL), str(QueueStatus.FAILED)
+_ENDED = (_SUCCESSFUL, _FAILED)
 UTC = dt.UTC
 Scope = tuple[str, str]  # (queue_name, task_path); "" is every one
 CLUSTER: Scope = ("", "")
@@ -194,7 +194,7 @@ def _count_finished(
     """The tasks that ended in [start, until), by minute and scope: one
     statement, a ``GROUP BY`` of the rows the finished tasks' index holds
     for the range, a group for each run-time bucket (a ``CASE`` of the run's
-    seconds, computed once a row in the engine: db/durations.py)."""
+    seconds, computed once a row in the engine: db/times.py)."""
     run = Seconds("started_at", "finished_at")
     bucket = Case(
         When(started_at__isnull=True, then=Value(-1)),
@@ -203,16 +203,22 @@ def _count_finished(
         default=Value(len(RUN_TIME_EDGES)),
         output_field=IntegerField(),
     )  # fmt: skip
+    # By the time alone: a status in the WHERE sent SQLite's planner to the
+    # finished rows' index by status, every finished row of the table (2.6 s
+    # for an empty minute at 1,000,000 rows). The statuses are told apart
+    # below, from the groups (a row with a finish time has ended).
     rows = (
-        QueuedTask.objects.finished()
+        QueuedTask.objects.using(conf.DATABASE)
         .filter(finished_at__gte=start, finished_at__lt=until)
-        .annotate(minute=TruncMinute("finished_at", tzinfo=UTC), bucket=bucket)
+        .annotate(minute=MinuteUTC("finished_at"), bucket=bucket)
         .values_list("minute", "queue_name", "task_path", "status", "bucket")
         .annotate(ended=Count("pk"))
         .order_by()
     )
     minutes: dict[dt.datetime, dict[Scope, Tally]] = defaultdict(dict)
     for minute, queue, path, status, index, ended in rows:
+        if status not in _ENDED:
+            continue
         ok = status == _SUCCESSFUL
         buckets = [0] * BUCKETS
         if index >= 0:  # (-1: it ended without starting)
