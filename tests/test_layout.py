@@ -581,3 +581,71 @@ def test_the_pair_check_can_fail(tmp_path: Path) -> None:
         "D1 a.py:1-8 ~ a.py:2-9",
         "D5 a.py:1-8 ~ c.py:25-30",
     ]
+
+
+# --- the map and the layer table in CONTRIBUTING.md can't drift -------------------------
+
+CONTRIBUTING = PACKAGE.parent / "CONTRIBUTING.md"
+
+
+def _map_blocks() -> dict[str, str]:
+    """The text of CONTRIBUTING.md's map ("## The map"'s code block), by
+    folder: "" for the package's own modules, "db" for ``db/``'s lines."""
+    block = CONTRIBUTING.read_text().split("## The map", 1)[1].split("```", 2)[1]
+    blocks: dict[str, str] = {"": ""}
+    folder = ""
+    for line in block.splitlines()[2:]:  # (after the language and the package's line)
+        opened = re.match(r"^  (\w+)/", line)
+        if opened:
+            folder = opened[1]
+        elif re.match(r"^  \S", line):
+            folder = ""
+        blocks[folder] = blocks.get(folder, "") + line + "\n"
+    return blocks
+
+
+def _modules() -> list[Path]:
+    """The package's modules, relative to it, but its migrations and ``__init__``s."""
+    return sorted(
+        path.relative_to(PACKAGE)
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "__init__.py" and "migrations" not in path.parts
+    )
+
+
+def test_the_map_names_every_module_and_no_other() -> None:
+    """Each module is on a line of its folder's part of the map (its file
+    name, or its name in a folder's list); each file name the map gives is a
+    module there."""
+    blocks = _map_blocks()
+    unnamed = []
+    for module in _modules():
+        folder = module.parts[0] if len(module.parts) > 1 else ""
+        name = "commands/" + module.name if "commands" in module.parts else module.stem
+        if not re.search(rf"(?<![\w/]){re.escape(name)}(\.py)?\b", blocks.get(folder, "")):
+            unnamed.append(str(module))
+    assert unnamed == [], f"CONTRIBUTING.md's map leaves out {unnamed}"
+    named = {
+        (folder, found)
+        for folder, text in blocks.items()
+        for found in re.findall(r"(?<![\w/])([a-z_]+\.py)\b", text)
+        if found != "manage.py"  # (a site's, where the worker's command runs)
+    }
+    ghosts = [
+        f"{folder}/{name}" if folder else name
+        for folder, name in sorted(named)
+        if not (PACKAGE / folder / name).exists()
+        and not (folder == "management" and (PACKAGE / folder / "commands" / name).exists())
+    ]
+    assert ghosts == [], f"CONTRIBUTING.md's map names modules that don't exist: {ghosts}"
+
+
+def test_the_layer_table_is_the_layers() -> None:
+    """CONTRIBUTING.md's table of the layers says what LAYERS holds."""
+    text = CONTRIBUTING.read_text().split("## The layers", 1)[1].split("\n## ", 1)[0]
+    table = {
+        row[1].strip(): [name.rstrip("/") for name in re.findall(r"`([^`]+)`", row[2])]
+        for row in (line.split("|") for line in text.splitlines() if line.startswith("| "))
+        if row[1].strip() not in ("layer", "")
+    }
+    assert table == {name: list(prefixes) for name, prefixes in LAYERS}
