@@ -90,12 +90,26 @@ class Renews(Protocol):
         ...
 
 
-class Told:
-    """What a holder's heartbeat tells the work it holds the lease for, beside
-    a loss (:class:`Holder`): an operator's cancel, its worker's graceful
-    stop, and a run past its ``timeout``, judged by the database's clock (the
-    age of the run that each renewal of a worker's reads). A worker's renewer
-    ends a run that goes on past its timeout and the grace (:meth:`time_out`)."""
+class Holder:
+    """A lease held here while its work runs, renewed by a heartbeat thread,
+    or by ``renewer`` (a worker's, for every lease it holds) when given.
+
+    ``held`` is what the claim returned (its ``owner``, ``token``, ``ttl``
+    and ``sent_at``); a subclass says how the lease is named (``name``,
+    ``described``), how its heartbeat renews (:meth:`_beat_loop`), how a
+    renewer names it (:meth:`renewal_key`), and logs on its ``logger``."""
+
+    logger: logging.Logger
+    # The values waiting to be written, where a subclass coalesces them.
+    _progress: Progress | None = None
+    # Why a lease is given up when a renewal is refused (taken over, ...).
+    refused = "the lease was taken over or released by an operator"
+
+    # --- what its heartbeat tells the work: an operator's cancel, its
+    # worker's graceful stop, a run past its timeout (by the database's
+    # clock: the age of the run that each renewal of a worker's reads). A
+    # worker's renewer ends a run that goes on past its timeout and the
+    # grace (time_out()).
 
     # How long a run may go on (seconds, by the database's clock), or None;
     # set before its heartbeat starts.
@@ -162,22 +176,6 @@ class Told:
     def _end_timed_out(self, exc: TaskTimedOut) -> object:
         """Record the run's end as ``exc`` says, from another thread (a subclass's)."""
         raise NotImplementedError
-
-
-class Holder(Told):
-    """A lease held here while its work runs, renewed by a heartbeat thread,
-    or by ``renewer`` (a worker's, for every lease it holds) when given.
-
-    ``held`` is what the claim returned (its ``owner``, ``token``, ``ttl``
-    and ``sent_at``); a subclass says how the lease is named (``name``,
-    ``described``), how its heartbeat renews (:meth:`_beat_loop`), how a
-    renewer names it (:meth:`renewal_key`), and logs on its ``logger``."""
-
-    logger: logging.Logger
-    # The values waiting to be written, where a subclass coalesces them.
-    _progress: Progress | None = None
-    # Why a lease is given up when a renewal is refused (taken over, ...).
-    refused = "the lease was taken over or released by an operator"
 
     def __init__(
         self,

@@ -166,7 +166,7 @@ class QueuedLease(Holder):
         return _finish(self, READY, refund=True, ending=False)
 
     def _end_timed_out(self, exc: TaskTimedOut) -> str:
-        """For :meth:`~django_bgtasks.core.holding.Told.time_out`: the run ends
+        """For :meth:`~django_bgtasks.core.holding.Holder.time_out`: the run ends
         as one that raised ``exc`` does (``READY`` after its retry delay while
         attempts remain, else ``FAILED``). Returns the status the row was left
         in (``RUNNING``: nothing written, the run had ended or its lease was lost)."""

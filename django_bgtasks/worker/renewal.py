@@ -31,7 +31,7 @@ here, by the database's clock: each answer carries the run's age (seconds
 since it began). The first beat at or past its timeout tells the run (its
 next ``check()``/``update()`` raises ``TaskTimedOut``); a run still held at
 the first beat ``timeout_grace`` seconds later (the worker's ``--grace``) is
-ended by this thread (:meth:`~django_bgtasks.core.holding.Told.time_out`):
+ended by this thread (:meth:`~django_bgtasks.core.holding.Holder.time_out`):
 recorded timed out, fenced by its token, its thread left to finish. A held
 run with a timeout is renewed at those two moments too, not only every
 interval (the process's clock only says when to look; the database's clock
