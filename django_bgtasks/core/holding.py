@@ -15,8 +15,8 @@ even when the database can't be reached to say so, or this process was paused.
 A holder's heartbeat is a thread of its own, or, for the leases a worker
 runs, its worker's one renewer (:mod:`django_bgtasks.worker.renewal`: one
 statement a beat for every lease the worker holds), which hands each holder
-its answer through the same methods (:meth:`Holder._renewed`,
-:meth:`Holder._refused`, the deadline): the rules stay here, for both.
+its answer through the same methods (:meth:`Holder.renewed`,
+:meth:`Holder.renewal_refused`, the deadline): the rules stay here, for both.
 
 ``check()`` reports what the heartbeat last learned, without a
 statement: :class:`LeaseLost`, an operator's :class:`TaskCancelled`, the
@@ -72,15 +72,69 @@ class Held(Protocol):
         ...
 
 
+class RenewedHolder(Protocol):
+    """A holder as a renewer (:class:`Renews`) sees it: what it reads of
+    each lease it renews, and what it tells each of the answer, all public
+    (:class:`Holder` has it all). The rules of the answer stay with the
+    holder: the renewer reports, the holder judges."""
+
+    # Seconds between renewals (a third of the ttl), and the run's timeout.
+    interval: float
+    timeout: float | None
+
+    @property
+    def described(self) -> str: ...
+
+    @property
+    def lost(self) -> bool: ...
+
+    @property
+    def timed_out(self) -> bool: ...
+
+    def log_extra(self) -> dict[str, Any]: ...
+
+    def renewal_key(self) -> tuple[str, Any, str, int]:
+        """The lease as a renewal statement names it: (kind, name or row, owner, token)."""
+        ...
+
+    def value_due(self) -> float | None:
+        """When a value waiting to be written is due (monotonic), or ``None``."""
+        ...
+
+    def write_value(self) -> None:
+        """Write the waiting value now (one try: the renewer's beat goes on)."""
+        ...
+
+    def remaining(self) -> float:
+        """Seconds left before the renew deadline."""
+        ...
+
+    def renewed(self, sent: float, *, cancel_requested: bool, age: float | None = None) -> None:
+        """A renewal sent at ``sent`` (monotonic) succeeded, with what it read."""
+        ...
+
+    def renewal_refused(self) -> None:
+        """A renewal was refused: the lease is no longer this holder's."""
+        ...
+
+    def declare_lost(self, reason: str) -> None:
+        """Give the lease up, saying why (the deadline passed without a renewal)."""
+        ...
+
+    def timeout_due(self, age: float, grace: float) -> float | None: ...
+
+    def time_out(self) -> object: ...
+
+
 class Renews(Protocol):
     """What renews holders' leases instead of heartbeat threads of their own
     (a worker's :class:`~django_bgtasks.worker.renewal.Renewer`)."""
 
-    def add(self, holder: Holder) -> None:
+    def add(self, holder: RenewedHolder) -> None:
         """Renew ``holder``'s lease from now on."""
         ...
 
-    def remove(self, holder: Holder, *, wait: bool = False) -> None:
+    def remove(self, holder: RenewedHolder, *, wait: bool = False) -> None:
         """Renew it no more; with ``wait``, return only once no renewal that
         names it is on its way."""
         ...
@@ -96,7 +150,7 @@ class Holder:
 
     ``held`` is what the claim returned (its ``owner``, ``token``, ``ttl``
     and ``sent_at``); a subclass says how the lease is named (``name``,
-    ``described``), how its heartbeat renews (:meth:`_beat_loop`), how a
+    ``described``), how its heartbeat renews (:meth:`beat_loop`), how a
     renewer names it (:meth:`renewal_key`), and logs on its ``logger``."""
 
     logger: logging.Logger
@@ -171,9 +225,9 @@ class Holder:
         token), its lease given up, its thread left to finish (its own end
         then comes too late: ``Holder._begin_end``). What the end returned."""
         self._timed_out = True
-        return self._end_timed_out(TaskTimedOut(self.name, self.timeout or 0.0))
+        return self.end_timed_out(TaskTimedOut(self.name, self.timeout or 0.0))
 
-    def _end_timed_out(self, exc: TaskTimedOut) -> object:
+    def end_timed_out(self, exc: TaskTimedOut) -> object:
         """Record the run's end as ``exc`` says, from another thread (a subclass's)."""
         raise NotImplementedError
 
@@ -278,7 +332,7 @@ class Holder:
 
     def write_value(self) -> None:
         """Write the waiting value now, in one try (a renewer calls it)."""
-        self._renew(stop=ONE_TRY)
+        self.renew_now(stop=ONE_TRY)
 
     def _start_heartbeat(self, thread_name: str) -> None:
         self._thread_name = thread_name
@@ -312,35 +366,35 @@ class Holder:
         if self._heartbeat is not None:
             # A renewal stuck on a dead network must not hold up the exit past
             # the deadline; the thread is a daemon and finishes on its own.
-            self._heartbeat.join(timeout=max(self._remaining(), 0.0) + 1.0)
+            self._heartbeat.join(timeout=max(self.remaining(), 0.0) + 1.0)
 
     def _wake_heartbeat(self) -> None:
         """Wake a heartbeat that waits on something other than ``_stop``."""
 
     def _beat(self) -> None:
         try:
-            self._beat_loop()
+            self.beat_loop()
         except (LeaseLost, Stopped):
             pass
         except Exception as exc:  # a bug, not an outage: give the lease up loudly
             self.logger.exception("%s: heartbeat failed", self.described, extra=self.log_extra())
-            self._declare_lost(f"heartbeat failed: {exc!r}")
+            self.declare_lost(f"heartbeat failed: {exc!r}")
         finally:
             close_connection()
 
-    def _beat_loop(self) -> None:
+    def beat_loop(self) -> None:
         """Renew until ``_stop`` is set (raising ``LeaseLost`` or ``Stopped`` ends it)."""
         raise NotImplementedError
 
-    def _renew(self, *, stop: threading.Event | None = None) -> None:
+    def renew_now(self, *, stop: threading.Event | None = None) -> None:
         """Renew once (retried through an outage until the deadline or ``stop``)."""
         raise NotImplementedError
 
-    def _refused(self) -> None:
+    def renewal_refused(self) -> None:
         """A renewal was refused: the lease is not this holder's any more."""
-        self._declare_lost(self.refused)
+        self.declare_lost(self.refused)
 
-    def _renewed(self, sent: float, *, cancel_requested: bool, age: float | None = None) -> None:
+    def renewed(self, sent: float, *, cancel_requested: bool, age: float | None = None) -> None:
         """A renewal sent at ``sent`` (monotonic) succeeded: the deadline moves
         on. ``age``, when the renewal read it, is the seconds since the run
         began by the database's clock: past the ``timeout``, the run is told."""
@@ -358,14 +412,14 @@ class Holder:
             call,
             name=self.described,
             interval=self.interval,
-            remaining=self._remaining,
+            remaining=self.remaining,
             raise_if_lost=self._raise_if_lost,
             logger=self.logger,
             stop=stop,
             extra=self.log_extra(),
         )
 
-    def _remaining(self) -> float:
+    def remaining(self) -> float:
         return self._deadline - time.monotonic()
 
     # --- ending, and losing --------------------------------------------------
@@ -380,21 +434,21 @@ class Holder:
             return True
 
     def _check_deadline(self) -> None:
-        if self._lost is None and self._remaining() <= 0:
+        if self._lost is None and self.remaining() <= 0:
             if self._timed_out and self._ending:
                 # Its worker ended it past its timeout and stopped renewing
                 # it: the run's own late return, not an outage.
-                self._declare_lost(
+                self.declare_lost(
                     f"it ran past its timeout ({self.timeout or 0:g} s) and its worker's "
                     "grace, and its worker ended it: its own end came too late"
                 )
                 return
-            self._declare_lost(
+            self.declare_lost(
                 f"not renewed within the ttl ({self.ttl:g} s): the database was unreachable "
                 "or this process was paused"
             )
 
-    def _declare_lost(self, reason: str) -> None:
+    def declare_lost(self, reason: str) -> None:
         with self._lock:
             if self._lost is not None:
                 return

@@ -124,7 +124,7 @@ class RunningLease(Holder):
         # Refused here, not later in the heartbeat thread.
         encode_value(value, max_bytes=self._max_bytes)
         if self._progress.offer(value, flush=flush):
-            self._renew()  # raises LeaseLost itself
+            self.renew_now()  # raises LeaseLost itself
         self._raise_if_told()  # check() without its second look at the deadline: cheap
 
     async def aupdate(self, value: Any, *, flush: bool = False) -> None:
@@ -148,7 +148,7 @@ class RunningLease(Holder):
         self._raise_if_lost()
         self._own_heartbeat()  # (a worker's run: see there)
         if not BackgroundTask.objects.fence(self.name, self.owner, self.token, using=using):
-            self._refused()
+            self.renewal_refused()
             self._raise_if_lost()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -237,11 +237,11 @@ class RunningLease(Holder):
         was lost: nothing is written then."""
         return self.finish(WorkerStopping(self.name))
 
-    _end_timed_out = finish  # released timed-out (retried while attempts remain)
+    end_timed_out = finish  # released timed-out (retried while attempts remain)
 
     def _release(self, outcome: str, error: str, result: Any) -> None:
         if self._progress.take() is None:
-            self._renew()  # release's final_value=None means "keep": write it first
+            self.renew_now()  # release's final_value=None means "keep": write it first
         final = self._progress.take()
         released = self._retrying(
             lambda: BackgroundTask.objects.release(
@@ -255,7 +255,7 @@ class RunningLease(Holder):
             )
         )
         if not released:
-            self._refused()
+            self.renewal_refused()
             self._raise_if_lost()
         self.outcome = outcome
         lease_released.send(
@@ -271,16 +271,16 @@ class RunningLease(Holder):
     def _wake_heartbeat(self) -> None:
         self._progress.wake.set()
 
-    def _beat_loop(self) -> None:
+    def beat_loop(self) -> None:
         """Renew every ``interval``, and write a coalesced value at its deadline."""
         next_beat = time.monotonic() + self.interval
         while not self._stop.is_set():
             now = self._progress.wait_for_write(next_beat, self._stop)
             if now is not None:
-                self._renew(stop=self._stop)
+                self.renew_now(stop=self._stop)
                 next_beat = now + self.interval
 
-    def _renew(self, *, stop: threading.Event | None = None) -> None:
+    def renew_now(self, *, stop: threading.Event | None = None) -> None:
         """Renew, writing the pending value if there is one, and record what
         the database said."""
 
@@ -300,10 +300,10 @@ class RunningLease(Holder):
 
         sent, renewal = self._retrying(attempt, stop=stop)
         if renewal is None:
-            self._refused()
+            self.renewal_refused()
             self._raise_if_lost()
             return
-        self._renewed(sent, cancel_requested=renewal.cancel_requested)
+        self.renewed(sent, cancel_requested=renewal.cancel_requested)
 
     def _on_lost(self, reason: str) -> None:
         lease_lost.send(

@@ -150,7 +150,7 @@ class QueuedLease(Holder):
             self._raise_if_told()
         self._raise_if_lost()
         encode_value(progress, kind="progress")  # a bad value raises before any SQL
-        self._renew(progress=progress, set_progress=True)
+        self.renew_now(progress=progress, set_progress=True)
         self.check()
 
     def interrupt(self) -> str:
@@ -165,7 +165,7 @@ class QueuedLease(Holder):
         self._stop_heartbeat()
         return _finish(self, READY, refund=True, ending=False)
 
-    def _end_timed_out(self, exc: TaskTimedOut) -> str:
+    def end_timed_out(self, exc: TaskTimedOut) -> str:
         """For :meth:`~django_bgtasks.core.holding.Holder.time_out`: the run ends
         as one that raised ``exc`` does (``READY`` after its retry delay while
         attempts remain, else ``FAILED``). Returns the status the row was left
@@ -181,11 +181,11 @@ class QueuedLease(Holder):
         """A queued row, by its seq (see :meth:`Holder.renewal_key`)."""
         return RENEW_QUEUED, self.claim.seq, self.owner, self.token
 
-    def _beat_loop(self) -> None:
+    def beat_loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self._renew(stop=self._stop)
+            self.renew_now(stop=self._stop)
 
-    def _renew(
+    def renew_now(
         self,
         *,
         progress: Any = None,
@@ -198,10 +198,10 @@ class QueuedLease(Holder):
 
         sent, answer = self._retrying(attempt, stop=stop)
         if answer is None:
-            self._refused()
+            self.renewal_refused()
             self._raise_if_lost()
             return
-        self._renewed(sent, cancel_requested=answer)
+        self.renewed(sent, cancel_requested=answer)
 
 
 def _queue() -> QueueManager:

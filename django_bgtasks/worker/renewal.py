@@ -53,7 +53,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from django_bgtasks.core.holding import Holder
+from django_bgtasks.core.holding import RenewedHolder
 from django_bgtasks.db.outages import (
     TRANSIENT_ERRORS,
     Stopped,
@@ -75,9 +75,9 @@ class Renewer:
         self.name = name
         self.timeout_grace = timeout_grace
         # Each held lease, and when its next renewal is due (monotonic).
-        self._held: dict[Holder, float] = {}
+        self._held: dict[RenewedHolder, float] = {}
         # A holder whose value could not be written: not before when to try again.
-        self._value_after: dict[Holder, float] = {}
+        self._value_after: dict[RenewedHolder, float] = {}
         self._lock = threading.Lock()
         # Held while a statement is on its way: remove(wait=True) waits for it.
         self._sending = threading.Lock()
@@ -96,7 +96,7 @@ class Renewer:
 
     # --- what the holders call -----------------------------------------------------
 
-    def add(self, holder: Holder) -> None:
+    def add(self, holder: RenewedHolder) -> None:
         """Renew ``holder``'s lease from now on: one interval from now (as its
         own heartbeat thread, started now, would), or at the next beat if
         that comes sooner."""
@@ -112,7 +112,7 @@ class Renewer:
         if sooner:
             self._wakeup.set()
 
-    def remove(self, holder: Holder, *, wait: bool = False) -> None:
+    def remove(self, holder: RenewedHolder, *, wait: bool = False) -> None:
         """Renew ``holder``'s lease no more. With ``wait``, return only once
         no statement that names it is on its way."""
         with self._lock:
@@ -133,7 +133,7 @@ class Renewer:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
 
-    def held(self) -> list[Holder]:
+    def held(self) -> list[RenewedHolder]:
         """The leases renewed here now."""
         with self._lock:
             return list(self._held)
@@ -174,13 +174,13 @@ class Renewer:
         else:
             self._wakeup.wait(max(until - time.monotonic(), 0.0))
 
-    def _value_due(self, holder: Holder) -> float | None:
+    def _value_due(self, holder: RenewedHolder) -> float | None:
         due = holder.value_due()
         with self._lock:
             after = self._value_after.get(holder)
         return due if due is None or after is None else max(due, after)
 
-    def _write_value(self, holder: Holder, now: float) -> None:
+    def _write_value(self, holder: RenewedHolder, now: float) -> None:
         """``holder``'s waiting value, in one try: a failure leaves it
         waiting, tried again after a holder's retry delay (and written at
         the latest by its release)."""
@@ -189,7 +189,7 @@ class Renewer:
                 holder.write_value()
         except Exception as exc:  # a bug, not an outage: give the lease up loudly
             logger.exception("%s: writing its value failed", holder.described)
-            holder._declare_lost(f"heartbeat failed: {exc!r}")
+            holder.declare_lost(f"heartbeat failed: {exc!r}")
         if holder.lost:
             self.remove(holder)
             return
@@ -197,7 +197,7 @@ class Renewer:
             if holder.value_due() is None:
                 self._value_after.pop(holder, None)
             elif holder in self._held:
-                delay = retry_delay(holder.interval, holder._remaining())
+                delay = retry_delay(holder.interval, holder.remaining())
                 self._value_after[holder] = now + delay
 
     def _beat(self) -> None:
@@ -226,19 +226,19 @@ class Renewer:
                 )
                 close_connection()
                 interval = min(holder.interval for holder in holders)
-                remaining = min(holder._remaining() for holder in holders)
+                remaining = min(holder.remaining() for holder in holders)
                 self._closing.wait(retry_delay(interval, remaining))
                 continue
             except Exception as exc:  # a bug, not an outage: give the leases up loudly
                 logger.exception("renewal of %d lease(s) failed", len(holders))
                 for holder in holders:
                     self.remove(holder)
-                    holder._declare_lost(f"heartbeat failed: {exc!r}")
+                    holder.declare_lost(f"heartbeat failed: {exc!r}")
                 return
             self._hand_out(holders, sent, answer)
             return
 
-    def _time_out(self, holder: Holder) -> None:
+    def _time_out(self, holder: RenewedHolder) -> None:
         """End ``holder``'s run, past its timeout and the grace (see the
         module docstring), on a thread of its own: its end is retried through
         an outage up to its deadline, which must not hold up the beats of the
@@ -248,7 +248,7 @@ class Renewer:
             target=self._end_timed_out, args=(holder,), name=f"{self.name}:timeout", daemon=True
         ).start()
 
-    def _end_timed_out(self, holder: Holder) -> None:
+    def _end_timed_out(self, holder: RenewedHolder) -> None:
         logger.warning(
             "%s: still running %g s past its timeout (%g s): ended as timed out; its "
             "thread is left to finish, and its end will be refused",
@@ -264,7 +264,7 @@ class Renewer:
         finally:
             close_connection()
 
-    def _gave_up(self, holder: Holder) -> bool:
+    def _gave_up(self, holder: RenewedHolder) -> bool:
         """Whether ``holder`` gave its lease up (its deadline passed: it says
         so itself, by the renew-deadline rule); it then leaves the renewer."""
         if holder.lost:
@@ -274,7 +274,7 @@ class Renewer:
 
     def _hand_out(
         self,
-        holders: list[Holder],
+        holders: list[RenewedHolder],
         sent: float,
         answer: dict[tuple[str, str, int], tuple[bool, float]],
     ) -> None:
@@ -290,7 +290,7 @@ class Renewer:
             if renewed is not None:
                 cancel_requested, age = renewed
                 told = holder.timed_out
-                holder._renewed(sent, cancel_requested=cancel_requested, age=age)
+                holder.renewed(sent, cancel_requested=cancel_requested, age=age)
                 due = holder.timeout_due(age, self.timeout_grace)
                 if told and due == 0.0:
                     self._time_out(holder)
@@ -304,7 +304,7 @@ class Renewer:
                 still_held = self._held.pop(holder, None) is not None
             if still_held:
                 refused += 1
-                holder._refused()
+                holder.renewal_refused()
         logger.debug(
             "renewed %d of %d lease(s) in one statement (%d refused)",
             len(holders) - refused,
