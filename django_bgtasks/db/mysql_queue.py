@@ -337,14 +337,16 @@ _RETRY_FAILED = """status = '{failed}'
             AND unique_key NOT IN (SELECT held.active_key FROM (
                 SELECT DISTINCT active_key FROM {table} WHERE active_key IS NOT NULL) held)"""
 # A bulk action's batch, the JSON array ``seqs``: each row looked up by its
-# key, as PICKED_JOIN's; and the step that locks those a cancel changes.
+# key, as PICKED_JOIN's; and the step that locks those a cancel changes,
+# waiting for none (those a worker is writing are left to the next pass:
+# queue/manager.py's cancel_many says why).
 _LISTED_JOIN = (
     "JSON_TABLE(%(seqs)s, '$[*]' COLUMNS (listed_seq BIGINT PATH '$')) listed"
     " STRAIGHT_JOIN {table} t FORCE INDEX (PRIMARY) ON t.seq = listed.listed_seq"
 )
 _LISTED_PICK = _pick(
     f"""SELECT t.seq FROM {_LISTED_JOIN}
-    WHERE t.status IN ('{{ready}}', '{{running}}') FOR UPDATE"""
+    WHERE t.status IN ('{{ready}}', '{{running}}') FOR UPDATE SKIP LOCKED"""
 )
 
 

@@ -361,7 +361,13 @@ QUEUE = QueueStatements(
         RETURNING uuid, status, task_path, owner
     """,
     cancel=_cancel("uuid = %(uuid)s", "status"),
-    cancel_many=_cancel("seq = ANY(%(seqs)s::bigint[])", "seq, status"),
+    # Waiting for no row (queue/manager.py's cancel_many says why): those a
+    # worker is writing are left to the next pass.
+    cancel_many=_cancel(
+        """seq IN (SELECT seq FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])
+            AND status IN ('{ready}', '{running}') FOR UPDATE SKIP LOCKED)""",
+        "seq, status",
+    ),
     # (alike sqlite.py's cancel and ended on purpose: the same rules, in each dialect)
     ended="""
         SELECT status, finished_at FROM {table}

@@ -47,6 +47,11 @@ if TYPE_CHECKING:
 
 # choices.QueueStatus's values, as plain strings: what rows hold and the
 # statements take as parameters.
+# A bulk cancel's passes over the rows workers were writing as it ran
+# (cancel_many), and the pause between two: a worker holds a row for one
+# statement, so a second pass finds it free.
+CANCEL_PASSES = 50
+CANCEL_PASS_WAIT = 0.02
 READY: str = QueueStatus.READY.value
 RUNNING: str = QueueStatus.RUNNING.value
 SUCCESSFUL: str = QueueStatus.SUCCESSFUL.value
@@ -423,11 +428,34 @@ class QueueManager(models.Manager["QueuedTask"]):
         return bool(rows)
 
     def cancel_many(self, seqs: Sequence[int]) -> dict[int, str]:
-        """:meth:`cancel` of each of the tasks ``seqs``, in one statement (an
+        """:meth:`cancel` of each of the tasks ``seqs``, a statement a pass (an
         operator's bulk cancel, operations/bulk.py): the status after of each
-        it cancelled or asked to stop; a finished or unknown one is not there."""
-        rows = self._write("cancel_many", self._seqs(seqs)) if seqs else []
-        return {int(row["seq"]): str(row["status"]) for row in rows}
+        it cancelled or asked to stop; a finished or unknown one is not there.
+
+        The statement waits for no row (``FOR UPDATE SKIP LOCKED``): one that
+        held some rows while it waited for a worker's, as the worker's end
+        waited for one of those, was a deadlock, and the database ended one
+        of the two (tests/faults/test_backend_workers.py, a bulk cancel racing
+        two workers). The rows a worker was writing at that moment (its claim,
+        its end) are tried again, a pass at a time, until none is left ready,
+        or running and not yet asked to stop; after ``CANCEL_PASSES`` passes
+        the rest are left as they are (not in the answer)."""
+        changed: dict[int, str] = {}
+        pending = list(seqs)
+        for attempt in range(CANCEL_PASSES):
+            if not pending:
+                break
+            if attempt:
+                time.sleep(CANCEL_PASS_WAIT)
+            rows = self._write("cancel_many", self._seqs(pending))
+            changed.update({int(row["seq"]): str(row["status"]) for row in rows})
+            pending = list(
+                self.using(conf.DATABASE)
+                .filter(seq__in=pending)
+                .filter(models.Q(status=READY) | models.Q(status=RUNNING, cancel_requested=False))
+                .values_list("seq", flat=True)
+            )
+        return changed
 
     def retry_many(self, seqs: Sequence[int]) -> int:
         """:meth:`retry` of each of the tasks ``seqs``, in one statement: how

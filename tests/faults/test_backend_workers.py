@@ -610,7 +610,7 @@ def test_a_bulk_cancel_racing_two_workers_cancels_only_what_never_started(
     for _ in range(2):
         workers.start("--queue", "default", "--concurrency", "4")
     wait_until("the drain under way", lambda: len(lines(record)) >= 40, timeout=60)
-    monkeypatch.setattr(search, "SCAN_CHUNK", 50)  # batches while the workers claim and end
+    monkeypatch.setattr(search, "SCAN_CHUNK", 20)  # batches while the workers claim and end
     selection = bulk.Selection.of(QueuedFilter.parse(task=task.module_path))
     cancelled = bulk.act("cancel", selection)
     table = QueuedTask.objects.using(tasks_alias).filter(uuid__in=[r.id for r in batch])
