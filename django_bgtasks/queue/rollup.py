@@ -14,8 +14,10 @@ the database's clock. Two workers that roll the same minute at once write
 the same numbers, each by an upsert that replaces the row, so no lease is
 needed and a worker killed halfway leaves the minute to the next call. The
 minutes are rolled up oldest first, and the cluster's row of a minute is
-written for every minute, with zeros when nothing finished, so the newest
-such row says how far the rollup has come.
+written for every minute counted, with zeros when nothing finished, so the
+newest such row says how far the rollup has come. A stretch of minutes in
+which nothing ended is skipped, without rows (the dashboard reads a missing
+minute as zeros).
 
 What a row counts: the tasks that ended ``SUCCESSFUL`` or ``FAILED`` (a
 cancelled task is a failed one) in the minute, by the database time of the
@@ -57,8 +59,8 @@ SETTLE = dt.timedelta(seconds=10)
 # an upgrade) starts a day back, and older rows are deleted.
 CATCH_UP_FROM = dt.timedelta(days=1)
 KEEP = dt.timedelta(days=2)
-# The most minutes one call rolls up: catching up a day (a first start, an
-# upgrade) is 144 calls, each ten minutes of finished rows, one a poll, so
+# The most minutes one call rolls up: catching up a busy day (a first start,
+# an upgrade) is 144 calls, each ten minutes of finished rows, one a poll, so
 # that no call holds a worker's loop for long; at 1,000 tasks a second, ten
 # minutes are 600,000 rows (docs/benchmarks.md, "The dashboard").
 MINUTES_A_CALL = 10
@@ -129,6 +131,11 @@ def roll(now: dt.datetime | None = None) -> Rolled:
     start = max(start, due_until - CATCH_UP_FROM)
     if start >= due_until:
         return Rolled(None, None, behind=False)
+    # Minutes in which nothing ended are skipped to the first that has an
+    # end (one descent of the finished tasks' index): a new install, or a
+    # quiet night, catches up at once. The last minute is rolled up always,
+    # for the lag and for the rollup's mark.
+    start = max(start, min(_first_end_after(start), due_until - dt.timedelta(seconds=MINUTE)))
     until = min(due_until, start + dt.timedelta(seconds=MINUTE * MINUTES_A_CALL))
     # The lag is now's: it goes on the minute just passed, not on one caught up.
     recount(start, until, lag_at=now if until == due_until else None)
@@ -186,6 +193,18 @@ def floor(moment: dt.datetime, span: int) -> dt.datetime:
 def _minutes(start: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
     count = int((until - start).total_seconds()) // MINUTE
     return [start + dt.timedelta(seconds=MINUTE * index) for index in range(count)]
+
+
+def _first_end_after(start: dt.datetime) -> dt.datetime:
+    """The minute of the first end at or after ``start`` (the far future for none)."""
+    first = (
+        QueuedTask.objects.using(conf.DATABASE)
+        .filter(finished_at__gte=start)
+        .order_by("finished_at")
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    return dt.datetime.max.replace(tzinfo=UTC) if first is None else floor(first, MINUTE)
 
 
 def _count_finished(

@@ -82,8 +82,9 @@ def test_a_minute_is_counted_by_scope_with_its_run_times(tasks_alias: str) -> No
     # Run times: 3 ms is in the (2 ms, 5 ms] bucket, read linearly in it.
     assert 0.002 < rows[("default", "", minute)][2] <= 0.005
     assert 20 < rows[("other", "", minute)][2] <= 50
-    # Every minute has the cluster's row (zeros), and nothing past the due one.
-    assert rows[("", "", minute - 30 * MINUTE)][:2] == (0, 0)
+    # The day before the first end was skipped (nothing ended in it), and
+    # nothing past the due minute is there.
+    assert min(start for _q, _p, start in rows) == minute - MINUTE
     assert max(start for _q, _p, start in rows) == minute
     assert rollup.rolled_until() == minute + MINUTE
     # The lag goes on the minute just passed only: the ready task's, by NOW.
@@ -111,22 +112,35 @@ def test_a_minute_is_counted_by_scope_with_its_run_times(tasks_alias: str) -> No
     )
 
 
-def test_a_long_catch_up_is_bounded_a_call_and_old_rows_are_deleted(
-    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_long_catch_up_is_bounded_a_call_and_old_rows_are_deleted(tasks_alias: str) -> None:
     alias = tasks_alias
     table = QueueRollup.objects.using(alias)
     table.create(span=60, start=NOW - dt.timedelta(days=3), succeeded=1)
-    first = rollup.roll(NOW)
-    assert first.behind and first.minutes == rollup.MINUTES_A_CALL
+    # Nothing ended: one call catches up, to the minute just passed.
+    quiet = rollup.roll(NOW)
+    assert not quiet.behind and quiet.minutes == 1
     assert not table.filter(start__lt=NOW - rollup.KEEP).exists()
-    calls = 1
+    # Tasks ended a day ago, 25 minutes later, and now: from the first, ten
+    # minutes a call at most, skipping the minutes before the next end.
+    table.all().delete()
+    day_ago = rollup.floor(NOW - rollup.SETTLE, 60) - dt.timedelta(days=1)
+    for at in (day_ago + dt.timedelta(seconds=30), day_ago + dt.timedelta(minutes=25)):
+        _finished(alias, 1, status="SUCCESSFUL", at=at, ran=1)
+    _finished(alias, 1, status="FAILED", at=NOW - dt.timedelta(seconds=50), ran=1)
+    calls = []
     while True:
-        calls += 1
-        if not rollup.roll(NOW).behind:
+        calls.append(done := rollup.roll(NOW))
+        if not done.behind:
             break
-    assert calls == 24 * 60 // rollup.MINUTES_A_CALL  # a day, ten minutes a call
-    assert table.filter(span=60, queue_name="", task_path="").count() == 24 * 60
+    assert [(call.first, call.minutes) for call in calls] == [
+        (day_ago, rollup.MINUTES_A_CALL),
+        (day_ago + dt.timedelta(minutes=25), rollup.MINUTES_A_CALL),
+        (rollup.floor(NOW - rollup.SETTLE, 60) - MINUTE, 1),
+    ]
+    assert table.filter(span=60, queue_name="", task_path="").count() == 21
+    ended = table.filter(span=3600, queue_name="", task_path="")
+    assert sum(row.succeeded for row in ended) == 2
+    assert sum(row.failed for row in ended) == 1
 
 
 def test_percentiles_read_off_the_buckets() -> None:
