@@ -72,6 +72,7 @@ class Held(Protocol):
         ...
 
 
+# Alike Held in shape on purpose: a Protocol's properties, each a stub.
 class RenewedHolder(Protocol):
     """A holder as a renewer (:class:`Renews`) sees it: what it reads of
     each lease it renews, and what it tells each of the answer, all public

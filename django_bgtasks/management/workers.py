@@ -77,7 +77,10 @@ def run_worker(
             task.effective_schedule  # noqa: B018  (a bad BGTASKS_SCHEDULES entry raises)
         except (TypeError, ValueError) as exc:
             raise CommandError(f"BGTASKS_SCHEDULES[{task.name!r}]: {exc}") from None
+    # The metrics are the worker's hooks; they read its slots at each scrape.
+    hooks = metrics.WorkerMetrics(lambda: worker.slots()) if metrics_port is not None else None
     try:
+        # (Alike other calls by keyword in shape only: the worker's options.)
         worker = Worker(
             tasks,
             concurrency=concurrency,
@@ -85,6 +88,7 @@ def run_worker(
             grace=grace,
             queues=queues,
             run_queued=run_queued,
+            hooks=hooks,
         )
     except ScheduleError as exc:  # a bad TASKS SCHEDULES entry (bgtasks.E023-E028)
         raise CommandError(str(exc)) from None
@@ -92,9 +96,9 @@ def run_worker(
         raise CommandError(str(exc)) from None
     _check_queues(worker.queues)
     close_metrics = None
-    if metrics_port is not None:
+    if hooks is not None and metrics_port is not None:
         try:
-            close_metrics = metrics.measure(worker).serve(metrics_port)
+            close_metrics = hooks.serve(metrics_port)
         except OSError as exc:  # busy, or not ours to bind
             raise CommandError(
                 f"--metrics-port {metrics_port}: can't serve the metrics there: "

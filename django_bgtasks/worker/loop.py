@@ -82,6 +82,7 @@ from django_bgtasks.queue.schedules import task_schedules
 from django_bgtasks.validation import heartbeat_interval, validate_queue_names
 from django_bgtasks.worker import rescue, schedules
 from django_bgtasks.worker.heartbeat import Heartbeat
+from django_bgtasks.worker.hooks import WorkerHooks
 from django_bgtasks.worker.polls import back_off, spread
 from django_bgtasks.worker.queue_threads import QueueThreads, Recovery
 from django_bgtasks.worker.renewal import Renewer
@@ -108,6 +109,7 @@ class Worker:
         grace: float = 30.0,
         queues: Iterable[str] | None = None,
         run_queued: bool = False,
+        hooks: WorkerHooks | None = None,
     ) -> None:
         check_bounds(concurrency, poll, grace)
         self.tasks = {task.name: task for task in tasks}
@@ -120,15 +122,24 @@ class Worker:
         # Set by the change feed's thread, and with ``stopping``: ends the idle wait.
         self._wakeup = threading.Event()
         self.stopping: threading.Event = Stopping(self._wake_all)
-        self._runs = Runs()
+        # Told of each run's end, each Django Task's start and end, each
+        # renewal (worker/hooks.py): its metrics with --metrics-port.
+        self.hooks = hooks
+        self._runs = Runs(hooks)
         self.heartbeat = Heartbeat(self.id, list(self.tasks), concurrency)
         self.ttl = self.heartbeat.ttl
-        self.renewer = Renewer(timeout_grace=grace)  # one statement a beat renews them all
+        # One statement a beat renews them all.
+        self.renewer = Renewer(timeout_grace=grace, hooks=hooks)
         # Django Tasks (django_bgtasks.backend): ``concurrency`` threads, a task each.
         self.run_queued = run_queued or queues is not None
         self.queues = None if queues is None else sorted(set(validate_queue_names(list(queues))))
         self.queue_threads = QueueThreads(
-            self.id, count=concurrency, poll=poll, queues=self.queues, stopping=self.stopping
+            self.id,
+            count=concurrency,
+            poll=poll,
+            queues=self.queues,
+            stopping=self.stopping,
+            hooks=hooks,
         )
         self.recovery = Recovery()
         self.rollup = RollupKeeper()
@@ -177,6 +188,14 @@ class Worker:
             if queue_watcher is not None:
                 queue_watcher.close()
             self._shut_down()
+
+    def slots(self) -> tuple[int, int]:
+        """(busy, total): the runs going and how many could, background runs
+        and Django Tasks threads together (the metrics' slot gauges)."""
+        busy, total = len(self._runs.going()), self.concurrency
+        if self.run_queued:
+            busy, total = busy + self.queue_threads.running(), total + self.queue_threads.count
+        return busy, total
 
     def start_up_line(self) -> str:
         """What the worker logs as it starts: its id, its tasks, the Django

@@ -2,8 +2,9 @@
 PORT``): :class:`WorkerMetrics`, served over HTTP from a registry of its own
 (``prometheus_client``, the ``metrics`` extra), never the process's global one.
 
-The worker calls it where a run's end is known once: ``Runs.reap()`` for a
-background run (its outcome, ``lost`` when its lease was), the queue
+The worker calls it, as its hooks (worker/hooks.py), where a run's end is
+known once: ``Runs.reap()`` for a background run (its outcome, ``lost``
+when its lease was), the queue
 thread's end of a Django Task (the status it left the row in), the queue
 thread's start (the claim's wait) and the renewer's beat (how long the
 renewal statement took). The slots are read when Prometheus scrapes. A
@@ -26,7 +27,6 @@ from django_bgtasks.queue.manager import ENDED_LATE, FAILED, READY, RUNNING, SUC
 
 if TYPE_CHECKING:
     from django_bgtasks.core.runner import RunningLease
-    from django_bgtasks.worker.loop import Worker
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -58,8 +58,10 @@ QUEUED_OUTCOMES = {
 
 class WorkerMetrics:
     """One worker process's counters, histograms and slot gauges, in a
-    registry of their own. ``slots()`` says, when scraped, how many runs are
-    going and how many could be."""
+    registry of their own: the worker's hooks (worker/hooks.py's
+    ``WorkerHooks``, handed to ``Worker(hooks=...)``). ``slots()`` says, when
+    scraped, how many runs are going and how many could be (the worker's
+    ``slots``)."""
 
     def __init__(self, slots: Callable[[], tuple[int, int]]) -> None:
         self.registry = registry = CollectorRegistry()
@@ -118,7 +120,7 @@ class WorkerMetrics:
 
     # --- what the worker calls ------------------------------------------------------------
 
-    def ran(self, running: RunningLease) -> None:
+    def run_ended(self, running: RunningLease) -> None:
         """A background run ended (reaped): its outcome and duration."""
         self.ended(running.name, running.outcome or Outcome.LOST, running.duration)
 
@@ -154,26 +156,6 @@ class WorkerMetrics:
     def renewed(self, seconds: float) -> None:
         """The renewal statement took ``seconds``."""
         self.heartbeat.observe(seconds)
-
-
-def measure(worker: Worker) -> WorkerMetrics:
-    """Metrics for ``worker`` (``--metrics-port``), told from now on of each
-    run it reaps, each Django Task its threads start and end, and each
-    renewal statement; its slots read at each scrape. Nothing in the
-    worker's loop changes: these are the hooks its parts call when set."""
-    runs, threads = worker._runs, worker.queue_threads
-
-    def slots() -> tuple[int, int]:
-        busy, total = len(runs.going()), worker.concurrency
-        if worker.run_queued:
-            busy, total = busy + threads.running(), total + threads.count
-        return busy, total
-
-    metrics = WorkerMetrics(slots)
-    runs.ended = metrics.ran
-    threads.metrics = metrics
-    worker.renewer.timed = metrics.renewed
-    return metrics
 
 
 class _Slots:

@@ -46,7 +46,7 @@ from django_bgtasks.worker.idle import IdleThreads
 from django_bgtasks.worker.polls import back_off
 
 if TYPE_CHECKING:
-    from django_bgtasks.worker.metrics import WorkerMetrics
+    from django_bgtasks.worker.hooks import WorkerHooks
 
 logger = logging.getLogger("django_bgtasks.worker")
 
@@ -81,14 +81,15 @@ class QueueThreads:
         poll: float,
         queues: list[str] | None,
         stopping: threading.Event,
+        hooks: WorkerHooks | None = None,
     ) -> None:
         self.worker_id, self.count, self.poll, self.queues = worker_id, count, poll, queues
         self.stopping = stopping
         # The worker's renewer (given to start()): it renews the leases of
         # the tasks run here, with the others the worker holds.
         self.renewer: Renews | None = None
-        # The worker's metrics (with --metrics-port), told of each run.
-        self.metrics: WorkerMetrics | None = None
+        # The worker's hooks (its metrics, say), told of each run.
+        self.hooks = hooks
         self.threads: list[threading.Thread] = []
         self._once = False
         # One per thread: set by ``idle`` (a task may be ready: the change feed
@@ -288,8 +289,8 @@ class QueueThreads:
         from django_bgtasks.queue.execute import execute
 
         log_started(claim)
-        if self.metrics is not None:
-            self.metrics.queued_started(claim)
+        if self.hooks is not None:
+            self.hooks.queued_started(claim)
         try:
             status = execute(
                 claim, stopping=self.stopping, renewer=self.renewer, write_end=self.write_end
@@ -314,8 +315,8 @@ class QueueThreads:
                 self._held -= Counter([claim.seq])
         duration = time.monotonic() - claim.sent_at
         log_ended(claim, status, duration)
-        if self.metrics is not None:
-            self.metrics.queued_ended(claim, status, duration, self.stopping.is_set())
+        if self.hooks is not None:
+            self.hooks.queued_ended(claim, status, duration, self.stopping.is_set())
 
     def running(self) -> int:
         """How many queued tasks are claimed here and not ended (a timed-out

@@ -51,7 +51,6 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
 
 from django_bgtasks.core.holding import RenewedHolder
 from django_bgtasks.db.outages import (
@@ -63,6 +62,7 @@ from django_bgtasks.db.outages import (
 from django_bgtasks.db.rules import RENEW_TASK
 from django_bgtasks.exceptions import LeaseLost
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.worker.hooks import WorkerHooks
 
 logger = logging.getLogger("django_bgtasks.worker")
 
@@ -71,7 +71,13 @@ class Renewer:
     """The renewal thread of one worker; see the module docstring. It starts
     with the first lease added; :meth:`close` ends it."""
 
-    def __init__(self, name: str = "bgtasks-renewer", *, timeout_grace: float = 0.0) -> None:
+    def __init__(
+        self,
+        name: str = "bgtasks-renewer",
+        *,
+        timeout_grace: float = 0.0,
+        hooks: WorkerHooks | None = None,
+    ) -> None:
         self.name = name
         self.timeout_grace = timeout_grace
         # Each held lease, and when its next renewal is due (monotonic).
@@ -91,8 +97,8 @@ class Renewer:
         self._thread: threading.Thread | None = None
         # How many renewal statements it sent (the worker's debug log says each).
         self.statements = 0
-        # Told how long each renewal statement took (the worker's metrics).
-        self.timed: Callable[[float], None] | None = None
+        # Told how long each renewal statement took (the worker's hooks).
+        self.hooks = hooks
 
     # --- what the holders call -----------------------------------------------------
 
@@ -218,8 +224,8 @@ class Renewer:
                 with self._sending:
                     self.statements += 1
                     answer = BackgroundTask.objects.work.renew_many(tasks, queued)
-                if self.timed is not None:
-                    self.timed(time.monotonic() - sent)
+                if self.hooks is not None:
+                    self.hooks.renewed(time.monotonic() - sent)
             except TRANSIENT_ERRORS as exc:
                 logger.warning(
                     "renewal of %d lease(s): database unreachable, retrying: %s", len(holders), exc

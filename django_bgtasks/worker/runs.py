@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from django_bgtasks.choices import Outcome
 from django_bgtasks.core.runner import RunningLease
+from django_bgtasks.worker.hooks import WorkerHooks
 
 logger = logging.getLogger("django_bgtasks.worker")
 
@@ -23,10 +24,10 @@ LOOK_EVERY_SECONDS = 0.1
 class Runs:
     """Task name -> its run and the thread running it."""
 
-    def __init__(self) -> None:
+    def __init__(self, hooks: WorkerHooks | None = None) -> None:
         self._runs: dict[str, tuple[RunningLease, threading.Thread]] = {}
-        # Told of each run reaped (the worker's metrics, with --metrics-port).
-        self.ended: Callable[[RunningLease], None] | None = None
+        # Told of each run reaped (the worker's hooks: its metrics, say).
+        self.hooks = hooks
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -55,8 +56,8 @@ class Runs:
             if not thread.is_alive():
                 del self._runs[name]
                 log_ended(running)
-                if self.ended is not None:
-                    self.ended(running)
+                if self.hooks is not None:
+                    self.hooks.run_ended(running)
 
     def wait(
         self, deadline: float, grace: float, waiting: Callable[[threading.Thread], bool]

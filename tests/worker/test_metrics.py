@@ -76,9 +76,10 @@ def test_a_worker_serves_its_runs_outcomes_durations_waits_and_beats(
     QueuedTask.objects.using(tasks_alias).filter(uuid=waited.id).update(
         enqueued_at=timezone.now() - dt.timedelta(seconds=60)
     )
-    worker = Worker(tasks, concurrency=3, poll=0.05, queues=["default"])
+    hooks = metrics_module.WorkerMetrics(lambda: worker.slots())
+    worker = Worker(tasks, concurrency=3, poll=0.05, queues=["default"], hooks=hooks)
     port = free_port()
-    close = metrics_module.measure(worker).serve(port, "127.0.0.1")
+    close = hooks.serve(port, "127.0.0.1")
     try:
         assert scrape(port)[("bgtasks_worker_slots", (("state", "free"),))] == 6
         worker.run(once=True)
@@ -123,8 +124,8 @@ def test_a_worker_serves_its_runs_outcomes_durations_waits_and_beats(
 
 def test_a_worker_without_metrics_port_has_no_metrics(refusal_alias: str) -> None:
     worker = Worker([make_task("m-ok", succeeds)], poll=0.05)
-    assert worker._runs.ended is None and worker.renewer.timed is None
-    assert worker.queue_threads.metrics is None
+    assert worker.hooks is None
+    assert worker._runs.hooks is worker.renewer.hooks is worker.queue_threads.hooks is None
 
 
 @pytest.mark.parametrize("port", ["0", "65536", "http", "-1"])
