@@ -29,7 +29,7 @@ from django.views.decorators.http import require_POST
 from django_bgtasks.admin.views import admin_url
 from django_bgtasks.http.responses import outside_request_transactions
 from django_bgtasks.models import QueuedTask
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import writes
 
 # A text, or one translated when it is shown (gettext_lazy).
 StrOrPromise = str | Promise
@@ -72,7 +72,7 @@ class QueuedButtons(ButtonsModelAdmin):
         result = button.operation(unquote(object_id))
         for level, text in button.said([result]):
             self.message_user(request, text, level)
-        if isinstance(result, operations.QueuedUnknown):
+        if isinstance(result, writes.QueuedUnknown):
             return HttpResponseRedirect(admin_url(self, "changelist"))
         return HttpResponseRedirect(admin_url(self, "change", quote(str(result.row.uuid))))
 

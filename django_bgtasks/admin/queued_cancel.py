@@ -3,7 +3,7 @@
 POST: :data:`CANCEL_BUTTON`, admin/queued_buttons.py), for users with the
 change permission only.
 
-Both call ``operations.cancel_queued()``, as the JSON API's ``cancel/`` and
+Both call ``writes.cancel_queued()``, as the JSON API's ``cancel/`` and
 ``bgtasks cancel`` do, and only put what it answered into messages: one for
 each kind of answer (a ready task will not run; a running one is asked to
 stop at its next ``check()``; a finished one is left), naming the tasks.
@@ -25,7 +25,7 @@ from django_bgtasks.admin.queued_buttons import Button
 from django_bgtasks.admin.queued_list import acted_on, selected_across
 from django_bgtasks.admin.queued_retry import listed
 from django_bgtasks.models import QueuedTask
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import writes
 from django_bgtasks.queue.manager import READY, RUNNING
 
 if TYPE_CHECKING:
@@ -49,24 +49,24 @@ class QueuedCancel(CancelModelAdmin):
                 gone,
             )
             self.message_user(request, text % {"count": gone}, messages.WARNING)
-        results = [operations.cancel_queued(str(row.uuid)) for row in rows]
+        results = [writes.cancel_queued(str(row.uuid)) for row in rows]
         for level, text in cancel_messages(results):
             self.message_user(request, text, level)
 
 
 def cancel_messages(
-    results: Sequence[operations.QueuedCancelResult],
+    results: Sequence[writes.QueuedCancelResult],
 ) -> list[tuple[int, str]]:
     """What the cancels did, as ``(level, text)``: one message for each kind of
     answer, naming the task, or the first few and how many more."""
     kinds: dict[str, list[str]] = {"cancelled": [], "stopping": [], "finished": [], "gone": []}
     for result in results:
         match result:
-            case operations.QueuedCancelled(row, started):
+            case writes.QueuedCancelled(row, started):
                 kinds["stopping" if started else "cancelled"].append(str(row.uuid))
-            case operations.QueuedFinished(row):
+            case writes.QueuedFinished(row):
                 kinds["finished"].append(str(row.uuid))
-            case operations.QueuedUnknown(result_id):
+            case writes.QueuedUnknown(result_id):
                 kinds["gone"].append(str(result_id))
     words = {
         "cancelled": (messages.SUCCESS, _("Cancelled %(ids)s; it will not run."),
@@ -94,6 +94,6 @@ CANCEL_BUTTON = Button(
     title=gettext_lazy("A ready task will not run; a running one stops at its next check()"),
     # While it can act: ready (it will not run), or running and not yet asked.
     shown=lambda row: row.status == READY or (row.status == RUNNING and not row.cancel_requested),
-    operation=operations.cancel_queued,
+    operation=writes.cancel_queued,
     said=cancel_messages,
 )

@@ -3,7 +3,7 @@
 :data:`RETRY_BUTTON`, admin/queued_buttons.py), for users with the change
 permission only.
 
-Both call ``operations.retry_queued()``, as the JSON API's ``retry/`` and
+Both call ``writes.retry_queued()``, as the JSON API's ``retry/`` and
 ``bgtasks retry`` do, and only put what it answered into messages: one for
 each kind of answer (a batch of a hundred says what became of them in a few
 lines), and one when nothing matched (the selected tasks were pruned since).
@@ -23,7 +23,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from django_bgtasks.admin.queued_buttons import Button
 from django_bgtasks.admin.queued_list import acted_on
 from django_bgtasks.models import QueuedTask
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import writes
 from django_bgtasks.queue.manager import FAILED
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class QueuedRetry(RetryModelAdmin):
     @admin.action(description=gettext_lazy("Retry"), permissions=["change"])
     def retry(self, request: HttpRequest, queryset: QuerySet[QueuedTask]) -> None:
         rows = acted_on(self, request, queryset)
-        results = [operations.retry_queued(str(row.uuid)) for row in rows]
+        results = [writes.retry_queued(str(row.uuid)) for row in rows]
         if not results:
             text = _("None of the selected Django tasks exists any more; nothing was retried.")
             self.message_user(request, text, messages.WARNING)
@@ -51,7 +51,7 @@ class QueuedRetry(RetryModelAdmin):
 
 
 def retry_messages(
-    results: Sequence[operations.QueuedRetryResult],
+    results: Sequence[writes.QueuedRetryResult],
 ) -> list[tuple[int, str]]:
     """What the retries did, as ``(level, text)``: one message for each kind
     of answer, naming the tasks (the first few, then how many more)."""
@@ -61,17 +61,17 @@ def retry_messages(
     unknown: list[str] = []
     for result in results:
         match result:
-            case operations.QueuedRetried(row):
+            case writes.QueuedRetried(row):
                 retried.append(str(row.uuid))
-            case operations.QueuedNotFailed(row):
+            case writes.QueuedNotFailed(row):
                 not_failed.append(f"{row.uuid} ({row.status.lower()})")
-            case operations.QueuedKeyHeld(row, holder):
+            case writes.QueuedKeyHeld(row, holder):
                 by = str(holder.uuid) if holder is not None else _("a task that just ended")
                 held.append(
                     _("%(id)s (key “%(key)s”, held by %(by)s)")
                     % {"id": row.uuid, "key": row.unique_key, "by": by}
                 )
-            case operations.QueuedUnknown(result_id):
+            case writes.QueuedUnknown(result_id):
                 unknown.append(f"“{result_id}”")
     said = []
     if retried:
@@ -109,6 +109,6 @@ RETRY_BUTTON = Button(
     label=gettext_lazy("Retry"),
     title=gettext_lazy("Run it again: ready at once, with one more attempt if it used them all"),
     shown=lambda row: row.status == FAILED,
-    operation=operations.retry_queued,
+    operation=writes.retry_queued,
     said=retry_messages,
 )

@@ -36,8 +36,7 @@ from django_bgtasks.admin.formats import id_html
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.http.responses import outside_request_transactions, task_list_response
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.operations import display
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import display, writes
 from django_bgtasks.validation import arguments_from_json, validate_name, validate_token
 
 # How much of a run's arguments the task's history (LogEntry) keeps.
@@ -76,7 +75,7 @@ class OperatorViews(TaskModelAdmin):
         try:
             validate_name(name)
         except ValueError:  # a name no task can have, so not a registered one
-            result: operations.StartResult = operations.NotRegistered(name, ())
+            result: writes.StartResult = writes.NotRegistered(name, ())
         else:
             try:
                 args, kwargs = arguments_from_json(arguments)
@@ -84,7 +83,7 @@ class OperatorViews(TaskModelAdmin):
                     given = " with " + Truncator(
                         json.dumps({"args": args, "kwargs": kwargs})
                     ).chars(LOGGED_ARGUMENTS)
-                result = operations.start(
+                result = writes.start(
                     name, args=args, kwargs=kwargs, requested_by=f"admin: {request.user}"
                 )
             except (ValueError, TypeError) as exc:  # arguments the task can't take
@@ -92,7 +91,7 @@ class OperatorViews(TaskModelAdmin):
                 self.message_user(request, text % {"name": name, "reason": exc}, messages.ERROR)
                 return
         match result:
-            case operations.Started(running):
+            case writes.Started(running):
                 self._done(
                     request,
                     name,
@@ -100,21 +99,21 @@ class OperatorViews(TaskModelAdmin):
                     % {"name": name, "token": running.token, "owner": running.owner},
                     f"Ran now{given} (token {running.token}, owner {running.owner}).",
                 )
-            case operations.Requested(state):
+            case writes.Requested(state):
                 self._done(
                     request,
                     name,
                     _("Requested “%(name)s”; a worker will run it.") % {"name": name},
                     f"Requested a run for a worker{given}.",
                 )
-            case operations.AlreadyRequested():
+            case writes.AlreadyRequested():
                 text = _("“%(name)s” already has a pending request.")
                 self.message_user(request, text % {"name": name}, messages.WARNING)
-            case operations.AlreadyHeld(state):
+            case writes.AlreadyHeld(state):
                 text = _("“%(name)s” is already running on %(owner)s.")
                 owner = state.owner if state else "?"
                 self.message_user(request, text % {"name": name, "owner": owner}, messages.WARNING)
-            case operations.NotRegistered():
+            case writes.NotRegistered():
                 text = _("“%(name)s” is not a registered task, so it can't be started here.")
                 self.message_user(request, text % {"name": name}, messages.ERROR)
 
@@ -122,12 +121,12 @@ class OperatorViews(TaskModelAdmin):
         """Request cancel: ask the holder of ``name`` (with ``token``, only that
         claim) to stop, and say how that went."""
         try:
-            result = operations.request_cancel(name, token=token)
+            result = writes.request_cancel(name, token=token)
         except ValueError as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return
         match result:
-            case operations.CancelRequested(state):
+            case writes.CancelRequested(state):
                 self._done(
                     request,
                     name,
@@ -138,22 +137,22 @@ class OperatorViews(TaskModelAdmin):
                     % {"name": name, "owner": state.owner, "token": state.token},
                     f"Requested cancel (token {state.token}, owner {state.owner}).",
                 )
-            case operations.TookOverSince(asked, state):
+            case writes.TookOverSince(asked, state):
                 text = _(
                     "“%(name)s” was not cancelled: token %(token)s no longer holds it "
                     "(another run, token %(now)s, took over)."
                 )
                 values = {"name": name, "token": asked, "now": state.token}
                 self.message_user(request, text % values, messages.WARNING)
-            case operations.NotRunning() | operations.NeverRun():
+            case writes.NotRunning() | writes.NeverRun():
                 text = _("“%(name)s” is not running; there is nothing to cancel.")
                 self.message_user(request, text % {"name": name}, messages.WARNING)
 
     def release_task(self, request: HttpRequest, name: str, token: int) -> None:
         """Force release: end the claim the operator confirmed (``token``) and
         no other, and say how that went."""
-        match operations.force_release(name, token=token):
-            case operations.Released(state):
+        match writes.force_release(name, token=token):
+            case writes.Released(state):
                 self._done(
                     request,
                     name,
@@ -164,7 +163,7 @@ class OperatorViews(TaskModelAdmin):
                     % {"name": name, "token": state.token, "owner": state.owner},
                     f"Force-released (token {state.token}, owner {state.owner}).",
                 )
-            case operations.NotRunning() | operations.TookOverSince() | operations.NeverRun():
+            case writes.NotRunning() | writes.TookOverSince() | writes.NeverRun():
                 text = _(
                     "“%(name)s” was not released: token %(token)s no longer holds it "
                     "(it finished, or another run took over)."

@@ -32,7 +32,7 @@
 
 A ``TaskState`` is :meth:`TaskState.as_json`, the shape the ``bgtasks``
 command prints too; a GET adds a registered task's ``schedule`` and
-``description`` (``operations.task_json``). Everything is read from the lease table through
+``description`` (``task_reads.task_json``). Everything is read from the lease table through
 ``BackgroundTask.objects`` (with the database's clock), so every replica
 answers alike; nothing here keeps state of its own.
 
@@ -72,9 +72,8 @@ from django_bgtasks.http.responses import (
 )
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import pause as pausing
-from django_bgtasks.operations import queued, queues
+from django_bgtasks.operations import queued, queues, task_reads, writes
 from django_bgtasks.operations import workers as worker_views
-from django_bgtasks.operations import writes as operations
 from django_bgtasks.validation import validate_name
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
@@ -125,10 +124,10 @@ def task_list(request: HttpRequest) -> HttpResponse:
 def task_detail(request: HttpRequest, name: str) -> HttpResponse:
     """``GET <prefix>/<name>/``: one task's state (``never run`` for a
     registered task with no run yet), or 404."""
-    state = operations.task_state(name)
+    state = task_reads.task_state(name)
     if state is None:
         return error(404, f"No task named {name!r} has run.")
-    item = operations.task_json(state)
+    item = task_reads.task_json(state)
     return conditional_json(request, item, [item])
 
 
@@ -144,7 +143,7 @@ def task_run(request: HttpRequest, name: str) -> HttpResponse:
     if isinstance(options, JsonResponse):
         return options
     try:
-        result = operations.start(
+        result = writes.start(
             name,
             args=options["args"],
             kwargs=options["kwargs"],
@@ -153,9 +152,9 @@ def task_run(request: HttpRequest, name: str) -> HttpResponse:
         )
     except (ValueError, TypeError) as exc:  # arguments the task can't take; the ttl
         return error(400, str(exc))
-    if isinstance(result, operations.NotRegistered):
+    if isinstance(result, writes.NotRegistered):
         return error(404, f"No background task is registered as {name!r}.")
-    if isinstance(result, operations.AlreadyHeld):
+    if isinstance(result, writes.AlreadyHeld):
         held = result.state
         holder = held.owner if held is not None else "another owner"
         return error(
@@ -163,14 +162,14 @@ def task_run(request: HttpRequest, name: str) -> HttpResponse:
             f"Task {name!r} is already running on {holder}.",
             state=held.as_json() if held is not None else None,
         )
-    if isinstance(result, operations.AlreadyRequested):
+    if isinstance(result, writes.AlreadyRequested):
         pending = result.state
         return error(
             409,
             f"Task {name!r} already has a pending request.",
             state=pending.as_json() if pending is not None else None,
         )
-    if isinstance(result, operations.Requested):  # BGTASKS_EXECUTOR = "worker"
+    if isinstance(result, writes.Requested):  # BGTASKS_EXECUTOR = "worker"
         return _accepted(name, result.state.as_json())
     # The work may already have finished; the token says which run this was.
     state = BackgroundTask.objects.get_state(name)
@@ -188,12 +187,12 @@ def task_cancel(request: HttpRequest, name: str) -> HttpResponse:
         return options
     # With a token, only that run is asked to stop: a client cancels the run
     # it showed, never a newer one that took over since.
-    result = operations.request_cancel(name, token=options["token"])
-    if isinstance(result, operations.NeverRun):
+    result = writes.request_cancel(name, token=options["token"])
+    if isinstance(result, writes.NeverRun):
         return error(404, f"No task named {name!r} has run.")
-    if isinstance(result, operations.CancelRequested):
+    if isinstance(result, writes.CancelRequested):
         return _accepted(name, result.state.as_json())
-    if isinstance(result, operations.TookOverSince):
+    if isinstance(result, writes.TookOverSince):
         message = (
             f"Task {name!r} is no longer run by token {result.token} (now {result.state.token})."
         )
@@ -207,7 +206,7 @@ def task_pause(request: HttpRequest, name: str) -> HttpResponse:
     """``POST <prefix>/<name>/pause/``: workers start nothing of ``name``
     until its unpause; a run going on finishes."""
     result = pausing.pause(name)
-    if isinstance(result, operations.NotRegistered):
+    if isinstance(result, writes.NotRegistered):
         return error(404, f"No background task is registered as {name!r}.")
     assert isinstance(result, pausing.TaskPaused)  # a name, not a queue
     return JsonResponse({**result.state.as_json(), "changed": result.changed})
@@ -335,10 +334,10 @@ def queued_cancel(request: HttpRequest, result_id: str) -> HttpResponse:
     """``POST <prefix>/django-tasks/<id>/cancel/``: 202 (a ready task will not
     run; a running one stops at its next ``check()``), 404, or 409 when it
     already finished."""
-    result = operations.cancel_queued(result_id)
-    if isinstance(result, operations.QueuedUnknown):
+    result = writes.cancel_queued(result_id)
+    if isinstance(result, writes.QueuedUnknown):
         return error(404, f"No Django Task has the id {result_id!r}.")
-    if isinstance(result, operations.QueuedFinished):
+    if isinstance(result, writes.QueuedFinished):
         return error(409, "The Django Task already finished.", task=_task_json(result.row))
     return _queued_accepted(result_id, result.row)
 
@@ -349,16 +348,16 @@ def queued_retry(request: HttpRequest, result_id: str) -> HttpResponse:
     again, 202 (ready at once, with one more attempt if it had used them
     all); 404; or 409, with the task, when it is not failed, or when another
     run of its unique key is ready or running (``held_by``, that task's id)."""
-    result = operations.retry_queued(result_id)
-    if isinstance(result, operations.QueuedUnknown):
+    result = writes.retry_queued(result_id)
+    if isinstance(result, writes.QueuedUnknown):
         return error(404, f"No Django Task has the id {result_id!r}.")
-    if isinstance(result, operations.QueuedNotFailed):
+    if isinstance(result, writes.QueuedNotFailed):
         return error(
             409,
             f"The Django Task is {result.row.status}, not FAILED: only a failed task is retried.",
             task=_task_json(result.row),
         )
-    if isinstance(result, operations.QueuedKeyHeld):
+    if isinstance(result, writes.QueuedKeyHeld):
         holder = result.holder
         return error(
             409,

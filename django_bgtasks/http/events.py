@@ -56,7 +56,7 @@ from django_bgtasks.http.responses import (
 )
 from django_bgtasks.http.stream import in_read_slot, stream_response
 from django_bgtasks.http.stream_access import Access, session_access
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import task_reads
 from django_bgtasks.validation import validate_name
 
 WATCH_SALT = "django_bgtasks.events.watch"
@@ -152,7 +152,7 @@ async def task_events(request: HttpRequest, name: str) -> HttpResponseBase:
     needs_asgi = _needs_asgi(request, reverse("bgtasks:task", args=[name]))
     if needs_asgi is not None:
         return needs_asgi
-    if await sync_to_async(in_read_slot(operations.task_state))(name) is None:
+    if await sync_to_async(in_read_slot(task_reads.task_state))(name) is None:
         return error(404, f"No task named {name!r} has run.")
     return stream_response(frozenset([name]), session_access(request).allowed, request)
 
@@ -164,10 +164,10 @@ def watch(request: HttpRequest, signed: str) -> HttpResponse:
     found = _watched(signed)
     if isinstance(found, HttpResponse):
         return found
-    state = operations.task_state(found[0])
+    state = task_reads.task_state(found[0])
     if state is None:
         return error(404, f"No task named {found[0]!r} has run.")
-    item = operations.task_json(state)
+    item = task_reads.task_json(state)
     return conditional_json(request, item, [item])
 
 
@@ -182,7 +182,7 @@ async def watch_events(request: HttpRequest, signed: str) -> HttpResponseBase:
     refused = _needs_asgi(request, reverse("bgtasks:watch", args=[signed]))
     if refused is not None:
         return refused
-    if await sync_to_async(in_read_slot(operations.task_state))(name) is None:
+    if await sync_to_async(in_read_slot(task_reads.task_state))(name) is None:
         return error(404, f"No task named {name!r} has run.")
     return stream_response(
         frozenset([name]), Access(lambda: time.time() < until, local=True).allowed, request

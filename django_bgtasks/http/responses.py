@@ -32,7 +32,7 @@ from django.utils.cache import get_conditional_response, patch_cache_control, pa
 from django.views.decorators.csrf import csrf_exempt
 
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import task_reads
 
 AnyView = TypeVar("AnyView", bound=Callable[..., Any])  # a sync or an async view
 
@@ -153,9 +153,9 @@ def conditional_json(
 def task_list_response(request: HttpRequest, *, never_run: bool = False) -> HttpResponse:
     """Every task's state; shared with the admin's live view. With
     ``never_run``, the registered tasks that never ran too, and each
-    registered task's schedule and description (``operations.task_states``)."""
+    registered task's schedule and description (``task_reads.task_states``)."""
     if never_run:
-        items = [operations.task_json(state) for state in operations.task_states()]
+        items = [task_reads.task_json(state) for state in task_reads.task_states()]
     else:
         items = [state.as_json() for state in BackgroundTask.objects.list_states()]
     return conditional_json(request, {"tasks": items}, items)

@@ -40,7 +40,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import task_reads
 from django_bgtasks.push import feed as changes
 from django_bgtasks.validation import progress_interval
 
@@ -56,14 +56,14 @@ class _Item:
     """One task's state as the streams send it, rendered once for all of them."""
 
     name: str
-    data: dict[str, Any]  # operations.task_json(); shared, never changed
+    data: dict[str, Any]  # task_reads.task_json(); shared, never changed
     body: str  # the data as compact JSON, which never holds a raw newline
     tag: bytes  # a digest of the data, heartbeat times aside
     run: tuple[Any, ...]  # what tells one run's progress from another run
 
     @classmethod
     def of(cls, state: TaskState) -> _Item:
-        data = operations.task_json(state)
+        data = task_reads.task_json(state)
         body = json.dumps(data, separators=(",", ":"))
         kept = {key: value for key, value in data.items() if key not in changes.HEARTBEAT_FIELDS}
         tagged = json.dumps(kept, sort_keys=True, separators=(",", ":"))
@@ -135,9 +135,9 @@ def in_read_slot(work: Callable[..., _T]) -> Callable[..., _T]:
 
 def _snapshot(names: frozenset[str] | None) -> dict[str, _Item]:
     if names is None:
-        states = operations.task_states()
+        states = task_reads.task_states()
     else:
-        states = [s for s in map(operations.task_state, sorted(names)) if s is not None]
+        states = [s for s in map(task_reads.task_state, sorted(names)) if s is not None]
     return {state.name: _Item.of(state) for state in states}
 
 

@@ -24,8 +24,7 @@ from django_bgtasks.exceptions import LeaseLost, TaskCancelled
 from django_bgtasks.management.interrupts import stop_on_signals
 from django_bgtasks.management.terminal import ProgressBar, printable
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.operations import display
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import display, writes
 
 # How often `run` reads the task's state to redraw its progress bar.
 RUN_POLL_SECONDS = 0.2
@@ -41,7 +40,7 @@ def run(
     kwargs: dict[str, Any] | None = None,
 ) -> None:
     """``run NAME``: claim ``name`` here (with ``args`` and ``kwargs``, checked
-    by ``operations.start()`` as for every surface), follow it to its end,
+    by ``writes.start()`` as for every surface), follow it to its end,
     and say how it ended."""
     stop, interrupts = threading.Event(), [0]
     # Signals are handled from before the claim: an interrupt just after
@@ -62,19 +61,17 @@ def _start(
 ) -> RunningLease:
     try:
         # Here, in the foreground, whatever BGTASKS_EXECUTOR says.
-        result = operations.start(
-            name, args=args, kwargs=kwargs, ttl=ttl, executor=EXECUTOR_THREAD
-        )
+        result = writes.start(name, args=args, kwargs=kwargs, ttl=ttl, executor=EXECUTOR_THREAD)
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc)) from None
-    if isinstance(result, operations.NotRegistered):
+    if isinstance(result, writes.NotRegistered):
         known = ", ".join(result.registered) or "none"
         raise CommandError(f"No background task is registered as {name!r} (registered: {known}).")
-    if isinstance(result, operations.AlreadyHeld):
+    if isinstance(result, writes.AlreadyHeld):
         held = result.state
         holder = f"{held.owner} (token {held.token})" if held else "another owner"
         raise CommandError(f"Task {name!r} is already running on {holder}.")
-    assert isinstance(result, operations.Started)  # not a request: executor "thread"
+    assert isinstance(result, writes.Started)  # not a request: executor "thread"
     return result.running
 
 
@@ -99,7 +96,7 @@ def _follow(
             if not cancel_sent:
                 cancel_sent = True
                 # This run only, never one that took over since.
-                operations.request_cancel(running.name, token=running.token)
+                writes.request_cancel(running.name, token=running.token)
                 bar.close()
                 stdout.write(
                     style.WARNING(

@@ -25,7 +25,7 @@ from django_bgtasks.choices import QueueStatus, Status
 from django_bgtasks.conf import lease_backends
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.operations.queued import count_capped, queue_names
-from django_bgtasks.operations.writes import task_states
+from django_bgtasks.operations.task_reads import task_states
 from django_bgtasks.queue.lag import queue_lag
 
 # The statuses bgtasks_queue_tasks counts: the work not done yet.

@@ -31,7 +31,8 @@ from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.models import BackgroundTask, QueuedTask
-from django_bgtasks.operations.writes import NotRegistered, task_state
+from django_bgtasks.operations.task_reads import task_state
+from django_bgtasks.operations.writes import NotRegistered
 from django_bgtasks.validation import validate_name, validate_queue_name
 
 

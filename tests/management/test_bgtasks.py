@@ -24,7 +24,7 @@ from django_bgtasks import RunningLease, background_task
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.core.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import task_reads
 from tests.dbtools import a_worker_runs, backdate, rows, runs
 from tests.procs import ROOT, worker_env
 
@@ -72,7 +72,7 @@ def test_list_json_is_only_json_in_the_api_shape(site_alias: str) -> None:
 
     assert set(data) == {"tasks", "django_tasks"}
     # The API's list: the rows, and the registered tasks that never ran.
-    expected = [operations.task_json(state) for state in operations.task_states()]
+    expected = [task_reads.task_json(state) for state in task_reads.task_states()]
     assert [without_age(task) for task in data["tasks"]] == [without_age(t) for t in expected]
     listed = {task["name"]: task for task in data["tasks"]}
     assert listed["cleanup"]["progress"] == 0.25

@@ -20,7 +20,7 @@ from django_bgtasks import registered_tasks
 from django_bgtasks.core.leases import default_owner
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import task_reads, writes
 from django_bgtasks.operations.writes import (
     AlreadyHeld,
     CancelRequested,
@@ -72,7 +72,7 @@ def finished_run(name: str, owner: str = "a") -> int:
 def test_start_of_an_unregistered_name_is_not_registered_and_writes_nothing(
     db_alias: str,
 ) -> None:
-    result = operations.start("nobody-registered-this")
+    result = writes.start("nobody-registered-this")
     assert result == NotRegistered("nobody-registered-this", tuple(registered_tasks()))
     assert {QUICK, SLOW, "surface-fails"} <= set(result.registered)
     assert rows(db_alias) == [] and runs(db_alias) == []
@@ -88,13 +88,13 @@ def test_a_request_for_a_worker_is_refused_with_nothing_written_unless_a_worker_
     finished_run("adhoc")  # a lease() row: no worker runs it
     before = (rows(db_alias), runs(db_alias))
     for name in ("nobody-registered-this", "adhoc"):
-        assert operations.start(name) == NotRegistered(name, tuple(registered_tasks()))
+        assert writes.start(name) == NotRegistered(name, tuple(registered_tasks()))
     with pytest.raises(TypeError, match="missing a required argument: 'numbers'"):
-        operations.start("surface-sum")  # tests/testapp; Run now gives no arguments
+        writes.start("surface-sum")  # tests/testapp; Run now gives no arguments
     assert (rows(db_alias), runs(db_alias)) == before
 
     a_worker_runs("worker-only")  # registered by a worker process alone
-    requested = expect(operations.start("worker-only", requested_by="ops"), Requested)
+    requested = expect(writes.start("worker-only", requested_by="ops"), Requested)
     assert requested.state.status == "requested"
     assert BackgroundTask.objects.get(name="worker-only").requested_by == "ops"
 
@@ -102,20 +102,20 @@ def test_a_request_for_a_worker_is_refused_with_nothing_written_unless_a_worker_
 def test_start_runs_a_registered_task_and_a_second_start_finds_it_held(
     db_alias: str, settle: Callable[..., Any]
 ) -> None:
-    result = operations.start(SLOW)
+    result = writes.start(SLOW)
     assert isinstance(result, Started)
     running = result.running
     assert (running.name, running.owner, running.ttl) == (SLOW, default_owner(), 3.0)
     state = objects.get_state(SLOW)
     assert (state.running, state.token, state.owner) == (True, running.token, running.owner)
 
-    again = expect(operations.start(SLOW), AlreadyHeld)
+    again = expect(writes.start(SLOW), AlreadyHeld)
     assert again.state is not None
     assert (again.state.running, again.state.token) == (True, running.token)
     assert again.state.owner == running.owner
     assert objects.get_state(SLOW).token == running.token  # not claimed a second time
 
-    cancel = expect(operations.request_cancel(SLOW, token=running.token), CancelRequested)
+    cancel = expect(writes.request_cancel(SLOW, token=running.token), CancelRequested)
     assert cancel.state.cancel_requested
     assert settle(SLOW).outcome == "cancelled"
     assert [run["token"] for run in runs(db_alias)] == [running.token]
@@ -124,14 +124,14 @@ def test_start_runs_a_registered_task_and_a_second_start_finds_it_held(
 def test_start_of_a_task_held_elsewhere_names_the_holder(db_alias: str) -> None:
     claim = objects.try_claim(QUICK, "web-2:4711:5e1f", {"done": 1}, ttl=30)
     before = rows(db_alias)
-    result = expect(operations.start(QUICK), AlreadyHeld)
+    result = expect(writes.start(QUICK), AlreadyHeld)
     assert result.state is not None
     assert (result.state.owner, result.state.token) == ("web-2:4711:5e1f", claim.token)
     assert rows(db_alias) == before
 
 
 def test_start_takes_a_ttl_for_this_run(db_alias: str, settle: Callable[..., Any]) -> None:
-    result = operations.start(QUICK, ttl=45)
+    result = writes.start(QUICK, ttl=45)
     assert isinstance(result, Started) and result.running.ttl == 45.0
     state = settle(QUICK)
     assert (state.ttl, state.outcome, state.value) == (45.0, "succeeded", {"done": 3, "total": 3})
@@ -142,12 +142,12 @@ def test_start_passes_its_arguments_to_the_run_and_to_a_request(
     db_alias: str, settle: Callable[..., Any], settings: Any
 ) -> None:
     # surface-sum(lease, numbers), tests/testapp
-    result = expect(operations.start(SUM, args=[[1, 2]]), Started)
+    result = expect(writes.start(SUM, args=[[1, 2]]), Started)
     assert settle(SUM).outcome == "succeeded"
     assert result.running.wait(5) and result.running.result == 3
 
     settings.BGTASKS_EXECUTOR = "worker"
-    requested = expect(operations.start(SUM, kwargs={"numbers": [5]}), Requested)
+    requested = expect(writes.start(SUM, kwargs={"numbers": [5]}), Requested)
     assert requested.state.status == "requested"
     assert BackgroundTask.objects.get(name=SUM).request == {"args": [], "kwargs": {"numbers": [5]}}
 
@@ -173,7 +173,7 @@ def test_start_refuses_arguments_the_task_cant_take_and_writes_nothing(
     run and request), whichever executor: checked before anything is written."""
     settings.BGTASKS_EXECUTOR = executor
     with pytest.raises(TypeError, match=re.escape(match)):
-        operations.start(name, **arguments)
+        writes.start(name, **arguments)
     assert rows(refusal_alias) == [] and runs(refusal_alias) == []
 
 
@@ -181,9 +181,9 @@ def test_start_refuses_arguments_the_task_cant_take_and_writes_nothing(
 
 
 def test_request_cancel_of_a_name_that_never_ran(db_alias: str) -> None:
-    assert operations.request_cancel("never-claimed") == NeverRun("never-claimed", False)
+    assert writes.request_cancel("never-claimed") == NeverRun("never-claimed", False)
     # A registered task that never ran could be started: the result says so.
-    assert operations.request_cancel(QUICK) == NeverRun(QUICK, True)
+    assert writes.request_cancel(QUICK) == NeverRun(QUICK, True)
     assert rows(db_alias) == []
 
 
@@ -191,7 +191,7 @@ def test_request_cancel_of_a_name_that_never_ran(db_alias: str) -> None:
 def test_request_cancel_of_a_held_lease(db_alias: str, by_token: bool) -> None:
     claim = objects.try_claim("job", "a", ttl=30)
     result = expect(
-        operations.request_cancel("job", token=claim.token if by_token else None),
+        writes.request_cancel("job", token=claim.token if by_token else None),
         CancelRequested,
     )
     assert (result.state.cancel_requested, result.state.token) == (True, claim.token)
@@ -207,7 +207,7 @@ def test_request_cancel_with_a_stale_token_names_the_claim_that_took_over(
     old = finished_run("job")
     new = objects.try_claim("job", "b", ttl=30)
     before = rows(db_alias)
-    result = expect(operations.request_cancel("job", token=old), TookOverSince)
+    result = expect(writes.request_cancel("job", token=old), TookOverSince)
     assert result.token == old
     assert (result.state.token, result.state.owner) == (new.token, "b")
     assert rows(db_alias) == before  # the newer run was not asked to stop
@@ -219,7 +219,7 @@ def test_request_cancel_of_an_idle_or_silent_task_is_not_running(db_alias: str) 
     backdate(db_alias, "silent", 31)
     before = rows(db_alias)
     for name, with_token in [("idle", None), ("idle", token), ("silent", None)]:
-        result = expect(operations.request_cancel(name, token=with_token), NotRunning)
+        result = expect(writes.request_cancel(name, token=with_token), NotRunning)
         assert not result.state.running, (name, with_token)
     assert rows(db_alias) == before
 
@@ -232,7 +232,7 @@ def test_force_release_of_a_held_lease_with_its_token(db_alias: str, silent: boo
     claim = objects.try_claim("job", "a", {"done": 2}, ttl=30)
     if silent:
         backdate(db_alias, "job", 31)
-    result = expect(operations.force_release("job", token=claim.token), Released)
+    result = expect(writes.force_release("job", token=claim.token), Released)
     assert (result.state.running, result.state.outcome) == (False, "released-by-operator")
     [run] = runs(db_alias)
     assert (run["token"], run["owner"], run["outcome"], run["value"]) == (
@@ -250,7 +250,7 @@ def test_force_release_with_another_token_names_the_claim_that_holds_it(
     old = finished_run("job")
     new = objects.try_claim("job", "b", ttl=30)
     before = (rows(db_alias), runs(db_alias))
-    result = expect(operations.force_release("job", token=old), TookOverSince)
+    result = expect(writes.force_release("job", token=old), TookOverSince)
     assert result.token == old
     assert (result.state.running, result.state.token) == (True, new.token)
     assert (rows(db_alias), runs(db_alias)) == before
@@ -259,14 +259,14 @@ def test_force_release_with_another_token_names_the_claim_that_holds_it(
 def test_force_release_of_an_idle_row_is_not_running(db_alias: str) -> None:
     token = finished_run("job")
     before = (rows(db_alias), runs(db_alias))
-    result = expect(operations.force_release("job", token=token), NotRunning)
+    result = expect(writes.force_release("job", token=token), NotRunning)
     assert (result.state.token, result.state.outcome) == (token, "succeeded")
     assert (rows(db_alias), runs(db_alias)) == before
 
 
 def test_force_release_of_a_name_that_never_ran(db_alias: str) -> None:
-    assert operations.force_release("never-claimed", token=1) == NeverRun("never-claimed", False)
-    assert operations.force_release(QUICK, token=1) == NeverRun(QUICK, True)
+    assert writes.force_release("never-claimed", token=1) == NeverRun("never-claimed", False)
+    assert writes.force_release(QUICK, token=1) == NeverRun(QUICK, True)
     assert rows(db_alias) == [] and runs(db_alias) == []
 
 
@@ -276,7 +276,7 @@ def test_force_release_of_a_name_that_never_ran(db_alias: str) -> None:
 def test_task_states_are_every_row_and_every_registered_task(db_alias: str) -> None:
     finished_run("cleanup")  # a row for no registered task
     finished_run(QUICK)  # a registered task that ran
-    states = operations.task_states()
+    states = task_reads.task_states()
 
     names = [state.name for state in states]
     assert names == sorted({"cleanup", *registered_tasks()})
@@ -293,9 +293,9 @@ def test_task_state_of_a_name_with_a_row_registered_or_neither(
     db_alias: str, settings: Any
 ) -> None:
     finished_run("cleanup")
-    assert as_stored(operations.task_state("cleanup")) == as_stored(objects.get_state("cleanup"))
-    assert operations.task_state(QUICK) == TaskState.never_run(QUICK, 30.0)
-    assert operations.task_state("nope") is None
+    assert as_stored(task_reads.task_state("cleanup")) == as_stored(objects.get_state("cleanup"))
+    assert task_reads.task_state(QUICK) == TaskState.never_run(QUICK, 30.0)
+    assert task_reads.task_state("nope") is None
     assert [row["name"] for row in rows(db_alias)] == ["cleanup"]  # nothing written
 
 
@@ -308,7 +308,7 @@ def test_a_never_run_task_without_a_ttl_has_the_default_ttl(db_alias: str, setti
     def default_ttl(running: Any) -> None:
         """No ttl of its own."""
 
-    [state] = [s for s in operations.task_states() if s.name == "op-default-ttl"]
+    [state] = [s for s in task_reads.task_states() if s.name == "op-default-ttl"]
     assert (state.ttl, state.status, state.token) == (45, "never run", 0)
 
 
@@ -319,75 +319,73 @@ def test_task_json_adds_a_registered_tasks_schedule_and_description(
 
     finished_run("cleanup")
     cleanup = objects.get_state("cleanup")
-    assert operations.task_json(cleanup) == cleanup.as_json()
-    quick = operations.task_state(QUICK)
-    assert operations.task_json(quick) == quick.as_json() | {
+    assert task_reads.task_json(cleanup) == cleanup.as_json()
+    quick = task_reads.task_state(QUICK)
+    assert task_reads.task_json(quick) == quick.as_json() | {
         "schedule": "",
         "description": "Counts to three, reporting each step.",
     }
     settings.BGTASKS_SCHEDULES = {QUICK: dt.timedelta(minutes=1)}
-    assert operations.task_json(quick)["schedule"] == "every 60s"
+    assert task_reads.task_json(quick)["schedule"] == "every 60s"
     settings.BGTASKS_SCHEDULES = {QUICK: "not a schedule"}  # bgtasks.E008
-    assert operations.task_json(quick)["schedule"] == ""
+    assert task_reads.task_json(quick)["schedule"] == ""
 
 
 def test_task_state_refuses_a_bad_name(db_alias: str) -> None:
     with pytest.raises(ValueError, match="'/'"):
-        operations.task_state("a/b")
+        task_reads.task_state("a/b")
 
 
 # --- bad input ---------------------------------------------------------------------------
 
 BAD_CALLS = [
-    pytest.param(lambda: operations.start(""), ValueError, "blank", id="start-blank-name"),
-    pytest.param(lambda: operations.start("a/b"), ValueError, "'/'", id="start-slash"),
-    pytest.param(lambda: operations.start(None), TypeError, "must be a str", id="start-none"),
-    pytest.param(lambda: operations.start(QUICK, ttl=0), ValueError, "ttl", id="start-ttl-0"),
-    pytest.param(lambda: operations.start(QUICK, ttl="30"), TypeError, "ttl", id="start-ttl-str"),
+    pytest.param(lambda: writes.start(""), ValueError, "blank", id="start-blank-name"),
+    pytest.param(lambda: writes.start("a/b"), ValueError, "'/'", id="start-slash"),
+    pytest.param(lambda: writes.start(None), TypeError, "must be a str", id="start-none"),
+    pytest.param(lambda: writes.start(QUICK, ttl=0), ValueError, "ttl", id="start-ttl-0"),
+    pytest.param(lambda: writes.start(QUICK, ttl="30"), TypeError, "ttl", id="start-ttl-str"),
+    pytest.param(lambda: writes.request_cancel(" "), ValueError, "blank", id="cancel-blank-name"),
     pytest.param(
-        lambda: operations.request_cancel(" "), ValueError, "blank", id="cancel-blank-name"
+        lambda: writes.request_cancel("held", token=0), ValueError, "between", id="cancel-0"
     ),
     pytest.param(
-        lambda: operations.request_cancel("held", token=0), ValueError, "between", id="cancel-0"
-    ),
-    pytest.param(
-        lambda: operations.request_cancel("held", token=True),
+        lambda: writes.request_cancel("held", token=True),
         TypeError,
         "must be an int",
         id="cancel-true",
     ),
     pytest.param(
-        lambda: operations.request_cancel("held", token="1"),  # noqa: S106  (a str, not an int)
+        lambda: writes.request_cancel("held", token="1"),  # noqa: S106  (a str, not an int)
         TypeError,
         "must be an int",
         id="cancel-str",
     ),
     pytest.param(
-        lambda: operations.force_release("", token=1), ValueError, "blank", id="release-blank"
+        lambda: writes.force_release("", token=1), ValueError, "blank", id="release-blank"
     ),
     pytest.param(
-        lambda: operations.force_release("held", token=0), ValueError, "between", id="release-0"
+        lambda: writes.force_release("held", token=0), ValueError, "between", id="release-0"
     ),
     pytest.param(
-        lambda: operations.force_release("held", token=True),
+        lambda: writes.force_release("held", token=True),
         TypeError,
         "must be an int",
         id="release-true",
     ),
     pytest.param(
-        lambda: operations.force_release("held", token="1"),  # noqa: S106  (a str, not an int)
+        lambda: writes.force_release("held", token="1"),  # noqa: S106  (a str, not an int)
         TypeError,
         "must be an int",
         id="release-str",
     ),
     pytest.param(
-        lambda: operations.force_release("held", token=None),
+        lambda: writes.force_release("held", token=None),
         TypeError,
         "needs the token",
         id="release-token-none",
     ),
     pytest.param(
-        lambda: operations.force_release("held"),  # type: ignore[call-arg]
+        lambda: writes.force_release("held"),  # type: ignore[call-arg]
         TypeError,
         "token",
         id="release-no-token",
@@ -422,8 +420,8 @@ def test_retry_queued_puts_a_failed_task_back_and_reads_it_back(tasks_alias: str
 
     result = djtasks.add.enqueue(1, 2)
     QueuedTask.objects.cancel(result.id)
-    answer = operations.retry_queued(result.id.upper())  # any spelling of the id
-    assert isinstance(answer, operations.QueuedRetried)
+    answer = writes.retry_queued(result.id.upper())  # any spelling of the id
+    assert isinstance(answer, writes.QueuedRetried)
     assert (str(answer.row.uuid), answer.row.status) == (result.id, "READY")
     assert answer.row == QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
     assert answer.row.max_attempts == 1 and len(answer.row.errors) == 1
@@ -444,8 +442,8 @@ def test_retry_queued_of_a_task_that_is_not_failed_says_what_it_is_and_writes_no
     ready = djtasks.add.enqueue(3, 3)
     before = queued_rows(tasks_alias)
     for result, status in ((done, "SUCCESSFUL"), (running, "RUNNING"), (ready, "READY")):
-        answer = operations.retry_queued(result.id)
-        assert type(answer) is operations.QueuedNotFailed
+        answer = writes.retry_queued(result.id)
+        assert type(answer) is writes.QueuedNotFailed
         assert (str(answer.row.uuid), answer.row.status) == (result.id, status)
     assert queued_rows(tasks_alias) == before
 
@@ -461,7 +459,7 @@ def test_retry_queued_of_an_unknown_or_malformed_id_is_unknown_and_writes_nothin
 
     QueuedTask.objects.cancel(djtasks.add.enqueue(1, 1).id)
     before = queued_rows(tasks_alias)
-    assert operations.retry_queued(result_id) == operations.QueuedUnknown(result_id)
+    assert writes.retry_queued(result_id) == writes.QueuedUnknown(result_id)
     assert queued_rows(tasks_alias) == before
 
 
@@ -476,8 +474,8 @@ def test_retry_queued_of_a_unique_task_whose_key_is_held_names_the_holder(
     QueuedTask.objects.cancel(failed.id)
     holder = djtasks.unique_record.enqueue(record, "b")
     before = queued_rows(tasks_alias)
-    answer = operations.retry_queued(failed.id)
-    assert type(answer) is operations.QueuedKeyHeld
+    answer = writes.retry_queued(failed.id)
+    assert type(answer) is writes.QueuedKeyHeld
     assert (str(answer.row.uuid), answer.row.status) == (failed.id, "FAILED")
     assert answer.holder is not None and str(answer.holder.uuid) == holder.id
     assert queued_rows(tasks_alias) == before

@@ -749,14 +749,14 @@ def test_a_bad_site_schedule_stops_the_worker_before_it_starts(
 
 
 def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, settings: Any) -> None:
-    from django_bgtasks.operations import writes as operations
+    from django_bgtasks.operations import writes
 
     settings.BGTASKS_EXECUTOR = "worker"
-    result = operations.start("surface-quick", requested_by="someone")
-    assert isinstance(result, operations.Requested)
+    result = writes.start("surface-quick", requested_by="someone")
+    assert isinstance(result, writes.Requested)
     assert result.state.status == Status.REQUESTED and not result.state.running
-    again = operations.start("surface-quick")
-    assert isinstance(again, operations.AlreadyRequested)
+    again = writes.start("surface-quick")
+    assert isinstance(again, writes.AlreadyRequested)
     row = BackgroundTask.objects.get(name="surface-quick")
     assert (row.requested_by, row.request, row.token) == (
         "someone",
@@ -764,8 +764,8 @@ def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, setti
         0,
     )
     # `bgtasks run` (executor="thread") still runs here, in this process.
-    started = operations.start("surface-quick", executor="thread")
-    assert isinstance(started, operations.Started)
+    started = writes.start("surface-quick", executor="thread")
+    assert isinstance(started, writes.Started)
     assert started.running.wait(10)
 
 

@@ -13,7 +13,7 @@ and ``request NAME`` (``management/workers.py``), and ``health [--workers N]``
 as the admin and the JSON API do, so it gives the same answer on every
 replica. ``list`` and ``show`` include registered tasks that never ran
 (status ``never run``). ``--json`` (on ``list`` and ``show``) prints only
-JSON, in the API's shape (``operations.task_json()``). Failures raise
+JSON, in the API's shape (``task_reads.task_json()``). Failures raise
 ``CommandError``: a message on stderr and exit status 1. An option value that
 breaks its rule is refused while the command line is parsed, as argparse
 refuses any bad argument (usage on stderr, exit status 2; from
@@ -58,8 +58,7 @@ from django_bgtasks.management import (
     workers,
 )
 from django_bgtasks.management.terminal import write_json
-from django_bgtasks.operations import display, queued, queues
-from django_bgtasks.operations import writes as operations
+from django_bgtasks.operations import display, queued, queues, task_reads, writes
 from django_bgtasks.operations.health import problem
 from django_bgtasks.operations.permissions import allowed
 from django_bgtasks.operations.prune import WouldPrune, prune
@@ -101,14 +100,14 @@ class Command(BaseCommand):
         if limit is not None:
             raise CommandError("--limit goes with a filter option (--status, --queue, ...).")
         # Every task with a row, and every registered one (also never run).
-        states = operations.task_states()
+        states = task_reads.task_states()
         rows = queued.queued_tasks()
         paused = queues.paused_queues()
         if json_output:
             write_json(
                 self.stdout,
                 {
-                    "tasks": [operations.task_json(state) for state in states],
+                    "tasks": [task_reads.task_json(state) for state in states],
                     "django_tasks": [queued.queued_json(row, paused) for row in rows],
                 },
             )
@@ -147,7 +146,7 @@ class Command(BaseCommand):
             return
         state = self._state(name)
         if json_output:
-            write_json(self.stdout, operations.task_json(state))
+            write_json(self.stdout, task_reads.task_json(state))
         else:
             reads.show_task(self.stdout, self.style, state)
 
@@ -213,8 +212,8 @@ class Command(BaseCommand):
         # End the claim this command saw (or was told), never one that took over since.
         token = state.token if token is None else token
         with _bad_input_refused():
-            result = operations.force_release(name, token=token)
-        if not isinstance(result, operations.Released):
+            result = writes.force_release(name, token=token)
+        if not isinstance(result, writes.Released):
             raise CommandError(f"Task {name!r} was not released: {_no_longer_holds(token)}")
         self.stdout.write(
             self.style.SUCCESS(
@@ -239,8 +238,8 @@ class Command(BaseCommand):
         # Ask the run this command saw (or was told), never one that took over since.
         token = state.token if token is None else token
         with _bad_input_refused():
-            result = operations.request_cancel(name, token=token)
-        if not isinstance(result, operations.CancelRequested):
+            result = writes.request_cancel(name, token=token)
+        if not isinstance(result, writes.CancelRequested):
             raise CommandError(f"Task {name!r} was not cancelled: {_no_longer_holds(token)}")
         try:
             within = f" (heartbeats every {display.seconds(heartbeat_interval(state.ttl))})"
@@ -254,10 +253,10 @@ class Command(BaseCommand):
         )
 
     def _cancel_queued(self, result_id: str) -> None:
-        result = operations.cancel_queued(result_id)
-        if isinstance(result, operations.QueuedUnknown):
+        result = writes.cancel_queued(result_id)
+        if isinstance(result, writes.QueuedUnknown):
             raise CommandError(f"No Django Task has the id {result_id!r}.")
-        if isinstance(result, operations.QueuedFinished):
+        if isinstance(result, writes.QueuedFinished):
             raise CommandError(
                 f"Django Task {result_id} already finished ({result.row.status.lower()}); "
                 "there is nothing to cancel."
@@ -285,16 +284,16 @@ class Command(BaseCommand):
         if bulk.by_filter(self, "retry", result_id, options, dry_run=dry_run, either=either):
             return
         assert result_id is not None
-        result = operations.retry_queued(result_id)
-        if isinstance(result, operations.QueuedUnknown):
+        result = writes.retry_queued(result_id)
+        if isinstance(result, writes.QueuedUnknown):
             raise CommandError(_unknown_queued(result_id))
         row = result.row
-        if isinstance(result, operations.QueuedNotFailed):
+        if isinstance(result, writes.QueuedNotFailed):
             raise CommandError(
                 f"Django Task {result_id} is {row.status.lower()}, not failed; only a failed "
                 "task is retried."
             )
-        if isinstance(result, operations.QueuedKeyHeld):
+        if isinstance(result, writes.QueuedKeyHeld):
             holder = f" ({result.holder.uuid})" if result.holder is not None else ""
             raise CommandError(
                 f"Django Task {result_id} was not retried: another run of its unique key "
@@ -366,7 +365,7 @@ class Command(BaseCommand):
     def _state(self, name: str) -> TaskState:
         """``name``'s state; a registered task that never ran has one too."""
         with _bad_input_refused():
-            state = operations.task_state(name)
+            state = task_reads.task_state(name)
         if state is None:
             raise CommandError(f"No task named {name!r} has run, and none is registered.")
         return state
