@@ -111,8 +111,8 @@ def scrape() -> bytes:
     """What the view does once the request is authenticated."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from django_bgtasks.http.metrics import ClusterCollector
-    from django_bgtasks.operations.metrics import cluster_counts
+    from django_bgtasks.http.monitoring import ClusterCollector
+    from django_bgtasks.operations.cluster import cluster_counts
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ClusterCollector(cluster_counts()))

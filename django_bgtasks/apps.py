@@ -18,7 +18,7 @@ class BgTasksConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
 
         # Importing a check module registers its checks.
-        from django_bgtasks.checks import database, metrics, settings, tasks  # noqa: F401
+        from django_bgtasks.checks import database, metrics_view, settings, tasks  # noqa: F401
 
         # Register every app's @background_task functions, so that the admin,
         # the API and the command can start them by name on any replica.

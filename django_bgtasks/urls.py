@@ -17,7 +17,7 @@ from __future__ import annotations
 from django.urls import path
 
 from django_bgtasks.http import api as views
-from django_bgtasks.http import bulk, events, metrics
+from django_bgtasks.http import bulk, events, monitoring
 
 app_name = "bgtasks"
 
@@ -30,8 +30,8 @@ urlpatterns = [
     path("watch/<str:signed>/events/", events.watch_events, name="watch-events"),
     # Prometheus' metrics and the orchestrators' readiness probe; before
     # "<name>/", so tasks named "metrics" or "ready" are not reachable by GET here.
-    path("metrics/", metrics.metrics, name="metrics"),
-    path("ready/", metrics.ready, name="ready"),
+    path("metrics/", monitoring.metrics, name="metrics"),
+    path("ready/", monitoring.ready, name="ready"),
     # The workers; before "<name>/", so a task named "workers" is not reachable by GET here.
     path("workers/", views.worker_list, name="workers"),
     # Django Tasks (LeaseBackend), by result id; before "<name>/", so a

@@ -379,7 +379,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "queue.execute",
             "queue.enqueue",
             "queue.backend",
-            "queue.schedules",
+            "queue.task_schedules",
             "queue.lag",
             "queue.rollup",
             "backend",
@@ -649,3 +649,28 @@ def test_the_layer_table_is_the_layers() -> None:
         if row[1].strip() not in ("layer", "")
     }
     assert table == {name: list(prefixes) for name, prefixes in LAYERS}
+
+
+# A module's name says what it holds: a name two modules share is one feature
+# at two layers (its operation, and a surface's translation of it), or a
+# public path and what it names. Any other repeat fails (two metrics.py that
+# meant four things, and three schedules.py, did: issue 52).
+SAME_FEATURE = {
+    "backend.py": "the public path django_bgtasks.backend, and queue/backend.py it names",
+    "events.py": "the public path django_bgtasks.events, and http/events.py it names",
+    "bulk.py": "bulk actions: the operation, the API's and the command's",
+    "dashboard.py": "the dashboard: its reads, and the admin's view",
+    "pauses.py": "pauses: the admin's actions and the command's (the operation is pause.py)",
+    "queued.py": "the Django Tasks list: the operator's reads, and the admin's",
+    "workers.py": "the workers: the operator's reads, and the command's",
+}
+
+
+def test_a_module_name_is_one_feature() -> None:
+    names: dict[str, list[str]] = {}
+    for module in _modules():
+        names.setdefault(module.name, []).append(str(module))
+    repeated = {name for name, found in names.items() if len(found) > 1}
+    assert repeated == set(SAME_FEATURE), {
+        name: names.get(name) for name in repeated ^ set(SAME_FEATURE)
+    }

@@ -37,7 +37,7 @@ from django_bgtasks.choices import Status
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.operations import display
-from django_bgtasks.queue.schedules import ScheduleError, task_schedules
+from django_bgtasks.queue.task_schedules import ScheduleError, task_schedules
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrOrPromise
@@ -346,7 +346,7 @@ class TaskColumns(TaskModelAdmin):
 
 def _enqueued_by(name: str) -> str | None:
     """The task path the Django Tasks schedule whose row is ``name`` enqueues
-    (queue/schedules.py), or ``None`` for another row."""
+    (queue/task_schedules.py), or ``None`` for another row."""
     try:
         schedules = task_schedules()
     except ScheduleError:  # said by its system check

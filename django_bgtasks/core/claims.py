@@ -167,7 +167,7 @@ class WorkQueue:
         schedule's, which nobody holds), moving it on to ``next_slot`` of
         ``schedule``, only while the database's clock is before that: whether
         this call took it. Runs in the caller's transaction, in which the
-        caller enqueues the slot's task (:mod:`django_bgtasks.queue.schedules`)."""
+        caller enqueues the slot's task (:mod:`django_bgtasks.queue.task_schedules`)."""
         params = _slot_params(name, due, next_slot, schedule)
         return bool(store.write_in_transaction("take_slot", params))
 

@@ -82,7 +82,7 @@ class TaskState:
     paused_at: dt.datetime | None = None
     paused_skipped: int = 0
     # The schedule slot the current or last run was for; a Django Tasks
-    # schedule's row (queue/schedules.py), which never runs, the slot of the
+    # schedule's row (queue/task_schedules.py), which never runs, the slot of the
     # task it last enqueued.
     scheduled_for: dt.datetime | None = None
 

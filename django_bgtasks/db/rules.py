@@ -251,7 +251,7 @@ UNPAUSE = """
     UPDATE {task} SET paused_at = NULL WHERE name = %(name)s AND paused_at IS NOT NULL
 """
 
-# A Django Task schedule's slot (queue/schedules.py): the compare-and-set of
+# A Django Task schedule's slot (queue/task_schedules.py): the compare-and-set of
 # CLAIM_SCHEDULED, on a row that nobody holds, which only keeps the slots;
 # the enqueue that goes with it runs in the same transaction. (RETURNING is
 # added by the vendors that have it; MySQL counts the rows.)

@@ -27,8 +27,8 @@ from django_bgtasks.operations import display
 from django_bgtasks.operations import workers as worker_views
 from django_bgtasks.operations.health import problem
 from django_bgtasks.operations.pause import declared_queues
-from django_bgtasks.queue.schedules import ScheduleError
-from django_bgtasks.worker import metrics
+from django_bgtasks.queue.task_schedules import ScheduleError
+from django_bgtasks.worker import prometheus
 from django_bgtasks.worker.loop import Worker
 
 WORKER_COLUMNS = ("WORKER", "HOST", "PID", "STATE", "CONCURRENCY", "RUNNING", "TASKS", "HEARTBEAT")
@@ -49,8 +49,8 @@ def run_worker(
     """``worker``: until SIGTERM/SIGINT (a graceful stop; a second one stops at
     once, and exits with status 128 + the signal's number), or with ``once``,
     until done. With ``metrics_port``, its metrics are served there."""
-    if metrics_port is not None and not metrics.INSTALLED:
-        raise CommandError(metrics.NOT_INSTALLED)
+    if metrics_port is not None and not prometheus.INSTALLED:
+        raise CommandError(prometheus.NOT_INSTALLED)
     _check_database()
     registered = registered_tasks()
     run_queued = queues is not None or uses_lease_backend()
@@ -78,7 +78,7 @@ def run_worker(
         except (TypeError, ValueError) as exc:
             raise CommandError(f"BGTASKS_SCHEDULES[{task.name!r}]: {exc}") from None
     # The metrics are the worker's hooks; they read its slots at each scrape.
-    hooks = metrics.WorkerMetrics(lambda: worker.slots()) if metrics_port is not None else None
+    hooks = prometheus.WorkerMetrics(lambda: worker.slots()) if metrics_port is not None else None
     try:
         # (Alike other calls by keyword in shape only: the worker's options.)
         worker = Worker(

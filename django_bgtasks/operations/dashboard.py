@@ -23,7 +23,7 @@ from django.db.models import F, Sum
 
 from django_bgtasks.core.states import WorkerState
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.operations.metrics import ClusterCounts, cluster_counts
+from django_bgtasks.operations.cluster import ClusterCounts, cluster_counts
 from django_bgtasks.queue.rollup import (
     HOUR,
     MINUTE,

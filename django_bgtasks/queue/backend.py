@@ -280,7 +280,7 @@ class LeaseBackend(compat.BaseTaskBackend):
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """bgtasks.E018 (this app is not installed), E015 (the database is not
         PostgreSQL, SQLite, MySQL or MariaDB), E016 (a bad option), E023-E028 (a
-        bad ``SCHEDULES`` entry: :mod:`django_bgtasks.queue.schedules`)."""
+        bad ``SCHEDULES`` entry: :mod:`django_bgtasks.queue.task_schedules`)."""
         messages: list[checks.CheckMessage] = list(super().check(**kwargs))
         where = self._where()
         if not apps.is_installed("django_bgtasks"):
@@ -329,7 +329,7 @@ class LeaseBackend(compat.BaseTaskBackend):
                 )
             )
         # Imported here, as the models are (_rows()): it reads them.
-        from django_bgtasks.queue.schedules import parse_schedules
+        from django_bgtasks.queue.task_schedules import parse_schedules
 
         _, errors = parse_schedules(self.alias, self.options.get("SCHEDULES"))
         messages.extend(checks.Error(str(exc), hint=exc.hint, id=exc.id) for exc in errors)

@@ -8,7 +8,7 @@ minute's rows, whatever the table holds. The dashboard then reads a few
 thousand rollup rows at most (``operations/dashboard.py``).
 
 Which worker rolls a minute up is no one's job in particular: every worker
-that runs Django Tasks calls :func:`roll` now and then (``worker/rollup.py``),
+that runs Django Tasks calls :func:`roll` now and then (``worker/rollup_keeper.py``),
 and it rolls up what the rollup itself says has not been rolled up yet, by
 the database's clock. Two workers that roll the same minute at once write
 the same numbers, each by an upsert that replaces the row, so no lease is

@@ -1,6 +1,6 @@
 """What a worker tells as it works, for whoever listens: the public
 contract between a worker's parts and its metrics (``--metrics-port``,
-:class:`~django_bgtasks.worker.metrics.WorkerMetrics`), or anything else a
+:class:`~django_bgtasks.worker.prometheus.WorkerMetrics`), or anything else a
 site hands :class:`~django_bgtasks.worker.loop.Worker` as ``hooks``.
 
 The worker's parts take the hooks when they are made and call them where

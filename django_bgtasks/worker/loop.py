@@ -18,7 +18,7 @@ A paused task (``bgtasks pause NAME``) is claimed for none of these: a due
 slot is skipped and counted, the rest waits for the unpause.
 
 A worker that runs Django Tasks also keeps their schedules (``TASKS``'
-``SCHEDULES``, :mod:`django_bgtasks.queue.schedules`): each poll, a due slot
+``SCHEDULES``, :mod:`django_bgtasks.queue.task_schedules`): each poll, a due slot
 is taken and its task enqueued, in one transaction.
 
 Every claim is one compare-and-set statement on the lease row, so any number
@@ -78,15 +78,15 @@ from django_bgtasks.db.outages import TRANSIENT_ERRORS, close_broken_connections
 from django_bgtasks.limits import MAX_GRACE, MAX_POLL
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.push import feed as changes
-from django_bgtasks.queue.schedules import task_schedules
+from django_bgtasks.queue.task_schedules import task_schedules
 from django_bgtasks.validation import heartbeat_interval, validate_queue_names
-from django_bgtasks.worker import rescue, schedules
+from django_bgtasks.worker import rescue, slots
 from django_bgtasks.worker.heartbeat import Heartbeat
 from django_bgtasks.worker.hooks import WorkerHooks
 from django_bgtasks.worker.polls import back_off, spread
 from django_bgtasks.worker.queue_threads import QueueThreads, Recovery
 from django_bgtasks.worker.renewal import Renewer
-from django_bgtasks.worker.rollup import RollupKeeper
+from django_bgtasks.worker.rollup_keeper import RollupKeeper
 from django_bgtasks.worker.runs import LOOK_EVERY_SECONDS, Runs, join, log_started
 from django_bgtasks.worker.stopping import Stopping, hand_back
 
@@ -300,9 +300,9 @@ class Worker:
             self.rollup.run()
         # (A worker of the queue alone has nothing to read in the lease table.)
         rows = BackgroundTask.objects.work.due() if self.tasks or self.task_schedules else []
-        schedules.ensure_schedules([*self.tasks.values(), *self.task_schedules], rows)
+        slots.ensure_schedules([*self.tasks.values(), *self.task_schedules], rows)
         if self.task_schedules and not self.stopping.is_set():
-            schedules.enqueue_due(self.task_schedules, rows)
+            slots.enqueue_due(self.task_schedules, rows)
         started = 0
         for row in rows:
             task = self.tasks.get(row.name)
@@ -321,7 +321,7 @@ class Worker:
         if row.running or row.name in self._runs:
             # Held by a live holder (maybe us). (A run of ours that went
             # stale is left to another worker.)
-            schedules.skip_slot(task, row)
+            slots.skip_slot(task, row)
             return False
         if len(self._runs) >= self.concurrency:
             return False
@@ -404,7 +404,7 @@ def claim_due(
     paused: what is owed (a resume, a request, a retry) waits for the
     unpause, and a due slot is skipped and counted."""
     if row.paused:
-        schedules.skip_slot(task, row)
+        slots.skip_slot(task, row)
         if row.stale and not rescue.owes_again(task, row):
             rescue.record_lost(task, row)
         return None
@@ -416,8 +416,8 @@ def claim_due(
         return Trigger.REQUEST, work.claim_request(row.name, owner, task.effective_ttl)
     if rescue.retry_due(task, row):
         return Trigger.RETRY, rescue.claim_retry(task, row, owner)
-    if schedules.slot_due(task, row):
-        return Trigger.SCHEDULE, schedules.claim_slot(task, row, owner)
+    if slots.slot_due(task, row):
+        return Trigger.SCHEDULE, slots.claim_slot(task, row, owner)
     if row.stale:
         rescue.record_lost(task, row)
     return None

@@ -63,8 +63,8 @@ def test_a_django_tasks_schedules_row_says_what_it_enqueues_and_when(
     import datetime as dt
 
     from django_bgtasks.models import BackgroundTask
-    from django_bgtasks.queue.schedules import task_schedules
-    from django_bgtasks.worker import schedules
+    from django_bgtasks.queue.task_schedules import task_schedules
+    from django_bgtasks.worker import slots
     from tests.queue.test_schedules import make_due, schedule_settings
 
     adds = {"task": "tests.djtasks.add", "schedule": "* * * * *", "args": [1, 2]}
@@ -72,7 +72,7 @@ def test_a_django_tasks_schedules_row_says_what_it_enqueues_and_when(
     [entry] = task_schedules()
     slot = BackgroundTask.objects.work.clock().replace(second=0, microsecond=0)
     make_due(tasks_site_alias, entry, slot - dt.timedelta(minutes=1))
-    assert schedules.enqueue_due([entry], BackgroundTask.objects.work.due()) == 1
+    assert slots.enqueue_due([entry], BackgroundTask.objects.work.due()) == 1
     viewer = _client(make_staff, "viewer", "view_backgroundtask")
     page = viewer.get("/admin/django_bgtasks/backgroundtask/").content.decode()
     [row] = re.findall(r"<tr(?:(?!</tr>).)*tasks:default:adds(?:(?!</tr>).)*</tr>", page, re.S)

@@ -1,7 +1,7 @@
 """Cron for Django Tasks with real ``bgtasks worker`` processes, on every
 queue engine: three workers racing for a schedule of one second enqueue
 exactly one task per slot, counted from the database. (The rule in this
-process, a worker that was down, and the checks: tests/queue/test_schedules.py.)"""
+process, a worker that was down, and the checks: tests/queue/test_task_schedules.py.)"""
 
 from __future__ import annotations
 

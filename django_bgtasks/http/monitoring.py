@@ -1,7 +1,7 @@
 """The cluster's metrics for Prometheus, and the readiness view for orchestrators.
 
 * ``GET <prefix>/metrics/`` (``bgtasks:metrics``): Prometheus' text format,
-  the gauges of :func:`django_bgtasks.operations.metrics.cluster_counts`,
+  the gauges of :func:`django_bgtasks.operations.cluster.cluster_counts`,
   read from the database at each scrape (any replica answers alike). It needs
   what the API's reads need (:mod:`django_bgtasks.http.access`): a session or
   a ``BGTASKS_API_AUTHENTICATION`` hook (a bearer token from ``bgtasks
@@ -30,8 +30,8 @@ from django.views.decorators.cache import never_cache
 from django_bgtasks.http.access import authenticated, requires
 from django_bgtasks.http.responses import endpoint, error, outside_request_transactions
 from django_bgtasks.limits import COUNT_CAP
+from django_bgtasks.operations.cluster import ClusterCounts, cluster_counts
 from django_bgtasks.operations.health import problem, required_workers
-from django_bgtasks.operations.metrics import ClusterCounts, cluster_counts
 
 try:
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest

@@ -16,12 +16,12 @@ from django_bgtasks.background.functions import BackgroundTaskFunction
 from django_bgtasks.background.schedules import Cron, Every
 from django_bgtasks.core.states import DueRow, WorkClaim
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.queue.schedules import TaskSchedule, enqueue_slot
+from django_bgtasks.queue.task_schedules import TaskSchedule, enqueue_slot
 
 
 class Scheduled(Protocol):
     """What the upkeep reads of a scheduled thing: a ``@background_task``, or
-    a Django Task schedule (:class:`~django_bgtasks.queue.schedules.TaskSchedule`)."""
+    a Django Task schedule (:class:`~django_bgtasks.queue.task_schedules.TaskSchedule`)."""
 
     @property
     def name(self) -> str: ...
@@ -97,7 +97,7 @@ def skip_slot(task: BackgroundTaskFunction[..., Any], row: DueRow) -> None:
 
 def enqueue_due(schedules: Iterable[TaskSchedule], rows: list[DueRow]) -> int:
     """Take each Django Task schedule's due slot and enqueue its task, in one
-    transaction each (:func:`~django_bgtasks.queue.schedules.enqueue_slot`);
+    transaction each (:func:`~django_bgtasks.queue.task_schedules.enqueue_slot`);
     how many this worker enqueued. A slot missed while no worker was up is
     taken once, as a ``@background_task``'s is: the oldest missed slot, moving
     the row on to the first slot after the database's clock."""

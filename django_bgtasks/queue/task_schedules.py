@@ -68,7 +68,7 @@ class ScheduleError(ValueError):
 class TaskSchedule:
     """One ``SCHEDULES`` entry of backend ``alias``, parsed. It has what the
     workers' schedule upkeep reads of a scheduled task (``name``,
-    ``effective_schedule``, ``effective_ttl``: worker/schedules.py)."""
+    ``effective_schedule``, ``effective_ttl``: worker/slots.py)."""
 
     alias: str
     key: str

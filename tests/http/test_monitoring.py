@@ -1,4 +1,4 @@
-"""http/metrics.py: the metrics view's access and text, its answer without
+"""http/monitoring.py: the metrics view's access and text, its answer without
 prometheus_client, and the readiness view. (A real Prometheus scraping it:
 tests/http/test_prometheus.py.)"""
 
@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background import registry
-from django_bgtasks.http import metrics as metrics_module
+from django_bgtasks.http import monitoring
 from django_bgtasks.models import BackgroundTask
 from tests import tools
 from tests.dbtools import app_migrations
@@ -80,7 +80,7 @@ def test_a_session_with_the_view_permission_gets_them_too(
 @pytest.fixture
 def without_prometheus_client() -> Iterator[None]:
     """The app as it runs without the metrics extra, and as it was afterwards."""
-    with tools.without_prometheus_client(metrics_module):
+    with tools.without_prometheus_client(monitoring):
         yield
 
 

@@ -1,4 +1,4 @@
-"""worker/rollup.py: a worker of the queue keeps the dashboard's rollup from
+"""worker/rollup_keeper.py: a worker of the queue keeps the dashboard's rollup from
 its polls; a rollup that fails is logged and never stops its claims."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from django_bgtasks import RunningLease
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
-from django_bgtasks.worker import metrics as metrics_module
+from django_bgtasks.worker import prometheus
 from django_bgtasks.worker.loop import Worker
 from tests import djtasks, tools
 from tests.asgiserver import free_port
@@ -76,7 +76,7 @@ def test_a_worker_serves_its_runs_outcomes_durations_waits_and_beats(
     QueuedTask.objects.using(tasks_alias).filter(uuid=waited.id).update(
         enqueued_at=timezone.now() - dt.timedelta(seconds=60)
     )
-    hooks = metrics_module.WorkerMetrics(lambda: worker.slots())
+    hooks = prometheus.WorkerMetrics(lambda: worker.slots())
     worker = Worker(tasks, concurrency=3, poll=0.05, queues=["default"], hooks=hooks)
     port = free_port()
     close = hooks.serve(port, "127.0.0.1")
@@ -152,7 +152,7 @@ def test_a_busy_metrics_port_is_a_clear_error_before_the_worker_starts(
 @pytest.fixture
 def without_prometheus_client() -> Iterator[None]:
     """The app as it runs without the metrics extra, and as it was afterwards."""
-    with tools.without_prometheus_client(metrics_module):
+    with tools.without_prometheus_client(prometheus):
         yield
 
 

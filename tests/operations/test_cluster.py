@@ -1,4 +1,4 @@
-"""operations/metrics.py: the cluster's numbers after known states, on the
+"""operations/cluster.py: the cluster's numbers after known states, on the
 surfaces' engines (the numbers come from the same statements everywhere; what
 differs is where the leases live), and the bounded number of queries."""
 
@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from django_bgtasks.background import registry
 from django_bgtasks.models import BackgroundTask, QueuedTask
-from django_bgtasks.operations.metrics import cluster_counts
+from django_bgtasks.operations.cluster import cluster_counts
 from tests import djtasks
 from tests.dbtools import _backdate, backdate, backdate_worker
 

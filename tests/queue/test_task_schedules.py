@@ -1,4 +1,4 @@
-"""Cron for Django Tasks (django_bgtasks/queue/schedules.py): a
+"""Cron for Django Tasks (django_bgtasks/queue/task_schedules.py): a
 ``SCHEDULES`` entry's slot kept on its lease row, taken once and enqueued
 through the backend in the same transaction, on every queue engine; what a
 worker that was down does; every bad entry as a system check error with its
@@ -16,12 +16,12 @@ import pytest
 from django_bgtasks.backend import LeaseBackend
 from django_bgtasks.background.schedules import Cron, Every
 from django_bgtasks.models import BackgroundTask, QueuedTask
-from django_bgtasks.queue.schedules import (
+from django_bgtasks.queue.task_schedules import (
     ScheduleError,
     TaskSchedule,
     task_schedules,
 )
-from django_bgtasks.worker import schedules
+from django_bgtasks.worker import slots
 from django_bgtasks.worker.loop import Worker
 from tests import djtasks
 
@@ -64,9 +64,9 @@ def test_a_due_slot_enqueues_its_task_once_through_the_backend(
     make_due(tasks_alias, entry, slot)
     rows = BackgroundTask.objects.work.due()
 
-    assert schedules.enqueue_due([entry], rows) == 1
+    assert slots.enqueue_due([entry], rows) == 1
     # Another worker that polled at the same time saw the same slot: it takes nothing.
-    assert schedules.enqueue_due([entry], rows) == 0
+    assert slots.enqueue_due([entry], rows) == 0
 
     [task] = queued(tasks_alias)
     assert (task.task_path, task.args_kwargs) == (ADD, {"args": [], "kwargs": {"a": 2, "b": 3}})
@@ -123,7 +123,7 @@ def test_a_slot_is_not_taken_once_the_database_clock_passed_the_next_one(
     clock = BackgroundTask.objects.work.clock()
     slot = clock - dt.timedelta(minutes=5)
     make_due(tasks_alias, entry, slot)
-    from django_bgtasks.queue.schedules import enqueue_slot
+    from django_bgtasks.queue.task_schedules import enqueue_slot
 
     assert enqueue_slot(entry, due=slot, next_slot=slot + dt.timedelta(minutes=1)) is None
     assert queued(tasks_alias) == []
@@ -175,7 +175,7 @@ def test_an_enqueue_the_backend_refuses_uses_the_slot_up_and_is_logged(
     slot = Every(dt.timedelta(minutes=1)).next_after(BackgroundTask.objects.work.clock())
     make_due(tasks_alias, entry, slot - dt.timedelta(minutes=1))
     with caplog.at_level(logging.ERROR, logger="django_bgtasks.worker"):
-        assert schedules.enqueue_due([broken], BackgroundTask.objects.work.due()) == 0
+        assert slots.enqueue_due([broken], BackgroundTask.objects.work.due()) == 0
     assert queued(tasks_alias) == []
     assert "slot" in caplog.text and "not enqueued" in caplog.text
     row = BackgroundTask.objects.using(tasks_alias).get(name=entry.name)

@@ -1,5 +1,5 @@
 """The cluster's numbers, read from the database for each scrape of
-``bgtasks:metrics`` (:mod:`django_bgtasks.http.metrics` puts them into
+``bgtasks:metrics`` (:mod:`django_bgtasks.http.monitoring` puts them into
 Prometheus' text format): what the admin and ``bgtasks list`` show, counted.
 
 Every number comes from the lease database at the moment of the read, by the
