@@ -275,7 +275,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         they share ``sent_at``. Empty when none is ready. A ``limit`` that is
         not a whole number from 1 is refused before any SQL."""
         params = _claim_params(self._connection(), owner, queues, validate_limit(limit))
-        return _write_claim(self, params)
+        return self._write_claim(params)
 
     def any_ready(self, *, queues: list[str] | None) -> bool:
         """Whether a task of ``queues`` (all with ``None``) is ready, but for the flow
@@ -333,7 +333,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         :meth:`finish` would have returned for each row written, by its
         ``seq``; a row missing was not written. A status that is not an end,
         or one seq twice, is refused before any SQL."""
-        return _write_ends(self, ends, _ends_param(ends))
+        return self._write_ends(ends, _ends_param(ends))
 
     def finish_and_claim(
         self, ends: Sequence[Ending], owner: str, *, queues: list[str] | None, limit: int
@@ -351,11 +351,11 @@ class QueueManager(models.Manager["QueuedTask"]):
         # One of them, nothing to send, or SQLite: there one transaction for
         # both was measured slower than two (docs/benchmarks.md).
         if not (ends and limit) or connection.vendor == "sqlite":
-            return _write_ends(self, ends, param), _write_claim(self, claim) if limit else []
+            return self._write_ends(ends, param), self._write_claim(claim) if limit else []
         sent = time.monotonic()
         params = {"ends": param, **claim}
         if not self._statements(connection).finish_claim:
-            return _write_ends_claim(self, connection, params, sent)
+            return self._write_ends_claim(connection, params, sent)
         rows = self._write("finish_claim", params)
         claimed = [row for row in rows if row["seq"] is not None]
         return _ended(rows[0]), _claimed(claimed, claim["owner"], sent)
@@ -551,6 +551,31 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
         return vendors.queue_statements(connection, **_tables(self.model))
 
+    # claim_many's and finish_many's statements, for finish_and_claim too (which
+    # checks and builds their parameters once).
+    def _write_claim(self, params: dict[str, Any]) -> list[Claim]:
+        """The claim of ``params``, checked and built by ``_claim_params``."""
+        sent = time.monotonic()
+        return _claimed(self._write("claim", params), params["owner"], sent)
+
+    def _write_ends(self, ends: Sequence[Ending], param: str) -> dict[int, dt.datetime | bool]:
+        """``finish_many``'s statement for ``ends``, whose parameter ``param``
+        (``_ends_param``) checked them: nothing is sent for no ends."""
+        return _by_seq(self._write("finish_many", {"ends": param})) if ends else {}
+
+    def _write_ends_claim(
+        self, connection: BaseDatabaseWrapper, params: dict[str, Any], sent: float
+    ) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
+        """``finish_and_claim`` on MySQL: one transaction (one query, where allowed)."""
+        ended, claimed = vendors.write_together(
+            connection,
+            "QueuedTask.objects.finish_and_claim",
+            self._statements,
+            FINISH_CLAIM,
+            params,
+        )
+        return _by_seq(ended), _claimed(claimed, params["owner"], sent)
+
     def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"
         return vendors.write(self._connection(), operation, self._statements, statement, params)
@@ -576,32 +601,6 @@ def _queue_params(connection: BaseDatabaseWrapper, queues: list[str] | None) -> 
     names = list(dict.fromkeys(validate_queue_names(queues)))
     listed = connection.vendor == "postgresql"
     return {"all": queues is None, "queues": names if listed else json.dumps(names)}
-
-
-# claim_many's and finish_many's statements, for finish_and_claim too (which
-# checks and builds their parameters once).
-def _write_claim(queue: QueueManager, params: dict[str, Any]) -> list[Claim]:
-    """The claim of ``params``, checked and built by ``_claim_params``."""
-    sent = time.monotonic()
-    return _claimed(queue._write("claim", params), params["owner"], sent)
-
-
-def _write_ends(
-    queue: QueueManager, ends: Sequence[Ending], param: str
-) -> dict[int, dt.datetime | bool]:
-    """``finish_many``'s statement for ``ends``, whose parameter ``param``
-    (``_ends_param``) checked them: nothing is sent for no ends."""
-    return _by_seq(queue._write("finish_many", {"ends": param})) if ends else {}
-
-
-def _write_ends_claim(
-    queue: QueueManager, connection: BaseDatabaseWrapper, params: dict[str, Any], sent: float
-) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
-    """``finish_and_claim`` on MySQL: one transaction (one query, where allowed)."""
-    ended, claimed = vendors.write_together(
-        connection, "QueuedTask.objects.finish_and_claim", queue._statements, FINISH_CLAIM, params
-    )
-    return _by_seq(ended), _claimed(claimed, params["owner"], sent)
 
 
 def _by_seq(rows: list[Row]) -> dict[int, dt.datetime | bool]:
