@@ -65,7 +65,7 @@ def test_a_django_tasks_schedules_row_says_what_it_enqueues_and_when(
     from django_bgtasks.models import BackgroundTask
     from django_bgtasks.queue.task_schedules import task_schedules
     from django_bgtasks.worker import slots
-    from tests.queue.test_schedules import make_due, schedule_settings
+    from tests.queue.test_task_schedules import make_due, schedule_settings
 
     adds = {"task": "tests.djtasks.add", "schedule": "* * * * *", "args": [1, 2]}
     schedule_settings(settings, {"adds": adds})

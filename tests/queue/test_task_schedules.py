@@ -226,7 +226,7 @@ BAD_ENTRIES = [
         "not a Django",
     ),
     (
-        {"x": {"task": "tests.queue.test_schedules.immediate_add", "schedule": "0 3 * * *"}},
+        {"x": {"task": "tests.queue.test_task_schedules.immediate_add", "schedule": "0 3 * * *"}},
         "bgtasks.E025",
         "backend 'immediate'",
     ),
