@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -77,3 +78,13 @@ def without_prometheus_client(*modules: ModuleType) -> Iterator[None]:
             sys.modules["prometheus_client"] = saved
         for module in modules:
             importlib.reload(module)
+
+
+def admin_log_in(page: Any, landing: str) -> None:
+    """On the admin's login form (``page``, Playwright's), log in as the
+    browser tests' superuser ("root", made by ``make_staff``) and wait for
+    the page the login goes on to, whose path ends ``landing``."""
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_url("**" + landing)

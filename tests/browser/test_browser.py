@@ -30,6 +30,7 @@ from django_bgtasks import get_task
 from django_bgtasks.admin.formats import admin_time
 from django_bgtasks.models import BackgroundTask
 from tests.dbtools import backdate
+from tests.tools import admin_log_in
 
 CHANGELIST = "/admin/django_bgtasks/backgroundtask/"
 objects = BackgroundTask.objects
@@ -61,10 +62,7 @@ def test_run_watch_and_cancel_in_a_real_browser(
     page.goto(live_server.url + "/admin/login/?next=" + CHANGELIST)
     # The admin's navigation sidebar, closed: room for every column.
     page.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_url("**" + CHANGELIST)
+    admin_log_in(page, CHANGELIST)
 
     # Never run so far: it is a row of the list, with "Run now".
     never_run = page.locator("#result_list tbody tr", has_text="surface-slow")
@@ -166,10 +164,7 @@ def test_the_changelist_fits_common_widths_with_the_sidebar_open(
 
     page.goto(live_server.url + "/admin/login/?next=" + CHANGELIST)
     page.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'true')")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_url("**" + CHANGELIST)
+    admin_log_in(page, CHANGELIST)
 
     for width in (1280, 1920):
         page.set_viewport_size({"width": width, "height": 720})
@@ -240,10 +235,7 @@ def test_under_an_asgi_server_the_changelist_follows_the_event_stream(
     page.on("request", lambda request: requests.append(request.url))
     with uvicorn(sorted({"default", site_alias}), BGTASKS_DATABASE=site_alias) as host:
         page.goto(f"http://{host}/admin/login/?next={CHANGELIST}")
-        page.fill("#id_username", "root")
-        page.fill("#id_password", "pw")
-        page.click("input[type=submit]")
-        page.wait_for_url("**" + CHANGELIST)
+        admin_log_in(page, CHANGELIST)
         page.wait_for_function(
             "document.getElementById('bgtasks-live').dataset.bgtasksMode === 'events'"
         )
@@ -336,10 +328,7 @@ def test_under_wsgi_the_admin_polls_from_the_start_and_writes_times_as_django(
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("request", lambda request: requested.append(request.url))
     page.goto(live_server.url + "/admin/login/?next=" + CHANGELIST)
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_url("**" + CHANGELIST)
+    admin_log_in(page, CHANGELIST)
     assert page.evaluate("document.getElementById('bgtasks-live').dataset.bgtasksMode") == (
         "polling"
     )

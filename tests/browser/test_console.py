@@ -13,6 +13,7 @@ import pytest
 
 from django_bgtasks.models import QueuedTask
 from tests import djtasks
+from tests.tools import admin_log_in
 
 QUEUED = "/admin/django_bgtasks/queuedtask/"
 
@@ -31,10 +32,7 @@ def test_search_then_retry_all_after_its_confirmation(
 
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(live_server.url + "/admin/login/?next=" + QUEUED)
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_url("**" + QUEUED)
+    admin_log_in(page, QUEUED)
 
     page.fill("#searchbar", 'args:{"tenant":"a"}')
     page.press("#searchbar", "Enter")

@@ -12,6 +12,7 @@ import pytest
 
 from django_bgtasks.admin import dashboard
 from tests.dbtools import ended_a_minute_ago
+from tests.tools import admin_log_in
 
 APP = "/admin/django_bgtasks/"
 
@@ -31,10 +32,7 @@ def test_the_dashboard_refreshes_live(
 
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(live_server.url + "/admin/login/?next=" + APP)
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_url("**" + APP)
+    admin_log_in(page, APP)
     page.click("a.bgtasks-dashboard-link")
     page.wait_for_url("**/dashboard/")
 
