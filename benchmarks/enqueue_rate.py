@@ -169,8 +169,8 @@ JSON_TABLE_WAY = "LeaseBackend enqueue(), JSON_TABLE"
 
 
 def from_json_table(work: Callable[[], object]) -> Callable[[], object]:
-    from django_bgtasks.db import mariadb_queue
-    from django_bgtasks.db.mysql import MYSQL_STEP
+    from django_bgtasks.db.mysql import mariadb as mariadb_queue
+    from django_bgtasks.db.mysql.leases import MYSQL_STEP
 
     enqueue = mariadb_queue.READERS["enqueue"]
 

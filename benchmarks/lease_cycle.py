@@ -491,7 +491,7 @@ def mysql_main(args: argparse.Namespace) -> None:
     from django.core.management import call_command
     from django.db import connection, connections
 
-    from django_bgtasks.db import mysql
+    from django_bgtasks.db.mysql import leases as mysql
     from django_bgtasks.models import BackgroundTask
 
     call_command("migrate", verbosity=0)
@@ -655,11 +655,12 @@ def mysql_breakdown(
 ) -> None:
     """Each operation, ours next to the seed's; and one heartbeat layer by
     layer: our SQL on the bare driver (the connection Django uses), through
-    Django's cursor, through vendors.run(), through the manager."""
+    Django's cursor, through engines.run(), through the manager."""
     from django.db import connection
 
     from django_bgtasks.core import store
-    from django_bgtasks.db import mysql, vendors
+    from django_bgtasks.db import engines
+    from django_bgtasks.db.mysql import leases as mysql
     from django_bgtasks.models import BackgroundTask
 
     layers: list[tuple[str, Callable[[], object]]] = []
@@ -706,7 +707,7 @@ def mysql_breakdown(
         ("our renew SQL, no trigger, bare", lambda: raw.execute(no_trigger, params)),
         ("our renew SQL, bare mysqlclient", lambda: raw.execute(renew, params)),
         ("our renew SQL, Django cursor", django_cursor),
-        ("vendors.run()", lambda: vendors.run(connection, "renew", statements.renew, params)),
+        ("engines.run()", lambda: engines.run(connection, "renew", statements.renew, params)),
         (
             "BackgroundTask.objects.heartbeat()",
             lambda: BackgroundTask.objects.heartbeat("beat", "bench-owner", token=token),

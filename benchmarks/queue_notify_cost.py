@@ -109,11 +109,11 @@ def main() -> None:
 
     from django.db import connection
 
-    from django_bgtasks.db import vendors
+    from django_bgtasks.db import engines
     from django_bgtasks.models import QueuedTask
 
     table = QueuedTask._meta.db_table
-    template = vendors.queue_statements(connection, table=table).enqueue
+    template = engines.queue_statements(connection, table=table).enqueue
     quoted = connection.ops.quote_name(table)
     task = {
         "task_path": "benchmarks.noop", "backend": "default", "queue_name": "default",

@@ -295,7 +295,7 @@ class QueuedTask(models.Model):
     # Flow limits (``@task(concurrency=N, rate_limit="N/s")``), resolved at
     # enqueue: the key of each, formed from the task's arguments, and the
     # limit. NULL keys: no limit, and a claim that pays nothing for them.
-    # The claim takes a FlowSlot of each key the task has (db/rules.py).
+    # The claim takes a FlowSlot of each key the task has (db/shared.py).
     # NULL, not "": "no key" must not be a key the claim could look up.
     concurrency_key = models.CharField(  # noqa: DJ001
         _("concurrency key"), max_length=limits.MAX_FLOW_KEY_LENGTH, null=True, blank=True

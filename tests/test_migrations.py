@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.db import connections
 
 from django_bgtasks.core import store
-from django_bgtasks.db import postgresql
-from django_bgtasks.db.rules import Statements
+from django_bgtasks.db.postgresql import notify
+from django_bgtasks.db.shared import Statements
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import backdate
 
@@ -564,7 +564,7 @@ def test_on_sqlite_a_claim_reads_the_ready_rows_in_its_order_and_without_0018_is
     every ready row to take the first few, as it did before 0018."""
     from django.db import OperationalError
 
-    from django_bgtasks.db.vendors import _for_queues
+    from django_bgtasks.db.engines import _for_queues
     from django_bgtasks.models import QueuedTask
     from django_bgtasks.queue.manager import _claim_params
 
@@ -674,10 +674,10 @@ def test_a_django_task_becoming_ready_notifies_its_queue_and_a_claim_does_not(
     params = connections[pg_direct_alias].get_connection_params()
     params.pop("cursor_factory", None)
     with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute(postgresql.LISTEN_QUEUE)
+        listener.execute(notify.LISTEN_QUEUE)
         djtasks.add.enqueue(1, 2)
         [notification] = list(listener.notifies(timeout=2, stop_after=1))
-        assert notification.channel == postgresql.QUEUE_CHANNEL
+        assert notification.channel == notify.QUEUE_CHANNEL
         assert json.loads(notification.payload) == {"queue": "default"}
         claim = QueuedTask.objects.claim("test", queues=None)
         assert claim is not None

@@ -21,10 +21,10 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections, router
 
 from django_bgtasks.conf import conf
-from django_bgtasks.db.mysql import MIN_MARIADB_VERSION, MIN_MYSQL_VERSION
-from django_bgtasks.db.probes import mysql_server, postgresql_replication
-from django_bgtasks.db.sqlite import MIN_SQLITE_VERSION
-from django_bgtasks.db.vendors import SUPPORTED_VENDORS, vendor_list
+from django_bgtasks.db.engines import driver_or_none, vendor_list
+from django_bgtasks.db.mysql.probes import mysql_identity, mysql_server
+from django_bgtasks.db.postgresql.probes import postgresql_replication
+from django_bgtasks.db.sqlite.leases import MIN_SQLITE_VERSION
 
 
 @register()
@@ -39,8 +39,9 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
                 id="bgtasks.E003",
             )
         ]
-    vendor = connections[alias].vendor
-    if vendor not in SUPPORTED_VENDORS:
+    engine = driver_or_none(connections[alias])
+    if engine is None:
+        vendor = connections[alias].vendor
         return [
             Error(
                 f"The database {alias!r} is {vendor}; django-bgtasks supports "
@@ -49,7 +50,7 @@ def check_database(**kwargs: Any) -> list[CheckMessage]:
                 id="bgtasks.E001",
             )
         ]
-    if vendor == "sqlite" and sqlite3.sqlite_version_info < MIN_SQLITE_VERSION:
+    if engine.client_too_old():
         return [
             Error(
                 f"SQLite {sqlite3.sqlite_version} is too old; django-bgtasks needs "
@@ -160,15 +161,15 @@ def check_mysql_server(databases: Any = None, **kwargs: Any) -> list[CheckMessag
     if not databases or alias not in databases or alias not in settings.DATABASES:
         return []
     # Any: mysql_version and mysql_is_mariadb are the MySQL backend's own.
-    connection: Any = connections[alias]
-    if connection.vendor != "mysql":
+    connection = connections[alias]
+    identity = mysql_identity(connection)
+    if identity is None:
         return []
-    server = "MariaDB" if connection.mysql_is_mariadb else "MySQL"
-    minimum = MIN_MARIADB_VERSION if connection.mysql_is_mariadb else MIN_MYSQL_VERSION
-    if connection.mysql_version < minimum:
+    server, minimum = identity.server, identity.minimum
+    if identity.version < minimum:
         return [
             Error(
-                f"The database {alias!r} is {server} {_version(connection.mysql_version)}; "
+                f"The database {alias!r} is {server} {_version(identity.version)}; "
                 f"django-bgtasks needs {server} {_version(minimum)} or newer.",
                 hint="Upgrade the server (MySQL 8.0+ or MariaDB 10.6+).",
                 id="bgtasks.E010",
@@ -258,8 +259,9 @@ def check_sync_replication_setting(**kwargs: Any) -> list[CheckMessage]:
     alias = conf.DATABASE
     if not required or alias not in settings.DATABASES:
         return []
-    vendor = connections[alias].vendor
-    if vendor != "postgresql":
+    engine = driver_or_none(connections[alias])
+    if engine is None or not engine.checks_sync_replication:
+        vendor = connections[alias].vendor
         return [
             Error(
                 f"BGTASKS_REQUIRE_SYNC_REPLICATION is True, but the database {alias!r} is "
@@ -285,10 +287,9 @@ def check_sync_replication(databases: Any = None, **kwargs: Any) -> list[CheckMe
         return []
     if not databases or alias not in databases or alias not in settings.DATABASES:
         return []
-    connection = connections[alias]
-    if connection.vendor != "postgresql":
+    found = postgresql_replication(connections[alias])
+    if found is None:
         return []  # bgtasks.E034
-    found = postgresql_replication(connection)
     if found.in_recovery:
         return [
             Error(

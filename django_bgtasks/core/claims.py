@@ -29,7 +29,7 @@ from django_bgtasks.core.states import (
     WorkerState,
     as_datetime,
 )
-from django_bgtasks.db.rules import renew_many_param
+from django_bgtasks.db.shared import renew_many_param
 from django_bgtasks.limits import WORKER_TTL
 from django_bgtasks.validation import (
     encode_value,

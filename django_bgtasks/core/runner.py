@@ -35,7 +35,7 @@ from django_bgtasks.core.holding import Holder, Renews
 from django_bgtasks.core.leases import KEEP_VALUE
 from django_bgtasks.core.progress import NOTHING, Progress
 from django_bgtasks.core.states import Lease, Renewal, WorkClaim
-from django_bgtasks.db.rules import RENEW_TASK
+from django_bgtasks.db.shared import RENEW_TASK
 from django_bgtasks.exceptions import (
     LeaseHeld,
     LeaseLost,

@@ -1,5 +1,5 @@
 """Where every lease statement runs: on this app's tables, through
-:mod:`django_bgtasks.db.vendors`, on the ``BGTASKS_DATABASE`` alias.
+:mod:`django_bgtasks.db.engines`, on the ``BGTASKS_DATABASE`` alias.
 
 ``BackgroundTask.objects`` (:mod:`~django_bgtasks.core.leases`,
 :mod:`~django_bgtasks.core.requests`), the workers' operations
@@ -12,6 +12,7 @@ anywhere. None of them calls back into the manager for it.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import Any
 
 from django.apps import apps
@@ -19,12 +20,9 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.conf import conf
-from django_bgtasks.db import vendors
+from django_bgtasks.db import engines
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.rules import Statements
-
-# Kept per vendor: every operation needs them, the tables don't change.
-_rendered: dict[str, Statements] = {}
+from django_bgtasks.db.shared import Statements
 
 
 def connection(using: str | None = None) -> BaseDatabaseWrapper:
@@ -33,27 +31,32 @@ def connection(using: str | None = None) -> BaseDatabaseWrapper:
 
 
 def statements(connection: BaseDatabaseWrapper) -> Statements:
-    """The lease statements for ``connection``'s vendor, on this app's tables."""
-    try:
-        return _rendered[connection.vendor]
-    except KeyError:
-        pass
-    # The tables are the models', looked up in the app registry, not
-    # imported: models -> core -> db stays one-way.
-    task, run, worker, queued = (
-        apps.get_model("django_bgtasks", model)._meta.db_table
-        for model in ("BackgroundTask", "TaskRun", "Worker", "QueuedTask")
-    )
-    rendered = vendors.statements(connection, task=task, run=run, worker=worker, queued=queued)
-    _rendered[connection.vendor] = rendered
-    return rendered
+    """The lease statements for ``connection``'s engine, on this app's tables
+    (rendered once: :func:`django_bgtasks.db.engines.statements` keeps them)."""
+    return engines.statements(connection, **_tables())
+
+
+@functools.cache
+def _tables() -> dict[str, str]:
+    """The tables of the lease statements, by their name in them."""
+    # Looked up in the app registry, not imported: models -> core -> db
+    # stays one-way.
+    return {
+        name: apps.get_model("django_bgtasks", model)._meta.db_table
+        for name, model in (
+            ("task", "BackgroundTask"),
+            ("run", "TaskRun"),
+            ("worker", "Worker"),
+            ("queued", "QueuedTask"),
+        )
+    }
 
 
 def write(operation: str, statement: str, params: dict[str, Any]) -> list[Row]:
     """Run one write ``statement`` in autocommit; inside ``atomic()`` it is
     refused with :class:`~django_bgtasks.exceptions.InAtomicBlock` naming
     ``operation``."""
-    return vendors.write(connection(), operation, statements, statement, params)
+    return engines.write(connection(), operation, statements, statement, params)
 
 
 def write_in_transaction(statement: str, params: dict[str, Any]) -> list[Row]:
@@ -64,15 +67,15 @@ def write_in_transaction(statement: str, params: dict[str, Any]) -> list[Row]:
     conn = connection()
     if not conn.in_atomic_block:
         raise RuntimeError(f"{statement} runs inside transaction.atomic(using={conn.alias!r})")
-    return vendors.read(conn, statements, statement, params)
+    return engines.read(conn, statements, statement, params)
 
 
 def read(statement: str, params: dict[str, Any], *, using: str | None = None) -> list[Row]:
     """Run one read ``statement`` (on the alias ``using``, by default
     ``BGTASKS_DATABASE``)."""
-    return vendors.read(connection(using), statements, statement, params)
+    return engines.read(connection(using), statements, statement, params)
 
 
 def time_param(value: dt.datetime) -> Any:
     """``value`` as the lease database's statements take a time."""
-    return vendors.time_param(connection(), value)
+    return engines.time_param(connection(), value)

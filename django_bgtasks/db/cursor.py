@@ -53,7 +53,7 @@ _ATTRIBUTE = "_bgtasks_prepared_cursor"
 # whether it is direct (None: not known yet)].
 _SESSION = "_bgtasks_session"
 _NEVER_BY_COUNT = 2**62
-# The proof's one statement (here, not in db/vendors.py, which runs its statements
+# The proof's one statement (here, not in db/engines.py, which runs its statements
 # through this module): what the backend sees of its client and of itself.
 # Through a proxy, its client is the proxy's connection, not ours.
 SESSION_ENDPOINTS = (

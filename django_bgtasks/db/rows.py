@@ -2,10 +2,10 @@
 per row, keyed by column name, on every vendor.
 
 Callers read a row by the names its statement gives its columns (the column
-lists of :mod:`django_bgtasks.db.rules` and the vendor modules alias every
+lists of :mod:`django_bgtasks.db.shared` and the vendor modules alias every
 expression), never by position, so a column added to or moved in a list
 breaks no reader. :func:`named` builds them from a cursor's result, the one
-place that does; MySQL's readers (:data:`django_bgtasks.db.mysql.READERS`)
+place that does; MySQL's readers (:data:`django_bgtasks.db.mysql.leases.READERS`)
 build the rows RETURNING would have given with the same names.
 """
 

@@ -1,5 +1,5 @@
 """``bgtasks procedures [--drop]``: on MariaDB, the queue's stored
-procedures in ``BGTASKS_DATABASE`` (:func:`django_bgtasks.db.mariadb_routines.ours`),
+procedures in ``BGTASKS_DATABASE`` (:func:`django_bgtasks.db.mysql.routines.ours`),
 listed or dropped. A release whose claim or end statements changed leaves
 the old ones behind (each is named by a hash of its body); dropping them all
 is safe with workers running, since each creates the ones it calls again.
@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from django_bgtasks.conf import conf
-from django_bgtasks.db import mariadb_routines
+from django_bgtasks.db.mysql import routines as mariadb_routines
 
 
 def handle_procedures(command: BaseCommand, *, drop: bool, **_: Any) -> None:

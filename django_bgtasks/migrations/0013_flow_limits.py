@@ -4,7 +4,7 @@ from, and the triggers that keep the slots.
 
 * ``QueuedTask`` gets ``concurrency_key``, ``concurrency``, ``rate_key``,
   ``rate_limit`` and ``rate_period``, written by the enqueue (NULL: no limit).
-* ``FlowSlot``: N rows per key and kind, one per slot (db/rules.py says how
+* ``FlowSlot``: N rows per key and kind, one per slot (db/shared.py says how
   the claim takes them).
 * On every vendor, a trigger creates a key's N slots when a task of it is
   inserted (unless slot N exists already), and another gives a concurrency

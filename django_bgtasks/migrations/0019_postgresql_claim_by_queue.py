@@ -9,7 +9,7 @@ stale (autovacuum off, or the minutes before its next ANALYZE) had the
 planner read every ready row of the queue through one index and sort them
 all to return a few (300,000 ready tasks drained at 20 a second, against
 1,300 after an ANALYZE). The claim now names one queue at a time, where the
-queue's index gives its order (db/postgresql_queue.py), and with the other
+queue's index gives its order (db/postgresql/queue.py), and with the other
 index gone no plan reads a queue's rows out of order. An enqueue and a retry
 write one index entry fewer.
 

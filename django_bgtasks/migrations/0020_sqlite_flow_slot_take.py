@@ -15,7 +15,7 @@ slot: 0013's took the lowest-numbered one (``ORDER BY slot``), reading past
 every slot held before it; any free slot within the limit will do, and the
 slots' index on their holder (kind, flow_key, seq) has the free ones
 (``seq`` NULL) together, as the claim's count now reads them
-(db/sqlite.py).
+(db/sqlite/leases.py).
 
 The SQL is written out here, not imported from db/: a migration must keep
 doing what it did when it was written.

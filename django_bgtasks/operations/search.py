@@ -132,7 +132,7 @@ def args_condition(queryset: QuerySet[QueuedTask], wanted: Any) -> QuerySet[Queu
     """``queryset``'s tasks whose arguments contain ``wanted`` (see the module)."""
     positional = None if isinstance(wanted, dict) else _as_list(wanted)
     stored = {"kwargs": wanted} if positional is None else {"args": positional}
-    if connections[conf.DATABASE].vendor != "sqlite":
+    if connections[conf.DATABASE].features.supports_json_field_contains:
         return queryset.filter(args_kwargs__contains=stored)
     if positional is None:  # each keyword's value, read by its JSON path
         for n, (key, value) in enumerate(wanted.items()):

@@ -46,8 +46,9 @@ from django.db import DatabaseError, connections
 from django_bgtasks.conf import conf
 from django_bgtasks.core import store
 from django_bgtasks.core.states import TaskState
-from django_bgtasks.db import postgresql
+from django_bgtasks.db import engines
 from django_bgtasks.db.cursor import behind_transaction_pooling, direct_session
+from django_bgtasks.db.postgresql import notify
 
 logger = logging.getLogger("django_bgtasks.changes")
 
@@ -238,7 +239,7 @@ class Feed:
             # Behind transaction pooling a LISTEN would stay on whichever
             # server connection ran it, and hear nothing: poll there. Most
             # such sites don't say so in their settings: _listen() finds out.
-            listens = connection.vendor == "postgresql" and not behind_transaction_pooling(
+            listens = engines.driver(connection).listens and not behind_transaction_pooling(
                 connection
             )
             if not (listens and self._listen()):
@@ -291,7 +292,7 @@ class Feed:
                 backoff = 0.1
                 while not self._stop.is_set():
                     for notification in listener.notifies(timeout=self._slice()):
-                        if notification.channel == postgresql.QUEUE_CHANNEL:
+                        if notification.channel == notify.QUEUE_CHANNEL:
                             self._queue_ready(_notified(notification.payload, "queue", "queue"))
                             continue
                         name = _notified(notification.payload, "name", "change")
@@ -392,9 +393,9 @@ def _listener(alias: str, psycopg: Any) -> Any:
             return None
         # Named only once proved direct: a pooler would keep the name on its
         # server connection, and operators would count a listener that isn't.
-        listener.execute(postgresql.NAME_APPLICATION, [postgresql.CHANGES_APPLICATION])
-        listener.execute(postgresql.LISTEN_CHANGES)
-        listener.execute(postgresql.LISTEN_QUEUE)
+        listener.execute(notify.NAME_APPLICATION, [notify.CHANGES_APPLICATION])
+        listener.execute(notify.LISTEN_CHANGES)
+        listener.execute(notify.LISTEN_QUEUE)
     except BaseException:
         # The caller retries on a new connection: this one must not stay open.
         listener.close()

@@ -59,7 +59,7 @@ from django.db import connections
 
 from django_bgtasks import compat, limits
 from django_bgtasks.conf import conf
-from django_bgtasks.db.vendors import QUEUE_VENDORS
+from django_bgtasks.db import engines
 from django_bgtasks.queue import flow
 from django_bgtasks.queue.enqueue import Pairs, store
 from django_bgtasks.queue.results import result_from_row
@@ -295,8 +295,9 @@ class LeaseBackend(compat.BaseTaskBackend):
                 )
             )
             return messages
-        vendor = connections[conf.DATABASE].vendor
-        if vendor not in QUEUE_VENDORS:
+        engine = engines.driver_or_none(connections[conf.DATABASE])
+        if engine is None or engine.queue is None:
+            vendor = connections[conf.DATABASE].vendor
             messages.append(
                 checks.Error(
                     f"{where}: LeaseBackend runs on PostgreSQL, SQLite, MySQL and MariaDB, "

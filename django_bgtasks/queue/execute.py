@@ -61,7 +61,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django_bgtasks import compat, limits, tracing
 from django_bgtasks.choices import Outcome
 from django_bgtasks.core.holding import Holder, Renews
-from django_bgtasks.db.rules import RENEW_QUEUED
+from django_bgtasks.db.shared import RENEW_QUEUED
 from django_bgtasks.exceptions import (
     LeaseLost,
     TaskCancelled,

@@ -10,7 +10,7 @@ A key is a format string over the task's arguments by parameter name
 path. :func:`check_task` refuses a bad declaration with the reason (at
 ``@task(...)``, as ``InvalidTask``); :func:`resolve` forms the keys of one
 enqueue from its arguments (a ``TypeError`` when they can't form one, before
-any SQL). What the limits mean in the claim: db/rules.py.
+any SQL). What the limits mean in the claim: db/shared.py.
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ from django.utils import timezone
 from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import as_datetime, json_column
-from django_bgtasks.db import vendors
+from django_bgtasks.db import engines
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.rules import QueueStatements
+from django_bgtasks.db.shared import QueueStatements
 from django_bgtasks.validation import (
     encode_value,
     is_finite_number,
@@ -170,7 +170,7 @@ class Ending:
     delay: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
-        """One element of ``finish_many``'s ``ends`` (db/rules.py)."""
+        """One element of ``finish_many``'s ``ends`` (db/shared.py)."""
         return {**dataclasses.asdict(self), "refund": 1 if self.refund else 0}
 
 
@@ -253,7 +253,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         # As the ORM's save() does: an error inside the caller's atomic()
         # marks it for rollback (PostgreSQL has aborted its transaction).
         with transaction.mark_for_rollback_on_error(using=connection.alias):
-            stored = vendors.read(connection, self._statements, "enqueue", params)
+            stored = engines.read(connection, self._statements, "enqueue", params)
         # UTC text, which one statement's rows share: each time parsed once.
         parsed = functools.cache(as_datetime)
         return {row["uuid"]: parsed(row["enqueued_at"]) for row in stored}
@@ -281,7 +281,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         """Whether a task of ``queues`` (all with ``None``) is ready, but for the flow
         limits: an idle worker's poll, a read that locks nothing (rules.ready_probe)."""
         params = _queue_params(self._connection(), queues)
-        rows = vendors.read(self._connection(), self._statements, "any_ready", params)
+        rows = engines.read(self._connection(), self._statements, "any_ready", params)
         return bool(rows[0]["ready"])
 
     def renew(
@@ -350,7 +350,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         param = _ends_param(ends)
         # One of them, nothing to send, or SQLite: there one transaction for
         # both was measured slower than two (docs/benchmarks.md).
-        if not (ends and limit) or connection.vendor == "sqlite":
+        if not (ends and limit) or engines.driver(connection).ends_then_claim_apart:
             return self._write_ends(ends, param), self._write_claim(claim) if limit else []
         sent = time.monotonic()
         params = {"ends": param, **claim}
@@ -383,7 +383,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         seqs = sorted(held)
         params = {
             "owner": owner,
-            "held": seqs if connection.vendor == "postgresql" else json.dumps(seqs),
+            "held": engines.list_param(connection, seqs),
         }
         return [
             GivenBack(int(row["seq"]), uuid.UUID(str(row["uuid"])), row["task_path"])
@@ -487,7 +487,7 @@ class QueueManager(models.Manager["QueuedTask"]):
 
     def paused_queues(self) -> dict[str, dt.datetime | None]:
         """The paused queue names, each with when it was paused."""
-        rows = vendors.read(self._connection(), self._statements, "paused_queues", {})
+        rows = engines.read(self._connection(), self._statements, "paused_queues", {})
         return {str(row["queue_name"]): as_datetime(row["paused_at"]) for row in rows}
 
     # --- the operator's reads ------------------------------------------------------
@@ -506,7 +506,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         """A transaction for the operator's reads of the queue, each an index
         read in ``seq`` order that a LIMIT stops, which keeps the planner to
         such reads whatever its statistics say (PostgreSQL's
-        ``index_reads``: db/postgresql_queue.py). Nested, it is the outer
+        ``index_reads``: db/postgresql/queue.py). Nested, it is the outer
         one's; elsewhere, a transaction."""
         connection = self._connection()
         if getattr(connection, _INDEX_READS, False):
@@ -514,7 +514,7 @@ class QueueManager(models.Manager["QueuedTask"]):
             return
         with transaction.atomic(using=connection.alias):
             if self._statements(connection).index_reads:
-                vendors.read(connection, self._statements, "index_reads", {})
+                engines.read(connection, self._statements, "index_reads", {})
             setattr(connection, _INDEX_READS, True)
             try:
                 yield
@@ -522,7 +522,7 @@ class QueueManager(models.Manager["QueuedTask"]):
                 setattr(connection, _INDEX_READS, False)
 
     def _values(self, statement: str) -> list[str]:
-        rows = vendors.read(self._connection(), self._statements, statement, {})
+        rows = engines.read(self._connection(), self._statements, statement, {})
         return [str(row["value"]) for row in rows]
 
     # --- plumbing -----------------------------------------------------------------
@@ -534,9 +534,7 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _seqs(self, seqs: Sequence[int]) -> dict[str, Any]:
         """The ``seqs`` parameter of a list of rows: an array on PostgreSQL,
         JSON text elsewhere (read by ``json_each``, ``JSON_TABLE``)."""
-        listed = [int(seq) for seq in seqs]
-        as_array = self._connection().vendor == "postgresql"
-        return {"seqs": listed if as_array else json.dumps(listed)}
+        return {"seqs": engines.list_param(self._connection(), [int(seq) for seq in seqs])}
 
     def _uuid(self, result_id: uuid.UUID | str) -> Any:
         """``result_id`` as the ``uuid`` column takes it (a ``ValueError`` if it is no UUID)."""
@@ -549,7 +547,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         return connections[conf.DATABASE]
 
     def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
-        return vendors.queue_statements(connection, **_tables(self.model))
+        return engines.queue_statements(connection, **_tables(self.model))
 
     # claim_many's and finish_many's statements, for finish_and_claim too (which
     # checks and builds their parameters once).
@@ -567,7 +565,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         self, connection: BaseDatabaseWrapper, params: dict[str, Any], sent: float
     ) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
         """``finish_and_claim`` on MySQL: one transaction (one query, where allowed)."""
-        ended, claimed = vendors.write_together(
+        ended, claimed = engines.write_together(
             connection,
             "QueuedTask.objects.finish_and_claim",
             self._statements,
@@ -578,7 +576,7 @@ class QueueManager(models.Manager["QueuedTask"]):
 
     def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
         operation = f"QueuedTask.objects.{statement}"
-        return vendors.write(self._connection(), operation, self._statements, statement, params)
+        return engines.write(self._connection(), operation, self._statements, statement, params)
 
 
 def _claimed(rows: list[Row], owner: str, sent: float) -> list[Claim]:
@@ -599,8 +597,7 @@ def _queue_params(connection: BaseDatabaseWrapper, queues: list[str] | None) -> 
     # Each name once: a claim reads each of its queues apart (db/), and twice
     # would count its rows twice against their flow limits.
     names = list(dict.fromkeys(validate_queue_names(queues)))
-    listed = connection.vendor == "postgresql"
-    return {"all": queues is None, "queues": names if listed else json.dumps(names)}
+    return {"all": queues is None, "queues": engines.list_param(connection, names)}
 
 
 def _by_seq(rows: list[Row]) -> dict[int, dt.datetime | bool]:

@@ -59,7 +59,7 @@ from django_bgtasks.db.outages import (
     close_connection,
     retry_delay,
 )
-from django_bgtasks.db.rules import RENEW_TASK
+from django_bgtasks.db.shared import RENEW_TASK
 from django_bgtasks.exceptions import LeaseLost
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.worker.hooks import WorkerHooks

@@ -119,7 +119,7 @@ def test_sysdate_is_now_and_statement_based_binary_logging_are_warned_about(
     """Neither can be switched on at run time (both are server start options),
     so the server's answers are replaced by what such a server answers: a
     SYSDATE() that does not move, and log_bin with binlog_format=STATEMENT."""
-    from django_bgtasks.db import probes
+    from django_bgtasks.db.mysql import probes
 
     monkeypatch.setattr(probes, "MYSQL_SYSDATE_MOVES", "SELECT SLEEP(0.01), NOW(6) < NOW(6)")
     monkeypatch.setattr(

@@ -661,7 +661,7 @@ def test_on_mysql_a_claim_reads_its_own_token_with_or_without_multi_statements(
     Either way the claim gets the token it set, and a claim that matched
     nothing is refused although LAST_INSERT_ID() still holds an earlier
     claim's token."""
-    from django_bgtasks.db import mysql
+    from django_bgtasks.db.mysql import leases as mysql
 
     connection = connections[mysql_alias]
     options = connection.settings_dict["OPTIONS"]

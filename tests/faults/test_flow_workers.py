@@ -29,7 +29,7 @@ from tests.procs import wait_until
 # clock on every vendor (tests/queue/test_flow.py), made after the slot was
 # judged free: starts a window apart by the limit are a window apart by the
 # rows. SQLite stores milliseconds, and judges a slot free half of one early
-# (db/sqlite.py): that much is allowed. A limit that let a sixth start
+# (db/sqlite/leases.py): that much is allowed. A limit that let a sixth start
 # through would still show: all fifteen are ready at once, and a free slot
 # is taken within a poll (0.05 s).
 STORED_TO = dt.timedelta(milliseconds=1)

@@ -505,7 +505,7 @@ def test_a_worker_process_whose_feed_connection_is_killed_still_starts_requests(
 ) -> None:
     from django.db import connections
 
-    from django_bgtasks.db.postgresql import CHANGES_APPLICATION
+    from django_bgtasks.db.postgresql.notify import CHANGES_APPLICATION
 
     def listeners() -> set[int]:
         with connections[pg_direct_alias].cursor() as cursor:

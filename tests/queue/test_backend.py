@@ -704,14 +704,14 @@ def test_a_retry_announces_the_task_ready_on_postgresql(pg_direct_alias: str) ->
 
     import psycopg
 
-    from django_bgtasks.db import postgresql
+    from django_bgtasks.db.postgresql import notify
 
     result = djtasks.add.using(queue_name="other").enqueue(1, 1)
     QueuedTask.objects.cancel(result.id)
     params = connections[pg_direct_alias].get_connection_params()
     params.pop("cursor_factory", None)
     with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute(postgresql.LISTEN_QUEUE)
+        listener.execute(notify.LISTEN_QUEUE)
         assert QueuedTask.objects.retry(result.id) is True
         [notification] = list(listener.notifies(timeout=2, stop_after=1))
     assert json.loads(notification.payload) == {"queue": "other"}

@@ -1,5 +1,5 @@
 """A claim reads what it claims, whatever the table's size and whatever the
-planner's statistics say of it (db/postgresql_queue.py, db/rules.py's
+planner's statistics say of it (db/postgresql/queue.py, db/shared.py's
 ``queue_pick``): with every queue, one, several, a rare queue behind a
 backlog of another, and with flow limits declared that don't bind.
 
@@ -33,8 +33,8 @@ import pytest
 from django.db import connections, transaction
 from psycopg.sql import Literal
 
-from django_bgtasks.db.postgresql_queue import with_limit
-from django_bgtasks.db.vendors import _for_queues
+from django_bgtasks.db.engines import _for_queues
+from django_bgtasks.db.postgresql.queue import with_limit
 from django_bgtasks.models import FlowSlot, QueuedTask
 from django_bgtasks.queue.manager import _claim_params
 from tests import djtasks

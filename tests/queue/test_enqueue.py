@@ -135,7 +135,7 @@ def test_enqueue_many_is_one_insert_whatever_the_number_of_tasks(
     [insert] = queries.captured_queries
     assert insert["sql"].lstrip().startswith("INSERT INTO")
     # MySQL has no RETURNING: the INSERT, then one read of what it stored,
-    # in the same query (one round trip). MariaDB has (db/mysql_enqueue.py).
+    # in the same query (one round trip). MariaDB has (db/mysql/enqueue.py).
     connection = connections[tasks_alias]
     mysql = connection.vendor == "mysql" and not connection.mysql_is_mariadb
     assert [step.split()[0] for step in insert["sql"].split(";")[1:]] == (
@@ -332,12 +332,12 @@ def test_a_batch_wakes_the_workers_once_per_statement(pg_direct_alias: str) -> N
     the queue, as migration 0010's trigger's did."""
     import psycopg
 
-    from django_bgtasks.db import postgresql
+    from django_bgtasks.db.postgresql import notify
 
     params = connections[pg_direct_alias].get_connection_params()
     params.pop("cursor_factory", None)
     with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute(postgresql.LISTEN_QUEUE)
+        listener.execute(notify.LISTEN_QUEUE)
         with transaction.atomic(using=pg_direct_alias):
             backend().enqueue_many(djtasks.add.using(queue_name="other"), [((1, 2), {})] * 500)
             assert list(listener.notifies(timeout=0.3)) == []  # not before the commit

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.db import DatabaseError, connections, transaction
 
-from django_bgtasks.db.mysql import multi_statements
+from django_bgtasks.db.mysql.leases import multi_statements
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.manager import Claim, Ending
 from tests import djtasks

@@ -38,7 +38,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 import django_bgtasks
 from django_bgtasks.conf import conf
 from django_bgtasks.core import store
-from django_bgtasks.db import rules, vendors
+from django_bgtasks.db import engines
+from django_bgtasks.db import shared as rules
 from django_bgtasks.http.events import watch_url
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun, Worker
 from tests.dbtools import rows, runs
@@ -101,48 +102,51 @@ def _execute_calls() -> list[str]:
 
 
 def test_sql_is_executed_in_one_place_with_parameters() -> None:
-    # db/vendors.run runs the statements of db/ (core/store.py and the
-    # queue's manager hand them to it through vendors.read/write): through
-    # db/cursor.fetch_all, or on MySQL through db/mysql.py's readers, which
-    # run each statement and read its result (_rows, _count, _renew, _upsert,
-    # _claim, _steps; _claim_update and _last_insert_id a claim's token), and the
-    # queue's through db/mysql_queue.py's in_one_transaction (the steps of a
+    # db/engines.run runs the statements of db/ (core/store.py and the
+    # queue's manager hand them to it through engines.read/write): through
+    # db/cursor.fetch_all, or on MySQL through db/mysql/leases.py's readers, which
+    # run each statement and read its result (read_rows, count_rows, renew_steps,
+    # _upsert, _claim, run_steps; _claim_update and _last_insert_id a claim's
+    # token), and the
+    # queue's through db/mysql/queue.py's in_one_transaction (the steps of a
     # statement, or of several, in one transaction: _in_one_query, or
     # _one_step_at_a_time; on MariaDB the CALL of a procedure of those steps,
-    # which db/mariadb_routines.py's routine creates from the rendered
-    # statement, with no value in it; its ours lists and drops them) and db/mysql.py's _steps
-    # (the enqueue's INSERT and the read of what it stored, in the caller's
-    # transaction) or, on MariaDB, _rows (the INSERT with RETURNING);
-    # db/probes.py's mysql_server and postgresql_replication read a server's
+    # which db/mysql/routines.py's routine creates from the rendered
+    # statement, with no value in it; its ours lists and drops them) and
+    # db/mysql/leases.py's run_steps (the enqueue's INSERT and the read of what
+    # it stored, in the caller's transaction) or, on MariaDB, read_rows (the
+    # INSERT with RETURNING); db/sqlite/driver.py's _run_steps runs a statement
+    # of several steps through fetch_all; db/mysql/probes.py's mysql_server and
+    # db/postgresql/probes.py's postgresql_replication read a server's
     # settings for the checks; migrations run their own
     # constant DDL (and no f-string or % formatting near it); db/cursor.py's
     # cursor passes what fetch_all runs on to psycopg, asking to prepare it.
     # Nothing else in the package talks SQL.
     calls = _execute_calls()
-    assert "db/cursor.py:fetch_all" in calls and "db/mysql.py:_upsert" in calls
+    assert "db/cursor.py:fetch_all" in calls and "db/mysql/leases.py:_upsert" in calls
     in_sql = {
-        "db/mysql.py:_rows",
-        "db/mysql.py:_count",
-        "db/mysql.py:_renew",
-        "db/mysql.py:_upsert",
-        "db/mysql.py:_claim",
-        "db/mysql.py:_last_insert_id",
-        "db/mysql.py:_claim_update",  # MySQL: a claim and its token read in one query
+        "db/mysql/leases.py:read_rows",
+        "db/mysql/leases.py:count_rows",
+        "db/mysql/leases.py:renew_steps",
+        "db/mysql/leases.py:_upsert",
+        "db/mysql/leases.py:_claim",
+        "db/mysql/leases.py:_last_insert_id",
+        "db/mysql/leases.py:_claim_update",  # MySQL: a claim and its token read in one query
         # MySQL: a worker's renewal and the read of its answer; the queue's
         # enqueue and the read of what it stored.
-        "db/mysql.py:_steps",
-        "db/mysql_queue.py:_in_one_query",
-        "db/mysql_queue.py:_one_step_at_a_time",
-        "db/mariadb_routines.py:routine",
+        "db/mysql/leases.py:run_steps",
+        "db/mysql/queue.py:_in_one_query",
+        "db/mysql/queue.py:_one_step_at_a_time",
+        "db/mysql/routines.py:routine",
         # `bgtasks procedures`: the names of ours (a parameterised LIKE), and
         # _drop's DROP of each, the name quoted (an identifier takes no parameter).
-        "db/mariadb_routines.py:ours",
-        "db/mariadb_routines.py:_drop",
-        "db/probes.py:mysql_server",
-        "db/probes.py:postgresql_replication",
+        "db/mysql/routines.py:ours",
+        "db/mysql/routines.py:_drop",
+        "db/mysql/probes.py:mysql_server",
+        "db/postgresql/probes.py:postgresql_replication",
         "db/cursor.py:fetch_all",
         "db/cursor.py:execute",
-        # The change feed's LISTEN (db/postgresql.LISTEN_CHANGES), on its own connection.
+        # The change feed's LISTEN (db/postgresql/notify.py), on its own connection.
         "push/feed.py:_listener",
         # The session proof's one constant statement (cursor.SESSION_ENDPOINTS):
         # whether a connection reaches PostgreSQL directly, not through a pooler.
@@ -164,7 +168,7 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         ), f"{path.name} formats strings and executes SQL"
 
 
-@pytest.mark.parametrize("vendor", vendors.SUPPORTED_VENDORS)
+@pytest.mark.parametrize("vendor", engines.SUPPORTED_VENDORS)
 def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
     # A connection object of that vendor (none is opened: the vendor and the
     # quoting need no server), and the statements rendered for the real
@@ -174,7 +178,7 @@ def test_statements_take_values_only_as_named_parameters(vendor: str) -> None:
         pytest.skip(settings.MYSQL_UNAVAILABLE or "BGTASKS_MYSQL_URL is empty")
     alias = aliases[0]
     connection = connections[alias]
-    rendered = vendors.statements(
+    rendered = engines.statements(
         connection,
         task=BackgroundTask._meta.db_table,
         run=TaskRun._meta.db_table,
@@ -213,7 +217,7 @@ QUEUE_PARAMETERS |= {"concurrency", "rate_limit", "rate_period"}
 QUEUE_PARAMETERS |= {"args_kwargs", "concurrency_key", "rate_key"}
 
 
-@pytest.mark.parametrize("vendor", vendors.QUEUE_VENDORS)
+@pytest.mark.parametrize("vendor", engines.QUEUE_VENDORS)
 def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> None:
     from django_bgtasks.models import QueuedTask
 
@@ -223,7 +227,7 @@ def test_queue_statements_take_values_only_as_named_parameters(vendor: str) -> N
     connection = connections[aliases[0]]
     table = QueuedTask._meta.db_table
     paused = "django_bgtasks_pausedqueue"
-    rendered = vendors.queue_statements(connection, table=table, paused=paused)
+    rendered = engines.queue_statements(connection, table=table, paused=paused)
     for field in fields(rules.QueueStatements):
         text = getattr(rendered, field.name)
         if not text:  # a statement this vendor does not have (finish_claim)

@@ -22,9 +22,9 @@ from django.utils import timezone
 from django_bgtasks import LeaseLost, RunningLease, TaskCancelled
 from django_bgtasks.choices import Outcome
 from django_bgtasks.core import store
-from django_bgtasks.db import vendors
-from django_bgtasks.db.mysql import MYSQL_STEP
-from django_bgtasks.db.rules import RENEW_QUEUED, RENEW_TASK
+from django_bgtasks.db import engines
+from django_bgtasks.db.mysql.leases import MYSQL_STEP
+from django_bgtasks.db.shared import RENEW_QUEUED, RENEW_TASK
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
 from django_bgtasks.worker.loop import Worker
 from tests import djtasks
@@ -132,7 +132,7 @@ class _Statements:
             store.statements(connection).renew,
             store.statements(connection).renew_with_value,
         }
-        if connection.vendor in vendors.QUEUE_VENDORS:
+        if connection.vendor in engines.QUEUE_VENDORS:
             single.add(QueuedTask.objects._statements(connection).renew)
         # (MySQL sends a heartbeat in steps.)
         self._single = {step.strip() for text in single for step in text.split(MYSQL_STEP)}
@@ -215,7 +215,7 @@ def test_a_worker_renews_all_its_runs_and_django_tasks_with_one_statement_a_beat
     db_alias: str, tmp_path: Path
 ) -> None:
     connection = connections[db_alias]
-    queued = connection.vendor in vendors.QUEUE_VENDORS  # (not on MariaDB yet)
+    queued = connection.vendor in engines.QUEUE_VENDORS  # (not on MariaDB yet)
     release, seen = threading.Event(), {}
     tasks = [make_task(f"renew-{n}", _waits(release, seen), ttl=TTL) for n in range(3)]
     with _counted(db_alias) as counted:

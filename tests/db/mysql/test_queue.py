@@ -1,7 +1,7 @@
-"""db/mysql_queue.py on MariaDB/MySQL: what its way of running the queue's
+"""db/mysql/queue.py on MariaDB/MySQL: what its way of running the queue's
 statements adds to the rules every engine's tests check (tests/queue/,
 tests/faults/test_backend_workers.py). A claim of several rows, and
-``finish_many``, run through db/vendors here, as the queue's manager will
+``finish_many``, run through db/engines.py here, as the queue's manager will
 run them; a claim skips only the rows another claim holds; an error inside a
 statement's transaction leaves none open; each one alike with the steps in
 one query (mysqlclient's default) and one query a step."""
@@ -18,9 +18,11 @@ import pytest
 from django.db import OperationalError, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from django_bgtasks.db import mariadb_routines, mysql, vendors
+from django_bgtasks.db import engines
+from django_bgtasks.db.mysql import leases as mysql
+from django_bgtasks.db.mysql import routines as mariadb_routines
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.rules import with_queues
+from django_bgtasks.db.shared import with_queues
 from django_bgtasks.models import FlowSlot, QueuedTask
 from django_bgtasks.queue.manager import Ending
 from tests import djtasks
@@ -42,7 +44,7 @@ def mysql_queue_alias(
 ) -> Iterator[str]:
     """The MariaDB alias, its connection with or without several statements
     per query; as MariaDB, its claims and ends as procedures
-    (db/mariadb_routines.py) or as text (where a procedure can't be had), or
+    (db/mysql/routines.py) or as text (where a procedure can't be had), or
     taken for MySQL (the statements MySQL runs where they differ: MariaDB
     runs them too)."""
     dialect, multi, routines = request.param
@@ -79,10 +81,10 @@ def mysql_queue_alias(
 def _run(alias: str, statement: str, **params: Any) -> list[Row]:
     connection = connections[alias]
     query = getattr(
-        vendors.queue_statements(connection, table=TABLE, paused="django_bgtasks_pausedqueue"),
+        engines.queue_statements(connection, table=TABLE, paused="django_bgtasks_pausedqueue"),
         statement,
     )
-    return vendors.run(connection, statement, query, params, queue=True)
+    return engines.run(connection, statement, query, params, queue=True)
 
 
 def _claim(alias: str, limit: int, owner: str = "w1") -> list[Row]:
@@ -124,7 +126,7 @@ def test_a_claim_skips_only_the_rows_another_claim_holds(mysql_alias: str) -> No
     try:
         other.set_autocommit(False)
         with other.cursor() as cursor:
-            claim = vendors.queue_statements(
+            claim = engines.queue_statements(
                 other, table=TABLE, paused="django_bgtasks_pausedqueue"
             ).claim
             pick = with_queues(claim, None).split(mysql.MYSQL_STEP)[0]
@@ -184,7 +186,7 @@ def test_a_recovery_in_flight_holds_back_no_live_leases_heartbeat(mysql_alias: s
     other = connections.create_connection(mysql_alias)
     try:
         other.set_autocommit(False)
-        recover = vendors.queue_statements(other, table=TABLE, paused="django_bgtasks_pausedqueue")
+        recover = engines.queue_statements(other, table=TABLE, paused="django_bgtasks_pausedqueue")
         *pick, _update, _read = recover.recover.split(mysql.MYSQL_STEP)
         with other.cursor() as cursor:
             for step in pick:
@@ -334,7 +336,7 @@ def test_an_error_inside_a_statements_transaction_leaves_none_open(
     mysql_alias: str, write: str
 ) -> None:
     """A finish, or a round's ends and claim (on MariaDB, the CALLs of their
-    procedures: db/mariadb_routines.py), that times out waiting for its
+    procedures: db/mysql/routines.py), that times out waiting for its
     row's lock (another session holds it): the error reaches the caller, and
     the transaction its query began is rolled back (the round's claim too),
     not left open on the connection for the next statement to join."""
@@ -457,7 +459,7 @@ def test_mariadbs_enqueue_tells_one_task_from_several_by_reading_the_first(
 ) -> None:
     """MariaDB stores one task by an INSERT of its VALUES: the reader tells
     one from several without parsing a bulk enqueue's every task."""
-    from django_bgtasks.db.mariadb_queue import _only_task
+    from django_bgtasks.db.mysql.mariadb import _only_task
 
     assert _only_task(rows) == only
     with pytest.raises(ValueError, match="a JSON array"):

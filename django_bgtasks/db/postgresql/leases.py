@@ -1,7 +1,7 @@
 """PostgreSQL's statements: the lease operations and the workers', with the
 fragments they share, the time parameters they take, and the names of the
-channels pushed changes come on (the rules: :mod:`django_bgtasks.db.rules`);
-the queue's are in :mod:`django_bgtasks.db.postgresql_queue`.
+channels pushed changes come on (the rules: :mod:`django_bgtasks.db.shared`);
+the queue's are in :mod:`django_bgtasks.db.postgresql.queue`.
 
 The clock is ``clock_timestamp()``: ``now()`` is frozen at transaction start.
 Parameters that a statement repeats are cast, so that they keep one type under
@@ -10,9 +10,7 @@ server-side binding (the lease statements run prepared: ``db/cursor.py``).
 
 from __future__ import annotations
 
-import datetime as dt
-
-from django_bgtasks.db.rules import (
+from django_bgtasks.db.shared import (
     CLAIM_REQUEST,
     CLAIM_RESUME,
     CLAIM_RETRY,
@@ -248,7 +246,7 @@ STATEMENTS = Statements(
         ORDER BY host, pid
     """,
     clock="SELECT clock_timestamp() AS db_now",
-    # Both tables in one statement, by two data-modifying CTEs (db/rules.py's
+    # Both tables in one statement, by two data-modifying CTEs (db/shared.py's
     # RENEW_MANY). Each UPDATE is its table's own heartbeat, rows matched from
     # the JSON by key, owner and token; the lease table's writes updated_at
     # alone (a HOT update, as ``renew``). The rows come sorted by key
@@ -280,28 +278,3 @@ STATEMENTS = Statements(
         ) renewed
     """,
 )
-
-
-# --- Change notifications (django_bgtasks.push.feed) ----------------------------
-# PostgreSQL: migration 0008's trigger notifies this channel, with JSON
-# {"name": ..., "token": ...}, for every change of a lease row but a bare
-# heartbeat; each process's one listening connection runs LISTEN_CHANGES, and
-# names itself CHANGES_APPLICATION (so an operator can find it in
-# pg_stat_activity). SQLite and MySQL have no notifications: the feed there
-# polls with list_states, one statement per process per interval.
-CHANGES_CHANNEL = "bgtasks_changes"
-LISTEN_CHANGES = f"LISTEN {CHANGES_CHANNEL}"
-CHANGES_APPLICATION = "bgtasks-changes"
-# Set once the connection proved direct (cursor.direct_session): through a
-# pooler the name would stay on a server connection the feed doesn't hold.
-NAME_APPLICATION = "SELECT set_config('application_name', %s, false)"
-# Migration 0010's trigger notifies this one, with JSON {"queue": ...}, when a
-# Django Task becomes ready (enqueued, retried, recovered); the same
-# connection listens, for the workers' queue threads.
-QUEUE_CHANNEL = "bgtasks_queue"
-LISTEN_QUEUE = f"LISTEN {QUEUE_CHANNEL}"
-
-
-def time_param(value: dt.datetime) -> dt.datetime:
-    """An aware ``value`` as the statements take a time: as it is."""
-    return value

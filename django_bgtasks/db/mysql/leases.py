@@ -1,7 +1,7 @@
 """MySQL 8.0+ and MariaDB 10.6+: the statements of the lease operations and the
 workers', and how each one is run and its result read (the rules:
-:mod:`django_bgtasks.db.rules`). The Django Tasks queue's, on the same ways,
-are :mod:`django_bgtasks.db.mysql_queue`'s.
+:mod:`django_bgtasks.db.shared`). The Django Tasks queue's, on the same ways,
+are :mod:`django_bgtasks.db.mysql.queue`'s.
 
 Neither has UPDATE ... RETURNING (MySQL has none; MariaDB's INSERT has), and
 Django's MySQL backend counts *matched* rows (CLIENT.FOUND_ROWS), so a write
@@ -34,7 +34,6 @@ the later steps run. History is written by migration 0006's trigger.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +41,7 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.db.rows import Row, matched, named
-from django_bgtasks.db.rules import (
+from django_bgtasks.db.shared import (
     CLAIM_REQUEST,
     CLAIM_RETRY,
     CLAIM_SCHEDULED,
@@ -126,7 +125,7 @@ Reader = Callable[[BaseDatabaseWrapper, str, str, dict[str, Any]], list[Row]]
 _ER_DUP_ENTRY = 1062
 
 
-def _rows(
+def read_rows(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:
     """A read: its rows."""
@@ -135,7 +134,7 @@ def _rows(
         return named(cursor)
 
 
-def _count(
+def count_rows(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:
     """A write: one ``matched`` row per matched row (``RETURNING 1 AS matched``)."""
@@ -144,7 +143,7 @@ def _count(
         return matched(cursor.rowcount)
 
 
-def _renew(
+def renew_steps(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:
     """A heartbeat: its ``cancel_requested``, from which step matched, if one did."""
@@ -245,7 +244,7 @@ def _last_insert_id(cursor: Any) -> int:
     return int(row["token"])
 
 
-# --- One renewal per worker: renew_many (db/rules.py's RENEW_MANY) -----------------------
+# --- One renewal per worker: renew_many (db/shared.py's RENEW_MANY) -----------------------
 # Both heartbeats, then a read of what they renewed (no RETURNING: rows of that
 # owner and token renewed since the SYSDATE(6) taken first), in one round trip
 # where allowed. JSON_TABLE's rows come first (STRAIGHT_JOIN), each table row
@@ -289,7 +288,7 @@ _RENEW_MANY = f"""
 """
 
 
-def _steps(
+def run_steps(
     connection: BaseDatabaseWrapper, statement: str, query: str, params: dict[str, Any]
 ) -> list[Row]:
     """Steps in one round trip where allowed: the last one's rows (a read)."""
@@ -470,37 +469,31 @@ STATEMENTS = Statements(
 # How each statement is run and read (see the readers above).
 READERS: dict[str, Reader] = {
     "claim": _upsert,
-    "renew": _renew,
-    "renew_with_value": _renew,
-    "release": _count,
-    "force_release": _count,
-    "request_cancel": _count,
-    "expire_stale": _count,
-    "fence": _count,
-    "get_state": _rows,
-    "list_states": _rows,
+    "renew": renew_steps,
+    "renew_with_value": renew_steps,
+    "release": count_rows,
+    "force_release": count_rows,
+    "request_cancel": count_rows,
+    "expire_stale": count_rows,
+    "fence": count_rows,
+    "get_state": read_rows,
+    "list_states": read_rows,
     "request_run": _upsert,
     "claim_request": _claim,
     "claim_scheduled": _claim,
     "claim_resume": _claim,
     "claim_retry": _claim,
-    "skip_slot": _count,
+    "skip_slot": count_rows,
     "ensure_schedule": _upsert,
-    "take_slot": _count,
-    "due_work": _rows,
+    "take_slot": count_rows,
+    "due_work": read_rows,
     "worker_beat": _upsert,
-    "worker_gone": _count,
-    "worker_lost": _count,
-    "forget_workers": _count,
-    "list_workers": _rows,
-    "clock": _rows,
-    "renew_many": _steps,
+    "worker_gone": count_rows,
+    "worker_lost": count_rows,
+    "forget_workers": count_rows,
+    "list_workers": read_rows,
+    "clock": read_rows,
+    "renew_many": run_steps,
     "pause": _upsert,
-    "unpause": _count,
+    "unpause": count_rows,
 }
-
-
-def time_param(value: dt.datetime) -> dt.datetime:
-    """An aware ``value`` as the statements take a time: a naive UTC datetime
-    (what Django stores)."""
-    return value.astimezone(dt.UTC).replace(tzinfo=None)

@@ -1,4 +1,4 @@
-"""db/mariadb_routines.py on the machine's MariaDB: the queue's claims and
+"""db/mysql/routines.py on the machine's MariaDB: the queue's claims and
 ends run as stored procedures, created once, with the caller's privileges;
 created again when dropped; and run as text, with the same result, where a
 procedure can't be had (a user without CREATE ROUTINE, or without EXECUTE on
@@ -26,7 +26,7 @@ from django.db import ProgrammingError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
-from django_bgtasks.db import mariadb_routines
+from django_bgtasks.db.mysql import routines as mariadb_routines
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.manager import Ending
 from tests import djtasks

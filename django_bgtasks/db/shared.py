@@ -7,9 +7,9 @@ is the table names, which the caller passes from ``Model._meta.db_table`` and
 the connection quotes, the named fragments of each vendor's module
 (``{holder}``, ``{stale}``, ...), which are constants, and the queue's
 statuses, from ``choices.QueueStatus`` (``{ready}``: plain words).
-:mod:`django_bgtasks.db.vendors` renders them; one module per vendor
-(:mod:`~django_bgtasks.db.postgresql`, :mod:`~django_bgtasks.db.sqlite`,
-:mod:`~django_bgtasks.db.mysql`) holds that vendor's statements and quirks.
+:mod:`django_bgtasks.db.engines` renders them; one module per vendor
+(:mod:`~django_bgtasks.db.postgresql.leases`, :mod:`~django_bgtasks.db.sqlite.leases`,
+:mod:`~django_bgtasks.db.mysql.leases`) holds that vendor's statements and quirks.
 
 Rules every statement keeps:
 
@@ -43,7 +43,7 @@ Rules every statement keeps:
   without waiting on each other. SQLite serialises writers, so the same
   ``UPDATE ... WHERE seq IN (SELECT ... LIMIT n)`` is already exclusive there.
   MySQL/MariaDB pick with ``FOR UPDATE SKIP LOCKED`` too, in the transaction
-  of the claim's write (:mod:`~django_bgtasks.db.mysql_queue`).
+  of the claim's write (:mod:`~django_bgtasks.db.mysql.queue`).
 * **Batches keep each row's rules.** A claim takes up to ``limit`` rows in one
   statement, and ``finish_many`` ends several runs in one: each row still gets
   its own token and attempt, and each end is still fenced by its own seq,
@@ -64,7 +64,7 @@ from django_bgtasks.choices import FlowLimit, QueueStatus
 
 # The result columns of every statement are read by name (db/rows.py), never by
 # position: the names, an alias for every expression, are what the readers rely
-# on (tests/db/test_vendors.py checks them), and the order is free.
+# on (tests/db/test_engines.py checks them), and the order is free.
 
 # Every state read; core.states.TaskState.from_row() reads these names.
 STATE_COLUMNS = """name, value, running AND NOT stale AS running, owner, token, ttl,
@@ -315,7 +315,7 @@ def ready_probe(pick: str) -> str:
 # once under another's backlog (read through the index in the claim's order
 # across queues, a claim of a queue of 50 tasks behind 300,000 of another
 # read all 300,000: 520 ms on MariaDB). PostgreSQL does it in one text with
-# LATERAL (db/postgresql_queue.py). MySQL/MariaDB and SQLite have none, so
+# LATERAL (db/postgresql/queue.py). MySQL/MariaDB and SQLite have none, so
 # their statement holds a pick for every queue and one for the queue
 # ``QUEUE_INDEX`` of ``%(queues)s``, between marks, and :func:`with_queues`
 # makes it the pick of the claim's queues (``all``, or a number of names)

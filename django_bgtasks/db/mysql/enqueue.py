@@ -1,19 +1,19 @@
 """MySQL 8.0+ and MariaDB 10.6+: the Django Tasks queue's enqueue (the
 backend's ``enqueue()`` and ``enqueue_many()``), the statements and the parts
-MariaDB's own are made of (:mod:`~django_bgtasks.db.mariadb_queue`). The rest
-of the queue's statements: :mod:`~django_bgtasks.db.mysql_queue`."""
+MariaDB's own are made of (:mod:`~django_bgtasks.db.mysql.mariadb`). The rest
+of the queue's statements: :mod:`~django_bgtasks.db.mysql.queue`."""
 
 from __future__ import annotations
 
-from django_bgtasks.db.mysql import MYSQL_STEP
-from django_bgtasks.db.rules import ENQUEUE_COLUMNS
+from django_bgtasks.db.mysql.leases import MYSQL_STEP
+from django_bgtasks.db.shared import ENQUEUE_COLUMNS
 
 # The backend's enqueue (db.rules.ENQUEUE_COLUMNS), in the caller's
 # transaction: the INSERT (a key another task holds updates nothing, where
 # the other vendors' ON CONFLICT DO NOTHING stores nothing), then a read of
 # the rows it stored, by their uuid (the holder's row has another), both in
-# one round trip where the connection allows (db/mysql.py's _steps); on
-# MariaDB, the INSERT alone with RETURNING (db/mariadb_queue.py).
+# one round trip where the connection allows (db/mysql/leases.py's _steps); on
+# MariaDB, the INSERT alone with RETURNING (db/mysql/mariadb.py).
 _ROWS = (
     "JSON_TABLE(%(rows)s, '$[*]' COLUMNS (n FOR ORDINALITY,"
     " uuid CHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.uuid',"

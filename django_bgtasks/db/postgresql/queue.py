@@ -1,15 +1,15 @@
 """PostgreSQL's statements of the queue (Django Tasks): enqueue, the claim with
 its flow limits and paused queues, renew, finish, the ends of several runs
 with the next claim in one statement, give back, recover, cancel and retry
-(the rules: :mod:`django_bgtasks.db.rules`). Apart from the lease statements
-of :mod:`django_bgtasks.db.postgresql` only for their size; the same
+(the rules: :mod:`django_bgtasks.db.shared`). Apart from the lease statements
+of :mod:`django_bgtasks.db.postgresql.leases` only for their size; the same
 conventions hold: the clock is ``clock_timestamp()``, and repeated
 parameters are cast.
 """
 
 from __future__ import annotations
 
-from django_bgtasks.db.rules import (
+from django_bgtasks.db.shared import (
     # (alike mysql_queue.py's list on purpose: the statements both take from rules)
     CANCELLED_ERROR_CLASS,
     CLAIM_COLUMNS,
@@ -48,7 +48,7 @@ _ENQUEUE = f"""
         to_char(enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS enqueued_at
 """
 
-# The claim (db/rules.py says how the flow limits are kept): ``cand`` locks
+# The claim (db/shared.py says how the flow limits are kept): ``cand`` locks
 # the first ready rows whose keys have a free slot, ``cfree`` and ``rfree``
 # lock as many free slots of each key as it has candidates (no more: a key of
 # 10,000 slots costs what a key of 10 does; a rate key's oldest starts first,

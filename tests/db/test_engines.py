@@ -17,17 +17,17 @@ import pytest
 from django.db import NotSupportedError, connections
 from django.db.backends.dummy.base import DatabaseWrapper as DummyDatabaseWrapper
 
-from django_bgtasks.db import vendors
+from django_bgtasks.db import engines
 from django_bgtasks.db.rows import MATCHED
 
 
 def test_statements_are_rendered_once_per_vendor_and_set_of_tables() -> None:
     sqlite, postgres = connections["default"], connections["postgres"]
     tables = {"task": "t_render", "run": "r_render", "worker": "w_render", "queued": "q_render"}
-    first = vendors.statements(sqlite, **tables)
-    assert vendors.statements(sqlite, **tables) is first
-    assert vendors.statements(postgres, **tables) is not first
-    assert vendors.statements(sqlite, **{**tables, "run": "other"}) is not first
+    first = engines.statements(sqlite, **tables)
+    assert engines.statements(sqlite, **tables) is first
+    assert engines.statements(postgres, **tables) is not first
+    assert engines.statements(sqlite, **{**tables, "run": "other"}) is not first
     # The table names are quoted by the connection, and nothing is left to fill in.
     assert 'INSERT INTO "t_render" AS t' in first.claim
     assert 'FROM "r_render"' in first.claim
@@ -42,24 +42,24 @@ def test_a_database_without_lease_sql_is_a_clear_error() -> None:
     with pytest.raises(
         NotSupportedError, match=r"postgresql, sqlite and mysql, not 'unknown'.*'legacy'"
     ):
-        vendors.statements(other, task="t", run="r", worker="w", queued="q")
+        engines.statements(other, task="t", run="r", worker="w", queued="q")
 
 
 def test_the_queue_statements_are_rendered_once_and_only_where_the_queue_runs() -> None:
     """The queue's statements share the one render cache with the lease
     statements; a vendor without them is refused (bgtasks.E015 says so at start-up)."""
     sqlite = connections["default"]
-    first = vendors.queue_statements(sqlite, table="q_render", paused="p")
-    assert vendors.queue_statements(sqlite, table="q_render", paused="p") is first
+    first = engines.queue_statements(sqlite, table="q_render", paused="p")
+    assert engines.queue_statements(sqlite, table="q_render", paused="p") is first
     assert 'UPDATE "q_render" SET' in first.claim and "'RUNNING'" in first.claim
     assert "{" not in first.claim and "}" not in first.claim
-    assert vendors.QUEUE_VENDORS == ("postgresql", "sqlite", "mysql")
+    assert engines.QUEUE_VENDORS == ("postgresql", "sqlite", "mysql")
     other = DummyDatabaseWrapper({**connections["default"].settings_dict}, alias="legacy")
     other.vendor = "oracle"
     with pytest.raises(
         NotSupportedError, match=r"postgresql, sqlite, mysql, not 'oracle'.*'legacy'"
     ):
-        vendors.queue_statements(other, table="q", paused="p")
+        engines.queue_statements(other, table="q", paused="p")
 
 
 # --- Rows are read by name -------------------------------------------------------------
@@ -142,9 +142,9 @@ def _mysql_columns(
     queue: bool = False,
     mariadb: bool = False,
 ) -> set[str]:
-    """The names of the rows db/mysql.py's reader of ``statement`` builds
-    (db/mysql_queue.py's, of the queue's with ``queue``), on MySQL or MariaDB."""
-    from django_bgtasks.db import mysql
+    """The names of the rows db/mysql/leases.py's reader of ``statement`` builds
+    (db/mysql/queue.py's, of the queue's with ``queue``), on MySQL or MariaDB."""
+    from django_bgtasks.db.mysql import leases as mysql
 
     monkeypatch.setattr(mysql.transaction, "atomic", lambda using: contextlib.nullcontext())
     connection = SimpleNamespace(
@@ -160,7 +160,7 @@ def _mysql_columns(
     found = []
     for rows_param in tasks:
         params = {"active_key": None, "rows": rows_param, "all": True, "queues": "[]"}
-        rows = vendors.run(connection, statement, query, params, queue=queue)  # type: ignore[arg-type]
+        rows = engines.run(connection, statement, query, params, queue=queue)  # type: ignore[arg-type]
         assert len(rows) == 1, (statement, rows)
         found.append(set(rows[0]))
     assert all(names == found[0] for names in found), statement
@@ -175,9 +175,9 @@ def _rendered(vendor: str, queue: bool = False, mariadb: bool = False) -> dict[s
         mysql_is_mariadb=mariadb,
     )
     if queue:
-        rendered: Any = vendors.queue_statements(connection, table="q_names", paused="p")
+        rendered: Any = engines.queue_statements(connection, table="q_names", paused="p")
     else:
-        rendered = vendors.statements(
+        rendered = engines.statements(
             connection, task="t_names", run="r_names", worker="w_names", queued="q_names"
         )
     return {field.name: getattr(rendered, field.name) for field in dataclasses.fields(rendered)}
@@ -257,10 +257,10 @@ def test_every_vendor_names_the_result_columns_its_readers_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Lease and worker statements: the same names on PostgreSQL, SQLite and
-    MySQL (where db/mysql.py builds some rows itself), every one named, and
+    MySQL (where db/mysql/leases.py builds some rows itself), every one named, and
     exactly what each reader reads."""
     whole = _whole_rows()
-    by_vendor = {vendor: _rendered(vendor) for vendor in vendors.SUPPORTED_VENDORS}
+    by_vendor = {vendor: _rendered(vendor) for vendor in engines.SUPPORTED_VENDORS}
     for statement, query in by_vendor["postgresql"].items():
         names = result_columns(query)
         assert names is not None and len(set(names)) == len(names), (statement, names)
@@ -281,10 +281,10 @@ def test_every_queue_vendor_names_the_result_columns_its_readers_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The Django Tasks queue's statements, on each vendor it runs on (on
-    MySQL and MariaDB, the rows db/mysql_queue.py's readers build)."""
+    MySQL and MariaDB, the rows db/mysql/queue.py's readers build)."""
     from django_bgtasks.queue.manager import Claim
 
-    for vendor in vendors.QUEUE_VENDORS:
+    for vendor in engines.QUEUE_VENDORS:
         for statement, query in _rendered(vendor, queue=True).items():
             if not query:  # a statement this vendor does not have
                 assert (vendor, statement) != ("postgresql", "finish_claim")
@@ -292,7 +292,7 @@ def test_every_queue_vendor_names_the_result_columns_its_readers_read(
             if vendor == "mysql":
                 names = sorted(_mysql_columns(statement, query, monkeypatch, queue=True))
                 # MariaDB's readers build the same rows (its enqueue, by RETURNING),
-                # from its own statements (db/mariadb_queue.py).
+                # from its own statements (db/mysql/mariadb.py).
                 own = _rendered(vendor, queue=True, mariadb=True)[statement]
                 mariadb = _mysql_columns(statement, own, monkeypatch, queue=True, mariadb=True)
                 assert sorted(mariadb) == names, statement

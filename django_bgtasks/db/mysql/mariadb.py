@@ -1,5 +1,5 @@
 """MariaDB's statements of the Django Tasks queue, and their readers, where
-they differ from MySQL's (:mod:`~django_bgtasks.db.mysql_queue`, which
+they differ from MySQL's (:mod:`~django_bgtasks.db.mysql.queue`, which
 MariaDB runs otherwise).
 
 The enqueue is its INSERT alone, ending in RETURNING (10.5+), where MySQL
@@ -36,16 +36,15 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_bgtasks.db.mysql import MYSQL_STEP, Reader
-from django_bgtasks.db.mysql import _rows as read_rows
-from django_bgtasks.db.mysql_enqueue import (
+from django_bgtasks.db.mysql.enqueue import (
     ENQUEUE_HELD,
     ENQUEUE_INSERT,
     ONE_TASK_OWN,
     enqueued,
     stored_values,
 )
-from django_bgtasks.db.mysql_queue import (
+from django_bgtasks.db.mysql.leases import MYSQL_STEP, Reader, read_rows
+from django_bgtasks.db.mysql.queue import (
     CLAIM_PICK,
     CLAIM_WRITE,
     CSLOTS,
@@ -60,10 +59,10 @@ from django_bgtasks.db.mysql_queue import (
     ends_rows,
     finish_many_pick,
 )
-from django_bgtasks.db.mysql_queue import QUEUE as MYSQL_QUEUE
-from django_bgtasks.db.mysql_queue import READERS as MYSQL_READERS
+from django_bgtasks.db.mysql.queue import QUEUE as MYSQL_QUEUE
+from django_bgtasks.db.mysql.queue import READERS as MYSQL_READERS
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.rules import ENQUEUE_COLUMNS
+from django_bgtasks.db.shared import ENQUEUE_COLUMNS
 
 
 def _free_slots(
@@ -72,7 +71,7 @@ def _free_slots(
     """The free slots of each ``key`` (a column) of the picked rows, locked,
     skipping those other claims are taking, into the variable ``into`` (a
     JSON array of ids): at most the claim's limit of each key's, in
-    ``order`` from ``index``. MySQL's step (db/mysql_queue.py) locks every
+    ``order`` from ``index``. MySQL's step (db/mysql/queue.py) locks every
     free slot of each key: with a limit of 10,000 that never binds, a claim
     of 8 tasks read 20,000 slots and more. A key at a time, each read stops
     at the limit (MariaDB has no LATERAL: a loop over the keys, which are
@@ -116,7 +115,7 @@ _CLAIM_FLOW = [
     ),
     *FLOW_ASSIGN,
 ]
-# One step for the readers (db/mysql_queue.py): a compound statement is one
+# One step for the readers (db/mysql/queue.py): a compound statement is one
 # statement, with one result.
 _FLOW_WHEN_LIMITED = (
     f"BEGIN NOT ATOMIC IF {FLOW_PICKED} THEN {'; '.join(step.strip() for step in _CLAIM_FLOW)};"

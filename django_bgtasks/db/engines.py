@@ -1,13 +1,14 @@
-"""The vendors django-bgtasks runs on, and the one place their statements are
-rendered and run: :func:`statements` (the lease operations and the workers'),
-:func:`queue_statements` (the Django Tasks queue), :func:`read`,
-:func:`write` (the one refusal inside ``atomic()``), :func:`write_together`
-(several writes, one commit), :func:`run` (each
-hands back rows by column name: :mod:`~django_bgtasks.db.rows`) and
-:func:`time_param`. Each vendor's statements are in its own module
-(:mod:`~django_bgtasks.db.postgresql`, :mod:`~django_bgtasks.db.sqlite`,
-:mod:`~django_bgtasks.db.mysql`); the rules they keep, in
-:mod:`~django_bgtasks.db.rules`.
+"""The engines django-bgtasks runs on, and the one place their statements are
+rendered and run: :func:`driver` (a connection's engine driver:
+:mod:`~django_bgtasks.db.driver`), :func:`statements` (the lease operations
+and the workers'), :func:`queue_statements` (the Django Tasks queue),
+:func:`read`, :func:`write` (the one refusal inside ``atomic()``),
+:func:`write_together` (several writes, one commit), :func:`run` (each
+hands back rows by column name: :mod:`~django_bgtasks.db.rows`),
+:func:`time_param` and :func:`list_param`. Each engine's statements, and how
+it runs them, are in its own package (:mod:`~django_bgtasks.db.postgresql`,
+:mod:`~django_bgtasks.db.sqlite`, :mod:`~django_bgtasks.db.mysql`); the
+rules they keep, and what they share, in :mod:`~django_bgtasks.db.shared`.
 """
 
 from __future__ import annotations
@@ -15,23 +16,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, TypeVar
 
-from django.db import NotSupportedError, transaction
+from django.db import NotSupportedError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_bgtasks.db import (
-    mariadb_queue,
-    mysql,
-    mysql_queue,
-    postgresql,
-    postgresql_queue,
-    sqlite,
-)
-from django_bgtasks.db.cursor import fetch_all
+from django_bgtasks.db.driver import Driver
+from django_bgtasks.db.mysql.driver import DRIVER as MYSQL
+from django_bgtasks.db.postgresql.driver import DRIVER as POSTGRESQL
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.rules import (
+from django_bgtasks.db.shared import (
     FLOW_KINDS,
     STATUSES,
     QueueStatements,
@@ -39,32 +34,13 @@ from django_bgtasks.db.rules import (
     has_queue_pick,
     with_queues,
 )
+from django_bgtasks.db.sqlite.driver import DRIVER as SQLITE
 from django_bgtasks.exceptions import InAtomicBlock
 
-
-@dataclass(frozen=True)
-class _Vendor:
-    """One vendor's statements, and how it takes a time."""
-
-    statements: Statements
-    fragments: dict[str, str]
-    queue: QueueStatements | None  # None: no Django Tasks queue on this vendor
-    time_param: Callable[[dt.datetime], Any]
-
-
-_BY_VENDOR = {
-    "postgresql": _Vendor(
-        postgresql.STATEMENTS,
-        postgresql.FRAGMENTS,
-        postgresql_queue.QUEUE,
-        postgresql.time_param,
-    ),
-    "sqlite": _Vendor(sqlite.STATEMENTS, sqlite.FRAGMENTS, sqlite.QUEUE, sqlite.time_param),
-    "mysql": _Vendor(mysql.STATEMENTS, mysql.FRAGMENTS, mysql_queue.QUEUE, mysql.time_param),
-}
-SUPPORTED_VENDORS = tuple(_BY_VENDOR)
+_DRIVERS: dict[str, Driver] = {driver.vendor: driver for driver in (POSTGRESQL, SQLITE, MYSQL)}
+SUPPORTED_VENDORS = tuple(_DRIVERS)
 # The vendors the Django Tasks queue runs on (bgtasks.E015 refuses the others).
-QUEUE_VENDORS = tuple(name for name, vendor in _BY_VENDOR.items() if vendor.queue is not None)
+QUEUE_VENDORS = tuple(name for name, driver in _DRIVERS.items() if driver.queue is not None)
 
 # Every rendered set, keyed by what it is, the vendor and the tables alone:
 # quoting is fixed per vendor, and a key per connection object would grow
@@ -88,12 +64,7 @@ def statements(
     key = ("lease", connection.vendor, task, run, worker, queued)
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
-    vendor = _BY_VENDOR.get(connection.vendor)
-    if vendor is None:
-        raise NotSupportedError(
-            f"django-bgtasks supports {vendor_list()}, "
-            f"not {connection.vendor!r} (database {connection.alias!r})"
-        )
+    engine = driver(connection)
     quote = connection.ops.quote_name
     tables = {
         "task": quote(task),
@@ -105,8 +76,8 @@ def statements(
     # Fragments first (they may name the tables), then the tables.
     return _render(
         key,
-        vendor.statements,
-        lambda template: template.format(**vendor.fragments, **keep_tables).format(**tables),
+        engine.statements,
+        lambda template: template.format(**engine.fragments, **keep_tables).format(**tables),
     )
 
 
@@ -120,22 +91,22 @@ def queue_statements(
     """The queue's statements for this connection's vendor, on ``table``, the
     paused queues' table ``paused`` and the flow limits' ``slots`` (unquoted
     ``db_table`` names), ready to execute."""
-    # MariaDB's own where they differ from MySQL's (db/mariadb_queue.py).
-    mariadb = connection.vendor == "mysql" and connection.mysql_is_mariadb  # type: ignore[attr-defined]
-    key = ("queue", "mariadb" if mariadb else connection.vendor, table, paused, slots)
-    if key in _RENDERED:
-        return _RENDERED[key]  # type: ignore[no-any-return]
-    vendor = _BY_VENDOR.get(connection.vendor)
-    if vendor is None or vendor.queue is None:
+    engine = _DRIVERS.get(connection.vendor)
+    if engine is None or engine.queue is None:
         raise NotSupportedError(
             f"django_bgtasks.backend.LeaseBackend supports {', '.join(QUEUE_VENDORS)}, "
             f"not {connection.vendor!r} (database {connection.alias!r})"
         )
+    # A server's own set where it has one (MariaDB's, on MySQL's driver).
+    name, templates = engine.queue_statements(connection)
+    key = ("queue", name, table, paused, slots)
+    if key in _RENDERED:
+        return _RENDERED[key]  # type: ignore[no-any-return]
     quote = connection.ops.quote_name
     tables = {"table": quote(table), "paused": quote(paused), "slots": quote(slots)}
     return _render(
         key,
-        mariadb_queue.QUEUE if mariadb else vendor.queue,
+        templates,
         lambda template: template.format(**tables, **STATUSES, **FLOW_KINDS),
     )
 
@@ -187,20 +158,14 @@ def write_together(
 ) -> list[list[Row]]:
     """As :func:`write` for several of the queue's writes, one after the other
     in one transaction, with one commit (on MySQL, sent as one query where the
-    connection allows: :func:`~django_bgtasks.db.mysql_queue.in_one_transaction`):
+    connection allows: :func:`~django_bgtasks.db.mysql.queue.in_one_transaction`):
     the rows of each, in order. ``params`` holds every one's. An error in
     any of them writes none."""
     if connection.in_atomic_block:
         raise InAtomicBlock(operation)
     rendered = statements_of(connection)
     queries = [_for_queues(getattr(rendered, statement), params) for statement in statements]
-    if connection.vendor == "mysql":
-        return mysql_queue.in_one_transaction(connection, statements, queries, params)
-    with transaction.atomic(using=connection.alias):
-        return [
-            run(connection, statement, query, params, queue=True)
-            for statement, query in zip(statements, queries, strict=True)
-        ]
+    return driver(connection).run_together(connection, statements, queries, params)
 
 
 def run(
@@ -213,27 +178,10 @@ def run(
 ) -> list[Row]:
     """Execute the rendered ``query`` of field ``statement`` (of the queue's
     statements with ``queue``) and return its rows by column name, as
-    RETURNING gives them on PostgreSQL and SQLite: one statement there, run
-    prepared where the cursor may (:mod:`~django_bgtasks.db.cursor`). MySQL
-    runs and reads each its own way (:data:`django_bgtasks.db.mysql.READERS`,
-    :data:`django_bgtasks.db.mysql_queue.READERS`, MariaDB's
-    :data:`django_bgtasks.db.mariadb_queue.READERS`), into rows of the same names;
-    SQLite runs the one operation it can't write as one statement in steps
-    (:func:`django_bgtasks.db.sqlite.run_steps`)."""
+    RETURNING gives them on PostgreSQL and SQLite, however the engine runs
+    it (its driver's :meth:`~django_bgtasks.db.driver.Driver.run`)."""
     query = _for_queues(query, params)
-    if connection.vendor == "mysql":
-        if not queue:
-            readers = mysql.READERS
-        elif connection.mysql_is_mariadb:  # type: ignore[attr-defined]
-            readers = mariadb_queue.READERS
-        else:
-            readers = mysql_queue.READERS
-        return readers[statement](connection, statement, query, params)
-    if connection.vendor == "sqlite" and statement in sqlite.STEPPED:
-        return sqlite.run_steps(connection, query, params)
-    if connection.vendor == "postgresql" and postgresql_queue.LIMIT_MARK in query:
-        query = postgresql_queue.with_limit(query, params["limit"])
-    return fetch_all(connection, query, params)
+    return driver(connection).run(connection, statement, query, params, queue=queue)
 
 
 def _for_queues(query: str, params: dict[str, Any]) -> str:
@@ -250,5 +198,26 @@ def time_param(connection: BaseDatabaseWrapper, value: dt.datetime) -> Any:
     """An aware ``value`` as this connection's statements take a time: as it
     is on PostgreSQL; on SQLite, naive UTC text in the format the statements
     store; on MySQL, a naive UTC datetime (what Django stores)."""
-    vendor = _BY_VENDOR.get(connection.vendor)
-    return value if vendor is None else vendor.time_param(value)
+    return driver(connection).time_param(value)
+
+
+def list_param(connection: BaseDatabaseWrapper, values: Sequence[Any]) -> Any:
+    """A list of values as this connection's statements take one: an array on
+    PostgreSQL, JSON text elsewhere (read by ``json_each``, ``JSON_TABLE``)."""
+    return driver(connection).list_param(values)
+
+
+def driver_or_none(connection: BaseDatabaseWrapper) -> Driver | None:
+    """The driver of ``connection``'s engine; None where the package runs on none."""
+    return _DRIVERS.get(connection.vendor)
+
+
+def driver(connection: BaseDatabaseWrapper) -> Driver:
+    """The driver of ``connection``'s engine; NotSupportedError for another."""
+    engine = _DRIVERS.get(connection.vendor)
+    if engine is None:
+        raise NotSupportedError(
+            f"django-bgtasks supports {vendor_list()}, "
+            f"not {connection.vendor!r} (database {connection.alias!r})"
+        )
+    return engine

@@ -1,10 +1,10 @@
 """MySQL 8.0+ and MariaDB 10.6+: the Django Tasks queue's statements, and how
-each one is run and its result read (the rules: :mod:`django_bgtasks.db.rules`;
-the vendor's ways, the clock and the SET order: :mod:`django_bgtasks.db.mysql`).
+each one is run and its result read (the rules: :mod:`django_bgtasks.db.shared`;
+the vendor's ways, the clock and the SET order: :mod:`django_bgtasks.db.mysql.leases`).
 
 Without RETURNING, a write that hands back its rows is three steps in one
 transaction, sent as one query (one round trip) where the connection allows
-several statements in one (:func:`~django_bgtasks.db.mysql.multi_statements`),
+several statements in one (:func:`~django_bgtasks.db.mysql.leases.multi_statements`),
 else in ``atomic()`` one step after another:
 
 1. a locking read picks the rows (``FOR UPDATE``; a claim's ``SKIP LOCKED``,
@@ -15,7 +15,7 @@ else in ``atomic()`` one step after another:
 
 The rows stay locked until the commit, so what step 3 reads is what step 2
 wrote. The enqueue is an INSERT and a read
-(:mod:`~django_bgtasks.db.mysql_enqueue`). A write of one row (finish,
+(:mod:`~django_bgtasks.db.mysql.enqueue`). A write of one row (finish,
 cancel) has no step 1: the UPDATE's row count says whether it matched. A
 claim keeps ``SKIP LOCKED`` only as long as the locking read stops at
 ``LIMIT``: InnoDB locks each row it reads, and a sort would read every ready
@@ -39,15 +39,19 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_bgtasks.db.mariadb_routines import Routine, forget, routines
-from django_bgtasks.db.mysql import MYSQL_STEP, Reader, multi_statements
-from django_bgtasks.db.mysql import _count as count_rows
-from django_bgtasks.db.mysql import _renew as renew_steps
-from django_bgtasks.db.mysql import _rows as read_rows
-from django_bgtasks.db.mysql import _steps as steps
-from django_bgtasks.db.mysql_enqueue import ENQUEUE
+from django_bgtasks.db.mysql.enqueue import ENQUEUE
+from django_bgtasks.db.mysql.leases import (
+    MYSQL_STEP,
+    Reader,
+    count_rows,
+    multi_statements,
+    read_rows,
+    renew_steps,
+)
+from django_bgtasks.db.mysql.leases import run_steps as steps
+from django_bgtasks.db.mysql.routines import Routine, forget, routines
 from django_bgtasks.db.rows import Row, named
-from django_bgtasks.db.rules import (
+from django_bgtasks.db.shared import (
     CANCELLED_ERROR_CLASS,
     CLAIM_COLUMNS,
     CONCURRENCY_SLOT_FREE,
@@ -107,7 +111,7 @@ _T_RATE_FREE = f"""EXISTS (
             WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key AND s.slot <= t.rate_limit
                 AND {_RATE_SLOT_FREE})"""
 # The claim's pick keeps, beside the picked rows, whether any has a flow
-# limit (MariaDB runs the flow steps only then: db/mariadb_queue.py).
+# limit (MariaDB runs the flow steps only then: db/mysql/mariadb.py).
 FLOW_PICKED = "@bgtasks_flow"
 # A claim's time, read once its flow steps read the free slots (else NULL,
 # set by each pick), for the rate slots' and rows' start alike (see
@@ -153,13 +157,13 @@ CLAIM_PICK = f"""SELECT JSON_ARRAYAGG(seq) AS picked,
         "FOR UPDATE SKIP LOCKED",
     )
 }) locked INTO {_PICKED}, {FLOW_PICKED}, {_CLAIMED_AT}"""
-# The flow limits (db/rules.py): the free slots of the picked rows' keys,
+# The flow limits (db/shared.py): the free slots of the picked rows' keys,
 # locked (skipping those other claims are taking) into a variable each; then
 # each picked row paired with the free slot of its rank within its key, and
 # the picked rows narrowed to those that got every slot they need
 # (``_PICKED``), with their slots (``_TAKEN``); the slots written; the rows
 # claimed. For rows without limits each of these steps reads nothing.
-# (MariaDB locks the free slots its own way: db/mariadb_queue.py.)
+# (MariaDB locks the free slots its own way: db/mysql/mariadb.py.)
 CSLOTS, RSLOTS, _TAKEN = "@bgtasks_cslots", "@bgtasks_rslots", "@bgtasks_taken"
 
 
@@ -258,7 +262,7 @@ _GIVE_BACK_PICK = _pick(
 # with the SET ordered as MySQL needs it (a SET that reads a column comes
 # before the one that changes it) and without RETURNING.
 #
-# As ``finish``, for every ending in the JSON array ``ends`` (db/rules.py's
+# As ``finish``, for every ending in the JSON array ``ends`` (db/shared.py's
 # interface): each row fenced alike. MariaDB reads the array from a variable.
 def ends_rows(source: str) -> str:
     """The endings of the JSON array ``source`` as rows ``e``, ``n`` their place."""
@@ -490,7 +494,7 @@ def in_one_transaction(
     """The steps of each of ``queries`` (``statements``, each of them run by
     :func:`_transaction`), one after the other in one transaction, sent as
     one query where the connection allows (on MariaDB, a claim's and an
-    end's as the ``CALL`` of their procedure: db/mariadb_routines.py): each
+    end's as the ``CALL`` of their procedure: db/mysql/routines.py): each
     one's rows, as :func:`_transaction` reads them. ``params`` holds every
     query's."""
     for statement in statements:
@@ -498,7 +502,7 @@ def in_one_transaction(
             raise ValueError(f"{statement!r} is not a write of steps")
     if not multi_statements(connection):
         return _one_step_at_a_time(connection, queries, params)
-    # On MariaDB the hot writes are procedures (db/mariadb_routines.py). A
+    # On MariaDB the hot writes are procedures (db/mysql/routines.py). A
     # transaction that found one missing, or not ours to call, is rolled
     # back, and sent again with it created, or as text.
     calls = routines(connection, statements, queries)

@@ -1,6 +1,6 @@
 """MariaDB's stored procedures for the queue's hottest writes: a claim and a
 round's ends (``claim`` and ``finish_many``, and so ``finish_and_claim``),
-each the same steps as its text in :mod:`~django_bgtasks.db.mariadb_queue`.
+each the same steps as its text in :mod:`~django_bgtasks.db.mysql.mariadb`.
 
 Why. MariaDB parses a query's text every time it is sent, compound
 statements and all: a claim and its ends are about ten statements, three of
@@ -38,7 +38,7 @@ from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
-from django_bgtasks.db.mysql import MYSQL_STEP
+from django_bgtasks.db.mysql.leases import MYSQL_STEP
 
 logger = logging.getLogger("django_bgtasks.db")
 

@@ -1,0 +1,251 @@
+"""SQLite's statements of the queue (Django Tasks): enqueue, the claim with
+its flow limits and paused queues, renew, finish, the ends of several runs,
+give back, recover, cancel and retry (the rules:
+:mod:`django_bgtasks.db.shared`). The clock and times are the lease
+statements' (:mod:`django_bgtasks.db.sqlite.leases`).
+"""
+
+from __future__ import annotations
+
+from django_bgtasks.db.shared import (
+    CANCELLED_ERROR_CLASS,
+    CLAIM_COLUMNS,
+    ENQUEUE_COLUMNS,
+    LOST_ERROR_CLASS,
+    NOT_PAUSED,
+    PAUSED_QUEUES,
+    QUEUE_INDEX,
+    QUEUE_RETRY,
+    UNPAUSE_QUEUE,
+    QueueStatements,
+    distinct_values,
+    queue_pick,
+    queue_retry,
+    ready_probe,
+)
+from django_bgtasks.db.sqlite.leases import AGE, NOW, after
+
+# The queue's (Django Tasks).
+_LIVE = f"{AGE} <= ttl"
+
+# The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
+# one statement whatever their number, stored in the order of ``rows``. (The
+# WHERE is SQLite's rule for an INSERT ... SELECT with an ON CONFLICT clause.)
+_ENQUEUE = f"""
+    INSERT INTO {{table}} ({ENQUEUE_COLUMNS})
+    SELECT json_extract(value, '$.uuid'), %(task_path)s, %(backend)s, %(queue_name)s,
+        %(priority)s, %(takes_context)s, json_extract(value, '$.args_kwargs'), %(run_after)s,
+        '{{ready}}', 0, %(max_attempts)s, '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s,
+        %(active_key)s, %(trace_context)s,
+        json_extract(value, '$.concurrency_key'), %(concurrency)s,
+        json_extract(value, '$.rate_key'), %(rate_limit)s, %(rate_period)s
+    FROM json_each(%(rows)s) WHERE true
+    ORDER BY key
+    ON CONFLICT (active_key) DO NOTHING
+    RETURNING uuid, enqueued_at
+"""
+
+# The flow limits (db/shared.py): one writer at a time, so the claim counts
+# the free slots of each candidate's keys and takes the candidates whose rank
+# within their key is within that count; migration 0013's trigger takes the
+# slots of the rows it sets RUNNING, by the same 'now'. A rate slot is free
+# once its start is a window ago (to the millisecond the times are kept in).
+# (Counted up to the claim's limit: a key of 10,000 slots costs what one of
+# ten does. Each count reads the free slots first, from an index: the
+# concurrency slots by their holder, NULL for a free one; the rate slots by
+# their last start, never-started and oldest first. Read by slot number, a
+# count stepped over every slot held, or started within the window, first.)
+_FREE_SLOTS = """(SELECT count(*) FROM (SELECT 1 FROM {{slots}} s INDEXED BY {index}
+    WHERE s.kind = '{{{kind}}}' AND s.flow_key = t.{kind}_key AND s.slot <= t.{limit} AND {free}
+    {order}LIMIT %(limit)s))"""
+# (The two alike on purpose: one template, with each kind's index, test and order.)
+_C_FREE_SLOTS = _FREE_SLOTS.format(
+    index="bgtasks_flow_slot_holder",
+    kind="concurrency",
+    limit="concurrency",
+    free="s.seq IS NULL",
+    order="",
+)
+_R_FREE_SLOTS = _FREE_SLOTS.format(
+    index="bgtasks_flow_slot_started",
+    kind="rate",
+    limit="rate_limit",
+    free="(s.started_at IS NULL OR (julianday('now') - julianday(s.started_at)) * 86400.0"
+    " >= t.rate_period - 0.0005)",
+    order="ORDER BY s.started_at ",
+)
+
+# The ready rows a claim may take, as rules.queue_pick has them: of every
+# queue, in the claim's order from its index (status, priority DESC, seq:
+# migration 0018); of one named queue, from the ready rows' index led by the
+# queue (status, queue_name, priority DESC, seq). ``INDEXED BY`` holds each
+# to its index, whatever statistics ``ANALYZE`` (or ``PRAGMA optimize``)
+# gathered. Each with the row's ``flow`` test, at most ``limit`` rows (also
+# the idle poll's, without the flow test).
+_DUE = f"""(run_after IS NULL OR julianday(run_after) <= julianday('now'))
+            AND {NOT_PAUSED}"""
+
+
+def _ready_rows(columns: str, flow: str, limit: str) -> str:
+    """The pick (rules.queue_pick) of the ready rows' ``columns`` (and their
+    ``priority`` and ``seq``) that pass ``flow``: every queue's, or one's."""
+    return queue_pick(
+        f"""SELECT seq, priority, {columns} FROM {{table}} t INDEXED BY bgtasks_queued_claim
+            WHERE status = '{{ready}}' AND {_DUE} AND {flow}
+            ORDER BY priority DESC, seq LIMIT {limit}""",
+        f"""SELECT seq, priority, {columns} FROM {{table}} t INDEXED BY bgtasks_queued_ready
+            WHERE status = '{{ready}}'
+                AND queue_name = json_extract(%(queues)s, '$[{QUEUE_INDEX}]')
+                AND {_DUE} AND {flow}
+            ORDER BY priority DESC, seq LIMIT {limit}""",
+        limit,
+    )
+
+
+# The rows of a bulk action's batch: the JSON array ``seqs``.
+_LISTED = "seq IN (SELECT value FROM json_each(%(seqs)s))"
+
+
+def _cancel(rows: str, returning: str) -> str:
+    """An operator's cancel of the rows the condition ``rows`` names, as
+    postgresql_queue.py's."""
+    return f"""
+        UPDATE {{table}} SET cancel_requested = 1,
+            status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
+            active_key = CASE WHEN status = '{{ready}}' THEN NULL ELSE active_key END,
+            finished_at = CASE WHEN status = '{{ready}}' THEN {NOW} ELSE finished_at END,
+            errors = CASE WHEN status = '{{ready}}' THEN json_insert(errors, '$[#]', json_object(
+                'exception_class_path', '{CANCELLED_ERROR_CLASS}',
+                'traceback', 'TaskCancelled: cancelled by an operator before it started'))
+                ELSE errors END
+        WHERE {rows} AND status IN ('{{ready}}', '{{running}}')
+        RETURNING {returning}
+    """
+
+
+QUEUE = QueueStatements(
+    claim=f"""
+        UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s, token = token + 1,
+            updated_at = {NOW}, cancel_requested = 0,
+            started_at = COALESCE(started_at, {NOW}), last_attempted_at = {NOW},
+            attempts = attempts + 1, worker_ids = json_insert(worker_ids, '$[#]', %(owner)s)
+        WHERE seq IN (
+            SELECT seq FROM (
+                SELECT seq, rate_key, rfree,
+                    row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, seq)
+                        AS rrank
+                FROM (
+                    SELECT seq, priority, concurrency_key, rate_key, cfree, rfree,
+                        row_number() OVER (
+                            PARTITION BY concurrency_key ORDER BY priority DESC, seq
+                        ) AS crank
+                    FROM (
+                        SELECT seq, priority, concurrency_key, rate_key,
+                            CASE WHEN concurrency_key IS NOT NULL THEN {_C_FREE_SLOTS} END
+                                AS cfree,
+                            CASE WHEN rate_key IS NOT NULL THEN {_R_FREE_SLOTS} END AS rfree
+                        FROM ({
+        _ready_rows(
+            "concurrency_key, concurrency, rate_key, rate_limit, rate_period",
+            f"(concurrency_key IS NULL OR {_C_FREE_SLOTS} > 0)"
+            f" AND (rate_key IS NULL OR {_R_FREE_SLOTS} > 0)",
+            "%(limit)s",
+        )
+    }) t
+                        ORDER BY priority DESC, seq
+                        LIMIT %(limit)s
+                    )
+                )
+                WHERE concurrency_key IS NULL OR crank <= cfree
+            )
+            WHERE rate_key IS NULL OR rrank <= rfree
+        )
+        RETURNING {CLAIM_COLUMNS}
+    """,
+    renew=f"""
+        UPDATE {{table}} SET updated_at = {NOW},
+            progress = CASE WHEN %(set_progress)s THEN %(progress)s ELSE progress END
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = '{{running}}' AND {_LIVE}
+        RETURNING cancel_requested
+    """,
+    finish=f"""
+        UPDATE {{table}} SET status = %(status)s, updated_at = {NOW},
+            finished_at = CASE WHEN %(status)s = '{{ready}}' THEN NULL ELSE {NOW} END,
+            return_value = %(return_value)s,
+            errors = CASE WHEN %(error)s IS NULL THEN errors
+                ELSE json_insert(errors, '$[#]', json(%(error)s)) END,
+            attempts = attempts - %(refund)s,
+            active_key = CASE WHEN %(status)s = '{{ready}}' THEN active_key END,
+            run_after = CASE WHEN %(delay)s > 0 THEN {after("%(delay)s")} ELSE run_after END
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = '{{running}}' AND {_LIVE}
+        RETURNING status, finished_at
+    """,
+    # As ``finish``, for every ending in the JSON array ``ends`` at once: each
+    # row fenced alike (its seq, owner, token, RUNNING and a live lease).
+    finish_many=f"""
+        UPDATE {{table}} SET status = e.status, updated_at = {NOW},
+            finished_at = CASE WHEN e.status = '{{ready}}' THEN NULL ELSE {NOW} END,
+            return_value = e.return_value,
+            errors = CASE WHEN e.error IS NULL THEN errors
+                ELSE json_insert(errors, '$[#]', json(e.error)) END,
+            attempts = attempts - e.refund,
+            active_key = CASE WHEN e.status = '{{ready}}' THEN active_key END,
+            run_after = CASE WHEN e.delay > 0 THEN {after("e.delay")} ELSE run_after END
+        FROM (
+            SELECT json_extract(value, '$.seq') AS seq, json_extract(value, '$.owner') AS owner,
+                json_extract(value, '$.token') AS token,
+                json_extract(value, '$.status') AS status,
+                json_extract(value, '$.return_value') AS return_value,
+                json_extract(value, '$.error') AS error, json_extract(value, '$.refund') AS refund,
+                json_extract(value, '$.delay') AS delay
+            FROM json_each(%(ends)s)
+        ) AS e
+        WHERE {{table}}.seq = e.seq AND {{table}}.owner = e.owner AND {{table}}.token = e.token
+            AND {{table}}.status = '{{running}}' AND {_LIVE}
+        RETURNING seq, status, finished_at
+    """,
+    recover=f"""
+        UPDATE {{table}} SET
+            status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END,
+            active_key = CASE WHEN attempts < max_attempts THEN active_key END,
+            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {NOW} END,
+            errors = json_insert(errors, '$[#]', json_object(
+                'exception_class_path', '{LOST_ERROR_CLASS}',
+                'traceback', 'LeaseLost: the worker ' || owner || ' was lost: no heartbeat '
+                    || 'within the ttl (' || ttl || ' s), on attempt ' || attempts
+                    || ' of ' || max_attempts))
+        WHERE status = '{{running}}' AND NOT {_LIVE}
+        RETURNING uuid, status, task_path, owner
+    """,
+    cancel=_cancel("uuid = %(uuid)s", "status"),
+    cancel_many=_cancel(_LISTED, "seq, status"),
+    ended="""
+        SELECT status, finished_at FROM {table}
+        WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
+            AND status = %(status)s
+    """,
+    give_back=f"""
+        UPDATE {{table}} SET status = '{{ready}}', updated_at = {NOW},
+            started_at = CASE WHEN attempts = 1 THEN NULL ELSE started_at END,
+            attempts = attempts - 1, worker_ids = json_remove(worker_ids, '$[#-1]')
+        WHERE owner = %(owner)s AND status = '{{running}}'
+            AND seq NOT IN (SELECT value FROM json_each(%(held)s))
+        RETURNING seq, uuid, task_path
+    """,
+    retry=QUEUE_RETRY,
+    retry_many=queue_retry(_LISTED, "RETURNING seq"),
+    enqueue=_ENQUEUE,
+    pause_queue=f"""
+        INSERT INTO {{paused}} (queue_name, paused_at) VALUES (%(queue)s, {NOW})
+        ON CONFLICT (queue_name) DO NOTHING
+        RETURNING 1 AS matched
+    """,
+    unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
+    paused_queues=PAUSED_QUEUES,
+    # (The operator's reads alike on every vendor: rules.distinct_values.)
+    queue_names=distinct_values("queue_name"),
+    task_paths=distinct_values("task_path"),
+    any_ready=ready_probe(_ready_rows("1 AS due", "1", "1")),
+)
