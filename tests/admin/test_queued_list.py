@@ -17,13 +17,6 @@ from tests import djtasks
 QUEUED = "/admin/django_bgtasks/queuedtask/"
 
 
-@pytest.fixture
-def superuser(make_staff: Any) -> Client:
-    client = Client()
-    client.force_login(make_staff("root", superuser=True))
-    return client
-
-
 def _enqueue(count: int, *, queue: str = "default", task: Any = None) -> list[str]:
     chosen = (task or djtasks.add).using(queue_name=queue)
     results = chosen.get_backend().enqueue_many(chosen, [((n, 1), {}) for n in range(count)])
@@ -166,3 +159,20 @@ def test_a_failed_task_says_why_in_the_list_in_red(
         and '<span class="bgtasks-queued-failed">failed</span>' in rows[failed]
     )
     assert line in rows[retrying] and "bgtasks-error-line" not in rows[fine]
+
+
+def test_the_django_tasks_filters_count_the_tasks_of_each_state(
+    tasks_site_alias: str, superuser: Client
+) -> None:
+    """show_facets: each status of the filter with how many tasks have it."""
+    from django_bgtasks.models import QueuedTask
+    from tests import djtasks
+
+    for n in range(2):
+        QueuedTask.objects.cancel(djtasks.add.enqueue(n, n).id)
+    djtasks.add.using(queue_name="other").enqueue(3, 3)
+    changelist = superuser.get(QUEUED).context["cl"]
+    assert changelist.add_facets
+    [status] = [spec for spec in changelist.filter_specs if str(spec.title) == "status"]
+    shown = [str(choice["display"]).lower() for choice in status.choices(changelist)]
+    assert "failed (2)" in shown and "ready (1)" in shown, shown

@@ -145,7 +145,7 @@ def pages(filled: realistic.Filled) -> dict[str, tuple[str, str]]:
 @pytest.fixture
 def test_app_tasks_only() -> None:
     """Only the test app's tasks are registered while the pages are measured.
-    Test modules register theirs when they are imported (tests/test_admin.py's
+    Test modules register theirs when they are imported (tests/admin/test_views.py's
     name made of HTML, say), and which ones a process has imported depends on
     what else it collected: the pages must show this test's data alone.
     (conftest's fresh_registry puts the others back afterwards.)"""
