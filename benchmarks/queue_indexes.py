@@ -16,10 +16,10 @@ the newest migration.
 The workers refuse a database with a migration not applied (issue 50), so
 ``--sides`` can only name the newest migration now. ``--toggle MIGRATION``
 compares an index a migration makes with its absence instead, on the newest
-schema: each round runs the migration's ``BACKWARDS`` statements (the side
-"without") or its ``FORWARDS`` ones ("with") before it drains, and the run
-ends with them made. It takes the migrations whose statements are module
-constants (a string, a list, or one of either by vendor: 0023, 0025, 0027):
+schema: each round runs the migration's statements backwards (the side
+"without") or forwards ("with") before it drains, and the run ends with them
+made. It takes the migrations whose schema entry on the database's engine
+(db/<engine>/schema.py) is its statements alone, such as 0023, 0025, 0027:
 
     .venv-bench/bin/python benchmarks/queue_indexes.py \\
         --dsn postgres://postgres@127.0.0.1:5432/bgtasks_bench --toggle 0027_finished_by_time
@@ -50,8 +50,8 @@ def main() -> None:
     from django.core.management import call_command
 
     if args.toggle:
-        made = _statements(args.toggle, "FORWARDS")
-        dropped = _statements(args.toggle, "BACKWARDS")
+        made = _statements(args.toggle, "forwards")
+        dropped = _statements(args.toggle, "backwards")
 
         # (MySQL's CREATE INDEX and DROP INDEX have no IF [NOT] EXISTS: each
         # runs only where it changes something.)
@@ -87,15 +87,13 @@ def main() -> None:
 
 
 def _statements(migration: str, which: str) -> list[str]:
-    """The migration's ``FORWARDS`` or ``BACKWARDS``, for this database's vendor."""
-    import importlib
-
+    """The migration's statements ``forwards`` or ``backwards`` on this
+    database's engine: its entry in db/<engine>/schema.py."""
     from django.db import connection
 
-    value = getattr(importlib.import_module(f"django_bgtasks.migrations.{migration}"), which)
-    if isinstance(value, dict):
-        value = value[connection.vendor]
-    return [value] if isinstance(value, str) else list(value)
+    from django_bgtasks.db import engines
+
+    return list(getattr(engines.driver(connection).schema[migration], which))
 
 
 def _execute(statements: list[str]) -> None:

@@ -490,12 +490,18 @@ def literal_statuses(tree: ast.AST, values: set[str]) -> list[int]:
     return sorted(set(found))
 
 
+# The schema SQL of released migrations (db/<engine>/schema.py) spells the
+# statuses as each migration did: an entry is never edited, so it can't follow
+# choices.py.
+FROZEN_SQL_MODULES = re.compile(r"^django_bgtasks\.db\.(postgresql|mysql|sqlite)\.schema$")
+
+
 def test_every_state_and_status_is_spelled_once_in_choices() -> None:
     values = _spelled_values()
     spelled = [
         f"{module}:{line}"
         for module, tree in _trees().items()
-        if module != "django_bgtasks.choices"
+        if module != "django_bgtasks.choices" and not FROZEN_SQL_MODULES.match(module)
         for line in literal_statuses(tree, values)
     ]
     assert spelled == [], f"spelled out instead of named from choices.py: {spelled}"
@@ -528,13 +534,29 @@ def _where_it_stands(path: Path, first: int, last: int) -> list[str]:
     return lines[max(min(start, first) - 4, 0) : last]
 
 
+# Where a block is written twice on purpose: the migrations, and the schema
+# SQL they run (db/<engine>/schema.py), each entry written out in full as its
+# migration ran it, never shared with another (an entry is never edited).
+FROZEN_SQL = re.compile(r"(^|/)migrations/|(^|/)db/(postgresql|mysql|sqlite)/schema\.py$")
+
+
+# Modules of declarations, one a thing, alike in shape by design: a pair
+# within one of them is not code written twice (a pair with another module is).
+DECLARATIONS = {
+    # One frozen dataclass a statement, its fields that statement's parameters.
+    "db/params.py",
+}
+
+
 def unexplained_pairs(report: str, root: Path) -> list[str]:
-    """The rows of a ``duplicates`` report, outside the migrations, whose two
-    places carry no "alike" comment."""
+    """The rows of a ``duplicates`` report, outside the migrations and the
+    schema SQL they run, whose two places carry no "alike" comment."""
     found = []
     for line in report.splitlines():
         match = PAIR.match(line)
-        if match is None or "migrations/" in match["a"] + match["b"]:
+        if match is None or any(FROZEN_SQL.search(match[side]) for side in ("a", "b")):
+            continue
+        if match["a"] == match["b"] and match["a"] in DECLARATIONS:
             continue
         places = [
             (root / match[side], int(match[side + "1"]), int(match[side + "2"]))
@@ -576,10 +598,17 @@ def test_the_pair_check_can_fail(tmp_path: Path) -> None:
     report = (
         "D1 a.py:1-8 ~ a.py:2-9\nD2 a.py:1-8 ~ b.py:2-9\nD3 migrations/m.py:1-8 ~ a.py:1-8\n"
         "D4 a.py:1-8 ~ c.py:15-20\nD5 a.py:1-8 ~ c.py:25-30\n"
+        "D6 db/sqlite/schema.py:1-8 ~ a.py:1-8\nD7 db/schema.py:1-8 ~ a.py:2-9\n"
+        "D8 db/params.py:1-8 ~ db/params.py:20-27\nD9 db/params.py:1-8 ~ a.py:2-9\n"
     )
+    (tmp_path / "db").mkdir()
+    (tmp_path / "db" / "schema.py").write_text("x = 1\n" * 10)
+    (tmp_path / "db" / "params.py").write_text("x = 1\n" * 30)
     assert unexplained_pairs(report, tmp_path) == [
         "D1 a.py:1-8 ~ a.py:2-9",
         "D5 a.py:1-8 ~ c.py:25-30",
+        "D7 db/schema.py:1-8 ~ a.py:2-9",
+        "D9 db/params.py:1-8 ~ a.py:2-9",
     ]
 
 
@@ -670,6 +699,7 @@ SAME_FEATURE = {
     "driver.py": "an engine's driver: what one is (db/driver.py), and each engine's",
     "leases.py": "the leases: BackgroundTask.objects' operations, and each engine's statements",
     "enqueue.py": "the enqueue: enqueue_many(), and MySQL's statement of it",
+    "schema.py": "the migrations' schema SQL: run on a connection's engine, and each engine's",
 }
 # Each engine's package (db/postgresql/, db/mysql/, db/sqlite/) names its
 # modules by the role they play, alike in every engine on purpose: counted
@@ -687,3 +717,66 @@ def test_a_module_name_is_one_feature() -> None:
     assert repeated == set(SAME_FEATURE), {
         name: names.get(name) for name in repeated ^ set(SAME_FEATURE)
     }
+
+
+# --- only db/ asks which engine a connection is -----------------------------------------
+
+
+def _is_vendor(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "vendor"
+
+
+def _tested_operands(node: ast.AST) -> list[ast.expr]:
+    """What ``node`` tests or looks up by: a comparison's operands, a
+    subscript's key, a ``.get()``'s first argument."""
+    if isinstance(node, ast.Compare) and any(
+        isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops
+    ):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.Subscript):
+        return [node.slice]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.args[:1] if node.func.attr == "get" else []
+    return []
+
+
+def engine_tests(tree: ast.AST) -> list[int]:
+    """Lines that branch on a connection's engine: a comparison (``==``,
+    ``!=``, ``in``, ``not in``) with a ``.vendor``, or a look-up by one
+    (``BY[connection.vendor]``, ``BY.get(connection.vendor)``). Reading it,
+    for a message, is not a test."""
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.expr) and any(map(_is_vendor, _tested_operands(node)))
+        }
+    )
+
+
+def test_only_db_asks_which_engine_a_connection_is() -> None:
+    """Which engine a connection is decides which SQL runs, and db/ alone
+    decides that (db/engines.py picks a connection's driver; db/schema.py runs
+    the migrations' SQL by it): nowhere else, migrations included, branches
+    on ``connection.vendor``."""
+    walked = [
+        path for path in sorted(PACKAGE.rglob("*.py")) if not path.is_relative_to(PACKAGE / "db")
+    ]
+    assert PACKAGE / "migrations" / "0027_finished_by_time.py" in walked  # migrations too
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in walked
+        for line in engine_tests(ast.parse(path.read_text(), filename=str(path)))
+    ]
+    assert found == [], f"a test of a connection's vendor outside db/: {found}"
+    sample = (
+        'if connection.vendor == "postgresql":\n'  # 1
+        '    x = c.vendor in ("a", "b")\n'  # 2
+        "y = BY[schema_editor.connection.vendor]\n"  # 3
+        "z = BY.get(connection.vendor, [])\n"  # 4
+        'if "sqlite" != x.vendor: pass\n'  # 5
+        'message = f"{connection.vendor} is not supported"\n'  # 6: read, not tested
+        "vendor = connection.vendor\n"  # 7
+        'ok = vendor == "sqlite"\n'  # 8: a name, not the attribute
+    )
+    assert engine_tests(ast.parse(sample)) == [1, 2, 3, 4, 5]

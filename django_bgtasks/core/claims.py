@@ -17,7 +17,6 @@ import datetime as dt
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from django_bgtasks.choices import Outcome, Trigger
 from django_bgtasks.core import store
@@ -29,6 +28,7 @@ from django_bgtasks.core.states import (
     WorkerState,
     as_datetime,
 )
+from django_bgtasks.db import params as params_of
 from django_bgtasks.db.shared import renew_many_param
 from django_bgtasks.limits import WORKER_TTL
 from django_bgtasks.validation import (
@@ -47,11 +47,11 @@ class WorkQueue:
 
     def due(self) -> list[DueRow]:
         """Every lease row, as the workers' poll needs it, with the database's clock."""
-        return [DueRow.from_row(row) for row in store.read("due_work", {})]
+        return [DueRow.from_row(row) for row in store.read(params_of.DueWork())]
 
     def clock(self) -> dt.datetime:
         """The database's clock now (for a first schedule slot, when no row exists)."""
-        now = as_datetime(store.read("clock", {})[0]["db_now"])
+        now = as_datetime(store.read(params_of.Clock())[0]["db_now"])
         assert now is not None
         return now
 
@@ -59,7 +59,8 @@ class WorkQueue:
 
     def claim_request(self, name: str, owner: str, ttl: float) -> WorkClaim | None:
         """Claim ``name`` to perform its pending request (and take the request)."""
-        return self._claim("claim_request", name, owner, ttl, Trigger.REQUEST, {})
+        name, owner, ttl = _claimer(name, owner, ttl)
+        return self._claim(params_of.ClaimRequest(name, owner, ttl, Trigger.REQUEST.value))
 
     def claim_scheduled(
         self,
@@ -74,12 +75,11 @@ class WorkQueue:
         """Claim ``name`` for the slot ``due`` (as the poll read it), moving the
         row on to ``next_slot`` of ``schedule``; only while the database's clock
         is before it."""
-        extra = {
-            "due": store.time_param(due),
-            "next": store.time_param(next_slot),
-            "schedule": schedule,
-        }
-        return self._claim("claim_scheduled", name, owner, ttl, Trigger.SCHEDULE, extra)
+        name, owner, ttl = _claimer(name, owner, ttl)
+        params = params_of.ClaimScheduled(
+            name, owner, ttl, Trigger.SCHEDULE.value, due=due, next=next_slot, schedule=schedule
+        )
+        return self._claim(params)
 
     # Alike claim_retry() on purpose: each claim is its own compare-and-set
     # statement, with the arguments that statement needs.
@@ -96,15 +96,20 @@ class WorkQueue:
         """Claim again the lost or interrupted run ``expect`` of ``name``: with
         ``resume``, keeping its last value for ``resume_from``; else afresh, as
         a retry (a task that is not resumable but has attempts left)."""
-        extra = {
-            "expect": validate_token(expect),
-            "max_attempts": max_attempts,
-            "interrupted": Outcome.INTERRUPTED.value,
-            "lost": Outcome.LOST.value,
-            "resume": resume,
-        }
+        name, owner, ttl = _claimer(name, owner, ttl)
         trigger = Trigger.RESUME if resume else Trigger.RETRY
-        return self._claim("claim_resume", name, owner, ttl, trigger, extra)
+        params = params_of.ClaimResume(
+            name,
+            owner,
+            ttl,
+            trigger.value,
+            expect=validate_token(expect),
+            max_attempts=max_attempts,
+            interrupted=Outcome.INTERRUPTED.value,
+            lost=Outcome.LOST.value,
+            resume=resume,
+        )
+        return self._claim(params)
 
     def claim_retry(
         self,
@@ -119,34 +124,37 @@ class WorkQueue:
     ) -> WorkClaim | None:
         """Claim again the failed (or timed-out) run ``expect`` of ``name``, ``delay`` seconds
         after it ended; ``resume`` keeps its last value for ``resume_from``."""
-        extra = {
-            "expect": validate_token(expect),
-            "max_attempts": max_attempts,
-            "failed": Outcome.FAILED.value,
-            "timed_out": Outcome.TIMED_OUT.value,
-            "delay": float(delay),
-            "resume": resume,
-        }
-        return self._claim("claim_retry", name, owner, ttl, Trigger.RETRY, extra)
+        name, owner, ttl = _claimer(name, owner, ttl)
+        params = params_of.ClaimRetry(
+            name,
+            owner,
+            ttl,
+            Trigger.RETRY.value,
+            expect=validate_token(expect),
+            max_attempts=max_attempts,
+            failed=Outcome.FAILED.value,
+            timed_out=Outcome.TIMED_OUT.value,
+            delay=float(delay),
+            resume=resume,
+        )
+        return self._claim(params)
 
     def _claim(
         self,
-        statement: str,
-        name: str,
-        owner: str,
-        ttl: float,
-        trigger: Trigger,
-        extra: dict[str, Any],
+        params: params_of.ClaimRequest
+        | params_of.ClaimScheduled
+        | params_of.ClaimResume
+        | params_of.ClaimRetry,
     ) -> WorkClaim | None:
-        name, owner, ttl = validate_name(name), validate_owner(owner), validate_ttl(ttl)
-        params = {"name": name, "owner": owner, "ttl": ttl, "trigger": trigger.value, **extra}
+        """Run one of the claims, whose name, owner and ttl ``_claimer`` checked."""
+        name, owner, ttl = params.name, params.owner, params.ttl
         sent = time.monotonic()
-        rows = store.write(statement, statement, params)
+        rows = store.write(params.STATEMENT, params)
         if not rows:
             return None
         claim = WorkClaim.from_row(lambda token: Lease(name, owner, token, ttl, sent), rows[0])
         # The row keeps the latest request's trace context: a request's run continues it.
-        return claim if trigger == Trigger.REQUEST else replace(claim, trace_context=None)
+        return claim if params.trigger == Trigger.REQUEST else replace(claim, trace_context=None)
 
     # --- schedules -------------------------------------------------------------
 
@@ -157,8 +165,8 @@ class WorkQueue:
         paused: move on to ``next_slot`` of ``schedule`` and count the skip on
         the running run, or for a paused task that nobody runs, on the row,
         for its next run's ``skipped``."""
-        params = _slot_params(name, due, next_slot, schedule)
-        return bool(store.write("skip_slot", "skip_slot", params))
+        params = params_of.SkipSlot(validate_name(name), due, next_slot, schedule)
+        return bool(store.write("skip_slot", params))
 
     def take_slot(
         self, name: str, *, due: dt.datetime, next_slot: dt.datetime, schedule: str
@@ -168,21 +176,18 @@ class WorkQueue:
         ``schedule``, only while the database's clock is before that: whether
         this call took it. Runs in the caller's transaction, in which the
         caller enqueues the slot's task (:mod:`django_bgtasks.queue.task_schedules`)."""
-        params = _slot_params(name, due, next_slot, schedule)
-        return bool(store.write_in_transaction("take_slot", params))
+        params = params_of.TakeSlot(validate_name(name), due, next_slot, schedule)
+        return bool(store.write_in_transaction(params))
 
     def ensure_schedule(
         self, name: str, *, schedule: str, next_slot: dt.datetime | None, ttl: float
     ) -> bool:
         """Give ``name`` its row and first slot; when its schedule changed, move
         the slot earlier only (``schedule=""`` and ``next_slot=None`` remove it)."""
-        params = {
-            "name": validate_name(name),
-            "schedule": schedule,
-            "next": None if next_slot is None else store.time_param(next_slot),
-            "ttl": validate_ttl(ttl),
-        }
-        return bool(store.write("ensure_schedule", "ensure_schedule", params))
+        params = params_of.EnsureSchedule(
+            validate_name(name), schedule, next_slot, validate_ttl(ttl)
+        )
+        return bool(store.write("ensure_schedule", params))
 
     # --- the workers' own rows -------------------------------------------------
 
@@ -199,16 +204,16 @@ class WorkQueue:
     ) -> None:
         """Record that worker ``worker`` is alive, and what it runs now; ``ttl``
         is how long after this beat it counts as silent if no other comes."""
-        params = {
-            "id": worker,
-            "host": host,
-            "pid": pid,
-            "tasks": encode_value(tasks),
-            "concurrency": concurrency,
-            "running": encode_value(running),
-            "ttl": validate_ttl(ttl),
-        }
-        store.write("worker_beat", "worker_beat", params)
+        params = params_of.WorkerBeat(
+            id=worker,
+            host=host,
+            pid=pid,
+            tasks=encode_value(tasks),
+            concurrency=concurrency,
+            running=encode_value(running),
+            ttl=validate_ttl(ttl),
+        )
+        store.write("worker_beat", params)
 
     def renew_many(
         self, tasks: list[tuple[str, str, int]], queued: list[tuple[int, str, int]]
@@ -220,8 +225,7 @@ class WorkQueue:
         or RENEW_QUEUED, the name or the seq as text) -> its
         ``(cancel_requested, age)``, ``age`` the seconds since its run began
         by the database's clock; a lease missing from it is no longer held."""
-        params = {"leases": renew_many_param(tasks, queued)}
-        rows = store.write("heartbeat", "renew_many", params)
+        rows = store.write("heartbeat", params_of.RenewMany(renew_many_param(tasks, queued)))
         return {
             (str(row["kind"]), str(row["key"]), int(row["token"])): (
                 bool(row["cancel_requested"]),
@@ -232,41 +236,34 @@ class WorkQueue:
 
     def gone(self, worker: str) -> None:
         """Remove worker ``worker``'s row: it stopped cleanly."""
-        store.write("worker_gone", "worker_gone", {"id": worker})
+        store.write("worker_gone", params_of.WorkerGone(worker))
 
     def lost(self, worker: str, result_ids: Sequence[str]) -> bool:
         """Add to worker ``worker``'s row the ids of the Django Tasks the
         queue's recovery took back from it (``result_ids``), for the
         operator's view of a lost worker. Whether the row is still there."""
-        params = {"id": worker, "lost": encode_value(list(result_ids))}
-        return bool(store.write("worker_lost", "worker_lost", params))
+        params = params_of.WorkerLost(worker, encode_value(list(result_ids)))
+        return bool(store.write("worker_lost", params))
 
     def forget_workers(self, silent_for: float) -> int:
         """Remove the rows of workers silent for more than ``silent_for``
         seconds, and past their own ttl (killed ones, which could not remove
         their own), by the database's clock. How many."""
-        params = {"seconds": float(silent_for)}
-        return len(store.write("forget_workers", "forget_workers", params))
+        params = params_of.ForgetWorkers(float(silent_for))
+        return len(store.write("forget_workers", params))
 
     def workers(self) -> list[WorkerState]:
         """Every worker's last report, with its age and whether it is silent by
         the database's clock; a silent worker's runs as their lease rows say
         (:meth:`WorkerState.with_runs`)."""
-        workers = [WorkerState.from_row(row) for row in store.read("list_workers", {})]
+        workers = [WorkerState.from_row(row) for row in store.read(params_of.ListWorkers())]
         if not any(worker.silent and worker.running for worker in workers):
             return [worker.with_runs({}) for worker in workers]
-        rows = store.read("list_states", {})
+        rows = store.read(params_of.ListStates())
         states = {state.name: state for state in map(TaskState.from_row, rows)}
         return [worker.with_runs(states) for worker in workers]
 
 
-def _slot_params(
-    name: str, due: dt.datetime, next_slot: dt.datetime, schedule: str
-) -> dict[str, Any]:
-    """What the statements that move a slot on take: the row, the slot seen, the next."""
-    return {
-        "name": validate_name(name),
-        "due": store.time_param(due),
-        "next": store.time_param(next_slot),
-        "schedule": schedule,
-    }
+def _claimer(name: str, owner: str, ttl: float) -> tuple[str, str, float]:
+    """A claim's name, owner and ttl, checked."""
+    return validate_name(name), validate_owner(owner), validate_ttl(ttl)

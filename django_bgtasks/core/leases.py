@@ -31,6 +31,7 @@ from django_bgtasks.core import store
 from django_bgtasks.core.claims import WorkQueue
 from django_bgtasks.core.requests import OperatorRequests
 from django_bgtasks.core.states import Lease, Renewal, TaskState
+from django_bgtasks.db import params as params_of
 from django_bgtasks.exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock
 from django_bgtasks.limits import HOST_LENGTH
 from django_bgtasks.validation import (
@@ -141,28 +142,28 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
         owner = default_owner() if owner is None else validate_owner(owner)
         ttl = validate_ttl(ttl)
         wait = validate_wait(wait)
-        params = {
-            "name": name,
-            "owner": owner,
-            "value": encode_value(initial_value),
-            "ttl": ttl,
-            "trigger": Trigger.MANUAL.value,
-            "args": encode_value(run_args),
-        }
+        params = params_of.Claim(
+            name=name,
+            owner=owner,
+            value=encode_value(initial_value),
+            ttl=ttl,
+            trigger=Trigger.MANUAL.value,
+            args=encode_value(run_args),
+        )
         if not wait:
             sent = time.monotonic()
-            rows = store.write("try_claim", "claim", params)
+            rows = store.write("try_claim", params)
             return Lease(name, owner, int(rows[0]["token"]), ttl, sent) if rows else None
         if store.connection().in_atomic_block:
             raise InAtomicBlock("try_claim")
         return self._claim_waiting(params, wait)
 
-    def _claim_waiting(self, params: dict[str, Any], wait: float) -> Lease | None:
+    def _claim_waiting(self, params: params_of.Claim, wait: float) -> Lease | None:
         from django_bgtasks.push import (
             feed as changes,  # the feed's thread starts only for a waiting claim
         )
 
-        name, owner, ttl = params["name"], params["owner"], params["ttl"]
+        name, owner, ttl = params.name, params.owner, params.ttl
         deadline = time.monotonic() + wait
         # Watching before the first try: a release between a failed try and
         # the wait is a change already queued, so the wait returns at once.
@@ -170,7 +171,7 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
             while True:
                 watcher.take()
                 sent = time.monotonic()
-                rows = store.write("try_claim", "claim", params)
+                rows = store.write("try_claim", params)
                 if rows:
                     return Lease(name, owner, int(rows[0]["token"]), ttl, sent)
                 left = deadline - time.monotonic()
@@ -191,12 +192,12 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
         """Refresh the heartbeat (and write ``value``, if given) while ``owner``
         (with ``token``) holds the lease. Returns ``None`` when it does not, and
         then writes nothing. The runner uses this to see cancel requests."""
-        params = self._holder_params(name, owner, token)
+        name, owner, token = _holder(name, owner, token)
         if value is KEEP_VALUE:
-            rows = store.write("heartbeat", "renew", params)
+            rows = store.write("heartbeat", params_of.Renew(name, owner, token))
         else:
-            params["value"] = encode_value(value)
-            rows = store.write("update_state", "renew_with_value", params)
+            params = params_of.RenewWithValue(name, owner, token, encode_value(value))
+            rows = store.write("update_state", params)
         return Renewal(cancel_requested=bool(rows[0]["cancel_requested"])) if rows else None
 
     def update_state(self, name: str, owner: str, value: Any, *, token: int | None = None) -> bool:
@@ -229,12 +230,19 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
         ending. Only the current holder can release; anyone else gets
         ``False`` and nothing is written.
         """
-        params = self._holder_params(name, owner, token)
-        params["value"] = encode_value(final_value)
-        params["outcome"] = validate_outcome(outcome)
-        params["error"] = clean_error(error)
-        params["result"], params["result_note"] = encode_result(result)
-        return bool(store.write("release", "release", params))
+        name, owner, token = _holder(name, owner, token)
+        encoded, note = encode_result(result)
+        params = params_of.Release(
+            name=name,
+            owner=owner,
+            token=token,
+            value=encode_value(final_value),
+            outcome=validate_outcome(outcome),
+            error=clean_error(error),
+            result=encoded,
+            result_note=note,
+        )
+        return bool(store.write("release", params))
 
     def fence(self, name: str, owner: str, token: int, *, using: str | None = None) -> bool:
         """Inside the caller's ``transaction.atomic()``: lock the lease row until
@@ -250,8 +258,8 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
         before any SQL. Pass ``using=BGTASKS_DATABASE`` to say that, although
         other transactions are open, the fenced writes are on the lease database.
         """
-        params = self._holder_params(name, owner, token)
-        if params["token"] is None:
+        params = params_of.Fence(*_holder(name, owner, token))
+        if params.token is None:
             raise TypeError("fence() needs the lease's token")
         alias = conf.DATABASE
         if using is not None and using != alias:
@@ -267,7 +275,7 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
                 raise FenceOnOtherDatabase(alias, others)
         if not connection.in_atomic_block:
             raise NotInAtomicBlock("fence")
-        return bool(store.read("fence", params))
+        return bool(store.read(params))
 
     @property
     def work(self) -> WorkQueue:
@@ -287,15 +295,10 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
     aforce_release = async_twin(OperatorRequests.force_release)
     arequest_cancel = async_twin(OperatorRequests.request_cancel)
 
-    # --- plumbing --------------------------------------------------------------
 
-    @staticmethod
-    def _holder_params(name: str, owner: str, token: int | None) -> dict[str, Any]:
-        return {
-            "name": validate_name(name),
-            "owner": validate_owner(owner),
-            "token": validate_token(token),
-        }
+def _holder(name: str, owner: str, token: int | None) -> tuple[str, str, int | None]:
+    """A holder's name, owner and token, checked."""
+    return validate_name(name), validate_owner(owner), validate_token(token)
 
 
 class RunQuerySet(models.QuerySet["TaskRun"]):

@@ -20,6 +20,7 @@ from django_bgtasks.choices import Outcome
 from django_bgtasks.core import store
 from django_bgtasks.core.claims import WorkQueue
 from django_bgtasks.core.states import TaskState
+from django_bgtasks.db import params as params_of
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.limits import MAX_OWNER_LENGTH
 from django_bgtasks.validation import (
@@ -46,13 +47,13 @@ class OperatorRequests:
         With ``token``, only that claim is ended: an operator who confirmed
         releasing the run they saw never ends a newer one that took over since.
         """
-        params = {
-            "name": validate_name(name),
-            "token": validate_token(token),
-            "outcome": Outcome.RELEASED_BY_OPERATOR.value,
-            "error": "released by an operator",
-        }
-        return bool(store.write("force_release", "force_release", params))
+        params = params_of.ForceRelease(
+            name=validate_name(name),
+            token=validate_token(token),
+            outcome=Outcome.RELEASED_BY_OPERATOR.value,
+            error="released by an operator",
+        )
+        return bool(store.write("force_release", params))
 
     def request_cancel(self, name: str, *, token: int | None = None) -> bool:
         """Ask a live holder to stop; it sees this on its next heartbeat.
@@ -61,8 +62,8 @@ class OperatorRequests:
         With ``token``, only that claim is asked: an operator who cancels the
         run they saw never cancels a newer one that took over since.
         """
-        params = {"name": validate_name(name), "token": validate_token(token)}
-        return bool(store.write("request_cancel", "request_cancel", params))
+        params = params_of.RequestCancel(validate_name(name), validate_token(token))
+        return bool(store.write("request_cancel", params))
 
     def expire_stale(
         self,
@@ -75,13 +76,13 @@ class OperatorRequests:
         ``name``'s, with ``token`` only that claim), recording those runs as
         ``lost`` with ``error``. Returns how many. (A takeover does the same
         for one lease; this is for tasks nobody claims again.)"""
-        params = {
-            "name": None if name is None else validate_name(name),
-            "token": validate_token(token),
-            "outcome": Outcome.LOST.value,
-            "error": clean_error(error),
-        }
-        return len(store.write("expire_stale", "expire_stale", params))
+        params = params_of.ExpireStale(
+            name=None if name is None else validate_name(name),
+            token=validate_token(token),
+            outcome=Outcome.LOST.value,
+            error=clean_error(error),
+        )
+        return len(store.write("expire_stale", params))
 
     def request_run(
         self,
@@ -113,19 +114,16 @@ class OperatorRequests:
             check_arguments(task.func, args, kwargs, passed_first=True, task=repr(name))
             if ttl is None:
                 ttl = task.ttl
-        params = {
-            "name": name,
-            "ttl": validate_ttl(ttl),
-            "request": encode_value({"args": args, "kwargs": kwargs}),
-            "requested_by": clean_error(requested_by)[:MAX_OWNER_LENGTH],
-        }
+        ttl = validate_ttl(ttl)
+        request = encode_value({"args": args, "kwargs": kwargs})
+        requested_by = clean_error(requested_by)[:MAX_OWNER_LENGTH]
         if task is None:
             _runnable(name)
         # A producer span; its context goes with the request, for the run's
         # span (django_bgtasks.tracing). Refusals above trace nothing.
         with tracing.send(tracing.REQUEST, name, {tracing.TASK: name}) as span:
-            params["trace_context"] = span.context
-            accepted = bool(store.write("request_run", "request_run", params))
+            params = params_of.RequestRun(name, ttl, request, requested_by, span.context)
+            accepted = bool(store.write("request_run", params))
             span.set(tracing.ACCEPTED, accepted)
         return accepted
 
@@ -142,24 +140,24 @@ class OperatorRequests:
         if task is None:
             _runnable(name)
         ttl = validate_ttl(task.ttl if task is not None else None)
-        return bool(store.write("pause", "pause", {"name": name, "ttl": ttl}))
+        return bool(store.write("pause", params_of.Pause(name, ttl)))
 
     def unpause(self, name: str) -> bool:
         """Let the workers start ``name`` again: what was owed meanwhile (a
         request, a resume, a retry) is claimed at their next poll, and the next
         slot of its schedule runs. ``False`` when it was not paused."""
-        return bool(store.write("unpause", "unpause", {"name": validate_name(name)}))
+        return bool(store.write("unpause", params_of.Unpause(validate_name(name))))
 
     # --- reads -----------------------------------------------------------------
 
     def get_state(self, name: str) -> TaskState | None:
         """The task's state as every replica sees it, or ``None`` if never claimed."""
-        rows = store.read("get_state", {"name": validate_name(name)})
+        rows = store.read(params_of.GetState(validate_name(name)))
         return TaskState.from_row(rows[0]) if rows else None
 
     def list_states(self) -> list[TaskState]:
         """Every task's state, by name."""
-        return [TaskState.from_row(row) for row in store.read("list_states", {})]
+        return [TaskState.from_row(row) for row in store.read(params_of.ListStates())]
 
 
 def _runnable(name: str) -> None:

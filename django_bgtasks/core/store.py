@@ -11,9 +11,7 @@ anywhere. None of them calls back into the manager for it.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
-from typing import Any
 
 from django.apps import apps
 from django.db import connections
@@ -21,6 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.conf import conf
 from django_bgtasks.db import engines
+from django_bgtasks.db.params import Params
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.shared import Statements
 
@@ -52,30 +51,27 @@ def _tables() -> dict[str, str]:
     }
 
 
-def write(operation: str, statement: str, params: dict[str, Any]) -> list[Row]:
-    """Run one write ``statement`` in autocommit; inside ``atomic()`` it is
-    refused with :class:`~django_bgtasks.exceptions.InAtomicBlock` naming
-    ``operation``."""
-    return engines.write(connection(), operation, statements, statement, params)
+def write(operation: str, params: Params) -> list[Row]:
+    """Run one write, of ``params``' statement, in autocommit; inside
+    ``atomic()`` it is refused with
+    :class:`~django_bgtasks.exceptions.InAtomicBlock` naming ``operation``."""
+    return engines.write(connection(), operation, statements, params)
 
 
-def write_in_transaction(statement: str, params: dict[str, Any]) -> list[Row]:
-    """Run one write ``statement`` inside the caller's ``atomic()`` block on
-    ``BGTASKS_DATABASE`` (refused outside one), so that it commits or rolls
-    back with the caller's other writes: a Django Task schedule's slot and
-    the task it enqueues."""
+def write_in_transaction(params: Params) -> list[Row]:
+    """Run one write, of ``params``' statement, inside the caller's
+    ``atomic()`` block on ``BGTASKS_DATABASE`` (refused outside one), so that
+    it commits or rolls back with the caller's other writes: a Django Task
+    schedule's slot and the task it enqueues."""
     conn = connection()
     if not conn.in_atomic_block:
-        raise RuntimeError(f"{statement} runs inside transaction.atomic(using={conn.alias!r})")
-    return engines.read(conn, statements, statement, params)
+        raise RuntimeError(
+            f"{params.STATEMENT} runs inside transaction.atomic(using={conn.alias!r})"
+        )
+    return engines.read(conn, statements, params)
 
 
-def read(statement: str, params: dict[str, Any], *, using: str | None = None) -> list[Row]:
-    """Run one read ``statement`` (on the alias ``using``, by default
-    ``BGTASKS_DATABASE``)."""
-    return engines.read(connection(using), statements, statement, params)
-
-
-def time_param(value: dt.datetime) -> Any:
-    """``value`` as the lease database's statements take a time."""
-    return engines.time_param(connection(), value)
+def read(params: Params, *, using: str | None = None) -> list[Row]:
+    """Run one read, of ``params``' statement (on the alias ``using``, by
+    default ``BGTASKS_DATABASE``)."""
+    return engines.read(connection(using), statements, params)

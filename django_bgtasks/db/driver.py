@@ -4,7 +4,9 @@ runs django-bgtasks' statements. Each engine has its own package
 :mod:`~django_bgtasks.db.sqlite`), whose ``driver`` module fills this in;
 :mod:`~django_bgtasks.db.engines` picks a connection's and runs the
 operations through it. What every engine's statements share is
-:mod:`~django_bgtasks.db.shared`.
+:mod:`~django_bgtasks.db.shared`. The schema SQL the migrations install on an
+engine is its package's ``schema`` module, by migration (:class:`Steps`),
+run by :mod:`~django_bgtasks.db.schema`.
 
 The defaults here are what PostgreSQL and SQLite do alike: one statement,
 its rows by column name as RETURNING gives them, several writes in one
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from django.db import transaction
@@ -24,6 +28,19 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django_bgtasks.db.cursor import fetch_all
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.shared import QueueStatements, Statements
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The schema SQL one migration (or one step of it) runs on one engine
+    (db/<engine>/schema.py): its statements forwards and backwards, each run
+    in order; and, where it drops the ``varchar_pattern_ops`` indexes Django
+    adds beside a ``CharField`` (PostgreSQL's), the query that finds them by
+    what they are (their names are Django's hash), given a table."""
+
+    forwards: Sequence[str] = ()
+    backwards: Sequence[str] = ()
+    pattern_indexes: str = ""
 
 
 class Driver:
@@ -37,6 +54,10 @@ class Driver:
     fragments: dict[str, str]
     # The queue's statements; None where the engine has no Django Tasks queue.
     queue: QueueStatements | None = None
+    # The schema SQL the migrations install on this engine (its package's
+    # ``schema`` module), by migration: what db/schema.py runs there (a
+    # migration that runs nothing on it has no entry).
+    schema: Mapping[str, Steps] = MappingProxyType({})
     # Whether ``finish_and_claim`` runs its two writes one after the other,
     # each its own transaction: where one transaction for both was measured
     # slower than two (SQLite: docs/benchmarks.md).

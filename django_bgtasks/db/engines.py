@@ -3,9 +3,10 @@ rendered and run: :func:`driver` (a connection's engine driver:
 :mod:`~django_bgtasks.db.driver`), :func:`statements` (the lease operations
 and the workers'), :func:`queue_statements` (the Django Tasks queue),
 :func:`read`, :func:`write` (the one refusal inside ``atomic()``),
-:func:`write_together` (several writes, one commit), :func:`run` (each
-hands back rows by column name: :mod:`~django_bgtasks.db.rows`),
-:func:`time_param` and :func:`list_param`. Each engine's statements, and how
+:func:`write_together` (several writes, one commit), each of an
+operation's typed parameters (:mod:`~django_bgtasks.db.params`), which
+:func:`encode` encodes as the engine takes them; and :func:`run` (each hands
+back rows by column name: :mod:`~django_bgtasks.db.rows`). Each engine's statements, and how
 it runs them, are in its own package (:mod:`~django_bgtasks.db.postgresql`,
 :mod:`~django_bgtasks.db.sqlite`, :mod:`~django_bgtasks.db.mysql`); the
 rules they keep, and what they share, in :mod:`~django_bgtasks.db.shared`.
@@ -13,7 +14,6 @@ rules they keep, and what they share, in :mod:`~django_bgtasks.db.shared`.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -24,6 +24,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.db.driver import Driver
 from django_bgtasks.db.mysql.driver import DRIVER as MYSQL
+from django_bgtasks.db.params import Params
 from django_bgtasks.db.postgresql.driver import DRIVER as POSTGRESQL
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.shared import (
@@ -123,30 +124,31 @@ def _render(key: tuple[str, ...], templates: _Set, fill: Callable[[str], str]) -
 def read(
     connection: BaseDatabaseWrapper,
     statements_of: Callable[[BaseDatabaseWrapper], Statements | QueueStatements],
-    statement: str,
-    params: dict[str, Any],
+    params: Params,
 ) -> list[Row]:
-    """Run field ``statement`` of the set ``statements_of(connection)`` (a
-    manager's rendered statements) on ``connection``, and return its rows,
-    each a dict by column name (:mod:`~django_bgtasks.db.rows`)."""
+    """Run the statement of ``params`` (a field of the set
+    ``statements_of(connection)``, a manager's rendered statements) on
+    ``connection``, with ``params`` as the engine encodes them, and return its
+    rows, each a dict by column name (:mod:`~django_bgtasks.db.rows`)."""
     rendered = statements_of(connection)
+    statement = params.STATEMENT
     query: str = getattr(rendered, statement)
-    return run(connection, statement, query, params, queue=isinstance(rendered, QueueStatements))
+    values = encode(connection, params)
+    return run(connection, statement, query, values, queue=isinstance(rendered, QueueStatements))
 
 
 def write(
     connection: BaseDatabaseWrapper,
     operation: str,
     statements_of: Callable[[BaseDatabaseWrapper], Statements | QueueStatements],
-    statement: str,
-    params: dict[str, Any],
+    params: Params,
 ) -> list[Row]:
     """As :func:`read`, for a write, which must be durable when it returns:
     refused inside ``transaction.atomic()`` (:class:`InAtomicBlock`, naming
     ``operation``), before anything is rendered or sent."""
     if connection.in_atomic_block:
         raise InAtomicBlock(operation)
-    return read(connection, statements_of, statement, params)
+    return read(connection, statements_of, params)
 
 
 def write_together(
@@ -154,18 +156,34 @@ def write_together(
     operation: str,
     statements_of: Callable[[BaseDatabaseWrapper], QueueStatements],
     statements: Sequence[str],
-    params: dict[str, Any],
+    params: Params,
 ) -> list[list[Row]]:
-    """As :func:`write` for several of the queue's writes, one after the other
-    in one transaction, with one commit (on MySQL, sent as one query where the
-    connection allows: :func:`~django_bgtasks.db.mysql.queue.in_one_transaction`):
-    the rows of each, in order. ``params`` holds every one's. An error in
-    any of them writes none."""
+    """As :func:`write` for several of the queue's writes (``statements``),
+    one after the other in one transaction, with one commit (on MySQL, sent
+    as one query where the connection allows:
+    :func:`~django_bgtasks.db.mysql.queue.in_one_transaction`): the rows of
+    each, in order. ``params`` holds every one's. An error in any of them
+    writes none."""
     if connection.in_atomic_block:
         raise InAtomicBlock(operation)
     rendered = statements_of(connection)
-    queries = [_for_queues(getattr(rendered, statement), params) for statement in statements]
-    return driver(connection).run_together(connection, statements, queries, params)
+    values = encode(connection, params)
+    queries = [_for_queues(getattr(rendered, statement), values) for statement in statements]
+    return driver(connection).run_together(connection, statements, queries, values)
+
+
+def encode(connection: BaseDatabaseWrapper, params: Params) -> dict[str, Any]:
+    """The values of ``params`` as ``connection``'s engine takes them: its
+    times and lists by the engine's driver, the rest as they are."""
+    values = params.values()
+    if params.TIMES or params.LISTS:
+        engine = driver(connection)
+        for name in params.TIMES:
+            if values[name] is not None:
+                values[name] = engine.time_param(values[name])
+        for name in params.LISTS:
+            values[name] = engine.list_param(values[name])
+    return values
 
 
 def run(
@@ -192,19 +210,6 @@ def _for_queues(query: str, params: dict[str, Any]) -> str:
         return query
     count = None if params["all"] else len(json.loads(params["queues"]))
     return with_queues(query, count)
-
-
-def time_param(connection: BaseDatabaseWrapper, value: dt.datetime) -> Any:
-    """An aware ``value`` as this connection's statements take a time: as it
-    is on PostgreSQL; on SQLite, naive UTC text in the format the statements
-    store; on MySQL, a naive UTC datetime (what Django stores)."""
-    return driver(connection).time_param(value)
-
-
-def list_param(connection: BaseDatabaseWrapper, values: Sequence[Any]) -> Any:
-    """A list of values as this connection's statements take one: an array on
-    PostgreSQL, JSON text elsewhere (read by ``json_each``, ``JSON_TABLE``)."""
-    return driver(connection).list_param(values)
 
 
 def driver_or_none(connection: BaseDatabaseWrapper) -> Driver | None:

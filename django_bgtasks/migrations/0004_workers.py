@@ -7,84 +7,15 @@ arguments, schedule slot) and what is pending (a request, the next slot). The
 history gains the same, so the history triggers are created again with them:
 on SQLite, adding columns may rebuild the table, which drops its triggers; on
 PostgreSQL the takeover trigger's function is replaced. As in 0002 and 0003,
-the SQL is written out here: a migration keeps doing what it did when written.
+the SQL is this migration's entry in db/postgresql/schema.py and
+db/sqlite/schema.py (db/schema.py runs the engine's): an entry is what a
+released migration ran and is never edited, so the migration keeps doing what
+it did when it was written.
 """
 
-from collections.abc import Callable
-
-from django.apps.registry import Apps
 from django.db import migrations, models
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-SQLITE_FORWARDS = [
-    "DROP TRIGGER IF EXISTS bgtasks_record_run",
-    """
-    CREATE TRIGGER bgtasks_record_run
-    AFTER UPDATE OF running, token ON django_bgtasks_backgroundtask
-    WHEN OLD.running AND (NOT NEW.running OR NEW.token <> OLD.token)
-    BEGIN
-        INSERT OR IGNORE INTO django_bgtasks_taskrun
-            (name, token, owner, started_at, finished_at, outcome, error, value,
-             trigger, attempt, scheduled_for, skipped)
-        SELECT OLD.name, OLD.token, OLD.owner, OLD.started_at,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.updated_at ELSE NEW.finished_at END,
-            CASE WHEN NEW.token <> OLD.token THEN 'lost' ELSE NEW.outcome END,
-            CASE WHEN NEW.token <> OLD.token
-                THEN 'lease expired; taken over by ' || NEW.owner ELSE NEW.error END,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.value ELSE NEW.value END,
-            OLD.trigger, OLD.attempt, OLD.scheduled_for,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.skipped ELSE NEW.skipped END;
-    END
-    """,
-]
-# Backwards on SQLite, removing the columns rebuilds the table, which drops any
-# trigger on it; unapplying to 0003 there leaves history unwritten until 0004 is
-# applied again (docs/operations.md says so).
-SQLITE_BACKWARDS = ["DROP TRIGGER IF EXISTS bgtasks_record_run"]
-
-POSTGRESQL_FORWARDS = [
-    """
-    CREATE OR REPLACE FUNCTION bgtasks_record_takeover() RETURNS trigger
-    LANGUAGE plpgsql AS $$
-    BEGIN
-        INSERT INTO django_bgtasks_taskrun
-            (name, token, owner, started_at, finished_at, outcome, error, value,
-             trigger, attempt, scheduled_for, skipped)
-        VALUES (OLD.name, OLD.token, OLD.owner, OLD.started_at, OLD.updated_at, 'lost',
-            'lease expired; taken over by ' || NEW.owner, OLD.value,
-            OLD.trigger, OLD.attempt, OLD.scheduled_for, OLD.skipped)
-        ON CONFLICT (name, token) DO NOTHING;
-        RETURN NULL;
-    END
-    $$
-    """,
-]
-
-
-# Backwards, the takeover function of 0003 again (before its columns go).
-POSTGRESQL_BACKWARDS = [
-    """
-    CREATE OR REPLACE FUNCTION bgtasks_record_takeover() RETURNS trigger
-    LANGUAGE plpgsql AS $$
-    BEGIN
-        INSERT INTO django_bgtasks_taskrun
-            (name, token, owner, started_at, finished_at, outcome, error, value)
-        VALUES (OLD.name, OLD.token, OLD.owner, OLD.started_at, OLD.updated_at, 'lost',
-            'lease expired; taken over by ' || NEW.owner, OLD.value)
-        ON CONFLICT (name, token) DO NOTHING;
-        RETURN NULL;
-    END
-    $$
-    """,
-]
-
-
-def _run(statements_by_vendor: dict[str, list[str]]) -> Callable[..., None]:
-    def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
-
-    return run
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -253,8 +184,8 @@ class Migration(migrations.Migration):
         # After the columns: the SQLite trigger names them, and a table rebuild
         # above may have dropped it.
         migrations.RunPython(
-            _run({"postgresql": POSTGRESQL_FORWARDS, "sqlite": SQLITE_FORWARDS}),
-            _run({"postgresql": POSTGRESQL_BACKWARDS, "sqlite": SQLITE_BACKWARDS}),
+            schema.forwards("0004_workers"),
+            schema.backwards("0004_workers"),
             elidable=False,
         ),
     ]

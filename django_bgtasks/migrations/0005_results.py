@@ -3,115 +3,18 @@
 """Results: what a run's function returned, on the lease row and in history.
 
 ``result`` (JSON) and ``result_note`` (why a result was not stored) on both
-tables. The history triggers copy them, so they are created again, as in
-0004: on SQLite, adding columns may rebuild the table, which drops its
-triggers; on PostgreSQL the takeover trigger's function is replaced. As in
-0002-0004, the SQL is written out here: a migration keeps doing what it did
-when written.
+tables. The history triggers copy them, so they are created again, as in 0004:
+on SQLite, adding columns may rebuild the table, which drops its triggers; on
+PostgreSQL the takeover trigger's function is replaced. As in 0002-0004, the
+SQL is this migration's entries in db/postgresql/schema.py and
+db/sqlite/schema.py (db/schema.py runs the engine's): an entry is what a
+released migration ran and is never edited, so the migration keeps doing what
+it did when it was written.
 """
 
-from collections.abc import Callable
-
-from django.apps.registry import Apps
 from django.db import migrations, models
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-SQLITE_FORWARDS = [
-    "DROP TRIGGER IF EXISTS bgtasks_record_run",
-    """
-    CREATE TRIGGER bgtasks_record_run
-    AFTER UPDATE OF running, token ON django_bgtasks_backgroundtask
-    WHEN OLD.running AND (NOT NEW.running OR NEW.token <> OLD.token)
-    BEGIN
-        INSERT OR IGNORE INTO django_bgtasks_taskrun
-            (name, token, owner, started_at, finished_at, outcome, error, value,
-             trigger, attempt, scheduled_for, skipped, result, result_note)
-        SELECT OLD.name, OLD.token, OLD.owner, OLD.started_at,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.updated_at ELSE NEW.finished_at END,
-            CASE WHEN NEW.token <> OLD.token THEN 'lost' ELSE NEW.outcome END,
-            CASE WHEN NEW.token <> OLD.token
-                THEN 'lease expired; taken over by ' || NEW.owner ELSE NEW.error END,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.value ELSE NEW.value END,
-            OLD.trigger, OLD.attempt, OLD.scheduled_for,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.skipped ELSE NEW.skipped END,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.result ELSE NEW.result END,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.result_note ELSE NEW.result_note END;
-    END
-    """,
-]
-# Backwards on SQLite, removing the columns rebuilds the table (or refuses to
-# drop a column a trigger names), so the trigger goes first; 0004's is created
-# again once the columns are gone (RESTORE_0004 below).
-SQLITE_BACKWARDS = ["DROP TRIGGER IF EXISTS bgtasks_record_run"]
-# 0004's trigger, word for word.
-SQLITE_RESTORE_0004 = [
-    "DROP TRIGGER IF EXISTS bgtasks_record_run",
-    """
-    CREATE TRIGGER bgtasks_record_run
-    AFTER UPDATE OF running, token ON django_bgtasks_backgroundtask
-    WHEN OLD.running AND (NOT NEW.running OR NEW.token <> OLD.token)
-    BEGIN
-        INSERT OR IGNORE INTO django_bgtasks_taskrun
-            (name, token, owner, started_at, finished_at, outcome, error, value,
-             trigger, attempt, scheduled_for, skipped)
-        SELECT OLD.name, OLD.token, OLD.owner, OLD.started_at,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.updated_at ELSE NEW.finished_at END,
-            CASE WHEN NEW.token <> OLD.token THEN 'lost' ELSE NEW.outcome END,
-            CASE WHEN NEW.token <> OLD.token
-                THEN 'lease expired; taken over by ' || NEW.owner ELSE NEW.error END,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.value ELSE NEW.value END,
-            OLD.trigger, OLD.attempt, OLD.scheduled_for,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.skipped ELSE NEW.skipped END;
-    END
-    """,
-]
-
-POSTGRESQL_FORWARDS = [
-    """
-    CREATE OR REPLACE FUNCTION bgtasks_record_takeover() RETURNS trigger
-    LANGUAGE plpgsql AS $$
-    BEGIN
-        INSERT INTO django_bgtasks_taskrun
-            (name, token, owner, started_at, finished_at, outcome, error, value,
-             trigger, attempt, scheduled_for, skipped, result, result_note)
-        VALUES (OLD.name, OLD.token, OLD.owner, OLD.started_at, OLD.updated_at, 'lost',
-            'lease expired; taken over by ' || NEW.owner, OLD.value,
-            OLD.trigger, OLD.attempt, OLD.scheduled_for, OLD.skipped,
-            OLD.result, OLD.result_note)
-        ON CONFLICT (name, token) DO NOTHING;
-        RETURN NULL;
-    END
-    $$
-    """,
-]
-
-
-# Backwards, the takeover function of 0004 again (before its columns go).
-POSTGRESQL_BACKWARDS = [
-    """
-    CREATE OR REPLACE FUNCTION bgtasks_record_takeover() RETURNS trigger
-    LANGUAGE plpgsql AS $$
-    BEGIN
-        INSERT INTO django_bgtasks_taskrun
-            (name, token, owner, started_at, finished_at, outcome, error, value,
-             trigger, attempt, scheduled_for, skipped)
-        VALUES (OLD.name, OLD.token, OLD.owner, OLD.started_at, OLD.updated_at, 'lost',
-            'lease expired; taken over by ' || NEW.owner, OLD.value,
-            OLD.trigger, OLD.attempt, OLD.scheduled_for, OLD.skipped)
-        ON CONFLICT (name, token) DO NOTHING;
-        RETURN NULL;
-    END
-    $$
-    """,
-]
-
-
-def _run(statements_by_vendor: dict[str, list[str]]) -> Callable[..., None]:
-    def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
-
-    return run
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -124,7 +27,7 @@ class Migration(migrations.Migration):
         # 0004's trigger back, so history is still written at 0004.
         migrations.RunPython(
             migrations.RunPython.noop,
-            _run({"sqlite": SQLITE_RESTORE_0004}),
+            schema.backwards("0005_results:restore_0004"),
             elidable=False,
         ),
         migrations.AddField(
@@ -154,8 +57,8 @@ class Migration(migrations.Migration):
         # After the columns: the SQLite trigger names them, and a table rebuild
         # above may have dropped it.
         migrations.RunPython(
-            _run({"postgresql": POSTGRESQL_FORWARDS, "sqlite": SQLITE_FORWARDS}),
-            _run({"postgresql": POSTGRESQL_BACKWARDS, "sqlite": SQLITE_BACKWARDS}),
+            schema.forwards("0005_results"),
+            schema.backwards("0005_results"),
             elidable=False,
         ),
     ]

@@ -13,45 +13,15 @@ enqueues (identical payloads are folded into one).
 
 SQLite and MySQL have no notifications: their queue threads poll.
 
-The SQL is written out here, not imported from sql.py: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in db/postgresql/schema.py, which
+db/schema.py runs on PostgreSQL alone: an entry is what a released migration
+ran and is never edited, so the migration keeps doing what it did when it was
+written.
 """
 
-from collections.abc import Callable
-
-from django.apps.registry import Apps
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-POSTGRESQL_FORWARDS = [
-    """
-    CREATE FUNCTION bgtasks_notify_queue() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        PERFORM pg_notify('bgtasks_queue', json_build_object('queue', NEW.queue_name)::text);
-        RETURN NULL;
-    END
-    $$
-    """,
-    # UPDATE OF status only: the heartbeat's writes (updated_at, progress)
-    # don't even consider the trigger; WHEN keeps it to rows now ready.
-    """
-    CREATE TRIGGER bgtasks_notify_queue_ready
-    AFTER INSERT OR UPDATE OF status ON django_bgtasks_queuedtask
-    FOR EACH ROW WHEN (NEW.status = 'READY') EXECUTE FUNCTION bgtasks_notify_queue()
-    """,
-]
-POSTGRESQL_BACKWARDS = [
-    "DROP TRIGGER IF EXISTS bgtasks_notify_queue_ready ON django_bgtasks_queuedtask",
-    "DROP FUNCTION IF EXISTS bgtasks_notify_queue()",
-]
-
-
-def _run(statements_by_vendor: dict[str, list[str]]) -> Callable[..., None]:
-    def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
-
-    return run
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -59,8 +29,8 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            _run({"postgresql": POSTGRESQL_FORWARDS}),
-            _run({"postgresql": POSTGRESQL_BACKWARDS}),
+            schema.forwards("0010_postgresql_queue_notifications"),
+            schema.backwards("0010_postgresql_queue_notifications"),
             elidable=False,
         ),
     ]

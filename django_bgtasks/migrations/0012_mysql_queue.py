@@ -20,44 +20,14 @@ Nothing happens on the other vendors.
   parse it and build an ascending index, which the claim can't use for its
   order (docs/django-tasks.md).
 
-The SQL is written out here, not imported from db/: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in db/mysql/schema.py, which db/schema.py
+runs on MySQL and MariaDB alone: an entry is what a released migration ran and
+is never edited, so the migration keeps doing what it did when it was written.
 """
 
-from collections.abc import Callable
-
-from django.apps.registry import Apps
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-MYSQL_FORWARDS = [
-    """
-    ALTER TABLE django_bgtasks_queuedtask
-    MODIFY unique_key varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    MODIFY active_key varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
-    """,
-    """
-    CREATE INDEX bgtasks_queued_claim
-    ON django_bgtasks_queuedtask (status, priority DESC, seq)
-    """,
-]
-MYSQL_BACKWARDS = [
-    "DROP INDEX bgtasks_queued_claim ON django_bgtasks_queuedtask",
-    # Back to the table's default collation.
-    """
-    ALTER TABLE django_bgtasks_queuedtask
-    MODIFY unique_key varchar(255) NOT NULL,
-    MODIFY active_key varchar(255) NULL
-    """,
-]
-
-
-def _run(statements_by_vendor: dict[str, list[str]]) -> Callable[..., None]:
-    def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
-
-    return run
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -67,8 +37,8 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            _run({"mysql": MYSQL_FORWARDS}),
-            _run({"mysql": MYSQL_BACKWARDS}),
+            schema.forwards("0012_mysql_queue"),
+            schema.backwards("0012_mysql_queue"),
             elidable=False,
         ),
     ]

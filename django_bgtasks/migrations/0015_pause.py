@@ -8,90 +8,20 @@
   from. On MySQL/MariaDB its name compares byte for byte (``utf8mb4_bin``),
   as PostgreSQL and SQLite compare it: "Emails" and "emails" are two queues.
 
-On SQLite, adding a NOT NULL column rebuilds the lease table, which drops
-its history trigger: 0005's trigger is created again after the columns,
-word for word (as 0005 did for 0004's; the SQL is written out here: a
-migration keeps doing what it did when written). Backwards, the trigger is
-dropped first and created again once the columns are gone.
+On SQLite, adding a NOT NULL column rebuilds the lease table, which drops its
+history trigger: 0005's trigger is created again after the columns, word for
+word (as 0005 did for 0004's). Backwards, the trigger is dropped first and
+created again once the columns are gone. The SQL is this migration's entries
+in db/postgresql/schema.py, db/sqlite/schema.py and db/mysql/schema.py, which
+db/schema.py runs on the engine migrated: an entry is what a released
+migration ran and is never edited, so the migration keeps doing what it did
+when it was written.
 """
 
-from collections.abc import Callable
-
-from django.apps.registry import Apps
 from django.db import migrations, models
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.models.functions import Now
 
-# 0005's trigger, word for word.
-SQLITE_TRIGGER = [
-    "DROP TRIGGER IF EXISTS bgtasks_record_run",
-    """
-    CREATE TRIGGER bgtasks_record_run
-    AFTER UPDATE OF running, token ON django_bgtasks_backgroundtask
-    WHEN OLD.running AND (NOT NEW.running OR NEW.token <> OLD.token)
-    BEGIN
-        INSERT OR IGNORE INTO django_bgtasks_taskrun
-            (name, token, owner, started_at, finished_at, outcome, error, value,
-             trigger, attempt, scheduled_for, skipped, result, result_note)
-        SELECT OLD.name, OLD.token, OLD.owner, OLD.started_at,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.updated_at ELSE NEW.finished_at END,
-            CASE WHEN NEW.token <> OLD.token THEN 'lost' ELSE NEW.outcome END,
-            CASE WHEN NEW.token <> OLD.token
-                THEN 'lease expired; taken over by ' || NEW.owner ELSE NEW.error END,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.value ELSE NEW.value END,
-            OLD.trigger, OLD.attempt, OLD.scheduled_for,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.skipped ELSE NEW.skipped END,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.result ELSE NEW.result END,
-            CASE WHEN NEW.token <> OLD.token THEN OLD.result_note ELSE NEW.result_note END;
-    END
-    """,
-]
-SQLITE_DROP = ["DROP TRIGGER IF EXISTS bgtasks_record_run"]
-# PostgreSQL: 0008's change trigger names the columns it watches, so that a
-# heartbeat never fires it; the new ones are added (a pause and an unpause
-# are announced: the admin's page follows them, and an unpause wakes the
-# idle workers of the task, which claim what it owed at once).
-_DROP_NOTIFY_UPDATE = (
-    "DROP TRIGGER IF EXISTS bgtasks_notify_update ON django_bgtasks_backgroundtask"
-)
-POSTGRESQL_FORWARDS = [
-    _DROP_NOTIFY_UPDATE,
-    """
-    CREATE TRIGGER bgtasks_notify_update
-    AFTER UPDATE OF name, value, running, owner, token, ttl, started_at, finished_at,
-        cancel_requested, outcome, error, attempt, next_run_at, request, requested_at,
-        requested_by, run_args, schedule, scheduled_for, skipped, trigger, result, result_note,
-        paused_at, paused_skipped
-    ON django_bgtasks_backgroundtask
-    FOR EACH ROW EXECUTE FUNCTION bgtasks_notify_change()
-    """,
-]
-# 0008's, word for word.
-POSTGRESQL_BACKWARDS = [
-    _DROP_NOTIFY_UPDATE,
-    """
-    CREATE TRIGGER bgtasks_notify_update
-    AFTER UPDATE OF name, value, running, owner, token, ttl, started_at, finished_at,
-        cancel_requested, outcome, error, attempt, next_run_at, request, requested_at,
-        requested_by, run_args, schedule, scheduled_for, skipped, trigger, result, result_note
-    ON django_bgtasks_backgroundtask
-    FOR EACH ROW EXECUTE FUNCTION bgtasks_notify_change()
-    """,
-]
-MYSQL_FORWARDS = [
-    """
-    ALTER TABLE django_bgtasks_pausedqueue
-    MODIFY queue_name varchar(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
-    """,
-]
-
-
-def _run(statements_by_vendor: dict[str, list[str]]) -> Callable[..., None]:
-    def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
-
-    return run
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -102,7 +32,7 @@ class Migration(migrations.Migration):
     operations = [
         # Backwards this runs last, after the columns are gone.
         migrations.RunPython(
-            migrations.RunPython.noop, _run({"sqlite": SQLITE_TRIGGER}), elidable=False
+            migrations.RunPython.noop, schema.backwards("0015_pause:restore_0005"), elidable=False
         ),
         migrations.AddField(
             model_name="backgroundtask",
@@ -117,8 +47,8 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunPython(
-            _run({"sqlite": SQLITE_TRIGGER, "postgresql": POSTGRESQL_FORWARDS}),
-            _run({"sqlite": SQLITE_DROP, "postgresql": POSTGRESQL_BACKWARDS}),
+            schema.forwards("0015_pause"),
+            schema.backwards("0015_pause"),
             elidable=False,
         ),
         migrations.CreateModel(
@@ -139,6 +69,6 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(
-            _run({"mysql": MYSQL_FORWARDS}), migrations.RunPython.noop, atomic=False
+            schema.forwards("0015_pause:paused_queue"), migrations.RunPython.noop, atomic=False
         ),
     ]

@@ -30,81 +30,33 @@ a server's). Django's model state still lists the two indexes of
 ``QueuedTask.Meta`` by their names, which these keep, so a later migration
 that drops one by name still finds it.
 
-The SQL is written out here, not imported from db/: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in db/postgresql/schema.py (the query that
+finds the pattern index, the statements), which db/schema.py runs on
+PostgreSQL alone: an entry is what a released migration ran and is never
+edited, so the migration keeps doing what it did when it was written.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
-TABLE = "django_bgtasks_queuedtask"
+from django_bgtasks.db import schema
 
-FORWARDS = [
-    "DROP INDEX IF EXISTS bgtasks_queued_claim",
-    """CREATE INDEX bgtasks_queued_claim ON django_bgtasks_queuedtask (priority DESC, seq)
-        WHERE status = 'READY'""",
-    "DROP INDEX IF EXISTS bgtasks_queued_ready",
-    """CREATE INDEX bgtasks_queued_ready
-        ON django_bgtasks_queuedtask (queue_name, priority DESC, seq)
-        WHERE status = 'READY'""",
-    "DROP INDEX IF EXISTS bgtasks_queued_running",
-    """CREATE INDEX bgtasks_queued_running ON django_bgtasks_queuedtask (owner)
-        WHERE status = 'RUNNING'""",
-    """CREATE INDEX bgtasks_queued_failed ON django_bgtasks_queuedtask (seq)
-        WHERE status = 'FAILED'""",
-]
-BACKWARDS = [
-    "DROP INDEX IF EXISTS bgtasks_queued_failed",
-    "DROP INDEX IF EXISTS bgtasks_queued_running",
-    "CREATE INDEX bgtasks_queued_running ON django_bgtasks_queuedtask (status, updated_at)",
-    "DROP INDEX IF EXISTS bgtasks_queued_ready",
-    """CREATE INDEX bgtasks_queued_ready
-        ON django_bgtasks_queuedtask (status, queue_name, priority DESC, seq)""",
-    "DROP INDEX IF EXISTS bgtasks_queued_claim",
-    "CREATE INDEX bgtasks_queued_claim ON django_bgtasks_queuedtask (status, priority DESC, seq)",
-]
-
-# The pattern index's name is Django's hash: found by what it is (as 0009).
-# (alike 0009's FIND on purpose: a migration keeps its own SQL)
-PATTERN_INDEXES = """
-    SELECT index_class.relname
-    FROM pg_index i
-    JOIN pg_class index_class ON index_class.oid = i.indexrelid
-    JOIN pg_opclass opclass ON opclass.oid = ANY(i.indclass::oid[])
-    WHERE i.indrelid = %s::regclass
-        AND opclass.opcname IN ('varchar_pattern_ops', 'text_pattern_ops')
-"""
+STEP = "0017_postgresql_partial_queue_indexes"
 
 
 def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    editor: Any = schema_editor  # its index methods are untyped in django-stubs
-    model = apps.get_model("django_bgtasks", "QueuedTask")
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(PATTERN_INDEXES, [TABLE])
-        names = [row[0] for row in cursor.fetchall()]
-    for name in names:
-        schema_editor.execute(editor._delete_index_sql(model, name))
-    for statement in FORWARDS:
-        schema_editor.execute(statement)
+    # The pattern index's name is Django's hash: found by what it is (as 0009;
+    # given the table's name as it is, where 0009 gave it quoted: as each did).
+    schema.drop_pattern_indexes(STEP, apps, schema_editor, ["QueuedTask"], quoted=False)
+    schema.forwards(STEP)(apps, schema_editor)
 
 
 def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    for statement in BACKWARDS:
-        schema_editor.execute(statement)
-    editor: Any = schema_editor  # the PostgreSQL schema editor's own method
-    model = apps.get_model("django_bgtasks", "QueuedTask")
-    statement = editor._create_like_index_sql(model, model._meta.get_field("active_key"))
-    if statement is not None:
-        schema_editor.execute(statement)
+    schema.backwards(STEP)(apps, schema_editor)
+    schema.create_pattern_indexes(STEP, apps, schema_editor, {"QueuedTask": "active_key"})
 
 
 class Migration(migrations.Migration):

@@ -9,32 +9,25 @@ queued, 1,000 from 20,000). With it, the claim reads the ready rows in its
 order and stops at its limit: 8 µs (docs/benchmarks.md, "SQLite: the
 claim's index").
 
-The SQL is written out here, not imported from db/: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in db/sqlite/schema.py, which db/schema.py
+runs on SQLite alone: an entry is what a released migration ran and is never
+edited, so the migration keeps doing what it did when it was written.
 """
 
 from __future__ import annotations
 
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import StateApps
 
-FORWARDS = """CREATE INDEX bgtasks_queued_claim
-    ON django_bgtasks_queuedtask (status, priority DESC, seq)"""
-BACKWARDS = "DROP INDEX IF EXISTS bgtasks_queued_claim"
-
-
-def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "sqlite":
-        schema_editor.execute(FORWARDS)
-
-
-def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "sqlite":
-        schema_editor.execute(BACKWARDS)
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
     dependencies = [("django_bgtasks", "0017_postgresql_partial_queue_indexes")]
 
-    operations = [migrations.RunPython(forwards, backwards, elidable=False)]
+    operations = [
+        migrations.RunPython(
+            schema.forwards("0018_sqlite_claim_index"),
+            schema.backwards("0018_sqlite_claim_index"),
+            elidable=False,
+        )
+    ]

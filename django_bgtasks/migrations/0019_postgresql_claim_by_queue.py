@@ -13,36 +13,26 @@ queue's index gives its order (db/postgresql/queue.py), and with the other
 index gone no plan reads a queue's rows out of order. An enqueue and a retry
 write one index entry fewer.
 
-The SQL is written out here, not imported from db/: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in db/postgresql/schema.py, which
+db/schema.py runs on PostgreSQL alone: an entry is what a released migration
+ran and is never edited, so the migration keeps doing what it did when it was
+written.
 """
 
 from __future__ import annotations
 
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import StateApps
 
-FORWARDS = ["DROP INDEX IF EXISTS bgtasks_queued_claim"]
-BACKWARDS = [
-    """CREATE INDEX IF NOT EXISTS bgtasks_queued_claim
-        ON django_bgtasks_queuedtask (priority DESC, seq) WHERE status = 'READY'""",
-]
-
-
-def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in FORWARDS:
-            schema_editor.execute(statement)
-
-
-def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in BACKWARDS:
-            schema_editor.execute(statement)
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
     dependencies = [("django_bgtasks", "0018_sqlite_claim_index")]
 
-    operations = [migrations.RunPython(forwards, backwards, elidable=False)]
+    operations = [
+        migrations.RunPython(
+            schema.forwards("0019_postgresql_claim_by_queue"),
+            schema.backwards("0019_postgresql_claim_by_queue"),
+            elidable=False,
+        )
+    ]

@@ -17,84 +17,25 @@ slots' index on their holder (kind, flow_key, seq) has the free ones
 (``seq`` NULL) together, as the claim's count now reads them
 (db/sqlite/leases.py).
 
-The SQL is written out here, not imported from db/: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in db/sqlite/schema.py, which db/schema.py
+runs on SQLite alone: an entry is what a released migration ran and is never
+edited, so the migration keeps doing what it did when it was written.
 """
 
 from __future__ import annotations
 
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import StateApps
 
-# 0013's trigger, reading the slots from their indexes (written out in
-# full, as a migration's SQL is: twice).
-FORWARDS = [
-    "DROP TRIGGER IF EXISTS bgtasks_flow_slots_take",
-    """
-    CREATE TRIGGER bgtasks_flow_slots_take
-    AFTER UPDATE OF status ON django_bgtasks_queuedtask
-    WHEN NEW.status = 'RUNNING' AND OLD.status <> 'RUNNING'
-        AND (NEW.concurrency_key IS NOT NULL OR NEW.rate_key IS NOT NULL)
-    BEGIN
-        UPDATE django_bgtasks_flowslot SET seq = NEW.seq, token = NEW.token
-        WHERE id = (
-            SELECT id FROM django_bgtasks_flowslot INDEXED BY bgtasks_flow_slot_holder
-            WHERE kind = 'concurrency' AND flow_key = NEW.concurrency_key
-                AND seq IS NULL AND slot <= NEW.concurrency
-            LIMIT 1);
-        UPDATE django_bgtasks_flowslot SET seq = NEW.seq, token = NEW.token,
-            started_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
-        WHERE id = (
-            SELECT id FROM django_bgtasks_flowslot INDEXED BY bgtasks_flow_slot_started
-            WHERE kind = 'rate' AND flow_key = NEW.rate_key AND slot <= NEW.rate_limit
-                AND (started_at IS NULL OR (julianday('now') - julianday(started_at))
-                    * 86400.0 >= NEW.rate_period - 0.0005)
-            ORDER BY started_at LIMIT 1);
-    END
-    """,
-]
-# 0013's, as it was.
-BACKWARDS = [
-    "DROP TRIGGER IF EXISTS bgtasks_flow_slots_take",
-    """
-    CREATE TRIGGER bgtasks_flow_slots_take
-    AFTER UPDATE OF status ON django_bgtasks_queuedtask
-    WHEN NEW.status = 'RUNNING' AND OLD.status <> 'RUNNING'
-        AND (NEW.concurrency_key IS NOT NULL OR NEW.rate_key IS NOT NULL)
-    BEGIN
-        UPDATE django_bgtasks_flowslot SET seq = NEW.seq, token = NEW.token
-        WHERE id = (
-            SELECT id FROM django_bgtasks_flowslot
-            WHERE kind = 'concurrency' AND flow_key = NEW.concurrency_key
-                AND slot <= NEW.concurrency AND seq IS NULL
-            ORDER BY slot LIMIT 1);
-        UPDATE django_bgtasks_flowslot SET seq = NEW.seq, token = NEW.token,
-            started_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
-        WHERE id = (
-            SELECT id FROM django_bgtasks_flowslot
-            WHERE kind = 'rate' AND flow_key = NEW.rate_key AND slot <= NEW.rate_limit
-                AND (started_at IS NULL OR (julianday('now') - julianday(started_at))
-                    * 86400.0 >= NEW.rate_period - 0.0005)
-            ORDER BY started_at LIMIT 1);
-    END
-    """,
-]
-
-
-def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "sqlite":
-        for statement in FORWARDS:
-            schema_editor.execute(statement)
-
-
-def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "sqlite":
-        for statement in BACKWARDS:
-            schema_editor.execute(statement)
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
     dependencies = [("django_bgtasks", "0019_postgresql_claim_by_queue")]
 
-    operations = [migrations.RunPython(forwards, backwards, elidable=False)]
+    operations = [
+        migrations.RunPython(
+            schema.forwards("0020_sqlite_flow_slot_take"),
+            schema.backwards("0020_sqlite_flow_slot_take"),
+            elidable=False,
+        )
+    ]

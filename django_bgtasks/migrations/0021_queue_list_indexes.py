@@ -38,73 +38,17 @@ migration again after ``DROP INDEX`` of it (docs/operations.md, "Upgrading").
 MariaDB builds them in place, without locking the table (InnoDB's online
 ALTER). SQLite locks the database for the build.
 
-The SQL is written out here, not imported from db/: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in each engine's db/<engine>/schema.py,
+which db/schema.py runs on the engine migrated: an entry is what a released
+migration ran and is never edited, so the migration keeps doing what it did
+when it was written.
 """
 
 from __future__ import annotations
 
 from django.db import migrations, models
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import StateApps
 
-FORWARDS = {
-    "postgresql": [
-        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_queue
-            ON django_bgtasks_queuedtask (queue_name, seq)""",
-        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_task
-            ON django_bgtasks_queuedtask (task_path, seq)""",
-        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_status
-            ON django_bgtasks_queuedtask (status, seq)
-            WHERE status IN ('SUCCESSFUL', 'FAILED')""",
-        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_ready_seq
-            ON django_bgtasks_queuedtask (seq) WHERE status = 'READY' AND seq > 0""",
-        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_failed",
-    ],
-    "mysql": [
-        """ALTER TABLE django_bgtasks_queuedtask
-            ADD INDEX bgtasks_queued_queue (queue_name, seq),
-            ADD INDEX bgtasks_queued_task (task_path, seq),
-            ADD INDEX bgtasks_queued_status (status, seq),
-            ALGORITHM = INPLACE, LOCK = NONE""",
-    ],
-    "sqlite": [
-        "CREATE INDEX bgtasks_queued_queue ON django_bgtasks_queuedtask (queue_name, seq)",
-        "CREATE INDEX bgtasks_queued_task ON django_bgtasks_queuedtask (task_path, seq)",
-        "CREATE INDEX bgtasks_queued_status ON django_bgtasks_queuedtask (status, seq)",
-    ],
-}
-BACKWARDS = {
-    "postgresql": [
-        """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_failed
-            ON django_bgtasks_queuedtask (seq) WHERE status = 'FAILED'""",
-        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_ready_seq",
-        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_status",
-        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_task",
-        "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_queue",
-    ],
-    "mysql": [
-        """ALTER TABLE django_bgtasks_queuedtask
-            DROP INDEX bgtasks_queued_status,
-            DROP INDEX bgtasks_queued_task,
-            DROP INDEX bgtasks_queued_queue""",
-    ],
-    "sqlite": [
-        "DROP INDEX IF EXISTS bgtasks_queued_status",
-        "DROP INDEX IF EXISTS bgtasks_queued_task",
-        "DROP INDEX IF EXISTS bgtasks_queued_queue",
-    ],
-}
-
-
-def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    for statement in FORWARDS.get(schema_editor.connection.vendor, []):
-        schema_editor.execute(statement)
-
-
-def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    for statement in BACKWARDS.get(schema_editor.connection.vendor, []):
-        schema_editor.execute(statement)
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -129,6 +73,12 @@ class Migration(migrations.Migration):
                     index=models.Index(fields=["status", "seq"], name="bgtasks_queued_status"),
                 ),
             ],
-            database_operations=[migrations.RunPython(forwards, backwards, elidable=False)],
+            database_operations=[
+                migrations.RunPython(
+                    schema.forwards("0021_queue_list_indexes"),
+                    schema.backwards("0021_queue_list_indexes"),
+                    elidable=False,
+                )
+            ],
         )
     ]

@@ -27,42 +27,17 @@ build that fails leaves an INVALID index: ``DROP INDEX`` it and migrate
 again (docs/operations.md, "Upgrading"). MySQL/MariaDB and SQLite keep
 0021's (status, seq), which their planners read for these lists.
 
-The SQL is written out here, not imported from db/: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in db/postgresql/schema.py, which
+db/schema.py runs on PostgreSQL alone: an entry is what a released migration
+ran and is never edited, so the migration keeps doing what it did when it was
+written.
 """
 
 from __future__ import annotations
 
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import StateApps
 
-FORWARDS = [
-    """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_succeeded_seq
-        ON django_bgtasks_queuedtask (seq) WHERE status = 'SUCCESSFUL'""",
-    """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_failed_seq
-        ON django_bgtasks_queuedtask (seq) WHERE status = 'FAILED'""",
-    "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_status",
-]
-BACKWARDS = [
-    """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_status
-        ON django_bgtasks_queuedtask (status, seq)
-        WHERE status IN ('SUCCESSFUL', 'FAILED')""",
-    "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_failed_seq",
-    "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_succeeded_seq",
-]
-
-
-def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in FORWARDS:
-            schema_editor.execute(statement)
-
-
-def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in BACKWARDS:
-            schema_editor.execute(statement)
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -72,4 +47,10 @@ class Migration(migrations.Migration):
 
     # Django's model state keeps (status, seq) by its name, the index the
     # other engines have (as 0021 left it): only PostgreSQL's differ.
-    operations = [migrations.RunPython(forwards, backwards, elidable=False)]
+    operations = [
+        migrations.RunPython(
+            schema.forwards("0023_postgresql_finished_by_status"),
+            schema.backwards("0023_postgresql_finished_by_status"),
+            elidable=False,
+        )
+    ]

@@ -20,29 +20,17 @@ ends go on meanwhile. A build that fails leaves an INVALID index: ``DROP
 INDEX`` it and migrate again (docs/operations.md, "Upgrading"). MySQL/MariaDB
 and SQLite keep 0021's (status, seq), which their planners read.
 
-The SQL is written out here, not imported from db/: a migration must keep
-doing what it did when it was written.
+The SQL is this migration's entry in db/postgresql/schema.py, which
+db/schema.py runs on PostgreSQL alone: an entry is what a released migration
+ran and is never edited, so the migration keeps doing what it did when it was
+written.
 """
 
 from __future__ import annotations
 
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import StateApps
 
-FORWARDS = """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_running_seq
-    ON django_bgtasks_queuedtask (seq) WHERE status = 'RUNNING'"""
-BACKWARDS = "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_running_seq"
-
-
-def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(FORWARDS)
-
-
-def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(BACKWARDS)
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -51,4 +39,10 @@ class Migration(migrations.Migration):
     dependencies = [("django_bgtasks", "0024_worker_lost")]
 
     # Only PostgreSQL's indexes differ from Django's model state (0023's note).
-    operations = [migrations.RunPython(forwards, backwards, elidable=False)]
+    operations = [
+        migrations.RunPython(
+            schema.forwards("0025_postgresql_running_by_seq"),
+            schema.backwards("0025_postgresql_running_by_seq"),
+            elidable=False,
+        )
+    ]

@@ -16,36 +16,18 @@ INVALID index: ``DROP INDEX`` it and migrate again (docs/operations.md,
 writes; SQLite locks the file while it builds.
 
 Not in the model's state, as 0023's and 0025's are not: the statements are
-each vendor's own. The SQL is written out here, not imported from db/: a
-migration must keep doing what it did when it was written.
+each engine's own. The SQL is this migration's entry in each engine's
+db/<engine>/schema.py, which db/schema.py runs on the engine migrated (one the
+package doesn't run on is refused): an entry is what a released migration ran
+and is never edited, so the migration keeps doing what it did when it was
+written.
 """
 
 from __future__ import annotations
 
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import StateApps
 
-FORWARDS = {
-    "postgresql": """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_finished
-        ON django_bgtasks_queuedtask (finished_at) WHERE finished_at IS NOT NULL""",
-    "sqlite": """CREATE INDEX IF NOT EXISTS bgtasks_queued_finished
-        ON django_bgtasks_queuedtask (finished_at) WHERE finished_at IS NOT NULL""",
-    "mysql": "CREATE INDEX bgtasks_queued_finished ON django_bgtasks_queuedtask (finished_at)",
-}
-BACKWARDS = {
-    "postgresql": "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_finished",
-    "sqlite": "DROP INDEX IF EXISTS bgtasks_queued_finished",
-    "mysql": "DROP INDEX bgtasks_queued_finished ON django_bgtasks_queuedtask",
-}
-
-
-def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    schema_editor.execute(FORWARDS[schema_editor.connection.vendor])
-
-
-def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    schema_editor.execute(BACKWARDS[schema_editor.connection.vendor])
+from django_bgtasks.db import schema
 
 
 class Migration(migrations.Migration):
@@ -54,4 +36,10 @@ class Migration(migrations.Migration):
 
     dependencies = [("django_bgtasks", "0026_queue_rollups")]
 
-    operations = [migrations.RunPython(forwards, backwards, elidable=False)]
+    operations = [
+        migrations.RunPython(
+            schema.forwards("0027_finished_by_time", every_engine=True),
+            schema.backwards("0027_finished_by_time", every_engine=True),
+            elidable=False,
+        )
+    ]

@@ -47,6 +47,7 @@ from django_bgtasks.conf import conf
 from django_bgtasks.core import store
 from django_bgtasks.core.states import TaskState
 from django_bgtasks.db import engines
+from django_bgtasks.db import params as params_of
 from django_bgtasks.db.cursor import behind_transaction_pooling, direct_session
 from django_bgtasks.db.postgresql import notify
 
@@ -336,7 +337,7 @@ class Feed:
     # --- reading and handing out ------------------------------------------------------
 
     def _resync(self) -> None:
-        rows = store.read("list_states", {}, using=self.alias)
+        rows = store.read(params_of.ListStates(), using=self.alias)
         states = {state.name: state for state in map(TaskState.from_row, rows)}
         for name in set(self._keys) - set(states):
             self._seen(name, None)
@@ -346,7 +347,7 @@ class Feed:
         self.synced.set()
 
     def _refresh(self, name: str) -> None:
-        rows = store.read("get_state", {"name": name}, using=self.alias)
+        rows = store.read(params_of.GetState(name), using=self.alias)
         self._seen(name, TaskState.from_row(rows[0]) if rows else None)
 
     def _refresh_ran_out(self) -> None:

@@ -31,6 +31,7 @@ from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import as_datetime, json_column
 from django_bgtasks.db import engines
+from django_bgtasks.db import params as params_of
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.shared import QueueStatements
 from django_bgtasks.validation import (
@@ -245,15 +246,17 @@ class QueueManager(models.Manager["QueuedTask"]):
         digits: a unique task whose key another ready or running task holds
         is not stored."""
         connection = self._connection()
-        params = {
-            **task,
-            "run_after": connection.ops.adapt_datetimefield_value(task["run_after"]),
-            "rows": rows,
-        }
+        params = params_of.Enqueue(
+            **{
+                **task,
+                "run_after": connection.ops.adapt_datetimefield_value(task["run_after"]),
+                "rows": rows,
+            }
+        )
         # As the ORM's save() does: an error inside the caller's atomic()
         # marks it for rollback (PostgreSQL has aborted its transaction).
         with transaction.mark_for_rollback_on_error(using=connection.alias):
-            stored = engines.read(connection, self._statements, "enqueue", params)
+            stored = engines.read(connection, self._statements, params)
         # UTC text, which one statement's rows share: each time parsed once.
         parsed = functools.cache(as_datetime)
         return {row["uuid"]: parsed(row["enqueued_at"]) for row in stored}
@@ -274,14 +277,13 @@ class QueueManager(models.Manager["QueuedTask"]):
         Each has its own token and attempt, and its lease's ttl is its row's;
         they share ``sent_at``. Empty when none is ready. A ``limit`` that is
         not a whole number from 1 is refused before any SQL."""
-        params = _claim_params(self._connection(), owner, queues, validate_limit(limit))
-        return self._write_claim(params)
+        return self._write_claim(_claim_params(owner, queues, validate_limit(limit)))
 
     def any_ready(self, *, queues: list[str] | None) -> bool:
         """Whether a task of ``queues`` (all with ``None``) is ready, but for the flow
         limits: an idle worker's poll, a read that locks nothing (rules.ready_probe)."""
-        params = _queue_params(self._connection(), queues)
-        rows = engines.read(self._connection(), self._statements, "any_ready", params)
+        params = params_of.AnyReady(queues is None, _queue_names(queues))
+        rows = engines.read(self._connection(), self._statements, params)
         return bool(rows[0]["ready"])
 
     def renew(
@@ -289,12 +291,14 @@ class QueueManager(models.Manager["QueuedTask"]):
     ) -> bool | None:
         """Heartbeat (writing ``progress`` with ``set_progress``). ``None`` when the
         lease is no longer this claim's; else whether a cancel was requested."""
-        params = {
-            **self._holder(claim),
-            "set_progress": set_progress,
-            "progress": encode_value(progress, kind="progress") if set_progress else None,
-        }
-        rows = self._write("renew", params)
+        params = params_of.QueueRenew(
+            claim.seq,
+            claim.owner,
+            claim.token,
+            set_progress=set_progress,
+            progress=encode_value(progress, kind="progress") if set_progress else None,
+        )
+        rows = self._write(params)
         return bool(rows[0]["cancel_requested"]) if rows else None
 
     def finish(
@@ -313,15 +317,17 @@ class QueueManager(models.Manager["QueuedTask"]):
         JSON text of ``return_value`` and one more ``error``. The time it finished (by the
         database's clock; ``True`` for ``READY``, which has none), or ``None``
         when the lease is no longer this claim's: nothing is written."""
-        params = {
-            **self._holder(claim),
-            "status": status,
-            "return_value": return_value,
-            "error": None if error is None else json.dumps(error),
-            "refund": 1 if refund else 0,
-            "delay": _delay(delay),
-        }
-        rows = self._write("finish", params)
+        params = params_of.Finish(
+            claim.seq,
+            claim.owner,
+            claim.token,
+            status=status,
+            return_value=return_value,
+            error=None if error is None else json.dumps(error),
+            refund=1 if refund else 0,
+            delay=_delay(delay),
+        )
+        rows = self._write(params)
         if not rows:
             return None
         return as_datetime(rows[0]["finished_at"]) or True
@@ -346,26 +352,26 @@ class QueueManager(models.Manager["QueuedTask"]):
         if not (type(limit) is int and limit == 0):
             limit = validate_limit(limit)
         connection = self._connection()
-        claim = _claim_params(connection, owner, queues, limit)
+        claim = _claim_params(owner, queues, limit)
         param = _ends_param(ends)
         # One of them, nothing to send, or SQLite: there one transaction for
         # both was measured slower than two (docs/benchmarks.md).
         if not (ends and limit) or engines.driver(connection).ends_then_claim_apart:
             return self._write_ends(ends, param), self._write_claim(claim) if limit else []
         sent = time.monotonic()
-        params = {"ends": param, **claim}
+        params = params_of.FinishClaim(param, claim.owner, claim.all, claim.queues, claim.limit)
         if not self._statements(connection).finish_claim:
             return self._write_ends_claim(connection, params, sent)
-        rows = self._write("finish_claim", params)
+        rows = self._write(params)
         claimed = [row for row in rows if row["seq"] is not None]
-        return _ended(rows[0]), _claimed(claimed, claim["owner"], sent)
+        return _ended(rows[0]), _claimed(claimed, claim.owner, sent)
 
     def ended(self, claim: Claim, *, status: str) -> dt.datetime | bool | None:
         """What :meth:`finish` returned, for a finish whose reply was lost (the
         connection broke after it was sent): the time it finished (``True``
         for ``READY``) when the row ended with ``status`` under this claim's
         owner and token, else ``None``. Reads only."""
-        rows = self._write("ended", {**self._holder(claim), "status": status})
+        rows = self._write(params_of.Ended(claim.seq, claim.owner, claim.token, status))
         if not rows:
             return None
         return as_datetime(rows[0]["finished_at"]) or True
@@ -378,16 +384,10 @@ class QueueManager(models.Manager["QueuedTask"]):
         claim the worker does hold; the caller must keep its own claims from
         landing while this runs (:class:`~django_bgtasks.worker.loop.Worker` does,
         with a lock). The tasks given back."""
-        owner = validate_owner(owner)
-        connection = self._connection()
-        seqs = sorted(held)
-        params = {
-            "owner": owner,
-            "held": engines.list_param(connection, seqs),
-        }
+        params = params_of.GiveBack(validate_owner(owner), sorted(held))
         return [
             GivenBack(int(row["seq"]), uuid.UUID(str(row["uuid"])), row["task_path"])
-            for row in self._write("give_back", params)
+            for row in self._write(params)
         ]
 
     def recover(self) -> list[Recovered]:
@@ -395,7 +395,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         database's clock: ready again while attempts remain, else failed with
         an error saying the worker was lost. Each, with its new status and
         the worker that was lost."""
-        rows = self._write("recover", {})
+        rows = self._write(params_of.Recover())
         return [
             Recovered(uuid.UUID(str(row["uuid"])), row["status"], row["task_path"], row["owner"])
             for row in rows
@@ -405,7 +405,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         """An operator's cancel: a ready task fails at once without running; a
         running one is asked to stop (its next ``check()`` raises). The status
         after, or ``None`` when the task is unknown or already finished."""
-        rows = self._write("cancel", {"uuid": self._uuid(result_id)})
+        rows = self._write(params_of.Cancel(self._uuid(result_id)))
         return str(rows[0]["status"]) if rows else None
 
     def retry(self, result_id: uuid.UUID | str) -> bool:
@@ -418,9 +418,9 @@ class QueueManager(models.Manager["QueuedTask"]):
         token, as for any claim; on PostgreSQL, migration 0010's trigger
         announces the task ready to the workers. A malformed id is a
         ``ValueError`` before any SQL."""
-        params = {"uuid": self._uuid(result_id)}
+        params = params_of.Retry(self._uuid(result_id))
         try:
-            rows = self._write("retry", params)
+            rows = self._write(params)
         except IntegrityError:
             # PostgreSQL: another task took the unique key between the
             # statement's check and its write (the index refused the second holder).
@@ -447,7 +447,7 @@ class QueueManager(models.Manager["QueuedTask"]):
                 break
             if attempt:
                 time.sleep(CANCEL_PASS_WAIT)
-            rows = self._write("cancel_many", self._seqs(pending))
+            rows = self._write(params_of.CancelMany([int(seq) for seq in pending]))
             changed.update({int(row["seq"]): str(row["status"]) for row in rows})
             pending = list(
                 self.using(conf.DATABASE)
@@ -465,7 +465,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         if not seqs:
             return 0
         try:
-            return len(self._write("retry_many", self._seqs(seqs)))
+            return len(self._write(params_of.RetryMany([int(seq) for seq in seqs])))
         except IntegrityError:
             if len(seqs) == 1:  # its key taken since the statement's check
                 return 0
@@ -478,16 +478,16 @@ class QueueManager(models.Manager["QueuedTask"]):
         takes a task of it until :meth:`unpause_queue`; running ones finish.
         ``False`` when it was paused already. A malformed name is refused
         before any SQL."""
-        return bool(self._write("pause_queue", {"queue": validate_queue_name(queue)}))
+        return bool(self._write(params_of.PauseQueue(validate_queue_name(queue))))
 
     def unpause_queue(self, queue: str) -> bool:
         """Let the workers claim the tasks of ``queue`` again; ``False`` when
         it was not paused."""
-        return bool(self._write("unpause_queue", {"queue": validate_queue_name(queue)}))
+        return bool(self._write(params_of.UnpauseQueue(validate_queue_name(queue))))
 
     def paused_queues(self) -> dict[str, dt.datetime | None]:
         """The paused queue names, each with when it was paused."""
-        rows = engines.read(self._connection(), self._statements, "paused_queues", {})
+        rows = engines.read(self._connection(), self._statements, params_of.PausedQueues())
         return {str(row["queue_name"]): as_datetime(row["paused_at"]) for row in rows}
 
     # --- the operator's reads ------------------------------------------------------
@@ -495,11 +495,11 @@ class QueueManager(models.Manager["QueuedTask"]):
     def queue_names(self) -> list[str]:
         """The queue names that have tasks, each once, sorted: a loose scan
         of the queue's index (one descent a name), whatever the table's size."""
-        return self._values("queue_names")
+        return self._values(params_of.QueueNames())
 
     def task_paths(self) -> list[str]:
         """The task paths that have tasks, each once, sorted (as :meth:`queue_names`)."""
-        return self._values("task_paths")
+        return self._values(params_of.TaskPaths())
 
     @contextlib.contextmanager
     def index_reads(self) -> Iterator[None]:
@@ -514,27 +514,18 @@ class QueueManager(models.Manager["QueuedTask"]):
             return
         with transaction.atomic(using=connection.alias):
             if self._statements(connection).index_reads:
-                engines.read(connection, self._statements, "index_reads", {})
+                engines.read(connection, self._statements, params_of.IndexReads())
             setattr(connection, _INDEX_READS, True)
             try:
                 yield
             finally:
                 setattr(connection, _INDEX_READS, False)
 
-    def _values(self, statement: str) -> list[str]:
-        rows = engines.read(self._connection(), self._statements, statement, {})
+    def _values(self, params: params_of.QueueNames | params_of.TaskPaths) -> list[str]:
+        rows = engines.read(self._connection(), self._statements, params)
         return [str(row["value"]) for row in rows]
 
     # --- plumbing -----------------------------------------------------------------
-
-    @staticmethod
-    def _holder(claim: Claim) -> dict[str, Any]:
-        return {"seq": claim.seq, "owner": claim.owner, "token": claim.token}
-
-    def _seqs(self, seqs: Sequence[int]) -> dict[str, Any]:
-        """The ``seqs`` parameter of a list of rows: an array on PostgreSQL,
-        JSON text elsewhere (read by ``json_each``, ``JSON_TABLE``)."""
-        return {"seqs": engines.list_param(self._connection(), [int(seq) for seq in seqs])}
 
     def _uuid(self, result_id: uuid.UUID | str) -> Any:
         """``result_id`` as the ``uuid`` column takes it (a ``ValueError`` if it is no UUID)."""
@@ -551,18 +542,18 @@ class QueueManager(models.Manager["QueuedTask"]):
 
     # claim_many's and finish_many's statements, for finish_and_claim too (which
     # checks and builds their parameters once).
-    def _write_claim(self, params: dict[str, Any]) -> list[Claim]:
+    def _write_claim(self, params: params_of.QueueClaim) -> list[Claim]:
         """The claim of ``params``, checked and built by ``_claim_params``."""
         sent = time.monotonic()
-        return _claimed(self._write("claim", params), params["owner"], sent)
+        return _claimed(self._write(params), params.owner, sent)
 
     def _write_ends(self, ends: Sequence[Ending], param: str) -> dict[int, dt.datetime | bool]:
         """``finish_many``'s statement for ``ends``, whose parameter ``param``
         (``_ends_param``) checked them: nothing is sent for no ends."""
-        return _by_seq(self._write("finish_many", {"ends": param})) if ends else {}
+        return _by_seq(self._write(params_of.FinishMany(param))) if ends else {}
 
     def _write_ends_claim(
-        self, connection: BaseDatabaseWrapper, params: dict[str, Any], sent: float
+        self, connection: BaseDatabaseWrapper, params: params_of.FinishClaim, sent: float
     ) -> tuple[dict[int, dt.datetime | bool], list[Claim]]:
         """``finish_and_claim`` on MySQL: one transaction (one query, where allowed)."""
         ended, claimed = engines.write_together(
@@ -572,11 +563,11 @@ class QueueManager(models.Manager["QueuedTask"]):
             FINISH_CLAIM,
             params,
         )
-        return _by_seq(ended), _claimed(claimed, params["owner"], sent)
+        return _by_seq(ended), _claimed(claimed, params.owner, sent)
 
-    def _write(self, statement: str, params: dict[str, Any]) -> list[Row]:
-        operation = f"QueuedTask.objects.{statement}"
-        return engines.write(self._connection(), operation, self._statements, statement, params)
+    def _write(self, params: params_of.Params) -> list[Row]:
+        operation = f"QueuedTask.objects.{params.STATEMENT}"
+        return engines.write(self._connection(), operation, self._statements, params)
 
 
 def _claimed(rows: list[Row], owner: str, sent: float) -> list[Claim]:
@@ -585,19 +576,16 @@ def _claimed(rows: list[Row], owner: str, sent: float) -> list[Claim]:
     return sorted(claimed, key=lambda claim: (-claim.priority, claim.seq))
 
 
-def _claim_params(
-    connection: BaseDatabaseWrapper, owner: str, queues: list[str] | None, limit: int
-) -> dict[str, Any]:
+def _claim_params(owner: str, queues: list[str] | None, limit: int) -> params_of.QueueClaim:
     """A claim's parameters: its owner, queues (every one with ``None``) and limit."""
-    return {"owner": validate_owner(owner), **_queue_params(connection, queues), "limit": limit}
+    return params_of.QueueClaim(validate_owner(owner), queues is None, _queue_names(queues), limit)
 
 
-def _queue_params(connection: BaseDatabaseWrapper, queues: list[str] | None) -> dict[str, Any]:
-    """The ``all`` and ``queues`` parameters of ``queues`` (every one with ``None``)."""
+def _queue_names(queues: list[str] | None) -> list[str]:
+    """The ``queues`` parameter of ``queues`` (every one with ``None``, and ``all``)."""
     # Each name once: a claim reads each of its queues apart (db/), and twice
     # would count its rows twice against their flow limits.
-    names = list(dict.fromkeys(validate_queue_names(queues)))
-    return {"all": queues is None, "queues": engines.list_param(connection, names)}
+    return list(dict.fromkeys(validate_queue_names(queues)))
 
 
 def _by_seq(rows: list[Row]) -> dict[int, dt.datetime | bool]:

@@ -33,6 +33,7 @@ import pytest
 from django.db import connections, transaction
 from psycopg.sql import Literal
 
+from django_bgtasks.db import engines
 from django_bgtasks.db.engines import _for_queues
 from django_bgtasks.db.postgresql.queue import with_limit
 from django_bgtasks.models import FlowSlot, QueuedTask
@@ -84,7 +85,7 @@ def _enqueue(alias: str, count: int, *, limited: bool, queue: str = "default") -
 def _postgresql_pages(alias: str, queues: list[str] | None) -> int:
     """The pages the claim statement reads and writes, rolled back."""
     connection = connections[alias]
-    params = _claim_params(connection, "w", queues, LIMIT)
+    params = engines.encode(connection, _claim_params("w", queues, LIMIT))
     claim = QueuedTask.objects._statements(connection).claim
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         cursor.execute(
@@ -166,7 +167,7 @@ def test_the_idle_poll_looks_at_one_row_a_queue(tasks_alias: str) -> None:
     for queues, ready in (([], False), (["other"], True), (["none"], False), (None, True)):
         if vendor == "postgresql":
             connection = connections[tasks_alias]
-            params = _claim_params(connection, "w", queues, 1)
+            params = engines.encode(connection, _claim_params("w", queues, 1))
             query = QueuedTask.objects._statements(connection).any_ready
             with transaction.atomic(using=tasks_alias), connection.cursor() as cursor:
                 cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query, params)
@@ -192,7 +193,7 @@ def test_a_claims_queue_names_are_read_once_each(tasks_alias: str) -> None:
     djtasks.add.get_backend().enqueue_many(djtasks.add, [((n, 1), {}) for n in range(4)])
     claimed = QueuedTask.objects.claim_many("w", queues=["default", "default"], limit=8)
     assert len({claim.seq for claim in claimed}) == len(claimed) == 4
-    params = _claim_params(connections[tasks_alias], "w", ["a", "a", "b"], 1)
+    params = engines.encode(connections[tasks_alias], _claim_params("w", ["a", "a", "b"], 1))
     names = params["queues"]
     assert (names if isinstance(names, list) else json.loads(names)) == ["a", "b"]
     assert _for_queues("SELECT 1", params) == "SELECT 1"
@@ -234,7 +235,10 @@ def test_the_claims_plan_is_one_whatever_its_queues_and_far_below_the_jit(
         types = ", ".join(PARAM_TYPES[name] for name in names)
         cursor.execute(f"PREPARE bgtasks_claim_plan({types}) AS {numbered}")
         for queues in SHAPES.values():
-            params = {**_claim_params(connection, "w", queues, LIMIT), "ends": "[]"}
+            params = {
+                **engines.encode(connection, _claim_params("w", queues, LIMIT)),
+                "ends": "[]",
+            }
             # As literals: EXECUTE takes no parameters of its own where the
             # connection binds on the server.
             raw = connection.connection

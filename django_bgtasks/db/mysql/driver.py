@@ -17,6 +17,7 @@ from django_bgtasks.db.driver import Driver
 from django_bgtasks.db.mysql import leases, mariadb
 from django_bgtasks.db.mysql.queue import QUEUE, in_one_transaction
 from django_bgtasks.db.mysql.queue import READERS as QUEUE_READERS
+from django_bgtasks.db.mysql.schema import SCHEMA
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.shared import QueueStatements
 
@@ -28,6 +29,7 @@ class MySQLDriver(Driver):
     statements = leases.STATEMENTS
     fragments = leases.FRAGMENTS
     queue = QUEUE
+    schema = SCHEMA
 
     def queue_statements(self, connection: BaseDatabaseWrapper) -> tuple[str, QueueStatements]:
         """MariaDB's own where they differ from MySQL's (db/mysql/mariadb.py)."""

@@ -3,7 +3,8 @@ workers', and how each one is run and its result read (the rules:
 :mod:`django_bgtasks.db.shared`). The Django Tasks queue's, on the same ways,
 are :mod:`django_bgtasks.db.mysql.queue`'s.
 
-Neither has UPDATE ... RETURNING (MySQL has none; MariaDB's INSERT has), and
+Neither server has UPDATE ... RETURNING (MySQL has no RETURNING at all;
+MariaDB's INSERT ... RETURNING serves the queue's enqueue there), and
 Django's MySQL backend counts *matched* rows (CLIENT.FOUND_ROWS), so a write
 reports by its row count (a heartbeat's cancel flag too: see renew), and a
 claim's token by the LAST_INSERT_ID(expr) idiom. The server sends that value
@@ -245,12 +246,19 @@ def _last_insert_id(cursor: Any) -> int:
 
 
 # --- One renewal per worker: renew_many (db/shared.py's RENEW_MANY) -----------------------
-# Both heartbeats, then a read of what they renewed (no RETURNING: rows of that
-# owner and token renewed since the SYSDATE(6) taken first), in one round trip
-# where allowed. JSON_TABLE's rows come first (STRAIGHT_JOIN), each table row
-# found by primary key (FORCE INDEX): InnoDB locks every row an UPDATE
-# examines, so a scan (a small table's plan) waits on anyone's fenced row.
-# Text is compared as utf8mb4_bin (a _bin collation wins): exact.
+# Both tables' heartbeats and the read of what they renewed, sent as one query
+# (one round trip) where the connection allows several statements in one,
+# else one after the other on the connection; each in autocommit, as a
+# heartbeat is. With no RETURNING, the read says which rows were renewed: a
+# row still held by that owner and token, renewed at or after the SYSDATE(6)
+# taken first (a row not renewed here is stale, so older; or taken over,
+# with another token). Rows are matched from the JSON by JSON_TABLE (MySQL
+# 8.0, MariaDB 10.6), read first (STRAIGHT_JOIN) and each row looked up by
+# its primary key (FORCE INDEX): InnoDB locks every row an UPDATE examines,
+# so a scan of the table, which the optimizer picks for a small one, would
+# wait on any row another transaction holds (a fenced transaction, anyone's).
+# Its text columns are utf8mb4_bin, as the name is (a _bin collation wins a
+# comparison with the table's own): exact, as a lease's identity is.
 _JSON_TEXT = "VARCHAR({}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 _HELD_TASKS = f"""JSON_TABLE(%(leases)s, '$.tasks[*]' COLUMNS (
         name {_JSON_TEXT.format(MAX_NAME_LENGTH)} PATH '$.name',

@@ -13,6 +13,7 @@ from django_bgtasks.db.cursor import fetch_all
 from django_bgtasks.db.driver import Driver
 from django_bgtasks.db.postgresql import leases
 from django_bgtasks.db.postgresql.queue import LIMIT_MARK, QUEUE, with_limit
+from django_bgtasks.db.postgresql.schema import SCHEMA
 from django_bgtasks.db.rows import Row
 
 
@@ -23,6 +24,7 @@ class PostgreSQLDriver(Driver):
     statements = leases.STATEMENTS
     fragments = leases.FRAGMENTS
     queue = QUEUE
+    schema = SCHEMA
     checks_sync_replication = True
     listens = True
 

@@ -17,6 +17,7 @@ from django_bgtasks.db.rows import Row
 from django_bgtasks.db.sqlite import leases
 from django_bgtasks.db.sqlite.leases import MIN_SQLITE_VERSION
 from django_bgtasks.db.sqlite.queue import QUEUE
+from django_bgtasks.db.sqlite.schema import SCHEMA
 
 
 class SQLiteDriver(Driver):
@@ -26,6 +27,7 @@ class SQLiteDriver(Driver):
     statements = leases.STATEMENTS
     fragments = leases.FRAGMENTS
     queue = QUEUE
+    schema = SCHEMA
     # One transaction for a run's ends and the next claim was measured
     # slower than two (docs/benchmarks.md).
     ends_then_claim_apart = True
