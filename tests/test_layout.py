@@ -719,6 +719,255 @@ def test_a_module_name_is_one_feature() -> None:
     }
 
 
+# --- every module has its tests: in its mirror, or where TESTED_IN says ---------------------
+
+ROOT = PACKAGE.parent
+
+# The modules whose tests are not in their mirror (mirrors() below): the one
+# or two test modules that test each most directly (CONTRIBUTING.md's "Where
+# the tests are" says where the others are).
+TESTED_IN: dict[str, tuple[str, ...]] = {
+    "admin/charts.py": ("tests/admin/test_dashboard.py",),
+    # (and the Cancel button: tests/admin/test_queued_page.py)
+    "admin/queued_buttons.py": ("tests/admin/test_queued_retry.py",),
+    "apps.py": ("tests/http/test_monitoring.py",),
+    "backend.py": ("tests/queue/test_backend.py",),
+    "background/registry.py": ("tests/background/test_functions.py",),
+    "checks/metrics_view.py": ("tests/http/test_monitoring.py",),
+    "choices.py": ("tests/test_layout.py",),
+    "compat.py": ("tests/queue/test_backend.py",),
+    "conf.py": ("tests/checks/test_settings.py",),
+    "core/claims.py": ("tests/worker/test_loop.py", "tests/worker/test_renewal.py"),
+    "core/holding.py": ("tests/core/test_runner.py", "tests/queue/test_backend.py"),
+    "core/requests.py": ("tests/core/test_leases.py",),
+    "core/store.py": ("tests/core/test_leases.py",),
+    "db/driver.py": ("tests/db/test_engines.py", "tests/db/test_params.py"),
+    "db/mysql/driver.py": ("tests/db/mysql/test_queue.py",),
+    "db/mysql/enqueue.py": ("tests/queue/test_enqueue.py",),
+    "db/mysql/leases.py": ("tests/core/test_leases.py", "tests/db/test_engines.py"),
+    "db/mysql/mariadb.py": ("tests/db/mysql/test_queue.py",),
+    "db/mysql/probes.py": ("tests/checks/test_database.py",),
+    "db/mysql/schema.py": ("tests/test_migrations.py",),
+    "db/outages.py": ("tests/faults/test_processes.py", "tests/faults/test_workers.py"),
+    "db/postgresql/driver.py": ("tests/db/test_cursor.py",),
+    "db/postgresql/leases.py": ("tests/db/test_params.py",),
+    "db/postgresql/notify.py": ("tests/queue/test_enqueue.py", "tests/test_migrations.py"),
+    "db/postgresql/probes.py": ("tests/checks/test_database.py",),
+    "db/postgresql/queue.py": ("tests/db/test_params.py", "tests/queue/test_claim_reads.py"),
+    "db/postgresql/schema.py": ("tests/test_migrations.py",),
+    "db/rows.py": ("tests/db/test_engines.py",),
+    "db/schema.py": ("tests/test_migrations.py",),
+    "db/shared.py": ("tests/db/test_params.py", "tests/security/test_security.py"),
+    "db/sqlite/driver.py": ("tests/db/test_params.py", "tests/worker/test_renewal.py"),
+    "db/sqlite/leases.py": ("tests/db/test_params.py",),
+    "db/sqlite/queue.py": ("tests/db/test_params.py",),
+    "db/sqlite/schema.py": ("tests/test_migrations.py",),
+    "db/times.py": ("tests/queue/test_rollup.py",),
+    "events.py": ("tests/http/test_events.py",),
+    "exceptions.py": ("tests/test_public_api.py",),
+    "http/access.py": ("tests/http/test_api.py", "tests/http/test_events.py"),
+    "http/bulk.py": ("tests/http/test_api_search.py",),
+    "http/forms.py": ("tests/http/test_api.py", "tests/http/test_api_search.py"),
+    "http/paging.py": ("tests/http/test_api.py",),
+    "http/responses.py": ("tests/http/test_api.py",),
+    "http/stream.py": ("tests/http/test_events.py",),
+    "limits.py": ("tests/test_layout.py", "tests/test_validation.py"),
+    "management/arguments.py": ("tests/management/test_bgtasks.py",),
+    "management/bulk.py": ("tests/management/test_bulk_command.py",),
+    "management/foreground.py": ("tests/management/test_bgtasks.py",),
+    "management/procedures.py": ("tests/db/mysql/test_routines.py",),
+    "management/reads.py": ("tests/management/test_bgtasks.py",),
+    "management/terminal.py": ("tests/management/test_bgtasks.py",),
+    "management/workers.py": ("tests/worker/test_loop.py",),
+    "models.py": ("tests/core/test_leases.py", "tests/test_migrations.py"),
+    "operations/dashboard.py": ("tests/admin/test_dashboard.py",),
+    "operations/display.py": ("tests/admin/test_columns.py", "tests/management/test_bgtasks.py"),
+    "operations/health.py": ("tests/management/test_health.py", "tests/http/test_monitoring.py"),
+    "operations/permissions.py": ("tests/security/test_security.py",),
+    "operations/queues.py": ("tests/http/test_api.py", "tests/faults/test_pause.py"),
+    "operations/task_reads.py": ("tests/operations/test_writes.py",),
+    "operations/workers.py": ("tests/faults/test_worker_views.py",),
+    "queue/execute.py": ("tests/queue/test_backend.py",),
+    "queue/lag.py": ("tests/operations/test_cluster.py", "tests/queue/test_rollup.py"),
+    "signals.py": ("tests/core/test_runner.py",),
+    "urls.py": ("tests/http/test_api.py",),
+    "worker/heartbeat.py": ("tests/worker/test_loop.py",),
+    "worker/hooks.py": ("tests/worker/test_prometheus.py",),
+    "worker/polls.py": ("tests/worker/test_loop.py",),
+    "worker/queue_threads.py": ("tests/worker/test_idle.py", "tests/queue/test_groups.py"),
+    "worker/rescue.py": ("tests/worker/test_loop.py",),
+    "worker/runs.py": ("tests/worker/test_loop.py",),
+    "worker/slots.py": ("tests/queue/test_task_schedules.py",),
+    "worker/stopping.py": ("tests/worker/test_loop.py", "tests/faults/test_workers.py"),
+}
+
+# The modules TESTED_IN's test modules don't name (by their dotted path, or
+# ``from <package> import <module>``), and why: each is reached only through
+# another module, and tested through it.
+COMMAND = "a part of the bgtasks command: tested by running it"
+ENGINE = "an engine's driver: db/engines.py picks it and runs the statements through it"
+WORKER = "a part of the worker (worker/loop.py): tested through a worker"
+REACHED_THROUGH: dict[str, str] = {
+    "admin/charts.py": "drawn by the dashboard's view (admin/dashboard.py) alone",
+    "admin/queued_buttons.py": "a task's page's buttons (admin/queued.py): tested by a click",
+    "apps.py": "Django runs its ready(): tested by a check it registers (bgtasks.I001)",
+    "background/registry.py": "filled by @background_task, read through get_task() and the like",
+    "checks/metrics_view.py": "run by Django's checks (apps.py registers it): tested by its id",
+    "core/claims.py": "BackgroundTask.objects.work, reached through the manager (core/leases.py)",
+    "core/holding.py": "the base of RunningLease (core/runner.py) and QueuedLease (queue/)",
+    "core/requests.py": "the operator's side of BackgroundTask.objects (core/leases.py)",
+    "core/store.py": "where BackgroundTask.objects (core/leases.py) runs each statement",
+    "db/driver.py": ENGINE,
+    "db/mysql/driver.py": ENGINE,
+    "db/mysql/enqueue.py": "parts of the enqueue statements of db/mysql/queue.py and mariadb.py",
+    "db/outages.py": "the runner's and the worker's: tested by restarting a database under them",
+    "db/postgresql/driver.py": ENGINE,
+    "db/postgresql/probes.py": "run by checks/database.py's check of synchronous replication",
+    "db/schema.py": "what the migrations' RunPython runs: tested by migrating",
+    "db/sqlite/driver.py": ENGINE,
+    "db/times.py": "the SQL of queue/rollup.py's counts: tested by the numbers they give",
+    "http/access.py": "asked by the API's and the stream's views: tested by requesting them",
+    "http/bulk.py": "views urls.py mounts: tested by requesting them",
+    "http/forms.py": "the bodies of the API's writes: tested by posting them",
+    "http/responses.py": "what every HTTP view answers alike: tested by requesting them",
+    "management/arguments.py": COMMAND,
+    "management/bulk.py": COMMAND,
+    "management/foreground.py": COMMAND,
+    "management/procedures.py": COMMAND,
+    "management/reads.py": COMMAND,
+    "management/workers.py": COMMAND,
+    "operations/dashboard.py": "read by the admin's dashboard view (admin/dashboard.py) alone",
+    "operations/display.py": "the words the admin and the command write: tested as written",
+    "operations/health.py": "asked by bgtasks health and the readiness view: tested through both",
+    "operations/permissions.py": "the rule every surface asks: tested through every surface",
+    "operations/queues.py": "read by the surfaces' lists of queues: tested through them",
+    "operations/workers.py": "read by the surfaces' lists of workers: tested through them",
+    "queue/lag.py": "read by operations/cluster.py and queue/rollup.py: tested in their numbers",
+    "worker/hooks.py": "a Protocol: the test hands a worker its one kind (worker/prometheus.py)",
+    "worker/polls.py": WORKER,
+    "worker/rescue.py": WORKER,
+    "worker/runs.py": WORKER,
+    "worker/stopping.py": WORKER,
+}
+
+
+def mirrors(module: Path) -> tuple[Path, Path]:
+    """Where the tests of ``module`` (a path in the package) are by the
+    package's shape: tests/<folder>/test_<module>.py, or a folder
+    tests/<folder>/<module>/ (a command's, in tests/management/)."""
+    folder = Path("tests", *(part for part in module.parts[:-1] if part != "commands"))
+    return folder / f"test_{module.stem}.py", folder / module.stem
+
+
+def dotted(module: Path) -> str:
+    """``module``'s dotted path: django_bgtasks.db.shared for db/shared.py."""
+    return ".".join((PACKAGE.name, *module.with_suffix("").parts))
+
+
+def mentions(text: str, module: Path) -> bool:
+    """Whether a test module's ``text`` names ``module``: its dotted path (in
+    an import, a patched name, a setting, a public name's path) or ``from
+    <package> import <module>``, alone or in a list."""
+    path = dotted(module)
+    package, name = path.rsplit(".", 1)
+    return bool(
+        re.search(rf"(?<![\w.]){re.escape(path)}\b", text)
+        or re.search(rf"\bfrom {re.escape(package)} import (\([^)]*|[^\n]*)\b{name}\b", text)
+    )
+
+
+def untested(
+    modules: list[Path],
+    root: Path,
+    tested_in: dict[str, tuple[str, ...]],
+    reached_through: dict[str, str],
+) -> list[str]:
+    """Each way the tests of ``modules`` can't be found under ``root``, said
+    as what to do: a module with neither a mirror nor an entry in
+    ``tested_in``, or with both; an entry for no module, or listing a test
+    module that is missing or doesn't name the module (but where
+    ``reached_through`` says why); an entry of ``reached_through`` not needed."""
+    found = []
+    for module in modules:
+        key = module.as_posix()
+        mirror, folder = mirrors(module)
+        mirrored = (root / mirror).is_file() or (root / folder).is_dir()
+        if mirrored and key in tested_in:
+            found.append(f"{key}: {mirror} is its mirror: take it out of TESTED_IN")
+        elif not mirrored and key not in tested_in:
+            found.append(f"{key}: add {mirror}, or say in TESTED_IN which test module tests it")
+    known = {module.as_posix() for module in modules}
+    for key, tests in tested_in.items():
+        if key not in known:
+            found.append(f"TESTED_IN names {key}, which is no module: take it out")
+            continue
+        for test in tests:
+            if not (root / test).is_file():
+                found.append(f"{key}: {test} doesn't exist")
+            elif key not in reached_through and not mentions((root / test).read_text(), Path(key)):
+                found.append(
+                    f"{key}: {test} doesn't name {dotted(Path(key))}:"
+                    " list one that tests it, or say why in REACHED_THROUGH"
+                )
+    for key in reached_through:
+        tests = [root / test for test in tested_in.get(key, ())]
+        if not tests:
+            found.append(f"REACHED_THROUGH names {key}, which TESTED_IN doesn't: take it out")
+        elif all(test.is_file() and mentions(test.read_text(), Path(key)) for test in tests):
+            found.append(f"{key}: its test modules name it: take it out of REACHED_THROUGH")
+    return found
+
+
+def test_every_module_has_its_tests() -> None:
+    """Every module's tests can be found: in its mirror, or where TESTED_IN
+    says; and each test module listed exists and names the module (or
+    REACHED_THROUGH says why it can't), so the map can't drift from the tests."""
+    found = untested(_modules(), ROOT, TESTED_IN, REACHED_THROUGH)
+    assert found == [], "\n".join(found)
+
+
+def test_the_tests_check_can_fail(tmp_path: Path) -> None:
+    for name, text in {
+        "tests/test_a.py": "from django_bgtasks import a\n",
+        "tests/h/test_one.py": "",
+        "tests/management/test_cmd.py": "",
+        "tests/test_x.py": "import django_bgtasks.dd\nfrom django_bgtasks import dd, e\n"
+        "from django_bgtasks.sub import (\n    other,\n    f,\n)\n"
+        'patch("django_bgtasks.g.thing")\n',
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    modules = [
+        Path(name)
+        for name in (
+            *("a.py", "h.py", "management/commands/cmd.py", "sub/b.py", "sub/c.py"),
+            *("d.py", "e.py", "sub/f.py", "g.py", "i.py"),
+        )
+    ]
+    x = ("tests/test_x.py",)
+    tested_in = {
+        "a.py": ("tests/test_a.py",),  # mirrored too
+        "sub/c.py": ("tests/test_gone.py",),
+        "d.py": x,  # (only dd, a longer name)
+        "e.py": x,
+        "sub/f.py": x,
+        "g.py": x,
+        "i.py": x,
+        "gone.py": x,
+    }
+    reached_through = {"e.py": "named after all", "i.py": "reached through g", "z.py": "gone"}
+    assert untested(modules, tmp_path, tested_in, reached_through) == [
+        "a.py: tests/test_a.py is its mirror: take it out of TESTED_IN",
+        "sub/b.py: add tests/sub/test_b.py, or say in TESTED_IN which test module tests it",
+        "sub/c.py: tests/test_gone.py doesn't exist",
+        "d.py: tests/test_x.py doesn't name django_bgtasks.d:"
+        " list one that tests it, or say why in REACHED_THROUGH",
+        "TESTED_IN names gone.py, which is no module: take it out",
+        "e.py: its test modules name it: take it out of REACHED_THROUGH",
+        "REACHED_THROUGH names z.py, which TESTED_IN doesn't: take it out",
+    ]
+
+
 # --- only db/ asks which engine a connection is -----------------------------------------
 
 
