@@ -152,17 +152,21 @@ def test_a_changed_schedule_moves_the_slot_earlier_only_and_a_removed_one_clears
         assert state is not None and state.next_run_at is not None
         return state.next_run_at
 
-    Worker([make_task("w-sched", echo, schedule="0 3 * * *")], poll=0.05).tick()
-    assert (slot().hour, slot().minute) == (3, 0)  # TIME_ZONE is UTC
+    # A daily slot twelve hours from now: never the next five-minute one
+    # (a fixed 03:00 was, when the test ran between 02:55 and 03:00 UTC).
+    hour = (dt.datetime.now(dt.UTC).hour + 12) % 24
+    daily = f"0 {hour} * * *"
+    Worker([make_task("w-sched", echo, schedule=daily)], poll=0.05).tick()
+    assert (slot().hour, slot().minute) == (hour, 0)  # TIME_ZONE is UTC
     five = Worker([make_task("w-sched", echo, schedule="*/5 * * * *")], poll=0.05)
     five.tick()
     earlier = slot()
-    assert earlier.minute % 5 == 0 and earlier != slot().replace(hour=3, minute=0)
+    assert earlier.minute % 5 == 0 and earlier.hour != hour
     row = BackgroundTask.objects.get(name="w-sched")
     assert row.schedule == "*/5 * * * *"
-    # The old schedule's next slot (03:00) is later: the earlier one stays,
-    # however often the old worker polls.
-    old = Worker([make_task("w-sched", echo, schedule="0 3 * * *")], poll=0.05)
+    # The old schedule's next slot (hours away) is later: the earlier one
+    # stays, however often the old worker polls.
+    old = Worker([make_task("w-sched", echo, schedule=daily)], poll=0.05)
     for _ in range(3):
         old.tick()
         five.tick()
@@ -173,8 +177,8 @@ def test_a_changed_schedule_moves_the_slot_earlier_only_and_a_removed_one_clears
     )
     old.run(once=True)
     row = BackgroundTask.objects.get(name="w-sched")
-    assert row.schedule == "0 3 * * *" and row.next_run_at is not None
-    assert (row.next_run_at.hour, row.next_run_at.minute) == (3, 0)
+    assert row.schedule == daily and row.next_run_at is not None
+    assert (row.next_run_at.hour, row.next_run_at.minute) == (hour, 0)
     Worker([make_task("w-sched", echo)], poll=0.05).tick()
     state = objects.get_state("w-sched")
     assert state is not None and state.next_run_at is None
