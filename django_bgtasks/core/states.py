@@ -88,7 +88,7 @@ class TaskState:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> TaskState:
-        """Build from a state read's row, by the names of ``db.rules.STATE_COLUMNS``
+        """Build from a state read's row, by the names of ``db.shared.STATE_COLUMNS``
         (one per field), as every vendor returns it."""
         heartbeat_age = row["heartbeat_age"]
         # Alike the other from_row()s on purpose: each names its own fields.
@@ -209,7 +209,7 @@ class TaskState:
 
 @dataclass(frozen=True, slots=True)
 class DueRow:
-    """One lease row as the workers' poll sees it (``db.rules.DUE_COLUMNS``).
+    """One lease row as the workers' poll sees it (``db.shared.DUE_COLUMNS``).
 
     ``db_now`` is the database's clock at the poll, from which the next slot
     is computed; a claim of the slot ``next_run_at`` compares it for equality.
@@ -236,7 +236,7 @@ class DueRow:
     # Alike TaskState.from_row() on purpose: a field from each column of its own statement.
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> DueRow:
-        """Build from a poll's row, by the names of ``db.rules.DUE_COLUMNS`` (one
+        """Build from a poll's row, by the names of ``db.shared.DUE_COLUMNS`` (one
         per field), as every vendor returns it."""
         now = as_datetime(row["db_now"])
         assert now is not None  # the statement always selects the clock
@@ -393,7 +393,7 @@ class WorkerState:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> WorkerState:
         """Build from a row of the workers' list, by the names of
-        ``db.rules.WORKER_COLUMNS`` (one per field but ``runs``)."""
+        ``db.shared.WORKER_COLUMNS`` (one per field but ``runs``)."""
         return cls(
             id=row["id"],
             host=row["host"],

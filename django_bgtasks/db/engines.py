@@ -203,7 +203,7 @@ def run(
 
 
 def _for_queues(query: str, params: dict[str, Any]) -> str:
-    """``query`` with its pick of the claim's queues (rules.with_queues), where
+    """``query`` with its pick of the claim's queues (shared.with_queues), where
     it has one: MySQL's and SQLite's claim and idle poll, whose ``queues`` are
     JSON text."""
     if not has_queue_pick(query):

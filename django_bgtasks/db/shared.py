@@ -507,14 +507,14 @@ class QueueStatements:
     pause_queue: str
     unpause_queue: str
     paused_queues: str
-    # An idle worker's poll, before it claims (rules.ready_probe).
+    # An idle worker's poll, before it claims (shared.ready_probe).
     any_ready: str
-    # The queue names and task paths there are (rules.distinct_values).
+    # The queue names and task paths there are (shared.distinct_values).
     queue_names: str
     task_paths: str
     # ``finish_many`` and ``claim`` in one statement (PostgreSQL's); empty
     # where a vendor runs the two one after the other in one transaction
-    # (``QueuedTask.objects.finish_and_claim``, ``vendors.write_together``).
+    # (``QueuedTask.objects.finish_and_claim``, ``engines.write_together``).
     finish_claim: str = ""
     # What makes the operator's reads of the rest of a transaction read the
     # queue's indexes in their order (PostgreSQL's); empty where a vendor

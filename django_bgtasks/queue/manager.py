@@ -108,7 +108,7 @@ class Claim:
     # Alike core.states' from_row()s on purpose: a field from each column of its own statement.
     @classmethod
     def from_row(cls, row: Mapping[str, Any], owner: str, sent_at: float) -> Claim:
-        """From the claim's RETURNING row, by the names of ``db.rules.CLAIM_COLUMNS``."""
+        """From the claim's RETURNING row, by the names of ``db.shared.CLAIM_COLUMNS``."""
         arguments = json_column(row["args_kwargs"])
         return cls(
             seq=int(row["seq"]),
@@ -237,7 +237,7 @@ class QueueManager(models.Manager["QueuedTask"]):
     # --- the backend's --------------------------------------------------------------
 
     def enqueue(self, task: Mapping[str, Any], rows: str) -> dict[str, dt.datetime | None]:
-        """Store the tasks of ``rows`` (JSON text: ``db.rules.ENQUEUE_COLUMNS``
+        """Store the tasks of ``rows`` (JSON text: ``db.shared.ENQUEUE_COLUMNS``
         says what it holds), each with the columns of ``task`` (``task_path``,
         ``backend``, ..., ``active_key``), in one statement that joins the
         caller's transaction on ``BGTASKS_DATABASE``: the backend's enqueue is
@@ -281,7 +281,7 @@ class QueueManager(models.Manager["QueuedTask"]):
 
     def any_ready(self, *, queues: list[str] | None) -> bool:
         """Whether a task of ``queues`` (all with ``None``) is ready, but for the flow
-        limits: an idle worker's poll, a read that locks nothing (rules.ready_probe)."""
+        limits: an idle worker's poll, a read that locks nothing (shared.ready_probe)."""
         params = params_of.AnyReady(queues is None, _queue_names(queues))
         rows = engines.read(self._connection(), self._statements, params)
         return bool(rows[0]["ready"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django_bgtasks.db.mysql.leases import MYSQL_STEP
 from django_bgtasks.db.shared import ENQUEUE_COLUMNS
 
-# The backend's enqueue (db.rules.ENQUEUE_COLUMNS), in the caller's
+# The backend's enqueue (db.shared.ENQUEUE_COLUMNS), in the caller's
 # transaction: the INSERT (a key another task holds updates nothing, where
 # the other vendors' ON CONFLICT DO NOTHING stores nothing), then a read of
 # the rows it stored, by their uuid (the holder's row has another), both in
@@ -33,7 +33,7 @@ def enqueued(prefix: str) -> str:
     )
 
 
-# What each task of an enqueue has of its own (db.rules.ENQUEUE_COLUMNS).
+# What each task of an enqueue has of its own (db.shared.ENQUEUE_COLUMNS).
 ONE_TASK_OWN = ("uuid", "args_kwargs", "concurrency_key", "rate_key")
 
 

@@ -47,7 +47,7 @@ from django_bgtasks.db.shared import (
     CLAIM_RETRY,
     CLAIM_SCHEDULED,
     DUE_COLUMNS,
-    # (alike sqlite.py's list on purpose: the statements both take from rules)
+    # (alike sqlite/leases.py's list on purpose: the statements both take from shared)
     QUEUED_RUNNING,
     RENEW_QUEUED,
     RENEW_TASK,
@@ -74,7 +74,7 @@ def _names(columns: str) -> str:
     return columns.replace("trigger", "`trigger`")
 
 
-# Alike in sqlite.py on purpose: the same fragments, in each vendor's clock.
+# Alike in sqlite/leases.py on purpose: the same fragments, in each vendor's clock.
 FRAGMENTS = {
     "now": _NOW,
     "live": f"updated_at >= {_NOW} - {_TTL}",
@@ -356,7 +356,7 @@ STATEMENTS = Statements(
         {MYSQL_STEP}
         UPDATE {{task}} SET updated_at = {{now}}, value = %(value)s WHERE {{holder}}
     """,
-    # Alike sqlite.py's release on purpose: the same statement, without RETURNING.
+    # Alike sqlite/leases.py's release on purpose: the same statement, without RETURNING.
     release="""
         UPDATE {task}
         SET running = 0, finished_at = {now}, value = COALESCE(%(value)s, value),

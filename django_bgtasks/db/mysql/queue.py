@@ -115,11 +115,11 @@ _T_RATE_FREE = f"""EXISTS (
 FLOW_PICKED = "@bgtasks_flow"
 # A claim's time, read once its flow steps read the free slots (else NULL,
 # set by each pick), for the rate slots' and rows' start alike (see
-# postgresql_queue.py's ``claimed_at`` for why once, and why then).
+# postgresql/queue.py's ``claimed_at`` for why once, and why then).
 _CLAIMED_AT = "@bgtasks_claimed_at"
 _CLAIM_TIME = f"COALESCE({_CLAIMED_AT}, {NOW})"
 # The ready rows a claim may take, but for the flow limits, as
-# rules.queue_pick has them: of every queue, in the claim's order from its
+# shared.queue_pick has them: of every queue, in the claim's order from its
 # index (status, priority DESC, seq: migration 0012); of one named queue,
 # from the ready rows' index led by the queue (status, queue_name, priority
 # DESC, seq), whose equality there compares as the column's collation does
@@ -133,7 +133,7 @@ _ONE_QUEUE = f"""queue_name = JSON_VALUE(%(queues)s, '$[{QUEUE_INDEX}]')
 
 
 def _ready_rows(columns: str, flow: str, limit: str, lock: str) -> str:
-    """The pick (rules.queue_pick) of the ready rows' ``columns`` (and their
+    """The pick (shared.queue_pick) of the ready rows' ``columns`` (and their
     ``priority`` and ``seq``) that pass ``flow``: every queue's, or one's."""
     order = f"ORDER BY priority DESC, seq LIMIT {limit} {lock}"
     return queue_pick(
@@ -258,7 +258,7 @@ _GIVE_BACK_PICK = _pick(
 )
 
 
-# Alike in postgresql.py and sqlite.py on purpose: the same statements, here
+# Alike in postgresql/queue.py and sqlite/queue.py on purpose: the same statements, here
 # with the SET ordered as MySQL needs it (a SET that reads a column comes
 # before the one that changes it) and without RETURNING.
 #
@@ -331,7 +331,7 @@ _CANCEL_SET = f"""cancel_requested = 1,
                     'traceback', 'TaskCancelled: cancelled by an operator before it started'))
                 ELSE errors END,
             status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END"""
-# An operator's retry (db.rules.QUEUE_RETRY).
+# An operator's retry (db.shared.QUEUE_RETRY).
 _RETRY_SET = """status = '{ready}', run_after = NULL, finished_at = NULL,
             return_value = NULL, cancel_requested = 0,
             max_attempts = CASE WHEN attempts >= max_attempts THEN attempts + 1
@@ -356,7 +356,7 @@ _LISTED_PICK = _pick(
 
 QUEUE = QueueStatements(
     claim=MYSQL_STEP.join([CLAIM_PICK, *CLAIM_FLOW, CLAIM_WRITE]),
-    # As the lease's renew (mysql.py): a match of the first step is a renewal
+    # As the lease's renew (leases.py): a match of the first step is a renewal
     # without a cancel request; only then the second, with one.
     renew=f"""
         UPDATE {{table}} SET updated_at = {NOW},
@@ -429,7 +429,7 @@ QUEUE = QueueStatements(
         {MYSQL_STEP}
         SELECT seq, uuid, task_path FROM {PICKED_JOIN}
     """,
-    # As db.rules.QUEUE_RETRY. MySQL refuses a subquery on the table an
+    # As db.shared.QUEUE_RETRY. MySQL refuses a subquery on the table an
     # UPDATE writes unless it is a derived table (materialised first).
     retry=f"""
         UPDATE {{table}} SET {_RETRY_SET}
@@ -573,7 +573,7 @@ def _in_one_query(
         return results
 
 
-# How each statement is run and read (see the readers above and mysql.py's).
+# How each statement is run and read (see the readers above and leases.py's).
 READERS: dict[str, Reader] = {
     "claim": _transaction,
     "renew": renew_steps,

@@ -20,7 +20,7 @@ from django_bgtasks.db.shared import (
     RENEW_MANY_COLUMNS,
     RENEW_QUEUED,
     RENEW_TASK,
-    # (alike mysql.py's list on purpose: the statements both take from rules)
+    # (alike mysql/leases.py's list on purpose: the statements both take from shared)
     RUN_COLUMNS,
     SKIP_SLOT,
     STATE_COLUMNS,
@@ -170,7 +170,7 @@ STATEMENTS = Statements(
         WHERE t.requested_at IS NULL
         RETURNING 1 AS matched
     """,
-    # (Alike in sqlite.py on purpose: the same statements, in each vendor's
+    # (Alike in sqlite/leases.py on purpose: the same statements, in each vendor's
     # own spelling of casts, booleans and the clock.)
     claim_request=CLAIM_REQUEST,
     claim_scheduled=CLAIM_SCHEDULED,

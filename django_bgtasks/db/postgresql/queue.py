@@ -26,7 +26,7 @@ from django_bgtasks.db.shared import (
 from django_bgtasks.validation import validate_limit
 
 # The queue's (Django Tasks).
-# The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
+# The backend's enqueue (db.shared.ENQUEUE_COLUMNS): the tasks of one Task, in
 # one statement whatever their number, stored in the order of ``rows``. ON
 # CONFLICT names the predicate of a unique index of the rows that have a key
 # (``active_key IS NOT NULL``), which the plain unique constraint meets too:
@@ -368,7 +368,7 @@ QUEUE = QueueStatements(
             AND status IN ('{ready}', '{running}') FOR UPDATE SKIP LOCKED)""",
         "seq, status",
     ),
-    # (alike sqlite.py's cancel and ended on purpose: the same rules, in each dialect)
+    # (alike sqlite/queue.py's cancel and ended on purpose: the same rules, in each dialect)
     ended="""
         SELECT status, finished_at FROM {table}
         WHERE seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
@@ -391,10 +391,10 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
     paused_queues=PAUSED_QUEUES,
-    # (The operator's reads alike on every vendor: rules.distinct_values.)
+    # (The operator's reads alike on every vendor: shared.distinct_values.)
     queue_names=distinct_values("queue_name"),
     task_paths=distinct_values("task_path"),
-    # An idle worker's poll (rules.ready_probe says why a read), by the
+    # An idle worker's poll (shared.ready_probe says why a read), by the
     # claim's queues and index: a look into each queue, in the claim's order,
     # so that it is the index's first entry (the LIMIT also keeps the planner
     # from making it one join of the queues with every ready row).

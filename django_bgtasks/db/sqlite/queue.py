@@ -28,7 +28,7 @@ from django_bgtasks.db.sqlite.leases import AGE, NOW, after
 # The queue's (Django Tasks).
 _LIVE = f"{AGE} <= ttl"
 
-# The backend's enqueue (db.rules.ENQUEUE_COLUMNS): the tasks of one Task, in
+# The backend's enqueue (db.shared.ENQUEUE_COLUMNS): the tasks of one Task, in
 # one statement whatever their number, stored in the order of ``rows``. (The
 # WHERE is SQLite's rule for an INSERT ... SELECT with an ON CONFLICT clause.)
 _ENQUEUE = f"""
@@ -75,7 +75,7 @@ _R_FREE_SLOTS = _FREE_SLOTS.format(
     order="ORDER BY s.started_at ",
 )
 
-# The ready rows a claim may take, as rules.queue_pick has them: of every
+# The ready rows a claim may take, as shared.queue_pick has them: of every
 # queue, in the claim's order from its index (status, priority DESC, seq:
 # migration 0018); of one named queue, from the ready rows' index led by the
 # queue (status, queue_name, priority DESC, seq). ``INDEXED BY`` holds each
@@ -87,7 +87,7 @@ _DUE = f"""(run_after IS NULL OR julianday(run_after) <= julianday('now'))
 
 
 def _ready_rows(columns: str, flow: str, limit: str) -> str:
-    """The pick (rules.queue_pick) of the ready rows' ``columns`` (and their
+    """The pick (shared.queue_pick) of the ready rows' ``columns`` (and their
     ``priority`` and ``seq``) that pass ``flow``: every queue's, or one's."""
     return queue_pick(
         f"""SELECT seq, priority, {columns} FROM {{table}} t INDEXED BY bgtasks_queued_claim
@@ -108,7 +108,7 @@ _LISTED = "seq IN (SELECT value FROM json_each(%(seqs)s))"
 
 def _cancel(rows: str, returning: str) -> str:
     """An operator's cancel of the rows the condition ``rows`` names, as
-    postgresql_queue.py's."""
+    postgresql/queue.py's."""
     return f"""
         UPDATE {{table}} SET cancel_requested = 1,
             status = CASE WHEN status = '{{ready}}' THEN '{{failed}}' ELSE status END,
@@ -244,7 +244,7 @@ QUEUE = QueueStatements(
     """,
     unpause_queue=UNPAUSE_QUEUE + " RETURNING 1 AS matched",
     paused_queues=PAUSED_QUEUES,
-    # (The operator's reads alike on every vendor: rules.distinct_values.)
+    # (The operator's reads alike on every vendor: shared.distinct_values.)
     queue_names=distinct_values("queue_name"),
     task_paths=distinct_values("task_path"),
     any_ready=ready_probe(_ready_rows("1 AS due", "1", "1")),
