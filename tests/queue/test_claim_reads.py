@@ -19,19 +19,18 @@ queues one at a time: PostgreSQL's claim of a named queue about 1,150
 pages at 20,000, MariaDB's of the rare queue 20,000 rows, SQLite's 200,000
 steps; with migration 0021's index of the ready rows by seq open to it,
 PostgreSQL's claim of every queue read 3,367 pages through that index).
-The 10,000,000-row runs are benchmarks/scale.py's.
+The 10,000,000-row runs are benchmarks/scale.py's; the claim's plans on
+PostgreSQL, tests/db/postgresql/test_queue.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.db import connections, transaction
-from psycopg.sql import Literal
 
 from django_bgtasks.db import engines
 from django_bgtasks.db.engines import _for_queues
@@ -197,61 +196,3 @@ def test_a_claims_queue_names_are_read_once_each(tasks_alias: str) -> None:
     names = params["queues"]
     assert (names if isinstance(names, list) else json.loads(names)) == ["a", "b"]
     assert _for_queues("SELECT 1", params) == "SELECT 1"
-
-
-# The claim's parameters' types, as the workers' cursor binds them.
-PARAM_TYPES = {"all": "boolean", "queues": "text[]", "owner": "text", "ends": "text"}
-
-
-@pytest.mark.parametrize("statement", ["claim", "finish_claim"])
-def test_the_claims_plan_is_one_whatever_its_queues_and_far_below_the_jit(
-    pg_alias: str, statement: str
-) -> None:
-    """On PostgreSQL, with the statistics stale, the claim (and a run's end
-    with the next claim) plans alike for every queue, one, several or a
-    rare one: its custom plans cost about what its generic plan does, so
-    the plan cache keeps the generic one and the claim is not planned again
-    at each call. And that plan is estimated far below ``jit_above_cost`` (100,000
-    by default), where PostgreSQL compiles a statement with its JIT at each
-    run. Before, a custom plan folded the queues' parameters (a drain of a
-    1,000,000 backlog at 0.67x, planning every call), and either plan was
-    estimated at 100,000-110,000, over the threshold (a drain at 0.05x
-    behind 10,000,000 finished tasks): docs/benchmarks.md, "A million
-    tasks". Prepared here as the workers' cursor prepares it, then planned
-    both ways (``plan_cache_mode``), in a transaction rolled back. (At this
-    size every estimate is about 1,000, and the old claim's differed by 37
-    between its plans; the estimate of the threshold's case, about 21,000
-    at 10,000,000 rows now, is benchmarks/scale.py's: the planner counts 10
-    queues, each a scan of about 2,000 once the table is large.)"""
-    _analyze(pg_alias)
-    _enqueue(pg_alias, LARGE, limited=False)
-    _enqueue(pg_alias, RARE, limited=False, queue="other")
-    connection = connections[pg_alias]
-    text = with_limit(getattr(QueuedTask.objects._statements(connection), statement), LIMIT)
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", text)))
-    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", text)
-    costs = []
-    with transaction.atomic(using=pg_alias), connection.cursor() as cursor:
-        types = ", ".join(PARAM_TYPES[name] for name in names)
-        cursor.execute(f"PREPARE bgtasks_claim_plan({types}) AS {numbered}")
-        for queues in SHAPES.values():
-            params = {
-                **engines.encode(connection, _claim_params("w", queues, LIMIT)),
-                "ends": "[]",
-            }
-            # As literals: EXECUTE takes no parameters of its own where the
-            # connection binds on the server.
-            raw = connection.connection
-            args = ", ".join(Literal(params[name]).as_string(raw) for name in names)
-            for mode in ("force_generic_plan", "force_custom_plan"):
-                cursor.execute(f"SET LOCAL plan_cache_mode = {mode}")
-                cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE bgtasks_claim_plan({args})")
-                [plan] = cursor.fetchone()[0]
-                assert "JIT" not in plan, (queues, mode)
-                costs.append(plan["Plan"]["Total Cost"])
-        cursor.execute("DEALLOCATE bgtasks_claim_plan")
-        transaction.set_rollback(True, using=pg_alias)
-    # The plan cache keeps a generic plan that costs no more than the custom
-    # ones plus their planning, which it charges at 2.5 a table (about 40).
-    assert max(costs) - min(costs) < 10, costs
-    assert max(costs) < 100_000 / 4, costs
