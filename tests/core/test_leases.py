@@ -1,10 +1,12 @@
-"""The lease operations on real SQLite and PostgreSQL: claims, fencing,
-takeover, history and durability. Each test runs once per database."""
+"""The holder's lease operations (core/leases.py) on every database: claims,
+fencing, takeover, heartbeats and releases, results, the run history
+(``TaskRun.objects``) and the async twins. Each test runs once per database.
+(The operator's operations and reads: tests/core/test_requests.py; a
+write's durability: tests/core/test_store.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
 import threading
 import time
@@ -16,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 from django.utils import timezone
 
-from django_bgtasks import InAtomicBlock, NotInAtomicBlock, UnknownTask
+from django_bgtasks import NotInAtomicBlock
 from django_bgtasks.core.leases import Lease, default_owner
 from django_bgtasks.models import BackgroundTask, TaskRun
 from tests.dbtools import a_worker_runs, backdate, rows, runs
@@ -174,33 +176,6 @@ def test_an_old_holder_is_fenced_off_even_with_the_same_owner_string(db_alias: s
     assert objects.release("cleanup", "worker-1", token=new.token)
 
 
-def test_force_release_ends_the_holder_and_never_reuses_its_token(db_alias: str) -> None:
-    lease = objects.try_claim("cleanup", "a", {"done": 2}, ttl=30)
-
-    assert objects.force_release("cleanup")
-    assert not objects.force_release("cleanup")  # nothing left to release
-
-    state = objects.get_state("cleanup")
-    assert (state.running, state.outcome, state.token) == (False, "released-by-operator", 1)
-    assert not objects.heartbeat("cleanup", "a", token=lease.token)
-    assert not objects.update_state("cleanup", "a", {"done": 3}, token=lease.token)
-    assert not objects.release("cleanup", "a", token=lease.token)
-    [run] = runs(db_alias, "cleanup")
-    assert (run["token"], run["owner"], run["outcome"]) == (1, "a", "released-by-operator")
-    assert objects.try_claim("cleanup", "a", ttl=30).token == 2
-
-
-def test_force_release_with_a_token_ends_only_that_claim(db_alias: str) -> None:
-    seen = objects.try_claim("cleanup", "a", ttl=30)
-    objects.force_release("cleanup")
-    newer = objects.try_claim("cleanup", "b", ttl=30)  # took over since the operator looked
-
-    assert not objects.force_release("cleanup", token=seen.token)
-    assert objects.get_state("cleanup").running
-    assert objects.force_release("cleanup", token=newer.token)
-    assert objects.get_state("cleanup").outcome == "released-by-operator"
-
-
 def test_tokens_keep_rising_even_if_the_lease_row_is_deleted(db_alias: str) -> None:
     for _ in range(3):
         lease = objects.try_claim("cleanup", "a", ttl=30)
@@ -210,92 +185,6 @@ def test_tokens_keep_rising_even_if_the_lease_row_is_deleted(db_alias: str) -> N
     assert objects.try_claim("cleanup", "a", ttl=30).token == 4
 
 
-def test_cancel_is_seen_by_the_holder_and_cleared_by_the_next_claim(db_alias: str) -> None:
-    assert not objects.request_cancel("cleanup")  # nobody holds it
-    lease = objects.try_claim("cleanup", "a", ttl=30)
-    assert objects.renew("cleanup", "a", token=lease.token).cancel_requested is False
-
-    assert objects.request_cancel("cleanup")
-    state = objects.get_state("cleanup")
-    assert state.cancel_requested and state.status == "cancel requested"
-    assert objects.renew("cleanup", "a", token=lease.token).cancel_requested is True
-    assert objects.renew("cleanup", "a", token=lease.token, value={"n": 1}).cancel_requested
-
-    objects.release("cleanup", "a", token=lease.token, outcome="cancelled")
-    assert objects.try_claim("cleanup", "b", ttl=30) is not None
-    assert not objects.get_state("cleanup").cancel_requested
-
-
-def test_cancel_with_a_token_asks_only_that_run(db_alias: str) -> None:
-    first = objects.try_claim("cleanup", "a", ttl=30)
-    objects.force_release("cleanup", token=first.token)
-    second = objects.try_claim("cleanup", "a", ttl=30)  # same owner, newer run
-
-    assert not objects.request_cancel("cleanup", token=first.token)
-    assert not objects.get_state("cleanup").cancel_requested
-    assert objects.request_cancel("cleanup", token=second.token)
-    assert objects.get_state("cleanup").cancel_requested
-
-
-def test_cancel_is_refused_for_a_stale_lease(db_alias: str) -> None:
-    objects.try_claim("cleanup", "a", ttl=30)
-    backdate(db_alias, "cleanup", 31)
-    assert not objects.request_cancel("cleanup")
-
-
-def test_a_request_for_a_task_no_process_runs_is_refused_with_nothing_written(
-    db_alias: str,
-) -> None:
-    # A row that lease() made is no sign that a worker runs the name.
-    assert objects.release("adhoc", "a", token=objects.try_claim("adhoc", "a", ttl=30).token)
-    before = (rows(db_alias), runs(db_alias))
-    for name in ("no-such-task", "adhoc"):
-        with pytest.raises(UnknownTask, match=f"registered as {name!r}") as refused:
-            objects.request_run(name, kwargs={"n": 1})
-        assert isinstance(refused.value, LookupError)
-    assert (rows(db_alias), runs(db_alias)) == before
-
-    # Known: registered in this process (tests/testapp), with its own ttl ...
-    assert objects.request_run("surface-quick")
-    assert objects.get_state("surface-quick").ttl == 30.0
-    # ... or reported by a worker, which this process does not import.
-    a_worker_runs("no-such-task")
-    assert objects.request_run("no-such-task", kwargs={"n": 1})
-    assert objects.get_state("no-such-task").status == "requested"
-
-
-def test_expire_stale_records_silent_holders_as_lost(db_alias: str) -> None:
-    objects.try_claim("silent", "a", {"done": 1}, ttl=30)
-    objects.try_claim("alive", "b", ttl=30)
-    backdate(db_alias, "silent", 31)
-
-    assert objects.expire_stale() == 1
-    assert objects.expire_stale() == 0
-    silent = objects.get_state("silent")
-    assert (silent.running, silent.stale, silent.outcome) == (False, False, "lost")
-    assert silent.finished_at == silent.updated_at
-    assert objects.get_state("alive").running
-    [run] = runs(db_alias)
-    assert (run["name"], run["outcome"], run["value"]) == ("silent", "lost", {"done": 1})
-    assert not objects.heartbeat("silent", "a", token=1)
-
-
-def test_list_states_returns_every_task_by_name(db_alias: str) -> None:
-    assert objects.list_states() == []
-    objects.try_claim("b-task", "x", ttl=30)
-    objects.try_claim("a-task", "x", ttl=30)
-    backdate(db_alias, "b-task", 31)
-    states = objects.list_states()
-    assert [(s.name, s.running, s.stale) for s in states] == [
-        ("a-task", True, False),
-        ("b-task", False, True),
-    ]
-    again = objects.get_state("a-task")
-    assert dataclasses.replace(states[0], heartbeat_age=None) == dataclasses.replace(
-        again, heartbeat_age=None
-    )
-
-
 def test_values_round_trip_as_json(db_alias: str) -> None:
     value = {"s": "ünïcødé ✓", "n": [1, 2.5, None, True], "nested": {"deep": {"x": "y"}}}
     lease = objects.try_claim("cleanup", "a", value, ttl=30)
@@ -303,26 +192,6 @@ def test_values_round_trip_as_json(db_alias: str) -> None:
     for scalar in ("just text", 42, 0.5, False, []):
         assert objects.update_state("cleanup", "a", scalar, token=lease.token)
         assert objects.get_state("cleanup").value == scalar
-
-
-def test_a_write_inside_atomic_is_refused_and_writes_nothing(db_alias: str) -> None:
-    lease = objects.try_claim("held", "a", ttl=30)
-    before = rows(db_alias)
-    writes = [
-        lambda: objects.try_claim("new", "a", ttl=30),
-        lambda: objects.update_state("held", "a", {"x": 1}, token=lease.token),
-        lambda: objects.heartbeat("held", "a", token=lease.token),
-        lambda: objects.release("held", "a", token=lease.token),
-        lambda: objects.force_release("held"),
-        lambda: objects.request_cancel("held"),
-        lambda: objects.expire_stale(),
-    ]
-    for write in writes:
-        with transaction.atomic(using=db_alias), pytest.raises(InAtomicBlock, match="durable"):
-            write()
-    with transaction.atomic(using=db_alias):  # reads are fine
-        assert objects.get_state("held").running
-    assert rows(db_alias) == before
 
 
 def test_a_renewal_that_waited_on_a_fence_rechecks_staleness_after_the_wait(
@@ -364,22 +233,6 @@ def test_fence_needs_a_transaction(db_alias: str) -> None:
         objects.fence("held", "a", lease.token)
     with transaction.atomic(using=db_alias):
         assert objects.fence("held", "a", lease.token)
-
-
-def test_a_claim_is_visible_to_another_connection_when_it_returns(db_alias: str) -> None:
-    objects.try_claim("cleanup", "a", {"n": 1}, ttl=30)
-    seen: list[Any] = []
-
-    def other_thread() -> None:  # a thread has its own connection
-        try:
-            seen.append(objects.get_state("cleanup"))
-        finally:
-            connections[db_alias].close()
-
-    thread = threading.Thread(target=other_thread)
-    thread.start()
-    thread.join()
-    assert seen[0].running and seen[0].value == {"n": 1}
 
 
 @pytest.mark.parametrize("shift", [dt.timedelta(hours=1), dt.timedelta(hours=-1)])
