@@ -179,16 +179,6 @@ def test_an_unknown_task_is_a_clear_error() -> None:
         get_task("nope")
 
 
-def test_two_functions_cannot_share_a_name() -> None:
-    @background_task(name="t-dup")
-    def first(running: Any) -> None: ...
-
-    with pytest.raises(ValueError, match="already registered"):
-
-        @background_task(name="t-dup")
-        def second(running: Any) -> None: ...
-
-
 def test_start_refuses_arguments_the_function_cannot_take_before_claiming(
     refusal_alias: str,
 ) -> None:
