@@ -27,7 +27,7 @@ from django_bgtasks import (
 from django_bgtasks.choices import Outcome
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.models import BackgroundTask
-from django_bgtasks.signals import lease_claimed, lease_lost, lease_released
+from django_bgtasks.signals import lease_lost
 from tests.dbtools import backdate, rows, runs
 
 objects = BackgroundTask.objects
@@ -141,24 +141,6 @@ def test_update_sees_a_cancel_at_once(db_alias: str) -> None:
         running.update({"done": 5})
     state = objects.get_state("cleanup")
     assert (state.outcome, state.value) == ("cancelled", {"done": 5})
-
-
-def test_signals_tell_claim_and_release(db_alias: str) -> None:
-    seen: list[tuple[str, dict[str, Any]]] = []
-    receivers = {
-        "claimed": lambda **kw: seen.append(("claimed", kw)),
-        "released": lambda **kw: seen.append(("released", kw)),
-    }
-    lease_claimed.connect(receivers["claimed"], dispatch_uid="t-claimed")
-    lease_released.connect(receivers["released"], dispatch_uid="t-released")
-    try:
-        with lease("cleanup", ttl=30) as running:
-            pass
-    finally:
-        lease_claimed.disconnect(dispatch_uid="t-claimed")
-        lease_released.disconnect(dispatch_uid="t-released")
-    assert [event for event, _ in seen] == ["claimed", "released"]
-    assert seen[0][1]["token"] == running.token and seen[1][1]["outcome"] == "succeeded"
 
 
 def test_fence_holds_off_a_takeover_until_the_transaction_ends(db_alias: str) -> None:
