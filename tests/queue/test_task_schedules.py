@@ -6,7 +6,6 @@ id. (Three real workers racing for the slots: tests/faults/test_task_schedules.p
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 from typing import Any
@@ -298,30 +297,3 @@ def test_bgtasks_worker_refuses_to_start_on_a_bad_entry_with_nothing_written(
     with pytest.raises(CommandError, match=r"SCHEDULES'\]\['x'\]: .*missing a required argument"):
         call_command("bgtasks", "worker", "--queue", "default", "--once")
     assert not BackgroundTask.objects.using(tasks_alias).exists()
-
-
-def test_take_slot_is_one_compare_and_set_in_the_callers_transaction(db_alias: str) -> None:
-    """The statement alone, on every engine (MySQL/MariaDB too, which runs
-    it for the queue there): of two takes of the slot seen, one matches; it
-    needs the caller's transaction; a rolled-back take leaves the slot due."""
-    from django.db import transaction
-
-    from django_bgtasks.conf import conf
-
-    work = BackgroundTask.objects.work
-    name, text = "tasks:default:take", "every 60s"
-    clock = work.clock()
-    due = clock - dt.timedelta(seconds=30)
-    next_slot = clock + dt.timedelta(seconds=30)
-    assert work.ensure_schedule(name, schedule=text, next_slot=due, ttl=5)
-    with pytest.raises(RuntimeError, match=r"inside transaction\.atomic"):
-        work.take_slot(name, due=due, next_slot=next_slot, schedule=text)
-    with contextlib.suppress(ZeroDivisionError), transaction.atomic(using=conf.DATABASE):
-        assert work.take_slot(name, due=due, next_slot=next_slot, schedule=text)
-        1 / 0  # noqa: B018  (the enqueue failed: the slot is not used up)
-    with transaction.atomic(using=conf.DATABASE):
-        assert work.take_slot(name, due=due, next_slot=next_slot, schedule=text) is True
-    with transaction.atomic(using=conf.DATABASE):
-        assert work.take_slot(name, due=due, next_slot=next_slot, schedule=text) is False
-    row = BackgroundTask.objects.using(db_alias).get(name=name)
-    assert (row.scheduled_for, row.next_run_at) == (due, next_slot)
