@@ -36,7 +36,6 @@ from django_bgtasks import compat
 from django_bgtasks.backend import LeaseBackend
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.execute import execute
-from django_bgtasks.worker.loop import Worker
 from tests import djtasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -366,31 +365,6 @@ def test_run_after_is_honoured_by_the_database_clock(tasks_alias: str) -> None:
     assert fetched.task.run_after == later
 
 
-def test_a_queue_thread_outlives_a_base_exception_from_outside_the_task(tasks_alias: str) -> None:
-    """The thread's last resort: a ``task_finished`` receiver's KeyboardInterrupt
-    (after the row ended) is logged, and the thread runs the next task."""
-    interrupted: list[str] = []
-
-    def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
-        if not interrupted:
-            interrupted.append(task_result.id)
-            raise KeyboardInterrupt("from a receiver")
-
-    first, second = djtasks.add.enqueue(1, 1), djtasks.add.enqueue(2, 2)
-    compat.task_finished.connect(receive)
-    try:
-        Worker([], concurrency=1, poll=0.05, run_queued=True).run(once=True)
-    finally:
-        compat.task_finished.disconnect(receive)
-    assert interrupted == [first.id]
-    rows = QueuedTask.objects.using(tasks_alias).order_by("seq")
-    assert [(row.status, row.return_value) for row in rows] == [
-        ("SUCCESSFUL", 2),
-        ("SUCCESSFUL", 4),
-    ]
-    assert str(rows[1].uuid) == second.id
-
-
 def test_a_lost_workers_task_fails_with_max_attempts_1(tasks_alias: str) -> None:
     result = djtasks.add.enqueue(1, 1)
     claim = QueuedTask.objects.claim("killed-worker", queues=None)
@@ -430,37 +404,6 @@ def test_a_lost_workers_task_is_retried_with_a_higher_token(tasks_alias: str) ->
     assert result.return_value == 2
     assert result.worker_ids == ["killed-worker", "other-worker"]
     assert result.errors[0].exception_class.__name__ == "LeaseLost"
-
-
-def test_a_claim_whose_reply_was_lost_is_given_back_by_its_worker(tasks_alias: str) -> None:
-    """What a claim leaves when the connection breaks after its commit: the row
-    RUNNING under the worker's id, held by none of its threads. The worker's
-    next claim gives it back (ready, the attempt refunded) at once, not after
-    the ttl, and leaves the claims its threads hold, and other workers', alone."""
-    worker = Worker([], run_queued=True)
-    lost, held, others = (djtasks.add.enqueue(n, n) for n in (1, 2, 3))
-    orphan = QueuedTask.objects.claim(worker.id, queues=None)  # its reply "lost"
-    mine = worker.queue_threads.claim(give_back=False)  # held by a thread of the worker
-    theirs = QueuedTask.objects.claim("other-worker", queues=None)
-    assert orphan and mine and theirs
-    assert [c.uuid for c in (orphan, mine, theirs)] == [
-        uuid.UUID(r.id) for r in (lost, held, others)
-    ]
-    # Given back, it is the one ready task again, and the same step claims it,
-    # under a higher token, as the first attempt still.
-    again = worker.queue_threads.claim(give_back=True)
-    assert again is not None and again.uuid == orphan.uuid
-    assert again.token > orphan.token and again.attempts == 1
-    row = QueuedTask.objects.using(tasks_alias).get(uuid=orphan.uuid)
-    assert (row.status, row.attempts, row.worker_ids) == ("RUNNING", 1, [worker.id])
-    for claim in (mine, theirs):
-        assert QueuedTask.objects.using(tasks_alias).get(seq=claim.seq).status == "RUNNING"
-    assert QueuedTask.objects.renew(orphan) is None  # the lost claim writes nothing
-    # Nothing more to give back: the worker now holds what it claimed.
-    assert worker.queue_threads.claim(give_back=True) is None
-    assert QueuedTask.objects.using(tasks_alias).running().count() == 3
-    execute(again)
-    assert djtasks.add.get_result(lost.id).return_value == 2
 
 
 def test_a_finish_whose_reply_was_lost_is_found_written(tasks_alias: str) -> None:
@@ -644,42 +587,6 @@ def test_the_worker_command_runs_queued_tasks(tasks_alias: str) -> None:
     )
     assert [djtasks.add.get_result(r.id).return_value for r in results] == [0, 2, 4, 6, 8]
     assert not djtasks.add.get_result(other.id).is_finished
-
-
-def test_the_worker_logs_each_queued_run_at_info(
-    tasks_alias: str, caplog: pytest.LogCaptureFixture, tmp_path: Path
-) -> None:
-    caplog.set_level("INFO", logger="django_bgtasks")
-    good, bad = djtasks.sleeps.enqueue(str(tmp_path / "said"), 0.2), djtasks.fails.enqueue("no")
-    worker = Worker([], concurrency=1, poll=0.05, queues=["default"])
-    worker.run(once=True)
-    records = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
-    lines = [r.getMessage() for r in records]
-    # A worker of the queue alone names its queues as it starts.
-    assert lines[0].endswith(": 0 task(s) (none), queue(s) (default), concurrency 1, poll 0.05 s")
-    for result, ended, least in ((good, "SUCCESSFUL", 0.2), (bad, "FAILED", 0.0)):
-        path = f"tests.djtasks.{result.task.name}"
-        named = f"queued task {path} {result.id} on worker {worker.id}"
-        said = f"{named} started (token 1, attempt 1, queue default)"
-        assert said in lines
-        # The end: how it ended, after how long, and the same in the record's extra.
-        start, end = [r for r in records if r.getMessage().startswith(f"queued task {path} ")]
-        assert (start.queue, start.attempt) == ("default", 1)  # type: ignore[attr-defined]
-        said = re.fullmatch(
-            rf"{named} \(token 1, attempt 1\) ended: {ended} "
-            r"after (\S+) s",
-            end.getMessage(),
-        )
-        assert said is not None and least <= float(said[1]) < least + 5
-        assert float(said[1]) == pytest.approx(end.duration, abs=0.001)  # type: ignore[attr-defined]
-        fields = ("task", "token", "owner", "attempt", "outcome")
-        assert {key: getattr(end, key) for key in fields} == {
-            "task": f"{path} {result.id}",
-            "token": 1,
-            "owner": worker.id,
-            "attempt": 1,
-            "outcome": ended,
-        }
 
 
 # --- system checks ------------------------------------------------------------------
