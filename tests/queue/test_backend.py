@@ -20,7 +20,6 @@ import sys
 import textwrap
 import threading
 import uuid
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 
@@ -576,17 +574,6 @@ def _waiting_on_a_lock(connection: Any) -> bool:
         " AND datname = current_database()"
     ).fetchone()
     return bool(rows and rows[0])
-
-
-def test_the_worker_command_runs_queued_tasks(tasks_alias: str) -> None:
-    results = [djtasks.add.enqueue(i, i) for i in range(5)]
-    other = djtasks.add.using(queue_name="other").enqueue(1, 1)
-    stderr = StringIO()
-    call_command(
-        "bgtasks", "worker", "--once", "--queue", "default", "--poll", "0.05", stderr=stderr
-    )
-    assert [djtasks.add.get_result(r.id).return_value for r in results] == [0, 2, 4, 6, 8]
-    assert not djtasks.add.get_result(other.id).is_finished
 
 
 # --- system checks ------------------------------------------------------------------

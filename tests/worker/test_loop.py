@@ -466,20 +466,6 @@ def test_a_workers_start_up_line_names_its_tasks_and_its_queues() -> None:
         assert worker.start_up_line() == f"worker {worker.id}: {said}, concurrency 4, poll 0.5 s"
 
 
-def test_djangos_verbosity_option_is_accepted_after_the_worker_subcommand(
-    site_alias: str,
-) -> None:
-    from django.core.management import CommandError, call_command
-
-    for verbosity in ("0", "3"):
-        assert objects.request_run("surface-quick")
-        call_command("bgtasks", "worker", "--task", "surface-quick", "--once", "-v", verbosity)
-    assert [run.outcome for run in runs("surface-quick")] == [Outcome.SUCCEEDED] * 2
-    with pytest.raises(CommandError, match="invalid choice"):
-        call_command("bgtasks", "worker", "--task", "surface-quick", "--once", "-v", "4")
-    assert len(runs("surface-quick")) == 2
-
-
 def test_the_retry_delay_grows_per_attempt() -> None:
     task = make_task("w-delay", echo, retry_delay=2.0)
     assert [task.retry_delay_for(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
@@ -676,17 +662,6 @@ def test_checks_for_the_executor_and_site_schedules(settings: Any) -> None:
     assert [m.id for m in check_schedules()] == ["bgtasks.E008"]
 
 
-def test_a_bad_site_schedule_stops_the_worker_before_it_starts(
-    db_alias: str, settings: Any
-) -> None:
-    from django.core.management import CommandError, call_command
-
-    settings.BGTASKS_SCHEDULES = {"surface-quick": "not cron"}
-    with pytest.raises(CommandError, match=r"BGTASKS_SCHEDULES\['surface-quick'\]: .*five-field"):
-        call_command("bgtasks", "worker", "--task", "surface-quick", "--once")
-    assert not BackgroundTask.objects.exists()
-
-
 def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, settings: Any) -> None:
     from django_bgtasks.operations import writes
 
@@ -706,59 +681,6 @@ def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, setti
     started = writes.start("surface-quick", executor="thread")
     assert isinstance(started, writes.Started)
     assert started.running.wait(10)
-
-
-def test_bgtasks_request_files_one_request_and_refuses_bad_input(db_alias: str) -> None:
-    from io import StringIO
-
-    from django.core.management import CommandError, call_command
-
-    out = StringIO()
-    call_command("bgtasks", "request", "surface-quick", "--kwargs", '{"total": 2}', stdout=out)
-    assert "Requested 'surface-quick'" in out.getvalue()
-    row = BackgroundTask.objects.get(name="surface-quick")
-    assert (row.request, row.requested_by) == (
-        {"args": [], "kwargs": {"total": 2}},
-        "manage.py bgtasks",
-    )
-    with pytest.raises(CommandError, match="already has a pending request"):
-        call_command("bgtasks", "request", "surface-quick")
-    with pytest.raises(CommandError, match="No background task is registered as 'nope'"):
-        call_command("bgtasks", "request", "nope")
-    with pytest.raises(CommandError, match=r"args must be a list or tuple \(a JSON array\)"):
-        call_command("bgtasks", "request", "surface-slow", "--args", '{"a": 1}')
-    with pytest.raises(CommandError, match="is not valid JSON"):
-        call_command("bgtasks", "request", "surface-slow", "--kwargs", "{nope")
-    assert not BackgroundTask.objects.filter(name__in=["nope", "surface-slow"]).exists()
-
-
-def test_bgtasks_workers_lists_each_worker_by_the_database_clock(db_alias: str) -> None:
-    import json
-    from io import StringIO
-
-    from django.core.management import call_command
-
-    out = StringIO()
-    call_command("bgtasks", "workers", stdout=out)
-    assert out.getvalue().strip() == "No worker has reported itself."
-    objects.work.beat(
-        worker="h:1:x", host="h", pid=1, tasks=["a", "b"], concurrency=2, running=["a"]
-    )
-    out = StringIO()
-    call_command("bgtasks", "workers", "--json", stdout=out)
-    [worker] = json.loads(out.getvalue())["workers"]
-    assert (worker["id"], worker["tasks"], worker["running"], worker["concurrency"]) == (
-        "h:1:x",
-        ["a", "b"],
-        ["a"],
-        2,
-    )
-    assert 0 <= worker["age"] < 5
-    out = StringIO()
-    call_command("bgtasks", "workers", "--no-color", stdout=out)
-    assert "h:1:x" in out.getvalue() and "a, b" in out.getvalue()
-    objects.work.gone("h:1:x")
-    assert objects.work.workers() == []
 
 
 # --- the idle wait: woken by the change feed ------------------------------------
