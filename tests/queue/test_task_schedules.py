@@ -49,40 +49,6 @@ def queued(alias: str) -> list[QueuedTask]:
     return list(QueuedTask.objects.using(alias).order_by("seq"))
 
 
-def test_a_due_slot_enqueues_its_task_once_through_the_backend(
-    tasks_alias: str, settings: Any
-) -> None:
-    schedule_settings(
-        settings,
-        {"adds": {"task": ADD, "schedule": dt.timedelta(minutes=1), "kwargs": {"a": 2, "b": 3}}},
-    )
-    [entry] = task_schedules()
-    assert entry.name == "tasks:default:adds"
-    clock = BackgroundTask.objects.work.clock()
-    slot = Every(dt.timedelta(minutes=1)).next_after(clock) - dt.timedelta(minutes=1)
-    make_due(tasks_alias, entry, slot)
-    rows = BackgroundTask.objects.work.due()
-
-    assert slots.enqueue_due([entry], rows) == 1
-    # Another worker that polled at the same time saw the same slot: it takes nothing.
-    assert slots.enqueue_due([entry], rows) == 0
-
-    [task] = queued(tasks_alias)
-    assert (task.task_path, task.args_kwargs) == (ADD, {"args": [], "kwargs": {"a": 2, "b": 3}})
-    assert task.queue_name == "default" and task.backend == "default"
-    assert task.run_after == slot, "the result records the slot that made it"
-    result = djtasks.add.get_result(str(task.uuid))
-    assert result.task.run_after == slot
-    row = BackgroundTask.objects.using(tasks_alias).get(name=entry.name)
-    assert row.scheduled_for == slot and row.next_run_at == slot + dt.timedelta(minutes=1)
-    assert not row.running and row.schedule == "every 60s"
-    # Its state says it is at work, with the slot of the task it enqueued
-    # (it had read "never run", token 0, as a row that never runs does).
-    state = BackgroundTask.objects.get_state(entry.name)
-    assert state is not None and (state.status, state.scheduled_for) == ("idle", slot)
-    assert state.as_json()["scheduled_for"] == slot.isoformat()
-
-
 def test_a_worker_back_after_missed_slots_enqueues_once_for_the_oldest_and_moves_on(
     tasks_alias: str, settings: Any
 ) -> None:

@@ -115,75 +115,6 @@ def test_request_arguments_json_cannot_encode_are_refused_with_nothing_written(
     assert not BackgroundTask.objects.filter(name="w-bad").exists()
 
 
-def test_a_due_slot_runs_once_and_moves_to_the_next(db_alias: str) -> None:
-    task = make_task("w-sched", echo, schedule=dt.timedelta(hours=1))
-    worker = Worker([task], poll=0.05)
-    assert worker.tick() == 0  # the first slot is set, an hour ahead at most
-    state = objects.get_state("w-sched")
-    assert state is not None and state.next_run_at is not None
-    assert state.next_run_at.minute == 0 and state.next_run_at.second == 0
-    # Make the slot due, as if the hour had passed.
-    slot = state.next_run_at - dt.timedelta(hours=2)
-    BackgroundTask.objects.filter(name="w-sched").update(next_run_at=slot)
-    worker.run(once=True)
-    (run,) = runs("w-sched")
-    assert (run.trigger, run.outcome, run.scheduled_for) == (
-        Trigger.SCHEDULE,
-        Outcome.SUCCEEDED,
-        slot,
-    )
-    # Missed slots are not run one by one: the next slot is in the future.
-    state = objects.get_state("w-sched")
-    assert state is not None and state.next_run_at is not None
-    assert state.next_run_at > slot + dt.timedelta(hours=1)
-    worker.run(once=True)
-    assert len(runs("w-sched")) == 1
-
-
-def test_a_changed_schedule_moves_the_slot_earlier_only_and_a_removed_one_clears_it(
-    db_alias: str,
-) -> None:
-    """Workers that disagree about a schedule for a while (a rolling deploy)
-    must not keep postponing each other's slot: a change moves it earlier only;
-    the claim of the slot then writes its worker's next one."""
-
-    def slot() -> dt.datetime:
-        state = objects.get_state("w-sched")
-        assert state is not None and state.next_run_at is not None
-        return state.next_run_at
-
-    # A daily slot twelve hours from now: never the next five-minute one
-    # (a fixed 03:00 was, when the test ran between 02:55 and 03:00 UTC).
-    hour = (dt.datetime.now(dt.UTC).hour + 12) % 24
-    daily = f"0 {hour} * * *"
-    Worker([make_task("w-sched", echo, schedule=daily)], poll=0.05).tick()
-    assert (slot().hour, slot().minute) == (hour, 0)  # TIME_ZONE is UTC
-    five = Worker([make_task("w-sched", echo, schedule="*/5 * * * *")], poll=0.05)
-    five.tick()
-    earlier = slot()
-    assert earlier.minute % 5 == 0 and earlier.hour != hour
-    row = BackgroundTask.objects.get(name="w-sched")
-    assert row.schedule == "*/5 * * * *"
-    # The old schedule's next slot (hours away) is later: the earlier one
-    # stays, however often the old worker polls.
-    old = Worker([make_task("w-sched", echo, schedule=daily)], poll=0.05)
-    for _ in range(3):
-        old.tick()
-        five.tick()
-    assert slot() == earlier
-    # When the slot is claimed, the claimer's schedule writes the next one.
-    BackgroundTask.objects.filter(name="w-sched").update(
-        next_run_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-    )
-    old.run(once=True)
-    row = BackgroundTask.objects.get(name="w-sched")
-    assert row.schedule == daily and row.next_run_at is not None
-    assert (row.next_run_at.hour, row.next_run_at.minute) == (hour, 0)
-    Worker([make_task("w-sched", echo)], poll=0.05).tick()
-    state = objects.get_state("w-sched")
-    assert state is not None and state.next_run_at is None
-
-
 def test_a_lost_run_of_a_task_that_is_not_resumable_is_retried_afresh(db_alias: str) -> None:
     seen: list[tuple[Any, int, str]] = []
 
@@ -200,23 +131,6 @@ def test_a_lost_run_of_a_task_that_is_not_resumable_is_retried_afresh(db_alias: 
         (Trigger.MANUAL, Outcome.LOST),
         (Trigger.RETRY, Outcome.SUCCEEDED),
     ]
-
-
-def test_a_slot_that_comes_while_the_task_runs_is_skipped_and_counted(db_alias: str) -> None:
-    task = make_task("w-sched", echo, schedule=dt.timedelta(hours=1))
-    worker = Worker([task], poll=0.05)
-    worker.tick()
-    lease = objects.try_claim("w-sched", "someone", ttl=30)
-    assert lease is not None
-    BackgroundTask.objects.filter(name="w-sched").update(
-        next_run_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-    )
-    assert worker.tick() == 0
-    row = BackgroundTask.objects.get(name="w-sched")
-    assert row.skipped == 1 and row.next_run_at is not None and row.next_run_at.year > 2000
-    assert objects.release("w-sched", "someone", token=lease.token)
-    (run,) = runs("w-sched")
-    assert run.skipped == 1
 
 
 def test_prune_forgets_workers_silent_for_long(db_alias: str) -> None:
