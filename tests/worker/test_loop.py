@@ -23,12 +23,11 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from django_bgtasks import RunningLease, WorkerStopping, background_task
+from django_bgtasks import RunningLease, background_task
 from django_bgtasks.background import registry
 from django_bgtasks.background.functions import BackgroundTaskFunction
 from django_bgtasks.background.schedules import Cron, Every, parse_schedule
 from django_bgtasks.choices import Outcome, Status, Trigger
-from django_bgtasks.core.runner import UNSTORED_RESULT
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.push import feed as changes
 from django_bgtasks.worker.loop import Worker, spread
@@ -113,24 +112,6 @@ def test_request_arguments_json_cannot_encode_are_refused_with_nothing_written(
     with pytest.raises(ValueError, match="task name"):
         objects.request_run("", args=())
     assert not BackgroundTask.objects.filter(name="w-bad").exists()
-
-
-def test_a_lost_run_of_a_task_that_is_not_resumable_is_retried_afresh(db_alias: str) -> None:
-    seen: list[tuple[Any, int, str]] = []
-
-    def work(lease: RunningLease) -> None:
-        seen.append((lease.resume_from, lease.attempt, lease.trigger))
-
-    task = make_task("w-again", work, max_attempts=2, ttl=0.3)
-    lease = objects.try_claim("w-again", "dead", {"done": 4}, ttl=0.3)
-    assert lease is not None
-    time.sleep(0.45)
-    Worker([task], poll=0.05).run(once=True)
-    assert seen == [(None, 2, Trigger.RETRY)]
-    assert [(r.trigger, r.outcome) for r in runs("w-again")] == [
-        (Trigger.MANUAL, Outcome.LOST),
-        (Trigger.RETRY, Outcome.SUCCEEDED),
-    ]
 
 
 def test_prune_forgets_workers_silent_for_long(db_alias: str) -> None:
@@ -247,30 +228,6 @@ def test_a_worker_states_its_host_as_its_owner_id_does(
     assert state.host == worker.id.rsplit(":", 2)[0] == "h" * HOST_LENGTH
 
 
-def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias: str) -> None:
-    def fails(lease: RunningLease) -> None:
-        raise RuntimeError(f"attempt {lease.attempt}")
-
-    task = make_task("w-fails", fails, max_attempts=3, retry_delay=0.5)
-    a_worker_runs("w-fails")
-    assert objects.request_run("w-fails")
-    # --once does what is due now; a retry is due only after its delay
-    # (0.5 s, then 1 s), so run it as cron would, now and then.
-    Worker([task], poll=0.02).run(once=True)
-    assert [r.attempt for r in runs("w-fails")] == [1]
-    for _ in range(4):
-        time.sleep(0.6)
-        Worker([task], poll=0.02).run(once=True)
-    assert [(r.attempt, r.trigger, r.outcome) for r in runs("w-fails")] == [
-        (1, Trigger.REQUEST, Outcome.FAILED),
-        (2, Trigger.RETRY, Outcome.FAILED),
-        (3, Trigger.RETRY, Outcome.FAILED),
-    ]
-    assert "attempt 3" in runs("w-fails")[-1].error
-    state = objects.get_state("w-fails")
-    assert state is not None and (state.outcome, state.attempt) == (Outcome.FAILED, 3)
-
-
 def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
     db_alias: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -298,36 +255,6 @@ def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
         worker.id,
     )
     assert (broken.outcome, broken.result) == (Outcome.FAILED, None)
-
-
-def test_a_result_that_cant_be_stored_fails_the_run_which_is_never_retried(
-    db_alias: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Its work was done (here: one row written), so it must not run again
-    for a value it can't store: failed at once, saying why, as a Django Task
-    that returns one is (docs/api.md, "A run's result")."""
-    from tests.testapp.models import Counter
-
-    def writes_then_returns_a_set(lease: RunningLease) -> set[int]:
-        Counter.objects.using(db_alias).create(name=f"unstorable-{lease.attempt}")
-        return {1, 2}
-
-    task = make_task("w-unstorable", writes_then_returns_a_set, max_attempts=3, retry_delay=0.0)
-    a_worker_runs("w-unstorable")
-    assert objects.request_run("w-unstorable")
-    for _ in range(3):  # a retry would be due at once (retry_delay=0)
-        Worker([task], poll=0.02).run(once=True)
-    (run,) = runs("w-unstorable")
-    assert (run.outcome, run.attempt, run.result) == (Outcome.FAILED, 1, None)
-    note = "TypeError: result is not JSON-serialisable: Object of type set is not JSON"
-    note += " serializable"
-    assert run.result_note == f"not stored: {note}"
-    assert run.error == f"{UNSTORED_RESULT}: {note}"
-    assert list(Counter.objects.using(db_alias).values_list("name", flat=True)) == ["unstorable-1"]
-    state = objects.get_state("w-unstorable")
-    assert state is not None and (state.outcome, state.attempt) == (Outcome.FAILED, 1)
-    [record] = [r for r in caplog.records if r.name == "django_bgtasks" and r.levelno >= 40]
-    assert record.exc_info is None and note in record.getMessage()
 
 
 def test_a_worker_logs_each_run_start_and_end_at_info(
@@ -392,85 +319,6 @@ def test_the_wait_between_polls_is_spread_over_the_second_half_of_poll() -> None
     assert all(1.0 <= wait <= 2.0 for wait in waits)
     assert max(waits) - min(waits) > 0.8, "the waits are not spread"
     assert len(set(waits)) > 990
-
-
-def test_a_lost_run_of_a_resumable_task_is_resumed_from_its_last_value(db_alias: str) -> None:
-    seen: dict[str, Any] = {}
-
-    def work(lease: RunningLease, total: int) -> None:
-        seen.update(resume_from=lease.resume_from, attempt=lease.attempt, total=total)
-
-    task = make_task("w-resume", work, resume=True, ttl=0.3)
-    lease = objects.try_claim("w-resume", "dead", ttl=0.3, run_args={"args": [9], "kwargs": {}})
-    assert lease is not None
-    assert objects.update_state("w-resume", "dead", {"done": 5}, token=lease.token)
-    time.sleep(0.45)  # the holder went silent past its ttl
-    Worker([task], poll=0.05).run(once=True)
-    assert seen == {"resume_from": {"done": 5}, "attempt": 2, "total": 9}
-    assert [(r.token, r.trigger, r.outcome) for r in runs("w-resume")] == [
-        (lease.token, Trigger.MANUAL, Outcome.LOST),
-        (lease.token + 1, Trigger.RESUME, Outcome.SUCCEEDED),
-    ]
-    # The old holder stays fenced.
-    assert not objects.update_state("w-resume", "dead", {"late": 1}, token=lease.token)
-
-
-def test_an_interrupted_run_is_resumed_at_once_without_using_an_attempt(db_alias: str) -> None:
-    calls: list[tuple[Any, int]] = []
-
-    def work(lease: RunningLease) -> None:
-        calls.append((lease.resume_from, lease.attempt))
-        if len(calls) == 1:
-            lease.update({"done": 2})
-            raise WorkerStopping(lease.name)
-
-    task = make_task("w-int", work, resume=True, max_attempts=1)
-    a_worker_runs("w-int")
-    assert objects.request_run("w-int")
-    Worker([task], poll=0.02).run(once=True)
-    assert calls == [(None, 1), ({"done": 2}, 1)]
-    assert [(r.trigger, r.outcome) for r in runs("w-int")] == [
-        (Trigger.REQUEST, Outcome.INTERRUPTED),
-        (Trigger.RESUME, Outcome.SUCCEEDED),
-    ]
-
-
-def test_attempts_run_out_for_lost_runs_too_and_the_reason_is_recorded(db_alias: str) -> None:
-    task = make_task("w-lost", echo, resume=True, max_attempts=2, ttl=0.2)
-    for _ in range(2):
-        state = objects.get_state("w-lost")
-        if state is None:
-            lease = objects.try_claim("w-lost", "dies", ttl=0.2)
-        else:
-            # A worker's resume claim, then the holder dies again.
-            claim = objects.work.claim_resume(
-                "w-lost", "dies", 0.2, expect=state.token, max_attempts=2
-            )
-            assert claim is not None
-            lease = claim.lease
-        assert lease is not None
-        time.sleep(0.3)
-    Worker([task], poll=0.05).run(once=True)
-    state = objects.get_state("w-lost")
-    assert state is not None and (state.outcome, state.attempt) == (Outcome.LOST, 2)
-    assert "not resumed again" in state.error
-    assert [r.outcome for r in runs("w-lost")] == [Outcome.LOST, Outcome.LOST]
-
-
-def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(
-    db_alias: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    lease = objects.try_claim("w-echo", "dead", ttl=0.2)
-    assert lease is not None
-    time.sleep(0.3)
-    Worker([make_task("w-echo", echo)], poll=0.05).tick()
-    state = objects.get_state("w-echo")
-    assert state is not None and not state.stale and state.outcome == Outcome.LOST
-    assert [r.outcome for r in runs("w-echo")] == [Outcome.LOST]
-    # Said as a warning on the worker's logger, with the lease in extra.
-    [record] = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
-    assert record.levelname == "WARNING" and "lost" in record.getMessage()
-    assert (record.task, record.token) == ("w-echo", lease.token)  # type: ignore[attr-defined]
 
 
 def test_bad_worker_options_and_schedules_are_clear_errors() -> None:
