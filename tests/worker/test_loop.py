@@ -30,7 +30,7 @@ from django_bgtasks.background.schedules import Cron, Every, parse_schedule
 from django_bgtasks.choices import Outcome, Status, Trigger
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.push import feed as changes
-from django_bgtasks.worker.loop import Worker, spread
+from django_bgtasks.worker.loop import Worker
 from tests.dbtools import a_worker_runs
 from tests.procs import ROOT, wait_until, worker_env
 
@@ -132,22 +132,6 @@ def test_prune_forgets_workers_silent_for_long(db_alias: str) -> None:
     assert [worker.id for worker in objects.work.workers()] == ["live"]
 
 
-def test_a_worker_beats_while_it_waits_between_polls(
-    db_alias: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A poll longer than its ttl must not make an idle, live worker look silent."""
-    from django_bgtasks.worker import heartbeat
-
-    monkeypatch.setattr(heartbeat, "WORKER_BEAT_SECONDS", 0.2)
-    task = make_task("w-idle", lambda lease: None)
-    with idle_worker(task) as worker:
-        assert worker.ttl == pytest.approx(0.6)
-        for _ in range(8):  # 2 s: three of its ttls, in a single wait of 30 s
-            time.sleep(0.25)
-            [state] = [w for w in objects.work.workers() if w.id == worker.id]
-            assert not state.silent and state.age < 0.6
-
-
 def test_a_worker_keeps_its_connection_from_poll_to_poll_under_djangos_default(
     db_alias: str,
 ) -> None:
@@ -208,24 +192,6 @@ def test_a_run_that_leaves_a_transaction_open_still_records_its_end(db_alias: st
     state = objects.get_state("w-open")
     assert state is not None and state.status == Status.IDLE
     assert not Counter.objects.using(db_alias).filter(name="left-open").exists()
-
-
-def test_a_worker_states_its_host_as_its_owner_id_does(
-    db_alias: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One cut of the host name (limits.HOST_LENGTH) for the worker's row and
-    its id (the default owner), so that an operator can match the two."""
-    import socket
-
-    from django_bgtasks.core import leases
-    from django_bgtasks.limits import HOST_LENGTH
-
-    monkeypatch.setattr(socket, "gethostname", lambda: "h" * 300)
-    monkeypatch.setattr(leases, "_owner_for_pid", None)  # a fresh owner
-    worker = Worker([make_task("w-host", lambda lease: None)], poll=1)
-    worker.tick()
-    [state] = [w for w in objects.work.workers() if w.id == worker.id]
-    assert state.host == worker.id.rsplit(":", 2)[0] == "h" * HOST_LENGTH
 
 
 def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
@@ -310,15 +276,6 @@ def test_a_workers_start_up_line_names_its_tasks_and_its_queues() -> None:
 def test_the_retry_delay_grows_per_attempt() -> None:
     task = make_task("w-delay", echo, retry_delay=2.0)
     assert [task.retry_delay_for(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
-
-
-def test_the_wait_between_polls_is_spread_over_the_second_half_of_poll() -> None:
-    # Workers woken together must not poll in step ever after: each wait is
-    # drawn afresh, never longer than --poll.
-    waits = [spread(2.0) for _ in range(1000)]
-    assert all(1.0 <= wait <= 2.0 for wait in waits)
-    assert max(waits) - min(waits) > 0.8, "the waits are not spread"
-    assert len(set(waits)) > 990
 
 
 def test_bad_worker_options_and_schedules_are_clear_errors() -> None:
