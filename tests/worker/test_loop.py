@@ -223,43 +223,6 @@ def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
     assert (broken.outcome, broken.result) == (Outcome.FAILED, None)
 
 
-def test_a_worker_logs_each_run_start_and_end_at_info(
-    db_alias: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level("INFO", logger="django_bgtasks")
-    a_worker_runs("w-echo")
-    assert objects.request_run("w-echo", kwargs={"n": 5})
-    worker = Worker([make_task("w-echo", sleeps_then_echoes)], poll=0.02)
-    worker.run(once=True)
-    (run,) = runs("w-echo")
-    records = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
-    lines = [r.getMessage() for r in records]
-    assert lines[0] == f"worker {worker.id}: 1 task(s) (w-echo), queue(s) (none), " + (
-        "concurrency 4, poll 0.02 s"
-    )
-    assert f"task 'w-echo' started (token {run.token}, request, attempt 1)" in lines
-    # The end says how the run ended and how long it took (its history's duration,
-    # by this process's clock: from the claim to the end of the work).
-    [end] = [r for r in records if " ended: " in r.getMessage()]
-    said = re.fullmatch(
-        rf"task 'w-echo' \(token {run.token}, attempt 1\) ended: succeeded after (\S+) s",
-        end.getMessage(),
-    )
-    assert said is not None and 0.2 <= float(said[1]) <= run.duration + 0.5
-    # The same facts in the records' extra, for structured logging.
-    [start] = [r for r in records if " started " in r.getMessage()]
-    fields = ("task", "token", "owner", "attempt")
-    expected = ["w-echo", run.token, worker.id, 1]
-    assert [getattr(start, key) for key in (*fields, "trigger")] == [*expected, "request"]
-    assert [getattr(end, key) for key in (*fields, "outcome")] == [*expected, "succeeded"]
-    assert float(said[1]) == pytest.approx(end.duration, abs=0.001)  # type: ignore[attr-defined]
-
-
-def sleeps_then_echoes(lease: RunningLease, n: int = 0) -> dict[str, int]:
-    time.sleep(0.2)
-    return echo(lease, n)
-
-
 def test_a_workers_start_up_line_names_its_tasks_and_its_queues() -> None:
     tasks = [make_task("w-echo", echo), make_task("w-other", echo)]
     workers = {
@@ -494,31 +457,6 @@ def test_a_holder_going_silent_wakes_the_worker_to_resume_when_its_ttl_runs_out(
         Outcome.SUCCEEDED,
     )
     assert seen == [{"done": 3}]
-
-
-@pytest.mark.parametrize("how", ["stop()", "stopping.set()"])
-def test_stop_ends_the_wait_at_once_and_closes_the_workers_watcher(
-    db_alias: str, how: str
-) -> None:
-    """Both ways: the command's signal handler sets ``stopping`` itself."""
-    feed = changes.feed()
-    before = len(feed._watchers)
-    worker = Worker([make_task("w-echo", echo)], poll=LONG_POLL)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
-        before_the_poll("watching", lambda: len(feed._watchers) == before + 1)
-        assert changes.feed().synced.wait(WITHIN)
-        time.sleep(0.3)  # into its 30 s wait
-    finally:
-        started = time.monotonic()
-        if how == "stop()":
-            worker.stop()
-        else:
-            worker.stopping.set()
-        thread.join(WITHIN)
-    assert not thread.is_alive() and time.monotonic() - started < WITHIN
-    assert len(feed._watchers) == before
 
 
 def test_a_worker_whose_feed_connection_is_killed_still_starts_requested_work(
