@@ -1,6 +1,7 @@
-"""``@background_task`` and its registry (django_bgtasks/background/functions.py): running a
-task here or starting it in a thread, its options and description, and the
-registry's rules (unique names, a clear error for an unknown one)."""
+"""``@background_task`` (django_bgtasks/background/functions.py): running a
+task here or starting it in a thread, its options and description, the
+tasks it registers read back, and a clear error for an unknown name. (The
+registry's own rules: tests/background/test_registry.py.)"""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def test_what_run_and_start_return_is_stored_as_the_runs_result(db_alias: str) -
 def test_a_result_that_cant_be_stored_fails_the_run_saying_why(db_alias: str) -> None:
     """The caller of ``.run()`` still gets what the function returned; the
     run's record says it failed, and why (the worker never retries it:
-    tests/worker/test_loop.py)."""
+    tests/worker/test_rescue.py)."""
 
     @background_task(name="t-unstorable", ttl=30)
     def unstorable(running: Any) -> set[int]:

@@ -4,9 +4,12 @@ The first part is behaviour every backend shares, run on ours and on Django's
 ImmediateBackend, through Django's public Tasks API only; with ours, the
 ready tasks are then run here by the worker's own code (``run_ready``), as
 ``bgtasks worker`` runs them. The rest is ours alone: transactions, results
-read back, priorities and ``run_after``, retries, recovery of a lost worker's
-task, cancel, progress, fencing and the system checks. Real worker processes
-are tests/faults/test_backend_workers.py's.
+read back, priorities and ``run_after``, recovery of a lost worker's task,
+cancel before a start, an operator's retry, fencing, unique tasks and the
+system checks. How a run ends, once a worker runs it (retries, a cancel
+while it runs, a graceful stop, progress): tests/queue/test_execute.py; the
+worker's queue threads: tests/worker/test_queue_threads.py. Real worker
+processes are tests/faults/test_backend_workers.py's.
 """
 
 from __future__ import annotations

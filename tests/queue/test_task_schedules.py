@@ -2,7 +2,8 @@
 ``SCHEDULES`` entry's slot kept on its lease row, taken once and enqueued
 through the backend in the same transaction, on every queue engine; what a
 worker that was down does; every bad entry as a system check error with its
-id. (Three real workers racing for the slots: tests/faults/test_task_schedules.py.)"""
+id. (A worker's upkeep of the slots: tests/worker/test_slots.py; three real
+workers racing for them: tests/faults/test_task_schedules.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,12 @@
-"""The worker's decisions, in this process, on every database: requests,
-schedule slots, retries, resume of a lost run, a stale lease recorded as
-lost, and the idle wait that the change feed ends.
-(tests/faults/test_workers.py has real worker processes, races and signals.)
+"""The worker's loop (worker/loop.py), in this process, on every database:
+requests run once, its options and start-up line, the connection it keeps
+from poll to poll, the run's end written whatever the task left open, and
+the idle wait that the change feed ends; the options and schedules a task
+is registered with. Its parts have tests of their own (tests/worker/: the
+schedule slots, test_slots.py; retries and resumes, test_rescue.py; its
+heartbeat, its runs, its stop), the command's subcommands
+tests/management/test_workers.py; tests/faults/test_workers.py has real
+worker processes, races and signals.
 Tasks are built here and handed to the Worker, not registered, so the
 registry the surfaces' tests see is unchanged."""
 

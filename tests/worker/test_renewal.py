@@ -1,6 +1,7 @@
-"""A worker's one renewal of every lease it holds: the statement
-(``BackgroundTask.objects.work.renew_many``, every vendor) and the renewer
-that sends it once a beat (django_bgtasks/worker/renewal.py)."""
+"""A worker's one renewal of every lease it holds: the renewer that sends
+it once a beat (django_bgtasks/worker/renewal.py), in a worker running here
+on every vendor. (The statement itself, ``BackgroundTask.objects.work.renew_many``:
+tests/core/test_claims.py.)"""
 
 from __future__ import annotations
 
