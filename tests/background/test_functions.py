@@ -1,6 +1,7 @@
-"""``@background_task`` and its registry (django_bgtasks/background/functions.py): running a
-task here or starting it in a thread, its options and description, and the
-registry's rules (unique names, a clear error for an unknown one)."""
+"""``@background_task`` (django_bgtasks/background/functions.py): running a
+task here or starting it in a thread, its options and description, the
+tasks it registers read back, and a clear error for an unknown name. (The
+registry's own rules: tests/background/test_registry.py.)"""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def test_what_run_and_start_return_is_stored_as_the_runs_result(db_alias: str) -
 def test_a_result_that_cant_be_stored_fails_the_run_saying_why(db_alias: str) -> None:
     """The caller of ``.run()`` still gets what the function returned; the
     run's record says it failed, and why (the worker never retries it:
-    tests/worker/test_loop.py)."""
+    tests/worker/test_rescue.py)."""
 
     @background_task(name="t-unstorable", ttl=30)
     def unstorable(running: Any) -> set[int]:
@@ -177,16 +178,6 @@ def test_description_options_and_the_registry() -> None:
 def test_an_unknown_task_is_a_clear_error() -> None:
     with pytest.raises(UnknownTask, match="no background task is registered as 'nope'"):
         get_task("nope")
-
-
-def test_two_functions_cannot_share_a_name() -> None:
-    @background_task(name="t-dup")
-    def first(running: Any) -> None: ...
-
-    with pytest.raises(ValueError, match="already registered"):
-
-        @background_task(name="t-dup")
-        def second(running: Any) -> None: ...
 
 
 def test_start_refuses_arguments_the_function_cannot_take_before_claiming(

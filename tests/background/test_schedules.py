@@ -1,7 +1,7 @@
 """Which slot comes next (django_bgtasks/background/schedules.py): cron
 schedules in a time zone, walked across both daylight-saving transitions of
 Europe/Paris and America/New_York, to the exact UTC instant; and the time
-zone's refusals. (The slots' claims, by the workers: tests/worker/test_loop.py.)
+zone's refusals. (The slots' claims, by the workers: tests/worker/test_slots.py.)
 
 2026's transitions: Paris springs forward on 29 March at 02:00 CET (01:00
 UTC, to 03:00 CEST) and falls back on 25 October at 03:00 CEST (01:00 UTC, to

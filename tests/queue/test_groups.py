@@ -4,7 +4,6 @@ together in the next; each thread gets its own item's outcome, or the error."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any
@@ -97,37 +96,6 @@ def test_a_run_that_returns_too_few_outcomes_is_an_error() -> None:
         Group(lambda items: []).submit(1)
 
 
-def test_a_worker_writes_the_ends_of_runs_that_end_together_in_one_statement(
-    tasks_alias: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Four threads running tasks of 0.1 s, while each statement of ends takes
-    0.1 s more (as on a loaded server): the ends that come meanwhile share
-    the next ``finish_and_claim`` (counted as they reach the real one), and
-    each run's end is written once, its row as the run returned it."""
-    from django_bgtasks.models import QueuedTask
-    from django_bgtasks.queue.manager import QueueManager
-    from django_bgtasks.worker.loop import Worker
-    from tests import djtasks
-
-    sizes: list[int] = []
-    finish_and_claim = QueueManager.finish_and_claim
-
-    def counted(self: QueueManager, ends: Any, *args: Any, **kwargs: Any) -> Any:
-        if ends:
-            sizes.append(len(ends))
-            time.sleep(0.1)
-        return finish_and_claim(self, ends, *args, **kwargs)
-
-    monkeypatch.setattr(QueueManager, "finish_and_claim", counted)
-    record = tmp_path / "record"
-    ids = [djtasks.runs_checking.enqueue(str(record), f"k{n}", 0.1).id for n in range(16)]
-    Worker([], concurrency=4, poll=0.05, run_queued=True).run(once=True)
-    rows = QueuedTask.objects.using(tasks_alias).filter(uuid__in=ids)
-    assert {row.status for row in rows} == {"SUCCESSFUL"}
-    assert all(row.return_value["token"] == row.token for row in rows)
-    assert sum(sizes) == 16 and max(sizes) > 1, sizes
-
-
 class Rounds:
     """A ``run`` that records each batch and the time it began; the first
     statement waits for ``go``."""
@@ -206,62 +174,3 @@ def test_no_linger_without_items_coming_back_nor_once_it_is_over() -> None:
     before = time.monotonic()
     assert over.submit(5) == 50
     assert time.monotonic() - before < 1.5, "it lingered after the linger was over"
-
-
-def _round_sizes(monkeypatch: pytest.MonkeyPatch, linger: float) -> list[int]:
-    """The ends of each ``finish_and_claim`` of the worker's rounds (with
-    ``linger`` as its rounds' linger), counted as they reach the real one."""
-    from django_bgtasks.queue.manager import QueueManager
-    from django_bgtasks.worker import queue_threads
-
-    monkeypatch.setattr(queue_threads, "ROUND_LINGER_SECONDS", linger)
-    sizes: list[int] = []
-    finish_and_claim = QueueManager.finish_and_claim
-
-    def counted(self: QueueManager, ends: Any, *args: Any, **kwargs: Any) -> Any:
-        if ends:
-            sizes.append(len(ends))
-        return finish_and_claim(self, ends, *args, **kwargs)
-
-    monkeypatch.setattr(QueueManager, "finish_and_claim", counted)
-    return sizes
-
-
-def test_a_workers_rounds_of_short_tasks_carry_every_thread(
-    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Four threads draining 60 no-op tasks, with a linger of 0.5 s: once
-    each thread has ended a task, each round waits for the threads the last
-    one handed a task to, and carries all four ends."""
-    from django_bgtasks.models import QueuedTask
-    from django_bgtasks.worker.loop import Worker
-    from tests import djtasks
-
-    sizes = _round_sizes(monkeypatch, 0.5)
-    ids = [djtasks.noop.enqueue().id for _ in range(60)]
-    Worker([], concurrency=4, poll=0.05, run_queued=True).run(once=True)
-    rows = QueuedTask.objects.using(tasks_alias).filter(uuid__in=ids)
-    assert {row.status for row in rows} == {"SUCCESSFUL"}
-    assert sum(sizes) == 60
-    assert sizes.count(4) >= 10, sizes
-
-
-def test_a_workers_rounds_do_not_wait_for_threads_of_long_tasks(
-    tasks_alias: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
-) -> None:
-    """Four threads running tasks of 0.3 s, with a linger of 0.1 s: no
-    thread is back within it, so no round waits for one (its log says how
-    long it waited), though every round but the first hands out tasks."""
-    from django_bgtasks.models import QueuedTask
-    from django_bgtasks.worker.loop import Worker
-    from tests import djtasks
-
-    _round_sizes(monkeypatch, 0.1)
-    ids = [djtasks.sleeps.enqueue(str(tmp_path / "started"), 0.3).id for _ in range(12)]
-    with caplog.at_level(logging.DEBUG, logger="django_bgtasks.worker"):
-        Worker([], concurrency=4, poll=0.05, run_queued=True).run(once=True)
-    rows = QueuedTask.objects.using(tasks_alias).filter(uuid__in=ids)
-    assert {row.status for row in rows} == {"SUCCESSFUL"}
-    rounds = [r.getMessage() for r in caplog.records if "one round for" in r.getMessage()]
-    assert sum("took 0 " not in line for line in rounds) >= 4, rounds
-    assert rounds and all("waited 0.0 ms" in line for line in rounds), rounds

@@ -2,7 +2,8 @@
 ``limit`` ready tasks in one statement, ``finish_many``, several runs' ends
 in one, each row fenced by its own token, and ``finish_and_claim``, both in
 one commit on PostgreSQL (one statement) and MySQL. The single ``claim`` and
-``finish``, and everything else of the queue, are tests/queue/test_backend.py's.
+``finish``, and everything else of the queue, are tests/queue/test_backend.py's
+(and a run's end, tests/queue/test_execute.py's).
 """
 
 from __future__ import annotations

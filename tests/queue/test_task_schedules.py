@@ -2,11 +2,11 @@
 ``SCHEDULES`` entry's slot kept on its lease row, taken once and enqueued
 through the backend in the same transaction, on every queue engine; what a
 worker that was down does; every bad entry as a system check error with its
-id. (Three real workers racing for the slots: tests/faults/test_task_schedules.py.)"""
+id. (A worker's upkeep of the slots: tests/worker/test_slots.py; three real
+workers racing for them: tests/faults/test_task_schedules.py.)"""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 from typing import Any
@@ -48,40 +48,6 @@ def make_due(alias: str, entry: TaskSchedule, slot: dt.datetime) -> None:
 
 def queued(alias: str) -> list[QueuedTask]:
     return list(QueuedTask.objects.using(alias).order_by("seq"))
-
-
-def test_a_due_slot_enqueues_its_task_once_through_the_backend(
-    tasks_alias: str, settings: Any
-) -> None:
-    schedule_settings(
-        settings,
-        {"adds": {"task": ADD, "schedule": dt.timedelta(minutes=1), "kwargs": {"a": 2, "b": 3}}},
-    )
-    [entry] = task_schedules()
-    assert entry.name == "tasks:default:adds"
-    clock = BackgroundTask.objects.work.clock()
-    slot = Every(dt.timedelta(minutes=1)).next_after(clock) - dt.timedelta(minutes=1)
-    make_due(tasks_alias, entry, slot)
-    rows = BackgroundTask.objects.work.due()
-
-    assert slots.enqueue_due([entry], rows) == 1
-    # Another worker that polled at the same time saw the same slot: it takes nothing.
-    assert slots.enqueue_due([entry], rows) == 0
-
-    [task] = queued(tasks_alias)
-    assert (task.task_path, task.args_kwargs) == (ADD, {"args": [], "kwargs": {"a": 2, "b": 3}})
-    assert task.queue_name == "default" and task.backend == "default"
-    assert task.run_after == slot, "the result records the slot that made it"
-    result = djtasks.add.get_result(str(task.uuid))
-    assert result.task.run_after == slot
-    row = BackgroundTask.objects.using(tasks_alias).get(name=entry.name)
-    assert row.scheduled_for == slot and row.next_run_at == slot + dt.timedelta(minutes=1)
-    assert not row.running and row.schedule == "every 60s"
-    # Its state says it is at work, with the slot of the task it enqueued
-    # (it had read "never run", token 0, as a row that never runs does).
-    state = BackgroundTask.objects.get_state(entry.name)
-    assert state is not None and (state.status, state.scheduled_for) == ("idle", slot)
-    assert state.as_json()["scheduled_for"] == slot.isoformat()
 
 
 def test_a_worker_back_after_missed_slots_enqueues_once_for_the_oldest_and_moves_on(
@@ -298,30 +264,3 @@ def test_bgtasks_worker_refuses_to_start_on_a_bad_entry_with_nothing_written(
     with pytest.raises(CommandError, match=r"SCHEDULES'\]\['x'\]: .*missing a required argument"):
         call_command("bgtasks", "worker", "--queue", "default", "--once")
     assert not BackgroundTask.objects.using(tasks_alias).exists()
-
-
-def test_take_slot_is_one_compare_and_set_in_the_callers_transaction(db_alias: str) -> None:
-    """The statement alone, on every engine (MySQL/MariaDB too, which runs
-    it for the queue there): of two takes of the slot seen, one matches; it
-    needs the caller's transaction; a rolled-back take leaves the slot due."""
-    from django.db import transaction
-
-    from django_bgtasks.conf import conf
-
-    work = BackgroundTask.objects.work
-    name, text = "tasks:default:take", "every 60s"
-    clock = work.clock()
-    due = clock - dt.timedelta(seconds=30)
-    next_slot = clock + dt.timedelta(seconds=30)
-    assert work.ensure_schedule(name, schedule=text, next_slot=due, ttl=5)
-    with pytest.raises(RuntimeError, match=r"inside transaction\.atomic"):
-        work.take_slot(name, due=due, next_slot=next_slot, schedule=text)
-    with contextlib.suppress(ZeroDivisionError), transaction.atomic(using=conf.DATABASE):
-        assert work.take_slot(name, due=due, next_slot=next_slot, schedule=text)
-        1 / 0  # noqa: B018  (the enqueue failed: the slot is not used up)
-    with transaction.atomic(using=conf.DATABASE):
-        assert work.take_slot(name, due=due, next_slot=next_slot, schedule=text) is True
-    with transaction.atomic(using=conf.DATABASE):
-        assert work.take_slot(name, due=due, next_slot=next_slot, schedule=text) is False
-    row = BackgroundTask.objects.using(db_alias).get(name=name)
-    assert (row.scheduled_for, row.next_run_at) == (due, next_slot)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connections
+from django.db import connections
 
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.push import feed as changes
@@ -121,20 +121,6 @@ def wants(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return counted
 
 
-@pytest.fixture
-def probes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """What each idle poll's read (``any_ready``) answered."""
-    answered: list[bool] = []
-    any_ready = QueueManager.any_ready
-
-    def counting(self: QueueManager, **kwargs: Any) -> bool:
-        answered.append(any_ready(self, **kwargs))
-        return answered[-1]
-
-    monkeypatch.setattr(QueueManager, "any_ready", counting)
-    return answered
-
-
 @contextlib.contextmanager
 def running(worker: Worker) -> Iterator[Worker]:
     thread = threading.Thread(target=worker.run, name="test-worker")
@@ -182,31 +168,6 @@ def test_a_listening_worker_polls_once_a_poll(
         assert 5 <= len(probes) <= 30 and wants == [], (probes, wants)
 
 
-def test_a_give_back_owed_is_made_by_the_next_poll_with_nothing_ready(
-    tasks_alias: str, monkeypatch: pytest.MonkeyPatch, probes: list[bool]
-) -> None:
-    """A claim that committed and lost its reply leaves its task RUNNING under
-    the worker, so no read finds a task ready: the worker's next poll claims
-    anyway, and its round gives the task back and runs it, long before its
-    ttl (120 s), on every engine."""
-    finish_and_claim, lost = QueueManager.finish_and_claim, []
-
-    def losing(self: QueueManager, *args: Any, **kwargs: Any) -> Any:
-        ended, claimed = finish_and_claim(self, *args, **kwargs)
-        if claimed and not lost:
-            lost.append(claimed[0].uuid)
-            raise OperationalError("the reply was lost")  # after the claim committed
-        return ended, claimed
-
-    monkeypatch.setattr(QueueManager, "finish_and_claim", losing)
-    with running(Worker([], concurrency=2, poll=0.1, run_queued=True)):
-        _wait_for(lambda: len(probes) >= 2)  # idle, polling
-        result = djtasks.add.enqueue(2, 3)
-        _wait_for(lambda: _status(tasks_alias, result.id) == "SUCCESSFUL")
-    row = QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
-    assert lost == [row.uuid] and row.attempts == 1 and row.return_value == 5
-
-
 def test_a_ready_task_wakes_one_thread_and_a_burst_reaches_them_all(
     pg_direct_alias: str, wants: list[int], tmp_path: Path
 ) -> None:
@@ -243,59 +204,3 @@ def _wait_for(condition: Any, timeout: float = 10) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
-
-
-def test_a_retry_its_own_end_made_ready_is_claimed_next_by_its_thread(tasks_alias: str) -> None:
-    """The round that writes an end claims from the table as it was before
-    it: a retry it makes ready is not among what it can take. Its thread
-    claims again at once, not at its next poll (30 s here), and ``--once``
-    doesn't stop before it."""
-    from django_bgtasks import compat
-
-    result = djtasks.fails_first.using(backend="retrying").enqueue()
-    began = time.monotonic()
-    Worker([], concurrency=1, poll=30, run_queued=True).run(once=True)
-    assert time.monotonic() - began < 20
-    result.refresh()
-    assert result.status == compat.TaskResultStatus.SUCCESSFUL
-    assert result.attempts == 2
-
-
-def test_a_queue_workers_poll_reads_no_lease_and_recovers_at_most_once_a_second(
-    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A worker of the queue alone (no background task, no task schedule)
-    has nothing to read in the lease table at its polls, and recovers the
-    queued tasks of lost workers at its first poll, then not again before
-    RECOVER_EVERY_SECONDS: at ``--poll 0.05`` a recovery every poll cost a
-    drain 9 % of its rate."""
-    from django.test.utils import CaptureQueriesContext
-
-    from django_bgtasks.models import BackgroundTask
-    from django_bgtasks.worker import queue_threads
-    from tests.queue.test_backend import backdate
-
-    def lost_task() -> QueuedTask:
-        result = djtasks.add.enqueue(1, 2)
-        assert QueuedTask.objects.claim("killed-worker", queues=None) is not None
-        backdate(tasks_alias, 3600)
-        return QueuedTask.objects.using(tasks_alias).get(uuid=result.id)
-
-    monkeypatch.setattr(queue_threads, "RECOVER_EVERY_SECONDS", 3600.0)
-    first = lost_task()
-    worker = Worker([], concurrency=2, poll=0.05, run_queued=True)
-    with CaptureQueriesContext(connections[tasks_alias]) as queries:
-        assert worker.tick() == 0
-    first.refresh_from_db()
-    assert first.status == "FAILED"  # recovered at the first poll (max_attempts 1)
-    leases = BackgroundTask._meta.db_table
-    assert queries.captured_queries
-    assert not [q["sql"] for q in queries.captured_queries if leases in q["sql"]]
-
-    second = lost_task()
-    worker.tick()
-    second.refresh_from_db()
-    assert second.status == "RUNNING"  # not yet: the last recovery was just now
-    Worker([], concurrency=2, poll=0.05, run_queued=True).tick()
-    second.refresh_from_db()
-    assert second.status == "FAILED"

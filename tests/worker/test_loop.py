@@ -1,7 +1,12 @@
-"""The worker's decisions, in this process, on every database: requests,
-schedule slots, retries, resume of a lost run, a stale lease recorded as
-lost, and the idle wait that the change feed ends.
-(tests/faults/test_workers.py has real worker processes, races and signals.)
+"""The worker's loop (worker/loop.py), in this process, on every database:
+requests run once, its options and start-up line, the connection it keeps
+from poll to poll, the run's end written whatever the task left open, and
+the idle wait that the change feed ends; the options and schedules a task
+is registered with. Its parts have tests of their own (tests/worker/: the
+schedule slots, test_slots.py; retries and resumes, test_rescue.py; its
+heartbeat, its runs, its stop), the command's subcommands
+tests/management/test_workers.py; tests/faults/test_workers.py has real
+worker processes, races and signals.
 Tasks are built here and handed to the Worker, not registered, so the
 registry the surfaces' tests see is unchanged."""
 
@@ -23,15 +28,14 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from django_bgtasks import RunningLease, WorkerStopping, background_task
+from django_bgtasks import RunningLease, background_task
 from django_bgtasks.background import registry
 from django_bgtasks.background.functions import BackgroundTaskFunction
 from django_bgtasks.background.schedules import Cron, Every, parse_schedule
 from django_bgtasks.choices import Outcome, Status, Trigger
-from django_bgtasks.core.runner import UNSTORED_RESULT
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.push import feed as changes
-from django_bgtasks.worker.loop import Worker, spread
+from django_bgtasks.worker.loop import Worker
 from tests.dbtools import a_worker_runs
 from tests.procs import ROOT, wait_until, worker_env
 
@@ -115,110 +119,6 @@ def test_request_arguments_json_cannot_encode_are_refused_with_nothing_written(
     assert not BackgroundTask.objects.filter(name="w-bad").exists()
 
 
-def test_a_due_slot_runs_once_and_moves_to_the_next(db_alias: str) -> None:
-    task = make_task("w-sched", echo, schedule=dt.timedelta(hours=1))
-    worker = Worker([task], poll=0.05)
-    assert worker.tick() == 0  # the first slot is set, an hour ahead at most
-    state = objects.get_state("w-sched")
-    assert state is not None and state.next_run_at is not None
-    assert state.next_run_at.minute == 0 and state.next_run_at.second == 0
-    # Make the slot due, as if the hour had passed.
-    slot = state.next_run_at - dt.timedelta(hours=2)
-    BackgroundTask.objects.filter(name="w-sched").update(next_run_at=slot)
-    worker.run(once=True)
-    (run,) = runs("w-sched")
-    assert (run.trigger, run.outcome, run.scheduled_for) == (
-        Trigger.SCHEDULE,
-        Outcome.SUCCEEDED,
-        slot,
-    )
-    # Missed slots are not run one by one: the next slot is in the future.
-    state = objects.get_state("w-sched")
-    assert state is not None and state.next_run_at is not None
-    assert state.next_run_at > slot + dt.timedelta(hours=1)
-    worker.run(once=True)
-    assert len(runs("w-sched")) == 1
-
-
-def test_a_changed_schedule_moves_the_slot_earlier_only_and_a_removed_one_clears_it(
-    db_alias: str,
-) -> None:
-    """Workers that disagree about a schedule for a while (a rolling deploy)
-    must not keep postponing each other's slot: a change moves it earlier only;
-    the claim of the slot then writes its worker's next one."""
-
-    def slot() -> dt.datetime:
-        state = objects.get_state("w-sched")
-        assert state is not None and state.next_run_at is not None
-        return state.next_run_at
-
-    # A daily slot twelve hours from now: never the next five-minute one
-    # (a fixed 03:00 was, when the test ran between 02:55 and 03:00 UTC).
-    hour = (dt.datetime.now(dt.UTC).hour + 12) % 24
-    daily = f"0 {hour} * * *"
-    Worker([make_task("w-sched", echo, schedule=daily)], poll=0.05).tick()
-    assert (slot().hour, slot().minute) == (hour, 0)  # TIME_ZONE is UTC
-    five = Worker([make_task("w-sched", echo, schedule="*/5 * * * *")], poll=0.05)
-    five.tick()
-    earlier = slot()
-    assert earlier.minute % 5 == 0 and earlier.hour != hour
-    row = BackgroundTask.objects.get(name="w-sched")
-    assert row.schedule == "*/5 * * * *"
-    # The old schedule's next slot (hours away) is later: the earlier one
-    # stays, however often the old worker polls.
-    old = Worker([make_task("w-sched", echo, schedule=daily)], poll=0.05)
-    for _ in range(3):
-        old.tick()
-        five.tick()
-    assert slot() == earlier
-    # When the slot is claimed, the claimer's schedule writes the next one.
-    BackgroundTask.objects.filter(name="w-sched").update(
-        next_run_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-    )
-    old.run(once=True)
-    row = BackgroundTask.objects.get(name="w-sched")
-    assert row.schedule == daily and row.next_run_at is not None
-    assert (row.next_run_at.hour, row.next_run_at.minute) == (hour, 0)
-    Worker([make_task("w-sched", echo)], poll=0.05).tick()
-    state = objects.get_state("w-sched")
-    assert state is not None and state.next_run_at is None
-
-
-def test_a_lost_run_of_a_task_that_is_not_resumable_is_retried_afresh(db_alias: str) -> None:
-    seen: list[tuple[Any, int, str]] = []
-
-    def work(lease: RunningLease) -> None:
-        seen.append((lease.resume_from, lease.attempt, lease.trigger))
-
-    task = make_task("w-again", work, max_attempts=2, ttl=0.3)
-    lease = objects.try_claim("w-again", "dead", {"done": 4}, ttl=0.3)
-    assert lease is not None
-    time.sleep(0.45)
-    Worker([task], poll=0.05).run(once=True)
-    assert seen == [(None, 2, Trigger.RETRY)]
-    assert [(r.trigger, r.outcome) for r in runs("w-again")] == [
-        (Trigger.MANUAL, Outcome.LOST),
-        (Trigger.RETRY, Outcome.SUCCEEDED),
-    ]
-
-
-def test_a_slot_that_comes_while_the_task_runs_is_skipped_and_counted(db_alias: str) -> None:
-    task = make_task("w-sched", echo, schedule=dt.timedelta(hours=1))
-    worker = Worker([task], poll=0.05)
-    worker.tick()
-    lease = objects.try_claim("w-sched", "someone", ttl=30)
-    assert lease is not None
-    BackgroundTask.objects.filter(name="w-sched").update(
-        next_run_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-    )
-    assert worker.tick() == 0
-    row = BackgroundTask.objects.get(name="w-sched")
-    assert row.skipped == 1 and row.next_run_at is not None and row.next_run_at.year > 2000
-    assert objects.release("w-sched", "someone", token=lease.token)
-    (run,) = runs("w-sched")
-    assert run.skipped == 1
-
-
 def test_prune_forgets_workers_silent_for_long(db_alias: str) -> None:
     from io import StringIO
 
@@ -235,87 +135,6 @@ def test_prune_forgets_workers_silent_for_long(db_alias: str) -> None:
     call_command("bgtasks", "prune", stdout=out)
     assert "Forgot 1 worker(s) silent for more than" in out.getvalue()
     assert [worker.id for worker in objects.work.workers()] == ["live"]
-
-
-def test_a_worker_silent_past_its_ttl_is_listed_silent_and_its_runs_as_their_leases_say(
-    db_alias: str,
-) -> None:
-    """By the database's clock: a worker whose last beat is older than the ttl
-    it stated is silent, and what it reported running is described by each
-    lease row (stale, still held, taken over, ended), not as running."""
-    from django_bgtasks.choices import WorkerRunStatus as Run
-    from tests.dbtools import backdate, backdate_worker
-
-    for name, ttl in (("w-stale", 30), ("w-held", 600), ("w-taken", 30), ("w-ended", 30)):
-        assert objects.try_claim(name, "dead", ttl=ttl) is not None
-    assert objects.force_release("w-taken")
-    taken = objects.try_claim("w-taken", "other", ttl=30)
-    assert taken is not None
-    ended = objects.get_state("w-ended")
-    assert ended is not None and objects.release("w-ended", "dead", token=ended.token)
-    reported = ["w-stale", "w-held", "w-taken", "w-ended"]
-    objects.work.beat(
-        worker="dead", host="h", pid=1, tasks=reported, concurrency=4, running=reported, ttl=10
-    )
-    objects.work.beat(worker="live", host="h", pid=2, tasks=[], concurrency=1, running=[], ttl=10)
-    [dead, live] = objects.work.workers()
-    assert (dead.ttl, dead.silent, live.silent) == (10.0, False, False)
-    assert [run.status for run in dead.runs] == [Run.RUNNING] * 4  # its report stands
-
-    backdate_worker(db_alias, "dead", 11)  # a beat a ttl and a second ago
-    backdate(db_alias, "w-stale", 31)
-    [dead, live] = objects.work.workers()
-    assert dead.silent and 11 <= dead.age < 20 and not live.silent
-    assert [(run.name, run.status) for run in dead.runs] == [
-        ("w-stale", Run.STALE),
-        ("w-held", Run.HELD),
-        ("w-taken", Run.TAKEN_OVER),
-        ("w-ended", Run.ENDED),
-    ]
-    assert (dead.runs[2].owner, dead.runs[2].token) == ("other", taken.token)
-    assert dead.runs[3].outcome == Outcome.SUCCEEDED
-    assert dead.as_json()["silent"] is True
-    assert dead.as_json()["runs"][0] == {
-        "name": "w-stale",
-        "status": "stale",
-        "owner": "dead",
-        "token": dead.runs[0].token,
-        "heartbeat_age": dead.runs[0].heartbeat_age,
-        "outcome": "",
-    }
-
-
-def test_silent_workers_are_forgotten_after_an_hour_and_never_within_their_own_ttl(
-    db_alias: str,
-) -> None:
-    from django_bgtasks.limits import FORGET_WORKERS_AFTER
-    from tests.dbtools import backdate_worker
-
-    for worker, ttl in (("gone", 10.0), ("slow", 2 * FORGET_WORKERS_AFTER), ("live", 10.0)):
-        objects.work.beat(
-            worker=worker, host="h", pid=1, tasks=[], concurrency=1, running=[], ttl=ttl
-        )
-    backdate_worker(db_alias, "gone", FORGET_WORKERS_AFTER + 1)
-    # Silent for longer than the hour, but not for its own (longer) ttl: kept.
-    backdate_worker(db_alias, "slow", FORGET_WORKERS_AFTER + 1)
-    assert objects.work.forget_workers(FORGET_WORKERS_AFTER) == 1
-    assert sorted(worker.id for worker in objects.work.workers()) == ["live", "slow"]
-
-
-def test_a_worker_beats_while_it_waits_between_polls(
-    db_alias: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A poll longer than its ttl must not make an idle, live worker look silent."""
-    from django_bgtasks.worker import heartbeat
-
-    monkeypatch.setattr(heartbeat, "WORKER_BEAT_SECONDS", 0.2)
-    task = make_task("w-idle", lambda lease: None)
-    with idle_worker(task) as worker:
-        assert worker.ttl == pytest.approx(0.6)
-        for _ in range(8):  # 2 s: three of its ttls, in a single wait of 30 s
-            time.sleep(0.25)
-            [state] = [w for w in objects.work.workers() if w.id == worker.id]
-            assert not state.silent and state.age < 0.6
 
 
 def test_a_worker_keeps_its_connection_from_poll_to_poll_under_djangos_default(
@@ -380,48 +199,6 @@ def test_a_run_that_leaves_a_transaction_open_still_records_its_end(db_alias: st
     assert not Counter.objects.using(db_alias).filter(name="left-open").exists()
 
 
-def test_a_worker_states_its_host_as_its_owner_id_does(
-    db_alias: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One cut of the host name (limits.HOST_LENGTH) for the worker's row and
-    its id (the default owner), so that an operator can match the two."""
-    import socket
-
-    from django_bgtasks.core import leases
-    from django_bgtasks.limits import HOST_LENGTH
-
-    monkeypatch.setattr(socket, "gethostname", lambda: "h" * 300)
-    monkeypatch.setattr(leases, "_owner_for_pid", None)  # a fresh owner
-    worker = Worker([make_task("w-host", lambda lease: None)], poll=1)
-    worker.tick()
-    [state] = [w for w in objects.work.workers() if w.id == worker.id]
-    assert state.host == worker.id.rsplit(":", 2)[0] == "h" * HOST_LENGTH
-
-
-def test_a_failing_task_is_retried_until_max_attempts_then_left_failed(db_alias: str) -> None:
-    def fails(lease: RunningLease) -> None:
-        raise RuntimeError(f"attempt {lease.attempt}")
-
-    task = make_task("w-fails", fails, max_attempts=3, retry_delay=0.5)
-    a_worker_runs("w-fails")
-    assert objects.request_run("w-fails")
-    # --once does what is due now; a retry is due only after its delay
-    # (0.5 s, then 1 s), so run it as cron would, now and then.
-    Worker([task], poll=0.02).run(once=True)
-    assert [r.attempt for r in runs("w-fails")] == [1]
-    for _ in range(4):
-        time.sleep(0.6)
-        Worker([task], poll=0.02).run(once=True)
-    assert [(r.attempt, r.trigger, r.outcome) for r in runs("w-fails")] == [
-        (1, Trigger.REQUEST, Outcome.FAILED),
-        (2, Trigger.RETRY, Outcome.FAILED),
-        (3, Trigger.RETRY, Outcome.FAILED),
-    ]
-    assert "attempt 3" in runs("w-fails")[-1].error
-    state = objects.get_state("w-fails")
-    assert state is not None and (state.outcome, state.attempt) == (Outcome.FAILED, 3)
-
-
 def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
     db_alias: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -451,73 +228,6 @@ def test_a_worker_run_stores_its_result_and_logs_a_failure_once(
     assert (broken.outcome, broken.result) == (Outcome.FAILED, None)
 
 
-def test_a_result_that_cant_be_stored_fails_the_run_which_is_never_retried(
-    db_alias: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Its work was done (here: one row written), so it must not run again
-    for a value it can't store: failed at once, saying why, as a Django Task
-    that returns one is (docs/api.md, "A run's result")."""
-    from tests.testapp.models import Counter
-
-    def writes_then_returns_a_set(lease: RunningLease) -> set[int]:
-        Counter.objects.using(db_alias).create(name=f"unstorable-{lease.attempt}")
-        return {1, 2}
-
-    task = make_task("w-unstorable", writes_then_returns_a_set, max_attempts=3, retry_delay=0.0)
-    a_worker_runs("w-unstorable")
-    assert objects.request_run("w-unstorable")
-    for _ in range(3):  # a retry would be due at once (retry_delay=0)
-        Worker([task], poll=0.02).run(once=True)
-    (run,) = runs("w-unstorable")
-    assert (run.outcome, run.attempt, run.result) == (Outcome.FAILED, 1, None)
-    note = "TypeError: result is not JSON-serialisable: Object of type set is not JSON"
-    note += " serializable"
-    assert run.result_note == f"not stored: {note}"
-    assert run.error == f"{UNSTORED_RESULT}: {note}"
-    assert list(Counter.objects.using(db_alias).values_list("name", flat=True)) == ["unstorable-1"]
-    state = objects.get_state("w-unstorable")
-    assert state is not None and (state.outcome, state.attempt) == (Outcome.FAILED, 1)
-    [record] = [r for r in caplog.records if r.name == "django_bgtasks" and r.levelno >= 40]
-    assert record.exc_info is None and note in record.getMessage()
-
-
-def test_a_worker_logs_each_run_start_and_end_at_info(
-    db_alias: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level("INFO", logger="django_bgtasks")
-    a_worker_runs("w-echo")
-    assert objects.request_run("w-echo", kwargs={"n": 5})
-    worker = Worker([make_task("w-echo", sleeps_then_echoes)], poll=0.02)
-    worker.run(once=True)
-    (run,) = runs("w-echo")
-    records = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
-    lines = [r.getMessage() for r in records]
-    assert lines[0] == f"worker {worker.id}: 1 task(s) (w-echo), queue(s) (none), " + (
-        "concurrency 4, poll 0.02 s"
-    )
-    assert f"task 'w-echo' started (token {run.token}, request, attempt 1)" in lines
-    # The end says how the run ended and how long it took (its history's duration,
-    # by this process's clock: from the claim to the end of the work).
-    [end] = [r for r in records if " ended: " in r.getMessage()]
-    said = re.fullmatch(
-        rf"task 'w-echo' \(token {run.token}, attempt 1\) ended: succeeded after (\S+) s",
-        end.getMessage(),
-    )
-    assert said is not None and 0.2 <= float(said[1]) <= run.duration + 0.5
-    # The same facts in the records' extra, for structured logging.
-    [start] = [r for r in records if " started " in r.getMessage()]
-    fields = ("task", "token", "owner", "attempt")
-    expected = ["w-echo", run.token, worker.id, 1]
-    assert [getattr(start, key) for key in (*fields, "trigger")] == [*expected, "request"]
-    assert [getattr(end, key) for key in (*fields, "outcome")] == [*expected, "succeeded"]
-    assert float(said[1]) == pytest.approx(end.duration, abs=0.001)  # type: ignore[attr-defined]
-
-
-def sleeps_then_echoes(lease: RunningLease, n: int = 0) -> dict[str, int]:
-    time.sleep(0.2)
-    return echo(lease, n)
-
-
 def test_a_workers_start_up_line_names_its_tasks_and_its_queues() -> None:
     tasks = [make_task("w-echo", echo), make_task("w-other", echo)]
     workers = {
@@ -531,111 +241,9 @@ def test_a_workers_start_up_line_names_its_tasks_and_its_queues() -> None:
         assert worker.start_up_line() == f"worker {worker.id}: {said}, concurrency 4, poll 0.5 s"
 
 
-def test_djangos_verbosity_option_is_accepted_after_the_worker_subcommand(
-    site_alias: str,
-) -> None:
-    from django.core.management import CommandError, call_command
-
-    for verbosity in ("0", "3"):
-        assert objects.request_run("surface-quick")
-        call_command("bgtasks", "worker", "--task", "surface-quick", "--once", "-v", verbosity)
-    assert [run.outcome for run in runs("surface-quick")] == [Outcome.SUCCEEDED] * 2
-    with pytest.raises(CommandError, match="invalid choice"):
-        call_command("bgtasks", "worker", "--task", "surface-quick", "--once", "-v", "4")
-    assert len(runs("surface-quick")) == 2
-
-
 def test_the_retry_delay_grows_per_attempt() -> None:
     task = make_task("w-delay", echo, retry_delay=2.0)
     assert [task.retry_delay_for(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
-
-
-def test_the_wait_between_polls_is_spread_over_the_second_half_of_poll() -> None:
-    # Workers woken together must not poll in step ever after: each wait is
-    # drawn afresh, never longer than --poll.
-    waits = [spread(2.0) for _ in range(1000)]
-    assert all(1.0 <= wait <= 2.0 for wait in waits)
-    assert max(waits) - min(waits) > 0.8, "the waits are not spread"
-    assert len(set(waits)) > 990
-
-
-def test_a_lost_run_of_a_resumable_task_is_resumed_from_its_last_value(db_alias: str) -> None:
-    seen: dict[str, Any] = {}
-
-    def work(lease: RunningLease, total: int) -> None:
-        seen.update(resume_from=lease.resume_from, attempt=lease.attempt, total=total)
-
-    task = make_task("w-resume", work, resume=True, ttl=0.3)
-    lease = objects.try_claim("w-resume", "dead", ttl=0.3, run_args={"args": [9], "kwargs": {}})
-    assert lease is not None
-    assert objects.update_state("w-resume", "dead", {"done": 5}, token=lease.token)
-    time.sleep(0.45)  # the holder went silent past its ttl
-    Worker([task], poll=0.05).run(once=True)
-    assert seen == {"resume_from": {"done": 5}, "attempt": 2, "total": 9}
-    assert [(r.token, r.trigger, r.outcome) for r in runs("w-resume")] == [
-        (lease.token, Trigger.MANUAL, Outcome.LOST),
-        (lease.token + 1, Trigger.RESUME, Outcome.SUCCEEDED),
-    ]
-    # The old holder stays fenced.
-    assert not objects.update_state("w-resume", "dead", {"late": 1}, token=lease.token)
-
-
-def test_an_interrupted_run_is_resumed_at_once_without_using_an_attempt(db_alias: str) -> None:
-    calls: list[tuple[Any, int]] = []
-
-    def work(lease: RunningLease) -> None:
-        calls.append((lease.resume_from, lease.attempt))
-        if len(calls) == 1:
-            lease.update({"done": 2})
-            raise WorkerStopping(lease.name)
-
-    task = make_task("w-int", work, resume=True, max_attempts=1)
-    a_worker_runs("w-int")
-    assert objects.request_run("w-int")
-    Worker([task], poll=0.02).run(once=True)
-    assert calls == [(None, 1), ({"done": 2}, 1)]
-    assert [(r.trigger, r.outcome) for r in runs("w-int")] == [
-        (Trigger.REQUEST, Outcome.INTERRUPTED),
-        (Trigger.RESUME, Outcome.SUCCEEDED),
-    ]
-
-
-def test_attempts_run_out_for_lost_runs_too_and_the_reason_is_recorded(db_alias: str) -> None:
-    task = make_task("w-lost", echo, resume=True, max_attempts=2, ttl=0.2)
-    for _ in range(2):
-        state = objects.get_state("w-lost")
-        if state is None:
-            lease = objects.try_claim("w-lost", "dies", ttl=0.2)
-        else:
-            # A worker's resume claim, then the holder dies again.
-            claim = objects.work.claim_resume(
-                "w-lost", "dies", 0.2, expect=state.token, max_attempts=2
-            )
-            assert claim is not None
-            lease = claim.lease
-        assert lease is not None
-        time.sleep(0.3)
-    Worker([task], poll=0.05).run(once=True)
-    state = objects.get_state("w-lost")
-    assert state is not None and (state.outcome, state.attempt) == (Outcome.LOST, 2)
-    assert "not resumed again" in state.error
-    assert [r.outcome for r in runs("w-lost")] == [Outcome.LOST, Outcome.LOST]
-
-
-def test_a_stale_lease_nothing_is_owed_for_is_recorded_lost_by_the_loop(
-    db_alias: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    lease = objects.try_claim("w-echo", "dead", ttl=0.2)
-    assert lease is not None
-    time.sleep(0.3)
-    Worker([make_task("w-echo", echo)], poll=0.05).tick()
-    state = objects.get_state("w-echo")
-    assert state is not None and not state.stale and state.outcome == Outcome.LOST
-    assert [r.outcome for r in runs("w-echo")] == [Outcome.LOST]
-    # Said as a warning on the worker's logger, with the lease in extra.
-    [record] = [r for r in caplog.records if r.name == "django_bgtasks.worker"]
-    assert record.levelname == "WARNING" and "lost" in record.getMessage()
-    assert (record.task, record.token) == ("w-echo", lease.token)  # type: ignore[attr-defined]
 
 
 def test_bad_worker_options_and_schedules_are_clear_errors() -> None:
@@ -741,17 +349,6 @@ def test_checks_for_the_executor_and_site_schedules(settings: Any) -> None:
     assert [m.id for m in check_schedules()] == ["bgtasks.E008"]
 
 
-def test_a_bad_site_schedule_stops_the_worker_before_it_starts(
-    db_alias: str, settings: Any
-) -> None:
-    from django.core.management import CommandError, call_command
-
-    settings.BGTASKS_SCHEDULES = {"surface-quick": "not cron"}
-    with pytest.raises(CommandError, match=r"BGTASKS_SCHEDULES\['surface-quick'\]: .*five-field"):
-        call_command("bgtasks", "worker", "--task", "surface-quick", "--once")
-    assert not BackgroundTask.objects.exists()
-
-
 def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, settings: Any) -> None:
     from django_bgtasks.operations import writes
 
@@ -771,59 +368,6 @@ def test_run_now_with_the_worker_executor_files_one_request(db_alias: str, setti
     started = writes.start("surface-quick", executor="thread")
     assert isinstance(started, writes.Started)
     assert started.running.wait(10)
-
-
-def test_bgtasks_request_files_one_request_and_refuses_bad_input(db_alias: str) -> None:
-    from io import StringIO
-
-    from django.core.management import CommandError, call_command
-
-    out = StringIO()
-    call_command("bgtasks", "request", "surface-quick", "--kwargs", '{"total": 2}', stdout=out)
-    assert "Requested 'surface-quick'" in out.getvalue()
-    row = BackgroundTask.objects.get(name="surface-quick")
-    assert (row.request, row.requested_by) == (
-        {"args": [], "kwargs": {"total": 2}},
-        "manage.py bgtasks",
-    )
-    with pytest.raises(CommandError, match="already has a pending request"):
-        call_command("bgtasks", "request", "surface-quick")
-    with pytest.raises(CommandError, match="No background task is registered as 'nope'"):
-        call_command("bgtasks", "request", "nope")
-    with pytest.raises(CommandError, match=r"args must be a list or tuple \(a JSON array\)"):
-        call_command("bgtasks", "request", "surface-slow", "--args", '{"a": 1}')
-    with pytest.raises(CommandError, match="is not valid JSON"):
-        call_command("bgtasks", "request", "surface-slow", "--kwargs", "{nope")
-    assert not BackgroundTask.objects.filter(name__in=["nope", "surface-slow"]).exists()
-
-
-def test_bgtasks_workers_lists_each_worker_by_the_database_clock(db_alias: str) -> None:
-    import json
-    from io import StringIO
-
-    from django.core.management import call_command
-
-    out = StringIO()
-    call_command("bgtasks", "workers", stdout=out)
-    assert out.getvalue().strip() == "No worker has reported itself."
-    objects.work.beat(
-        worker="h:1:x", host="h", pid=1, tasks=["a", "b"], concurrency=2, running=["a"]
-    )
-    out = StringIO()
-    call_command("bgtasks", "workers", "--json", stdout=out)
-    [worker] = json.loads(out.getvalue())["workers"]
-    assert (worker["id"], worker["tasks"], worker["running"], worker["concurrency"]) == (
-        "h:1:x",
-        ["a", "b"],
-        ["a"],
-        2,
-    )
-    assert 0 <= worker["age"] < 5
-    out = StringIO()
-    call_command("bgtasks", "workers", "--no-color", stdout=out)
-    assert "h:1:x" in out.getvalue() and "a, b" in out.getvalue()
-    objects.work.gone("h:1:x")
-    assert objects.work.workers() == []
 
 
 # --- the idle wait: woken by the change feed ------------------------------------
@@ -918,31 +462,6 @@ def test_a_holder_going_silent_wakes_the_worker_to_resume_when_its_ttl_runs_out(
         Outcome.SUCCEEDED,
     )
     assert seen == [{"done": 3}]
-
-
-@pytest.mark.parametrize("how", ["stop()", "stopping.set()"])
-def test_stop_ends_the_wait_at_once_and_closes_the_workers_watcher(
-    db_alias: str, how: str
-) -> None:
-    """Both ways: the command's signal handler sets ``stopping`` itself."""
-    feed = changes.feed()
-    before = len(feed._watchers)
-    worker = Worker([make_task("w-echo", echo)], poll=LONG_POLL)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
-        before_the_poll("watching", lambda: len(feed._watchers) == before + 1)
-        assert changes.feed().synced.wait(WITHIN)
-        time.sleep(0.3)  # into its 30 s wait
-    finally:
-        started = time.monotonic()
-        if how == "stop()":
-            worker.stop()
-        else:
-            worker.stopping.set()
-        thread.join(WITHIN)
-    assert not thread.is_alive() and time.monotonic() - started < WITHIN
-    assert len(feed._watchers) == before
 
 
 def test_a_worker_whose_feed_connection_is_killed_still_starts_requested_work(

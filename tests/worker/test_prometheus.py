@@ -122,12 +122,6 @@ def test_a_worker_serves_its_runs_outcomes_durations_waits_and_beats(
     }
 
 
-def test_a_worker_without_metrics_port_has_no_metrics(refusal_alias: str) -> None:
-    worker = Worker([make_task("m-ok", succeeds)], poll=0.05)
-    assert worker.hooks is None
-    assert worker._runs.hooks is worker.renewer.hooks is worker.queue_threads.hooks is None
-
-
 @pytest.mark.parametrize("port", ["0", "65536", "http", "-1"])
 def test_a_bad_metrics_port_is_refused_before_the_worker_starts(
     refusal_alias: str, port: str
