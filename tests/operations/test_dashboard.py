@@ -28,7 +28,7 @@ MINUTE = dt.timedelta(minutes=1)
     ],
 )
 def test_a_bad_window_or_scope_is_refused(
-    tasks_alias: str, scope: dict[str, str], said: str
+    refusal_alias: str, scope: dict[str, str], said: str
 ) -> None:
     with pytest.raises(ValueError, match=f"^{said}"):
         dashboard(**scope)
