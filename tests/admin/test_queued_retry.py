@@ -1,8 +1,8 @@
 """The retry of failed Django tasks (admin/queued_retry.py), on the
-surfaces' engines: the list's Retry action, and the Retry button of a
-failed task's page (admin/queued_buttons.py), for operators only, each
-saying what became of each task (a batch names the first few and counts
-the rest)."""
+surfaces' engines: the list's Retry action, for operators only, saying
+what became of each task (a batch names the first few and counts the
+rest). (The Retry button of a failed task's page, as the page's buttons
+work: tests/admin/test_queued_buttons.py.)"""
 
 from __future__ import annotations
 
@@ -77,47 +77,3 @@ def test_a_batch_retry_names_the_first_few_and_counts_the_rest(
     assert set(QueuedTask.objects.using(tasks_site_alias).values_list("status", flat=True)) == {
         "READY"
     }
-
-
-def test_a_failed_tasks_page_has_a_retry_button_for_operators_only(
-    tasks_site_alias: str, superuser: Client, viewer: Client, messages_of: Any
-) -> None:
-    from django_bgtasks.models import QueuedTask
-    from tests import djtasks
-
-    failed = djtasks.add.enqueue(1, 1)
-    QueuedTask.objects.cancel(failed.id)
-    ready = djtasks.add.enqueue(2, 2)
-    page, retry = f"{QUEUED}{failed.id}/change/", f"{QUEUED}{failed.id}/retry/"
-    button = f'<form method="post" action="{retry}">'
-    assert button in superuser.get(page).content.decode()
-    assert ">Retry</button>" in superuser.get(page).content.decode()
-    assert button not in viewer.get(page).content.decode()
-    assert "/retry/" not in superuser.get(f"{QUEUED}{ready.id}/change/").content.decode()
-
-    before = _queued_values(tasks_site_alias)
-    assert viewer.post(retry).status_code == 403
-    assert superuser.get(retry).status_code == 405
-    assert Client().post(retry).status_code == 302  # anonymous: to the login
-    assert _queued_values(tasks_site_alias) == before
-
-    response = superuser.post(retry, follow=True)
-    assert response.redirect_chain == [(page, 302)]
-    assert messages_of(response) == [
-        f"Retried 1 Django task; it is ready to run again: {failed.id}."
-    ]
-    assert djtasks.add.get_result(failed.id).status == "READY"
-    assert button not in response.content.decode()  # ready now: no button
-    response = superuser.post(retry, follow=True)
-    assert messages_of(response) == [
-        f"Not retried, as only a failed task can be: {failed.id} (ready)."
-    ]
-
-    before = _queued_values(tasks_site_alias)
-    for bad in ("00000000-0000-4000-8000-000000000000", "not-a-uuid", "1"):
-        response = superuser.post(f"{QUEUED}{bad}/retry/", follow=True)
-        assert response.redirect_chain == [(QUEUED, 302)]
-        assert messages_of(response) == [
-            f"No Django task has the id “{bad}” (an id is the UUID of its result)."
-        ]
-    assert _queued_values(tasks_site_alias) == before

@@ -1,16 +1,21 @@
-"""``manage.py bgtasks``: every subcommand, its ``--json`` output parsed, its
-errors, colour handling, and ``watch``/``run`` stopping cleanly on SIGINT and
-SIGTERM in a real process. A surface: on the surfaces' engines (SQLite and
-the embedded PostgreSQL, tests/conftest.py)."""
+"""``manage.py bgtasks`` (management/commands/bgtasks.py): each subcommand
+as the command handles it, its ``--json`` output parsed, its errors,
+``request``, ``release``, ``cancel``, ``prune``, ``token``, ``retry``, the
+Django Tasks, colour, the ``worker`` subcommand's options, and the exit
+status of a real process. A surface: on
+the surfaces' engines (SQLite and the embedded PostgreSQL, tests/conftest.py).
+
+The command's parts have their own tests, in tests/management/: the read
+subcommands' pages (test_reads.py), ``run`` (test_foreground.py), the
+drawing (test_terminal.py), the command line (test_arguments.py),
+``procedures`` (test_procedures.py), the filter and bulk actions
+(test_bulk.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -20,9 +25,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_bgtasks import RunningLease, background_task
 from django_bgtasks.background.functions import registered_tasks
-from django_bgtasks.core.leases import TaskState
 from django_bgtasks.models import BackgroundTask, TaskRun
 from django_bgtasks.operations import task_reads
 from tests.dbtools import a_worker_runs, backdate, rows, runs
@@ -41,27 +44,7 @@ def without_age(data: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in data.items() if key != "heartbeat_age"}
 
 
-# --- list and show ----------------------------------------------------------------------------
-
-
-def test_list_shows_every_task(site_alias: str) -> None:
-    objects.try_claim("cleanup", "worker-1", {"done": 9, "total": 20}, ttl=30)
-    objects.try_claim("silent", "worker-2", ttl=30)
-    backdate(site_alias, "silent", 40)
-
-    out = bgtasks("list").splitlines()
-
-    assert out[0].split() == ["NAME", "STATUS", "PROGRESS", "OWNER", "TOKEN", "OUTCOME",
-                              "HEARTBEAT", "STARTED", "FINISHED", "DURATION",
-                              "NEXT", "RUN"]  # fmt: skip
-    cleanup = next(line for line in out if line.startswith("cleanup"))
-    assert "running" in cleanup and "45% (9/20)" in cleanup and "worker-1" in cleanup
-    silent = next(line for line in out if line.startswith("silent"))
-    assert "stale: holder silent for 4" in silent
-    # Registered tasks that have never run are named too.
-    assert any(
-        line.startswith("Registered, never run: ") and "surface-quick" in line for line in out
-    )
+# --- list and show: --json and errors ---------------------------------------------------------
 
 
 def test_list_json_is_only_json_in_the_api_shape(site_alias: str) -> None:
@@ -85,72 +68,6 @@ def test_list_json_with_no_rows_lists_the_registered_tasks(site_alias: str) -> N
     assert {task["status"] for task in data["tasks"]} == {"never run"}
 
 
-def test_list_shows_registered_tasks_that_never_ran_as_rows(site_alias: str) -> None:
-    out = bgtasks("list").splitlines()
-    quick = next(line for line in out if line.startswith("surface-quick"))
-    assert quick.split()[:4] == ["surface-quick", "never", "run", "0"]
-
-
-def test_show_prints_a_registered_task_that_never_ran(site_alias: str) -> None:
-    out = bgtasks("show", "surface-quick")
-    assert "status            never run" in out and "token             0" in out
-    assert "recent runs" not in out
-    data = json.loads(bgtasks("show", "surface-quick", "--json"))
-    assert (data["status"], data["token"], data["description"]) == (
-        "never run",
-        0,
-        "Counts to three, reporting each step.",
-    )
-    assert rows(site_alias) == []  # reading wrote nothing
-    # Nothing to release or cancel, as for any task that is not running.
-    with pytest.raises(CommandError, match="not held; there is nothing to release"):
-        bgtasks("release", "surface-quick", "--force")
-    with pytest.raises(CommandError, match="not running; there is nothing to cancel"):
-        bgtasks("cancel", "surface-quick")
-
-
-def test_show_prints_the_result_or_why_it_was_not_stored(site_alias: str) -> None:
-    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
-    objects.release("cleanup", "worker-1", token=lease.token, result={"deleted": 12})
-    out = bgtasks("show", "cleanup")
-    assert 'result:\n{\n  "deleted": 12\n}' in out
-    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
-    objects.release("cleanup", "worker-1", token=lease.token, result={1, 2})
-    out = bgtasks("show", "cleanup")
-    assert "result: not stored: TypeError: result is not JSON-serialisable" in out
-    data = json.loads(bgtasks("show", "cleanup", "--json"))
-    assert data["result"] is None and data["result_note"].startswith("not stored: TypeError")
-
-
-def test_show_prints_the_state_value_and_recent_runs(site_alias: str) -> None:
-    for _ in range(2):
-        lease = objects.try_claim("cleanup", "worker-1", ttl=30)
-        objects.release("cleanup", "worker-1", {"deleted": 5}, token=lease.token)
-    objects.try_claim("cleanup", "worker-2", {"done": 1, "total": 2, "phase": "scan"}, ttl=30)
-
-    out = bgtasks("show", "cleanup")
-
-    assert "status            running" in out
-    assert "owner             worker-2" in out and "token             3" in out
-    assert '"phase": "scan"' in out  # the value, pretty
-    assert "recent runs (newest first" in out
-    tokens = [line.split()[0] for line in out.split("TOKEN", 1)[1].splitlines()[1:]]
-    assert tokens == ["2", "1"]
-
-
-def test_show_and_list_say_a_run_timed_out_in_red(site_alias: str) -> None:
-    lease = objects.try_claim("cleanup", "worker-1", ttl=30)
-    error = "task 'cleanup' timed out: it ran past its 2 s"
-    objects.release("cleanup", "worker-1", token=lease.token, outcome="timed-out", error=error)
-    out = bgtasks("show", "cleanup")
-    assert "timed-out" in out and error in out
-    assert "timed-out" in bgtasks("list")
-    red = StringIO()
-    call_command("bgtasks", "list", stdout=red, force_color=True)
-    assert "\x1b[31;1mtimed-out" in red.getvalue()
-    assert json.loads(bgtasks("show", "cleanup", "--json"))["outcome"] == "timed-out"
-
-
 def test_show_json_is_the_task_state(site_alias: str) -> None:
     objects.try_claim("cleanup", "worker-1", {"done": 1}, ttl=30)
     data = json.loads(bgtasks("show", "cleanup", "--json"))
@@ -170,151 +87,7 @@ def test_show_refuses_unknown_or_bad_names(site_alias: str, name: str, message: 
         bgtasks("show", name)
 
 
-def field_lines(out: str) -> dict[str, str]:
-    """``show``'s fields (the lines before the value, the error or the runs), by label."""
-    fields = {}
-    for line in out.splitlines():
-        if line.endswith(":") or line.startswith(("value:", "error:", "result:", "recent runs")):
-            break
-        label, _, value = line.partition("  ")
-        fields[label] = value.strip()
-    return fields
-
-
-def test_show_prints_only_what_is_true_of_the_task_now(site_alias: str) -> None:
-    lease = objects.try_claim("cleanup", "worker-1", {"done": 1, "total": 2}, ttl=30)
-    assert objects.request_cancel("cleanup")
-
-    running = field_lines(bgtasks("show", "cleanup"))
-    assert running.items() >= {
-        "status": "cancel requested", "owner": "worker-1", "cancel requested": "yes",
-        "progress": "50% (1/2)", "token": "1",
-    }.items()  # fmt: skip
-    assert "last heartbeat" in running and "duration" in running
-    # Not ended: no finish, no outcome (a run's outcome is written at its end).
-    assert not {"finished", "outcome"} & set(running)
-
-    # It finished anyway: the cancel it was asked for is history, not its state,
-    # and nobody holds it, or beats for it, any more.
-    objects.release("cleanup", "worker-1", {"done": 2, "total": 2}, token=lease.token)
-    out = bgtasks("show", "cleanup")
-    ended = field_lines(out)
-    assert ended.items() >= {
-        "status": "idle", "outcome": "succeeded", "progress": "100% (2/2)", "token": "1",
-        "attempt": "1", "trigger": "manual",
-    }.items()  # fmt: skip
-    assert not {"cancel requested", "owner", "last heartbeat"} & set(ended)
-    assert {"started", "finished", "duration"} <= set(ended)
-    assert "cancel requested" not in out
-    # Every label is padded alike, whichever fields a task shows.
-    assert "status            idle" in out and "outcome           succeeded" in out
-
-
-def test_show_of_a_django_task_says_cancel_requested_only_while_it_runs(
-    tasks_site_alias: str,
-) -> None:
-    from django_bgtasks.models import QueuedTask
-    from django_bgtasks.queue.execute import execute
-    from tests import djtasks
-
-    result = djtasks.add.enqueue(1, 2)
-    claim = QueuedTask.objects.claim("command-test-worker", queues=None)
-    assert claim is not None
-    bgtasks("cancel", result.id)
-    running = bgtasks("show", result.id)
-    assert "running (cancel requested)" in running
-    assert re.search(r"^worker +command-test-worker$", running, re.M)
-    execute(claim)  # it did not look, and succeeded
-    ended = bgtasks("show", result.id)
-    assert "status     successful\n" in ended and "cancel" not in ended
-    assert not re.search(r"^worker ", ended, re.M)  # nobody runs it now
-    assert re.search(r"^workers +command-test-worker$", ended, re.M)  # who did
-    assert "run after" not in ended  # a field with nothing to say is left out
-
-
-# --- run --------------------------------------------------------------------------------------
-
-
-def test_run_runs_in_the_foreground_with_a_progress_bar(site_alias: str) -> None:
-    out = bgtasks("run", "surface-quick")
-
-    assert "Running 'surface-quick' here as " in out
-    assert "[" + "#" * 30 + "] 100% (3/3)" in out
-    assert "'surface-quick' succeeded (token 1) in " in out
-    assert 'result: {"counted": 3}' in out
-    state = objects.get_state("surface-quick")
-    assert (state.running, state.outcome, state.ttl) == (False, "succeeded", 30.0)
-
-
-def test_run_of_a_task_without_progress_says_how_long_it_has_run(site_alias: str) -> None:
-    @background_task(name="surface-ticks", ttl=30)
-    def ticks(lease: RunningLease) -> str:
-        time.sleep(0.7)
-        return "ticked"
-
-    out = bgtasks("run", "surface-ticks")
-
-    # Not a bar of question marks, nor "idle" once it ended: the time it has run,
-    # then how it ended (in a pipe: without the spinner, a line per status).
-    assert "?" not in out and "idle" not in out, out
-    lines = out.splitlines()
-    assert re.fullmatch(r"running for \d+\.\d s", lines[1]), out
-    assert re.fullmatch(r"succeeded after \d+\.\d s", lines[2]), out
-    assert lines[3].startswith("'surface-ticks' succeeded (token 1) in ")
-
-
-def test_run_takes_a_ttl(site_alias: str) -> None:
-    bgtasks("run", "surface-quick", "--ttl", "7")
-    assert objects.get_state("surface-quick").ttl == 7.0
-
-
-def test_run_passes_its_arguments_to_the_task(site_alias: str) -> None:
-    # surface-sum(lease, numbers), surface-quick(lease, total=3): tests/testapp
-    assert "result: 6" in bgtasks("run", "surface-sum", "--args", "[[1, 2, 3]]")
-    out = bgtasks("run", "surface-quick", "--kwargs", '{"total": 2}')
-    assert "] 100% (2/2)" in out and 'result: {"counted": 2}' in out
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["nope"], "No background task is registered as 'nope'"),
-        (["surface-quick", "--ttl", "0"], "ttl must be a positive"),
-        (["surface-quick", "--ttl", "1e9"], "at most"),
-        # The arguments, as `bgtasks request` checks them: surface-quick(lease,
-        # total=3), surface-sum(lease, numbers), tests/testapp
-        (
-            ["surface-quick", "--kwargs", '{"bogus": 1}'],
-            "task 'surface-quick' can't take these arguments: "
-            "got an unexpected keyword argument 'bogus'",
-        ),
-        (["surface-quick", "--args", "[1, 2]"], "too many positional arguments"),
-        (["surface-sum"], "missing a required argument: 'numbers'"),
-        (
-            ["surface-sum", "--args", '{"numbers": [1]}'],
-            "argument --args: args must be a list or tuple (a JSON array), not an object",
-        ),
-        (
-            ["surface-sum", "--kwargs", "[[1]]"],
-            "argument --kwargs: kwargs must be a dict (a JSON object), not an array",
-        ),
-        (["surface-sum", "--kwargs", "{nope"], "argument --kwargs: kwargs is not valid JSON: "),
-    ],
-)
-def test_run_refuses_bad_input_and_writes_nothing(
-    site_alias: str, args: list[str], message: str
-) -> None:
-    with pytest.raises(CommandError, match=re.escape(message)):
-        bgtasks("run", *args)
-    assert rows(site_alias) == []
-
-
-def test_run_checks_arguments_handed_over_past_argparse(site_alias: str) -> None:
-    with pytest.raises(CommandError, match=re.escape("args must be a list or tuple")):
-        call_command("bgtasks", "run", "surface-sum", task_args="[1]")
-    with pytest.raises(CommandError, match=re.escape("kwargs must be a dict")):
-        call_command("bgtasks", "run", "surface-sum", task_kwargs=[1])
-    assert rows(site_alias) == []
+# --- request ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -347,81 +120,6 @@ def test_request_files_a_task_that_only_a_worker_registered(site_alias: str) -> 
     a_worker_runs("worker-only")
     assert "Requested 'worker-only'" in bgtasks("request", "worker-only", "--kwargs", '{"x": 1}')
     assert objects.get(name="worker-only").request == {"args": [], "kwargs": {"x": 1}}
-
-
-def test_run_refuses_a_held_task_and_names_the_holder(site_alias: str) -> None:
-    objects.try_claim("surface-quick", "worker-1", ttl=30)
-    before = rows(site_alias)
-    with pytest.raises(CommandError, match=r"already running on worker-1 \(token 1\)"):
-        bgtasks("run", "surface-quick")
-    assert rows(site_alias) == before
-
-
-def test_run_fails_when_the_task_fails(site_alias: str) -> None:
-    with pytest.raises(CommandError, match=r"'surface-fails' failed \(token 1\): RuntimeError"):
-        bgtasks("run", "surface-fails")
-    state = objects.get_state("surface-fails")
-    assert state.outcome == "failed" and "disk on fire" in state.error
-
-
-class Terminal(StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def state(value: Any) -> TaskState:
-    now = dt.datetime.now(dt.UTC)
-    return TaskState("t", value, True, "w", 1, 30.0, now, None, now, False, "", "", False, 0.1)
-
-
-def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
-    from django.core.management.base import OutputWrapper
-    from django.core.management.color import no_style
-
-    from django_bgtasks.management.terminal import ProgressBar
-
-    screen = Terminal()
-    bar = ProgressBar(OutputWrapper(screen), no_style())
-    bar.draw(state({"done": 1, "total": 4, "phase": "a long phase name"}))
-    bar.draw(state({"done": 1, "total": 4, "phase": "a long phase name"}))  # unchanged: nothing
-    bar.draw(state({"done": 2, "total": 4}))
-    bar.close()
-
-    first = "[" + "#" * 7 + "-" * 23 + '] 25% (1/4) {"phase":"a long phase name"}'
-    second = "[" + "#" * 15 + "-" * 15 + "] 50% (2/4)"
-    # Each redraw returns to the line's start and covers the longer line before it.
-    assert screen.getvalue() == f"\r{first}\r{second.ljust(len(first))}\n"
-    assert "\x1b" not in screen.getvalue()
-
-
-def test_a_run_without_progress_turns_a_spinner_and_counts_its_time_on_a_terminal() -> None:
-    from django.core.management.base import OutputWrapper
-    from django.core.management.color import no_style
-
-    from django_bgtasks.management.terminal import ProgressBar
-
-    screen = Terminal()
-    bar = ProgressBar(OutputWrapper(screen), no_style())
-    for age in (0.1, 0.3, 0.5, 0.7, 0.9):
-        bar.draw(dataclasses.replace(state(None), heartbeat_age=age))
-    running = state(None)
-    ended = dataclasses.replace(
-        running,
-        running=False,
-        finished_at=running.started_at + dt.timedelta(seconds=1),
-        outcome="succeeded",
-    )
-    bar.draw(ended)
-    bar.draw(ended)  # unchanged: nothing
-    bar.close()
-
-    frames = [
-        f"{spin} running for {age} s"
-        for spin, age in zip("|/-\\|", ("0.1", "0.3", "0.5", "0.7", "0.9"), strict=True)
-    ]
-    assert screen.getvalue() == "".join(f"\r{frame}" for frame in frames) + (
-        "\rsucceeded after 1.0 s\n"
-    )
 
 
 # --- release and cancel ---------------------------------------------------------------------
@@ -560,23 +258,7 @@ def test_prune_refuses_negative_days(site_alias: str) -> None:
         bgtasks("prune", "--days", "-1")
 
 
-# --- watch and colour ---------------------------------------------------------------------------
-
-
-def test_watch_prints_a_table_each_interval(site_alias: str) -> None:
-    objects.try_claim("cleanup", "worker-1", {"progress": 0.5}, ttl=30)
-
-    out = bgtasks("watch", "--interval", "0.05", "--iterations", "3", "--no-color")
-
-    assert out.count("1 task(s), 1 running. Every 0.05 s; Ctrl-C to stop.") == 3
-    assert out.count("cleanup") == 3 and "50%" in out
-    assert "\x1b" not in out  # no colour and no screen clearing
-
-
-@pytest.mark.parametrize("args", [["--interval", "0"], ["--iterations", "0"]])
-def test_watch_refuses_bad_options(site_alias: str, args: list[str]) -> None:
-    with pytest.raises(CommandError, match="must be"):
-        bgtasks("watch", *args)
+# --- colour -----------------------------------------------------------------------------------
 
 
 def test_colour_can_be_forced_or_switched_off_after_the_subcommand(site_alias: str) -> None:
@@ -592,26 +274,7 @@ def test_colour_can_be_forced_or_switched_off_after_the_subcommand(site_alias: s
     assert "\x1b[" in watched and "\x1b[2J" not in watched
 
 
-def test_a_subcommand_is_required(site_alias: str) -> None:
-    with pytest.raises(CommandError, match="required"):
-        bgtasks()
-
-
-def test_djangos_common_options_are_accepted_after_the_subcommand_too() -> None:
-    from django_bgtasks.management.commands.bgtasks import Command
-
-    parser = Command().create_parser("manage.py", "bgtasks")
-    given = ["-v", "3", "--settings", "s", "--pythonpath", "p", "--traceback", "--skip-checks"]
-    after = parser.parse_args(["worker", *given, "--no-color"])
-    assert (after.verbosity, after.settings, after.pythonpath) == (3, "s", "p")
-    assert after.traceback and after.skip_checks and after.no_color
-    before = parser.parse_args(["--verbosity", "0", "list"])
-    assert (before.verbosity, before.traceback) == (0, False)
-    with pytest.raises(CommandError, match="invalid choice: 4"):
-        parser.parse_args(["workers", "-v", "4"])
-
-
-# --- real processes: exit codes and signals ----------------------------------------------
+# --- real processes: the exit status ----------------------------------------------------------
 
 
 def manage(alias: str, *args: str, **popen: Any) -> subprocess.Popen[str]:
@@ -675,80 +338,6 @@ def test_errors_exit_with_status_1_and_a_message(site_alias: str) -> None:
     assert json.loads(out)["owner"] == "worker-1"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_watch_stops_cleanly_on_a_signal(site_alias: str, sig: signal.Signals) -> None:
-    objects.try_claim("cleanup", "worker-1", ttl=30)
-    process = manage(site_alias, "watch", "--interval", "0.1")
-    try:
-        seen = read_until(process, "cleanup")
-        seen += read_until(process, "cleanup")  # a second table: it is refreshing
-        process.send_signal(sig)
-        _rest, err = process.communicate(timeout=10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    assert "".join(seen).count("Ctrl-C to stop.") == 2
-
-
-def test_ctrl_c_during_run_cancels_the_task(site_alias: str) -> None:
-    process = manage(site_alias, "run", "surface-slow")
-    try:
-        read_until(process, "Running 'surface-slow'")
-        read_until(process, "(1/240)")
-        read_until(process, "/240)")  # the progress bar is moving (by coalesced steps)
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-
-    assert "Asked the task to stop" in out
-    assert process.returncode == 1
-    assert "CommandError: 'surface-slow' was cancelled (token 1)" in err
-    state = objects.get_state("surface-slow")
-    assert (state.running, state.outcome) == (False, "cancelled")
-    assert state.value["done"] < 40
-
-
-@pytest.mark.parametrize("together", [False, True], ids=["one-after-the-other", "together"])
-def test_a_second_interrupt_abandons_the_run_and_releases_its_lease(
-    site_alias: str, together: bool
-) -> None:
-    # A step longer than the test: the task cannot act on the cancel that the
-    # first interrupt asks for, so only giving its lease up ends the run.
-    process = manage(site_alias, "run", "surface-slow", "--kwargs", '{"pause": 120}')
-    try:
-        read_until(process, "Running 'surface-slow'")
-        if together:
-            # Both delivered while the process is stopped. (Two pending
-            # SIGINTs would merge into one, so the second is a SIGTERM.)
-            # Whether the command acts on the first before the second comes
-            # in is up to its threads; either way the run is abandoned.
-            os.kill(process.pid, signal.SIGSTOP)
-            process.send_signal(signal.SIGINT)
-            process.send_signal(signal.SIGTERM)
-            time.sleep(0.1)
-            os.kill(process.pid, signal.SIGCONT)
-        else:
-            process.send_signal(signal.SIGINT)
-            read_until(process, "Asked the task to stop")
-            process.send_signal(signal.SIGINT)
-        _out, err = communicate_or_kill(process, timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-
-    assert process.returncode == 1, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    assert "CommandError: Abandoned 'surface-slow' (token 1); its lease is released." in err
-    state = objects.get_state("surface-slow")
-    assert (state.running, state.outcome, state.token) == (False, "cancelled", 1)
-    assert "abandoned" in state.error
-
-
 # --- token ------------------------------------------------------------------------------------
 
 
@@ -786,12 +375,6 @@ def test_token_refuses_unknown_users_and_users_without_permission(make_staff: An
     for username in ("staff", "member"):
         with pytest.raises(CommandError, match="may not see background tasks"):
             bgtasks("token", username)
-
-
-@pytest.mark.parametrize("max_age", ["0", "-5", "1.5", "x", str(3650 * 86400 + 1)])
-def test_token_refuses_a_bad_max_age(max_age: str) -> None:
-    with pytest.raises(CommandError):
-        bgtasks("token", "ops-bot", "--max-age", max_age)
 
 
 # --- Django Tasks (LeaseBackend) ----------------------------------------------------------
@@ -912,17 +495,3 @@ def test_a_worker_refuses_a_bad_queue_name_before_it_starts(
     with pytest.raises(CommandError, match=re.escape(message)):
         bgtasks("worker", "--queue", queue, "--once")
     assert not WorkerRow.objects.using(site_alias).exists()
-
-
-def test_procedures_are_mariadbs_elsewhere_a_clear_error(refusal_alias: str) -> None:
-    """``bgtasks procedures`` on SQLite: the queue has none there (MariaDB's
-    are tested in tests/db/test_mariadb_routines.py)."""
-    for args in ([], ["--drop"]):
-        with pytest.raises(
-            CommandError,
-            match=re.escape(
-                f"database {refusal_alias!r} is SQLite: the queue has stored procedures only "
-                "on MariaDB"
-            ),
-        ):
-            call_command("bgtasks", "procedures", *args)

@@ -1,10 +1,14 @@
-"""``bgtasks health`` (operations/health.py's rule, through the command): as a
-real process against a database that is down and one without the
-migrations, and in this process for ``--workers`` and bad input."""
+"""Whether the site can work its tasks (operations/health.py): its checks in
+order, asked directly on every database (the lease database one of
+DATABASES, answering, migrated; the live workers counted), and through
+``bgtasks health``, its probe: as a real process against a database that is
+down and one without the migrations, and in this process for ``--workers``
+and bad input. (The readiness view asks the same: tests/http/test_monitoring.py.)"""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from io import StringIO
@@ -13,13 +17,83 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import OperationalError, connections
 
 from django_bgtasks.models import BackgroundTask
+from django_bgtasks.operations.health import (
+    Problem,
+    problem,
+    required_workers,
+    unapplied_migrations,
+    unreachable,
+)
 from tests.asgiserver import free_port
 from tests.dbtools import app_migrations, backdate_worker
 from tests.procs import ENV_DB, ROOT, worker_env
 
 objects = BackgroundTask.objects
+
+
+# --- asked directly ---------------------------------------------------------------------
+
+
+def test_a_migrated_database_that_answers_is_healthy_and_live_workers_are_counted(
+    db_alias: str,
+) -> None:
+    assert problem() is None
+    assert unapplied_migrations(db_alias) == []
+    found = problem(workers=1)
+    assert found == Problem(
+        "0 live worker(s), fewer than the 1 required", "0 silent (no heartbeat within their ttl)"
+    )
+    assert str(found) == f"{found.reason}: {found.detail}" and not found.unreachable
+    objects.work.beat(worker="w1", host="h", pid=1, tasks=[], concurrency=1, running=[])
+    assert problem(workers=1) is None
+
+
+def test_a_lease_database_not_in_databases_is_the_first_problem(settings: Any) -> None:
+    settings.BGTASKS_DATABASE = "leases"
+    found = problem(workers=3)  # no statement: there is no database to send it to
+    assert found is not None and not found.unreachable
+    assert found.reason == "BGTASKS_DATABASE 'leases' is not one of DATABASES"
+    assert found.detail.startswith("set it to one of 'default'") and "'leases'" not in found.detail
+
+
+def test_an_unreachable_database_says_where_it_was_looked_for_and_the_first_line(
+    db_alias: str,
+) -> None:
+    error = OperationalError("connection refused\n\tIs the server running on that host?")
+    found = unreachable(db_alias, error)
+    assert found.unreachable and found.reason == f"database {db_alias!r} unreachable"
+    place, _, rest = found.detail.partition(": ")
+    assert rest == "connection refused; is the server running there?"
+    db = connections.settings[db_alias]
+    if db["ENGINE"].endswith("sqlite3"):
+        assert place == f"file {db['NAME']}"
+    else:
+        assert place.endswith(f":{db['PORT']}") and "\n" not in found.detail
+
+
+@pytest.mark.parametrize(
+    ("workers", "error", "message"),
+    [
+        (-1, ValueError, "workers must be 0 or more, not -1."),
+        (True, TypeError, "workers must be a whole number, not True."),
+        (1.0, TypeError, "workers must be a whole number, not 1.0."),
+        ("2", TypeError, "workers must be a whole number, not '2'."),
+    ],
+)
+def test_a_bad_worker_count_is_refused_before_any_check(
+    refusal_alias: str, workers: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        required_workers(workers)
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        problem(workers=workers)
+    assert required_workers(0) == 0 and required_workers(7) == 7
+
+
+# --- through bgtasks health ----------------------------------------------------------------
 
 
 def health(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
