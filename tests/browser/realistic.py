@@ -215,7 +215,7 @@ def _django_tasks(alias: str) -> Filled:
 def _rollup(alias: str) -> None:
     """The dashboard's last hour, as the workers' rollup would have it: a
     busy hour's counts written straight into the rollup's rows (the rows a
-    real roll writes are tests/operations/test_rollup.py's), so that the
+    real roll writes are tests/queue/test_rollup.py's), so that the
     other pages' lists are not full of the tasks behind them. A burst of
     failures and a wait 12 minutes ago."""
     end = rollup.floor(BackgroundTask.objects.work.clock() - rollup.SETTLE, 60)

@@ -182,7 +182,7 @@ def test_task_lease_outside_a_run_is_a_lookup_error() -> None:
 # 1.3 s late once, and the lease expired under a live task. Why is not
 # proven. A lock wait beside recover() was found and removed (MariaDB's
 # recover locked every live running row it read; a heartbeat waited for
-# it: tests/db/test_mysql_queue.py), but with one query a statement, as
+# it: tests/db/mysql/test_queue.py), but with one query a statement, as
 # here, that wait lasts milliseconds; 45 runs of this test, quiet and under
 # load, saw renewals at most 58 ms late. This interval leaves 1.75 s of
 # slack against the 2 s ttl for a thread a loaded machine stalls.

@@ -2,7 +2,7 @@
 ends run as stored procedures, created once, with the caller's privileges;
 created again when dropped; and run as text, with the same result, where a
 procedure can't be had (a user without CREATE ROUTINE, or without EXECUTE on
-one another user created). tests/db/test_mysql_queue.py runs every rule of
+one another user created). tests/db/mysql/test_queue.py runs every rule of
 the claims and ends both ways, and rolls back a round whose procedure
 fails. ``manage.py bgtasks procedures`` lists them, and drops them under a
 running worker, which creates them again and runs each task once."""
