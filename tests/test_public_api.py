@@ -1,12 +1,11 @@
 """The package's own names (django_bgtasks/__init__.py): what ``import
 django_bgtasks`` exports, each re-exported lazily as the object its module
-defines, without importing the runner, the models or the SQL before use; and
-the exceptions' one base.
+defines, without importing the runner, the models or the SQL before use.
 
 What each name does is tested next to the module that defines it:
 core/test_runner.py (``lease``, ``RunningLease``), background/test_functions.py
 (``background_task``), core/test_states.py (``TaskState``), core/test_leases.py
-(``BackgroundTask.objects``, ``TaskRun.objects``)."""
+(``BackgroundTask.objects``, ``TaskRun.objects``), test_exceptions.py (the errors)."""
 
 from __future__ import annotations
 
@@ -18,14 +17,6 @@ import sys
 import pytest
 
 import django_bgtasks
-from django_bgtasks import (
-    BgTasksError,
-    LeaseHeld,
-    LeaseLost,
-    TaskCancelled,
-    TaskTimedOut,
-    UnknownTask,
-)
 from django_bgtasks.background import functions as tasks
 from django_bgtasks.core import runner, states
 from tests.procs import ROOT
@@ -105,18 +96,3 @@ def test_importing_the_package_alone_imports_no_runner_models_or_sql() -> None:
     assert found["loaded_before_setup"] == ["django_bgtasks.exceptions"]
     assert found["refused_before_setup"] == "AppRegistryNotReady"
     assert found["same_object_after_setup"] is True
-
-
-def test_the_public_names_share_one_base() -> None:
-    for error in (LeaseHeld, LeaseLost, TaskCancelled, UnknownTask):
-        assert issubclass(error, BgTasksError)
-
-
-def test_a_timeout_is_a_cancel_that_says_so() -> None:
-    # Code that stops on a cancel stops on a timeout too; it names the limit.
-    assert issubclass(TaskTimedOut, TaskCancelled)
-    assert django_bgtasks.TaskTimedOut is TaskTimedOut
-    assert "TaskTimedOut" in django_bgtasks.__all__
-    error = TaskTimedOut("nightly", 2.5)
-    assert (error.name, error.timeout) == ("nightly", 2.5)
-    assert str(error) == "task 'nightly' timed out: it ran past its 2.5 s"

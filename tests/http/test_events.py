@@ -1,4 +1,10 @@
-"""The event stream (django_bgtasks.events), served by a real uvicorn process.
+"""The event stream's views (django_bgtasks.http.events; ``watch_url``'s
+public path is django_bgtasks.events), served by a real uvicorn process: who
+may open a stream (403 and no data for anyone else, the session's end ending
+it), one task's stream, bad input, the signed watch URLs, and the 501 under
+WSGI. How a stream sends its events (the states, each change, keepalives,
+``Last-Event-ID``, many streams at once), django_bgtasks.http.stream:
+tests/http/test_stream.py.
 
 Each test starts uvicorn on the test databases (tests/asgiserver.py), then
 changes leases from the test process, as another replica would, and reads
@@ -10,7 +16,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,22 +26,8 @@ from django.test import Client
 from django_bgtasks.http.events import watch_url
 from django_bgtasks.models import BackgroundTask
 from tests.asgiserver import Stream, get, uvicorn
+from tests.http.conftest import FAST
 from tests.procs import wait_until
-
-FAST = {"BGTASKS_EVENTS_KEEPALIVE": 0.5, "BGTASKS_CHANGES_POLL_INTERVAL": 0.05}
-
-
-@pytest.fixture
-def server(site_alias: str) -> Iterator[str]:
-    with uvicorn(sorted({"default", site_alias}), BGTASKS_DATABASE=site_alias, **FAST) as host:
-        yield host
-
-
-@pytest.fixture
-def staff_cookie(make_staff: Callable[..., Any]) -> str:
-    client = Client()
-    client.force_login(make_staff("watcher", "view_backgroundtask"))
-    return f"sessionid={client.cookies['sessionid'].value}"
 
 
 def open_stream(host: str, path: str, cookie: str = "", **headers: str) -> Stream:
@@ -73,29 +65,6 @@ def test_a_page_offers_the_stream_only_where_it_is_served(settings: Any) -> None
     assert (stream_offered(wsgi), stream_offered(asgi)) == (True, True)
     settings.BGTASKS_ADMIN_EVENTS = False
     assert (stream_offered(wsgi), stream_offered(asgi)) == (False, False)
-
-
-def test_a_stream_sends_the_state_then_every_change_made_elsewhere(
-    server: str, staff_cookie: str
-) -> None:
-    first = BackgroundTask.objects.try_claim("job", "elsewhere", {"done": 0, "total": 3})
-    assert first is not None
-    stream = open_stream(server, "/bgtasks/events/", staff_cookie)
-    try:
-        assert next_state(stream, "job")["value"] == {"done": 0, "total": 3}
-        BackgroundTask.objects.update_state("job", "elsewhere", {"done": 2, "total": 3})
-        assert next_state(stream, "job")["progress"] == pytest.approx(2 / 3)
-        BackgroundTask.objects.release("job", "elsewhere", token=first.token)
-        ended = next_state(stream, "job")
-        assert ended["running"] is False and ended["outcome"] == "succeeded"
-        # The keepalive comment, here every 0.5 s, then the heartbeat ages,
-        # which are no change and come only this way.
-        kinds = [stream.next(5) for _ in range(4)]
-        assert "comment" in [event.kind for event in kinds]
-        ages = next(event.data for event in kinds if event.kind == "heartbeats")
-        assert set(ages) >= {"job"} and ages["job"] >= 0
-    finally:
-        stream.close()
 
 
 def test_a_one_task_stream_sends_that_task_alone(server: str, staff_cookie: str) -> None:
@@ -137,34 +106,6 @@ def test_the_stream_is_a_get_that_needs_no_csrf_token_and_refuses_writes(
         # The CSRF middleware refuses an unsafe method first (403), else the view (405).
         assert status in (403, 405)
         assert not headers["content-type"].startswith("text/event-stream")
-
-
-def test_last_event_id_resumes_without_repeats_or_with_what_was_missed(
-    server: str, staff_cookie: str
-) -> None:
-    BackgroundTask.objects.try_claim("job", "elsewhere", {"done": 1})
-    stream = open_stream(server, "/bgtasks/events/", staff_cookie)
-    next_state(stream, "job")
-    while stream.next(5).kind != "comment":  # every task's state, then the keepalive
-        pass
-    seen = stream.last_id
-    stream.close()
-    assert seen
-
-    # Nothing changed: the reconnected stream repeats nothing.
-    stream = open_stream(server, "/bgtasks/events/", staff_cookie, **{"Last-Event-ID": seen})
-    try:
-        assert stream.next(5).kind == "comment"  # the keepalive comes, no state
-    finally:
-        stream.close()
-
-    # A change while disconnected: it comes first on reconnecting.
-    BackgroundTask.objects.update_state("job", "elsewhere", {"done": 2})
-    stream = open_stream(server, "/bgtasks/events/", staff_cookie, **{"Last-Event-ID": seen})
-    try:
-        assert next_state(stream, "job", timeout=2)["value"] == {"done": 2}
-    finally:
-        stream.close()
 
 
 def test_the_stream_ends_when_the_session_does(
@@ -343,34 +284,6 @@ def test_every_stream_of_a_session_ends_when_the_session_does(
             deadline = time.monotonic() + 10
             while stream.next(5).kind != "end":
                 assert time.monotonic() < deadline, "a stream went on after the logout"
-    finally:
-        for stream in streams:
-            stream.close()
-
-
-def test_streams_opened_all_at_once_each_get_their_state_and_every_change(
-    server: str, staff_cookie: str
-) -> None:
-    # More streams than the process's READ_SLOTS open at the same moment:
-    # their reads queue for a slot, and every one opens.
-    from concurrent.futures import ThreadPoolExecutor
-
-    from django_bgtasks.http.stream import READ_SLOTS
-
-    BackgroundTask.objects.try_claim("job", "elsewhere", {"done": 0})
-    count = READ_SLOTS * 4
-    with ThreadPoolExecutor(count) as pool:
-        streams = list(
-            pool.map(
-                lambda _: open_stream(server, "/bgtasks/job/events/", staff_cookie), range(count)
-            )
-        )
-    try:
-        for stream in streams:
-            assert next_state(stream, "job")["value"] == {"done": 0}
-        BackgroundTask.objects.update_state("job", "elsewhere", {"done": 1})
-        for stream in streams:
-            assert next_state(stream, "job")["value"] == {"done": 1}
     finally:
         for stream in streams:
             stream.close()

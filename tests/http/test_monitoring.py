@@ -1,6 +1,7 @@
 """http/monitoring.py: the metrics view's access and text, its answer without
 prometheus_client, and the readiness view. (A real Prometheus scraping it:
-tests/http/test_prometheus.py.)"""
+tests/http/test_prometheus.py; the system check of a view mounted without
+prometheus_client: tests/checks/test_metrics_view.py.)"""
 
 from __future__ import annotations
 
@@ -95,27 +96,6 @@ def test_without_prometheus_client_the_view_says_how_to_install_it(
     assert_json_error(Client().get(URL), 403)
     # The readiness view needs nothing of it.
     assert Client().get("/bgtasks/ready/").status_code == 200
-
-
-def test_without_prometheus_client_a_mounted_view_is_an_info(
-    without_prometheus_client: None, settings: Any
-) -> None:
-    found = [message for message in url_checks() if message.id == "bgtasks.I001"]
-    assert len(found) == 1 and "/bgtasks/metrics/" in found[0].msg
-    settings.ROOT_URLCONF = "tests.testapp.no_api_urls"
-    assert not [message for message in url_checks() if message.id == "bgtasks.I001"]
-
-
-def test_with_prometheus_client_there_is_no_info() -> None:
-    assert not [message for message in url_checks() if message.id == "bgtasks.I001"]
-
-
-def url_checks() -> list[Any]:
-    """The URL checks, ours among them (the model checks would query the
-    databases, which these tests don't open; Django 6's JSONField check does)."""
-    from django.core.checks import Tags, run_checks
-
-    return run_checks(tags=[Tags.urls])
 
 
 # --- the readiness view ------------------------------------------------------------------
