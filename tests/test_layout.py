@@ -719,41 +719,9 @@ def test_a_module_name_is_one_feature() -> None:
     }
 
 
-# --- every module has its tests: in its mirror, or where TESTED_IN says ---------------------
+# --- every module has its tests, in its mirror ----------------------------------------------
 
 ROOT = PACKAGE.parent
-
-# The modules whose tests are not in their mirror (mirrors() below): the one
-# or two test modules that test each most directly (CONTRIBUTING.md's "Where
-# the tests are" says where the others are).
-TESTED_IN: dict[str, tuple[str, ...]] = {
-    "apps.py": ("tests/http/test_monitoring.py",),
-    "checks/metrics_view.py": ("tests/http/test_monitoring.py",),
-    "choices.py": ("tests/test_layout.py",),
-    "conf.py": ("tests/checks/test_settings.py",),
-    "events.py": ("tests/http/test_events.py",),
-    "exceptions.py": ("tests/test_public_api.py",),
-    "http/access.py": ("tests/http/test_api.py", "tests/http/test_events.py"),
-    "http/bulk.py": ("tests/http/test_api_search.py",),
-    "http/forms.py": ("tests/http/test_api.py", "tests/http/test_api_search.py"),
-    "http/paging.py": ("tests/http/test_api.py",),
-    "http/responses.py": ("tests/http/test_api.py",),
-    "http/stream.py": ("tests/http/test_events.py",),
-    "limits.py": ("tests/test_layout.py", "tests/test_validation.py"),
-    "urls.py": ("tests/http/test_api.py",),
-}
-
-# The modules TESTED_IN's test modules don't name (by their dotted path, or
-# ``from <package> import <module>``), and why: each is reached only through
-# another module, and tested through it.
-REACHED_THROUGH: dict[str, str] = {
-    "apps.py": "Django runs its ready(): tested by a check it registers (bgtasks.I001)",
-    "checks/metrics_view.py": "run by Django's checks (apps.py registers it): tested by its id",
-    "http/access.py": "asked by the API's and the stream's views: tested by requesting them",
-    "http/bulk.py": "views urls.py mounts: tested by requesting them",
-    "http/forms.py": "the bodies of the API's writes: tested by posting them",
-    "http/responses.py": "what every HTTP view answers alike: tested by requesting them",
-}
 
 
 def mirrors(module: Path) -> tuple[Path, Path]:
@@ -764,112 +732,37 @@ def mirrors(module: Path) -> tuple[Path, Path]:
     return folder / f"test_{module.stem}.py", folder / module.stem
 
 
-def dotted(module: Path) -> str:
-    """``module``'s dotted path: django_bgtasks.db.shared for db/shared.py."""
-    return ".".join((PACKAGE.name, *module.with_suffix("").parts))
-
-
-def mentions(text: str, module: Path) -> bool:
-    """Whether a test module's ``text`` names ``module``: its dotted path (in
-    an import, a patched name, a setting, a public name's path) or ``from
-    <package> import <module>``, alone or in a list."""
-    path = dotted(module)
-    package, name = path.rsplit(".", 1)
-    return bool(
-        re.search(rf"(?<![\w.]){re.escape(path)}\b", text)
-        or re.search(rf"\bfrom {re.escape(package)} import (\([^)]*|[^\n]*)\b{name}\b", text)
-    )
-
-
-def untested(
-    modules: list[Path],
-    root: Path,
-    tested_in: dict[str, tuple[str, ...]],
-    reached_through: dict[str, str],
-) -> list[str]:
-    """Each way the tests of ``modules`` can't be found under ``root``, said
-    as what to do: a module with neither a mirror nor an entry in
-    ``tested_in``, or with both; an entry for no module, or listing a test
-    module that is missing or doesn't name the module (but where
-    ``reached_through`` says why); an entry of ``reached_through`` not needed."""
+def untested(modules: list[Path], root: Path) -> list[str]:
+    """The modules of ``modules`` whose mirror (mirrors()) is missing under
+    ``root``, each said as what to add."""
     found = []
     for module in modules:
-        key = module.as_posix()
         mirror, folder = mirrors(module)
-        mirrored = (root / mirror).is_file() or (root / folder).is_dir()
-        if mirrored and key in tested_in:
-            found.append(f"{key}: {mirror} is its mirror: take it out of TESTED_IN")
-        elif not mirrored and key not in tested_in:
-            found.append(f"{key}: add {mirror}, or say in TESTED_IN which test module tests it")
-    known = {module.as_posix() for module in modules}
-    for key, tests in tested_in.items():
-        if key not in known:
-            found.append(f"TESTED_IN names {key}, which is no module: take it out")
-            continue
-        for test in tests:
-            if not (root / test).is_file():
-                found.append(f"{key}: {test} doesn't exist")
-            elif key not in reached_through and not mentions((root / test).read_text(), Path(key)):
-                found.append(
-                    f"{key}: {test} doesn't name {dotted(Path(key))}:"
-                    " list one that tests it, or say why in REACHED_THROUGH"
-                )
-    for key in reached_through:
-        tests = [root / test for test in tested_in.get(key, ())]
-        if not tests:
-            found.append(f"REACHED_THROUGH names {key}, which TESTED_IN doesn't: take it out")
-        elif all(test.is_file() and mentions(test.read_text(), Path(key)) for test in tests):
-            found.append(f"{key}: its test modules name it: take it out of REACHED_THROUGH")
+        if not ((root / mirror).is_file() or (root / folder).is_dir()):
+            found.append(f"{module.as_posix()}: add {mirror}, its tests")
     return found
 
 
 def test_every_module_has_its_tests() -> None:
-    """Every module's tests can be found: in its mirror, or where TESTED_IN
-    says; and each test module listed exists and names the module (or
-    REACHED_THROUGH says why it can't), so the map can't drift from the tests."""
-    found = untested(_modules(), ROOT, TESTED_IN, REACHED_THROUGH)
+    """Every module of the package has its own test module (or folder), in
+    the package's shape, so that its tests are where a reader looks first.
+    What also reaches it from elsewhere, CONTRIBUTING.md's "Where the tests
+    are" says."""
+    found = untested(_modules(), ROOT)
     assert found == [], "\n".join(found)
 
 
 def test_the_tests_check_can_fail(tmp_path: Path) -> None:
-    for name, text in {
-        "tests/test_a.py": "from django_bgtasks import a\n",
-        "tests/h/test_one.py": "",
-        "tests/management/test_cmd.py": "",
-        "tests/test_x.py": "import django_bgtasks.dd\nfrom django_bgtasks import dd, e\n"
-        "from django_bgtasks.sub import (\n    other,\n    f,\n)\n"
-        'patch("django_bgtasks.g.thing")\n',
-    }.items():
+    for name in ("tests/test_a.py", "tests/management/test_cmd.py", "tests/sub/c/x.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_text("")
     modules = [
         Path(name)
-        for name in (
-            *("a.py", "h.py", "management/commands/cmd.py", "sub/b.py", "sub/c.py"),
-            *("d.py", "e.py", "sub/f.py", "g.py", "i.py"),
-        )
+        for name in ("a.py", "h.py", "management/commands/cmd.py", "sub/b.py", "sub/c.py")
     ]
-    x = ("tests/test_x.py",)
-    tested_in = {
-        "a.py": ("tests/test_a.py",),  # mirrored too
-        "sub/c.py": ("tests/test_gone.py",),
-        "d.py": x,  # (only dd, a longer name)
-        "e.py": x,
-        "sub/f.py": x,
-        "g.py": x,
-        "i.py": x,
-        "gone.py": x,
-    }
-    reached_through = {"e.py": "named after all", "i.py": "reached through g", "z.py": "gone"}
-    assert untested(modules, tmp_path, tested_in, reached_through) == [
-        "a.py: tests/test_a.py is its mirror: take it out of TESTED_IN",
-        "sub/b.py: add tests/sub/test_b.py, or say in TESTED_IN which test module tests it",
-        "sub/c.py: tests/test_gone.py doesn't exist",
-        "d.py: tests/test_x.py doesn't name django_bgtasks.d:"
-        " list one that tests it, or say why in REACHED_THROUGH",
-        "TESTED_IN names gone.py, which is no module: take it out",
-        "e.py: its test modules name it: take it out of REACHED_THROUGH",
-        "REACHED_THROUGH names z.py, which TESTED_IN doesn't: take it out",
+    assert untested(modules, tmp_path) == [
+        "h.py: add tests/test_h.py, its tests",
+        "sub/b.py: add tests/sub/test_b.py, its tests",
     ]
 
 

@@ -5,7 +5,8 @@ defines, without importing the runner, the models or the SQL before use.
 What each name does is tested next to the module that defines it:
 core/test_runner.py (``lease``, ``RunningLease``), background/test_functions.py
 (``background_task``), core/test_states.py (``TaskState``), core/test_leases.py
-(``BackgroundTask.objects``, ``TaskRun.objects``), test_exceptions.py (the errors)."""
+(``BackgroundTask.objects``, ``TaskRun.objects``; the operator's side of
+them: core/test_requests.py), test_exceptions.py (the errors)."""
 
 from __future__ import annotations
 
