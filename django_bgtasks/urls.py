@@ -35,7 +35,8 @@ urlpatterns = [
     # The workers; before "<name>/", so a task named "workers" is not reachable by GET here.
     path("workers/", views.worker_list, name="workers"),
     # Django Tasks (LeaseBackend), by result id; before "<name>/", so a
-    # background task named "django-tasks" is not reachable by GET here.
+    # background task named "django-tasks" is not reachable by GET here, and
+    # its cancel is the bulk cancel by filter (its run is still its own).
     # (Alike lines on purpose: a route a line, as Django's URLconfs write them.)
     path("django-tasks/", views.queued_list, name="django-tasks"),
     path("django-tasks/queues/", views.queue_list, name="django-tasks-queues"),
@@ -54,8 +55,8 @@ urlpatterns = [
     path("<str:name>/pause/", views.task_pause, name="pause"),
     path("<str:name>/unpause/", views.task_unpause, name="unpause"),
     # Last: a Django Task id that is no UUID, which no route above took, gets
-    # the views' JSON 404 (not Django's HTML one). After "<name>/run/" and
-    # "<name>/cancel/", which a background task named "django-tasks" keeps.
+    # the views' JSON 404 (not Django's HTML one). After "<name>/run/", which
+    # a background task named "django-tasks" keeps.
     path("django-tasks/<str:result_id>/", views.queued_detail),
     path("django-tasks/<str:result_id>/cancel/", views.queued_cancel),
     path("django-tasks/<str:result_id>/retry/", views.queued_retry),
