@@ -66,26 +66,27 @@ def test_a_holder_not_renewed_within_its_ttl_gives_its_lease_up(
 ) -> None:
     """The deadline counts from when the claim, then the last renewal, was
     sent: a renewal moves it on; none for a ttl, and the holder gives the
-    lease up, on its own clock (here no heartbeat renews it)."""
-    claimed = objects.try_claim("h-deadline", "holder", ttl=1.0)
+    lease up, on its own clock (here no heartbeat renews it). The ttl is
+    long enough for the claim, a renewal and a check on a loaded machine."""
+    claimed = objects.try_claim("h-deadline", "holder", ttl=3.0)
     assert claimed is not None
     running = RunningLease(claimed)
     assert isinstance(running, Holder)
     before = time.monotonic()
     # (remaining() read last: the sum is the deadline or a hair earlier)
-    assert time.monotonic() + running.remaining() < before + 1.0
+    assert time.monotonic() + running.remaining() < before + 3.0
     running.renew_now()
     # (remaining() read first: the sum is the deadline or a hair later)
-    assert running.remaining() + time.monotonic() >= before + 1.0  # sent after ``before``
+    assert running.remaining() + time.monotonic() >= before + 3.0  # sent after ``before``
     assert not running.lost
     running.check()
     time.sleep(max(running.remaining(), 0.0) + 0.05)
     assert running.lost
-    with pytest.raises(LeaseLost, match=r"not renewed within the ttl \(1 s\)"):
+    with pytest.raises(LeaseLost, match=r"not renewed within the ttl \(3 s\)"):
         running.check()
     [record] = [r for r in caplog.records if r.levelname == "WARNING"]
     assert record.getMessage() == (
-        f"lease 'h-deadline' (token {claimed.token}) lost: not renewed within the ttl (1 s): "
+        f"lease 'h-deadline' (token {claimed.token}) lost: not renewed within the ttl (3 s): "
         "the database was unreachable or this process was paused"
     )
     # Given up here alone: the row still names the holder, until its ttl there.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +27,24 @@ from django_bgtasks.models import Worker
 logger = logging.getLogger("tests.db.test_outages")
 
 
-def _closed_port() -> int:
-    """A port of this machine that nothing listens on."""
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A port of this machine that nothing listens on: bound for the test,
+    so that no other process (a server another test starts) takes it, and
+    not listening, so that a connect to it is refused."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+        yield int(probe.getsockname()[1])
 
 
-def _unreachable(alias: str, tmp_path: Path) -> BaseDatabaseWrapper:
+def _unreachable(alias: str, tmp_path: Path, port: int) -> BaseDatabaseWrapper:
     """A connection of ``alias``'s engine to a database that isn't there: a
     server's at a port nothing listens on, SQLite's in a missing folder."""
     settings = dict(connections.settings[alias])
     if connections[alias].vendor == "sqlite":
         settings["NAME"] = str(tmp_path / "missing" / "db.sqlite3")
     else:
-        settings.update(HOST="127.0.0.1", PORT=str(_closed_port()))
+        settings.update(HOST="127.0.0.1", PORT=str(port))
     return load_backend(settings["ENGINE"]).DatabaseWrapper(settings, "unreachable")
 
 
@@ -75,9 +79,9 @@ def _session(alias: str) -> int:
 
 
 def test_a_database_that_cant_be_reached_is_an_outage_and_a_refused_write_is_not(
-    db_alias: str, tmp_path: Path
+    db_alias: str, tmp_path: Path, closed_port: int
 ) -> None:
-    unreachable = _unreachable(db_alias, tmp_path)
+    unreachable = _unreachable(db_alias, tmp_path, closed_port)
     try:
         with pytest.raises(TRANSIENT_ERRORS) as down:
             unreachable.ensure_connection()
@@ -130,9 +134,9 @@ def test_an_outage_under_a_call_is_retried_on_a_new_connection_on_mysql(
 
 
 def test_a_retry_ends_at_a_refused_write_at_a_lost_lease_and_when_told_to_stop(
-    db_alias: str, tmp_path: Path
+    db_alias: str, tmp_path: Path, closed_port: int
 ) -> None:
-    unreachable = _unreachable(db_alias, tmp_path)
+    unreachable = _unreachable(db_alias, tmp_path, closed_port)
     tries: list[str] = []
 
     def retry(call: Any, *, lost_after: int = 99, stop: threading.Event | None = None) -> Any:

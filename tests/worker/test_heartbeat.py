@@ -76,7 +76,7 @@ def test_a_beat_states_the_workers_runs_and_is_written_again_when_due_or_changed
         [],
         180.0,
     )
-    assert 59 < beats.due_in() <= 60
+    assert 50 < beats.due_in() <= 60  # (the beat's round trips came after its time)
 
     backdate_worker(db_alias, "hb:1:x", 10)  # so that a write shows
     before = _row(db_alias, "hb:1:x").updated_at
