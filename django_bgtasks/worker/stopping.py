@@ -18,6 +18,7 @@ from django.db import DatabaseError
 
 from django_bgtasks.core.runner import RunningLease
 from django_bgtasks.db.outages import close_connection
+from django_bgtasks.queue.manager import RUNNING
 from django_bgtasks.worker.queue_threads import log_ended as log_queued_ended
 from django_bgtasks.worker.runs import log_ended
 
@@ -87,6 +88,10 @@ def _write(runs: list[RunningLease], queued: list[QueuedLease]) -> None:
             except DatabaseError as exc:
                 logger.warning("queued task %s: not handed back: %s", lease.name, exc)
             else:
-                log_queued_ended(lease.claim, status, lease.duration)
+                # RUNNING: nothing written (the run had ended, and said so
+                # itself, or its lease was lost), as a running lease's
+                # interrupt() returning False above: nothing to say here.
+                if status != RUNNING:
+                    log_queued_ended(lease.claim, status, lease.duration)
     finally:
         close_connection()

@@ -88,3 +88,4 @@ def test_a_stop_at_once_hands_back_each_run_still_going_once(
     assert (row.status, row.attempts, row.token) == ("READY", 0, claim.token)
     said = [r.getMessage() for r in caplog.records if r.name == "django_bgtasks.worker"]
     assert len([line for line in said if line.startswith("task 's-stuck' ")]) == 1
+    assert len([line for line in said if line.startswith(claim.described)]) == 1
