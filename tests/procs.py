@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -170,6 +171,35 @@ def wait_until(
         time.sleep(every)
     because = f" ({why})" if why else ""
     raise AssertionError(f"timed out after {timeout} s waiting for {what}{because}")
+
+
+def run_python(
+    code: str,
+    *,
+    settings: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike[str] = ROOT,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (dedented) in a Python process of its own, from ``cwd``,
+    for what this process can't show any more (an import, a ``setup()``, a
+    project without the app): with ``settings``, that settings module, the
+    checkout on the path and warnings as errors; else ``env`` (this one's by
+    default). Fail with its stderr unless it exits 0."""
+    if settings is not None:
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings, "PYTHONWARNINGS": "error"}
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
 
 
 def start_together(workers: Sequence[Worker]) -> None:

@@ -8,9 +8,6 @@ modules import the checks themselves."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 from django.apps import apps
 from django.core.checks.registry import registry
@@ -18,7 +15,7 @@ from django.db import models
 
 from django_bgtasks.apps import BgTasksConfig
 from django_bgtasks.models import TaskRun
-from tests.procs import ROOT
+from tests.procs import run_python
 
 
 def test_the_installed_app_is_bgtasksconfig() -> None:
@@ -48,18 +45,7 @@ print(json.dumps({
 
 
 def test_setting_up_django_registers_the_checks_and_every_app_s_tasks() -> None:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONWARNINGS": "error"}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run(
-        [sys.executable, "-c", SET_UP],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(SET_UP, settings="tests.settings", timeout=60)
     found = json.loads(done.stdout.splitlines()[-1])
     # Every check of the app, as this process (which imported them all) has them.
     ours = sorted(

@@ -7,17 +7,13 @@ itself: tests/queue/test_backend.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from django_bgtasks import backend, compat
 from django_bgtasks.queue import backend as queue_backend
 from django_bgtasks.queue import execute
-from tests.procs import ROOT
+from tests.procs import run_python
 
 
 def test_the_public_names_are_the_queues() -> None:
@@ -62,13 +58,5 @@ print(sorted(name for name in sys.modules if name.startswith("django_bgtasks.mod
 
 
 def test_the_path_imports_where_the_app_is_not_installed() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(WITHOUT_THE_APP)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(WITHOUT_THE_APP)
     assert done.stdout.splitlines() == ["django_bgtasks.queue.backend LeaseBackend", "[]"]

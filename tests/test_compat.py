@@ -5,16 +5,13 @@ that says what to install."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from importlib import import_module
 from typing import Any
 
 import django
 
 from django_bgtasks import compat
-from tests.procs import ROOT
+from tests.procs import run_python
 
 # Where each name of compat.py comes from, by the framework's package.
 SPELLINGS = {
@@ -78,15 +75,7 @@ except ImportError as exc:
 
 
 def test_without_the_framework_the_import_says_what_to_install() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(WITHOUT_EITHER)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(WITHOUT_EITHER)
     assert done.stdout.strip() == (
         "django_bgtasks.backend needs Django's Tasks framework: Django 6.0 or newer, or on "
         'Django 5.2 the django-tasks backport (pip install "django-bgtasks[tasks]").'

@@ -11,16 +11,13 @@ them: core/test_requests.py), test_exceptions.py (the errors)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 import django_bgtasks
 from django_bgtasks.background import functions as tasks
 from django_bgtasks.core import runner, states
-from tests.procs import ROOT
+from tests.procs import run_python
 
 # --- the package's names, re-exported lazily ---------------------------------------------
 
@@ -81,18 +78,7 @@ def test_importing_the_package_alone_imports_no_runner_models_or_sql() -> None:
     """``import django_bgtasks`` before Django is set up (in a settings file,
     say) is safe: it loads the exceptions only; the runner, the models and the
     SQL come on first use, and are then the very objects they define."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONWARNINGS": "error"}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORT_ALONE],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(IMPORT_ALONE, settings="tests.settings", timeout=60)
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["loaded_before_setup"] == ["django_bgtasks.exceptions"]
     assert found["refused_before_setup"] == "AppRegistryNotReady"

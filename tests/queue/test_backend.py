@@ -18,9 +18,6 @@ import dataclasses
 import datetime as dt
 import os
 import re
-import subprocess
-import sys
-import textwrap
 import threading
 import uuid
 from pathlib import Path
@@ -38,6 +35,7 @@ from django_bgtasks.backend import LeaseBackend
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.queue.execute import execute
 from tests import djtasks
+from tests.procs import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ["default", "immediate"]
@@ -700,15 +698,7 @@ def test_a_project_with_the_backend_and_without_the_app(tmp_path: Path) -> None:
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]),
         "DJANGO_SETTINGS_MODULE": "no_app_settings",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(NO_APP_SCRIPT)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(NO_APP_SCRIPT, env=env, cwd=tmp_path)
     assert "bgtasks.E018" in done.stdout and "RuntimeError" not in done.stderr
     assert "ImproperlyConfigured: TASKS['default']" in done.stdout
 
