@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connections
+from django.test import Client
 from hypothesis import settings as hypothesis_settings
 
 from tests import flush, pgbouncer, pgserver, procs
@@ -385,6 +386,15 @@ def make_staff(django_user_model: Any) -> Callable[..., Any]:
         return user
 
     return make
+
+
+@pytest.fixture
+def viewer(make_staff: Any) -> Client:
+    """A test client logged in as staff with the view permission alone: the
+    admin's, the API's and the event stream's tests each read as one."""
+    client = Client()
+    client.force_login(make_staff("viewer", "view_backgroundtask"))
+    return client
 
 
 @pytest.fixture

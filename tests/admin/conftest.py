@@ -1,8 +1,9 @@
-"""What the admin's tests share: the logged-in clients of a superuser and of
-view-only staff (users live in "default", whatever database the tasks are
-on), the URLs of a background task's page and operator views, the
-changelist's actions, a row of its page, the messages a response carries,
-and the changes the admin logged (its ``LogEntry``).
+"""What the admin's tests share: the logged-in client of a superuser (users
+live in "default", whatever database the tasks are on; view-only staff's,
+``viewer``, is tests/conftest.py's), the URLs of a background task's page
+and operator views, the changelist's actions, a row of its page, the
+messages a response carries, and the changes the admin logged (its
+``LogEntry``).
 
 The helpers are fixtures, each the function a test calls: ``url("cleanup",
 "cancel")``, ``messages_of(response)``."""
@@ -24,13 +25,6 @@ CHANGELIST = "/admin/django_bgtasks/backgroundtask/"
 def superuser(make_staff: Any) -> Client:
     client = Client()
     client.force_login(make_staff("root", superuser=True))
-    return client
-
-
-@pytest.fixture
-def viewer(make_staff: Any) -> Client:
-    client = Client()
-    client.force_login(make_staff("viewer", "view_backgroundtask"))
     return client
 
 

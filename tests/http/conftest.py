@@ -1,8 +1,9 @@
-"""What the HTTP surfaces' tests share: the logged-in clients of the JSON API
-(view-only staff, and an operator with the change permission; users live in
-"default", whatever database the tasks are on), and, for the event stream's
-tests, a uvicorn server on the test databases with short keepalives and polls
-(``FAST``) and a view-only staff member's session cookie."""
+"""What the HTTP surfaces' tests share: the logged-in client of an operator
+with the change permission (users live in "default", whatever database the
+tasks are on; view-only staff's, ``viewer``, is tests/conftest.py's), and,
+for the event stream's tests, a uvicorn server on the test databases with
+short keepalives and polls (``FAST``) and a view-only staff member's session
+cookie."""
 
 from __future__ import annotations
 
@@ -13,13 +14,6 @@ import pytest
 from django.test import Client
 
 from tests.asgiserver import uvicorn
-
-
-@pytest.fixture
-def viewer(make_staff: Any) -> Client:
-    client = Client()
-    client.force_login(make_staff("viewer", "view_backgroundtask"))
-    return client
 
 
 @pytest.fixture
