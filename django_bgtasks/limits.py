@@ -90,6 +90,10 @@ MAX_ATTEMPTS = 1000
 MAX_FLOW_LIMIT = 10_000
 MAX_FLOW_KEY_LENGTH = 255
 FLOW_KIND_LENGTH = 16
+# A fairness key's weight (queue/fairness.py): its shares of the workers
+# against a key of weight 1. Bounded so that a typing mistake (a weight of
+# 1,000,000) doesn't starve every other key for good.
+MAX_FAIRNESS_WEIGHT = 1_000
 # A worker's poll (seconds between looks for due work) and its grace on
 # SIGTERM: an hour between looks, or a day's wait to stop, is a typing mistake.
 MAX_POLL = 3600.0

@@ -354,7 +354,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "core.states",
             "db",
             "tracing",
+            "queue.keys",
             "queue.flow",
+            "queue.fairness",
         ),
     ),
     (

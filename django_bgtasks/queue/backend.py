@@ -60,7 +60,7 @@ from django.db import connections
 from django_bgtasks import compat, limits
 from django_bgtasks.conf import conf
 from django_bgtasks.db import engines
-from django_bgtasks.queue import flow
+from django_bgtasks.queue import fairness, flow
 from django_bgtasks.queue.enqueue import Pairs, store
 from django_bgtasks.queue.results import result_from_row
 from django_bgtasks.validation import (
@@ -114,6 +114,12 @@ class LeaseTask(_Task):
     over a limit wait ``READY`` without holding back the others
     (:mod:`django_bgtasks.queue.flow`).
 
+    ``@task(fairness_key=..., fairness_weight=...)``: among ready tasks of
+    equal priority, the claim takes from the keys in turn, so that each key
+    with ready work gets its share of the workers (a key formed as the flow
+    limits' are; a weight a mapping of keys to whole numbers, or a callable
+    taking the key: :mod:`django_bgtasks.queue.fairness`).
+
     A bad value is an ``InvalidTask`` when the task is declared. Where
     ``@task`` passes no extra keywords to ``task_class`` (Django 6.0),
     ``dataclasses.replace(task, max_attempts=3)`` gives the same task with
@@ -128,6 +134,8 @@ class LeaseTask(_Task):
     concurrency_key: str | Callable[..., str] | None = None
     rate_limit: str | None = None
     rate_key: str | Callable[..., str] | None = None
+    fairness_key: str | Callable[..., str] | None = None
+    fairness_weight: Mapping[str, int] | Callable[[str], int] | None = None
 
     @property
     def unique_key(self) -> str | None:
@@ -187,6 +195,7 @@ class LeaseBackend(compat.BaseTaskBackend):
             validate_retry_delay(getattr(task, "retry_delay", None))
             validate_timeout(getattr(task, "timeout", None))
             flow.check_task(task)
+            fairness.check_task(task)
         except (TypeError, ValueError) as exc:
             raise compat.InvalidTask(f"task {task.module_path!r}: {exc}") from None
         key = getattr(task, "unique_key", None)

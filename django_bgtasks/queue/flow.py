@@ -6,23 +6,23 @@ window of that length) with ``rate_key=``.
 
 A key is a format string over the task's arguments by parameter name
 (``"account:{account_id}"``), or a callable that takes the task's arguments
-(not the context) and returns the key; without one it is the task's module
-path. :func:`check_task` refuses a bad declaration with the reason (at
-``@task(...)``, as ``InvalidTask``); :func:`resolve` forms the keys of one
-enqueue from its arguments (a ``TypeError`` when they can't form one, before
-any SQL). What the limits mean in the claim: db/shared.py.
+(not the context) and returns the key (:mod:`~django_bgtasks.queue.keys`);
+without one it is the task's module path. :func:`check_task` refuses a bad
+declaration with the reason (at ``@task(...)``, as ``InvalidTask``);
+:meth:`FlowOptions.keys` forms the keys of one enqueue from its arguments (a
+``TypeError`` when they can't form one, before any SQL). What the limits mean
+in the claim: db/shared.py.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
-import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django_bgtasks import limits
+from django_bgtasks.queue.keys import check_key, form_key
 
 # The windows a rate limit names, in seconds.
 RATE_PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -78,36 +78,7 @@ def check_task(task: Any) -> None:
         name = "concurrency" if option == "concurrency" else "rate_limit"
         if limit is None:
             raise ValueError(f"{option}_key needs {name}= too: it keys that limit")
-        _check_key(f"{option}_key", key, task.func)
-
-
-def _check_key(option: str, key: object, func: Callable[..., Any]) -> None:
-    if callable(key):
-        return
-    if not isinstance(key, str) or not key:
-        raise ValueError(
-            f"{option} must be a format string over the task's arguments or a "
-            f"callable taking them, not {key!r}"
-        )
-    try:
-        fields = [field for _, field, _, _ in string.Formatter().parse(key) if field is not None]
-    except ValueError as exc:
-        raise ValueError(f"{option} {key!r} is not a format string: {exc}") from None
-    try:
-        parameters = inspect.signature(func).parameters
-    except (TypeError, ValueError):  # a callable whose signature Python can't read
-        return
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    for field in fields:
-        name = re.split(r"[.\[]", field, maxsplit=1)[0]
-        if not name or name.isdigit():
-            raise ValueError(
-                f"{option} {key!r} names the arguments by parameter name, not by position"
-            )
-        if name not in parameters and not takes_any:
-            raise ValueError(
-                f"{option} {key!r} names {name!r}, which is not a parameter of the task"
-            )
+        check_key(f"{option}_key", key, task.func)
 
 
 @dataclass(frozen=True)
@@ -157,61 +128,10 @@ class FlowOptions:
         key when the arguments can't form it, or it is empty or too long."""
         concurrency_key = rate_key = None
         if self.concurrency is not None:
-            concurrency_key = _key("concurrency_key", self.concurrency_key, task, args, kwargs)
+            concurrency_key = form_key("concurrency_key", self.concurrency_key, task, args, kwargs)
         if self.rate_limit is not None:
-            rate_key = _key("rate_key", self.rate_key, task, args, kwargs)
+            rate_key = form_key("rate_key", self.rate_key, task, args, kwargs)
         return concurrency_key, rate_key
-
-
-def _key(option: str, key: Any, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
-    if key is None:
-        value: object = task.module_path
-    elif callable(key):
-        try:
-            value = key(*args, **kwargs)
-        except Exception as exc:
-            raise TypeError(
-                f"the {option} of task {task.module_path!r} raised {type(exc).__name__}: {exc}"
-            ) from None
-    else:
-        value = _formatted(option, key, task, args, kwargs)
-    if not isinstance(value, str) or not 0 < len(value) <= limits.MAX_FLOW_KEY_LENGTH:
-        raise TypeError(
-            f"the {option} of task {task.module_path!r} must be a string of 1 to "
-            f"{limits.MAX_FLOW_KEY_LENGTH} characters, not {_shown(value)}"
-        )
-    return value
-
-
-def _formatted(
-    option: str, key: str, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> str:
-    """``key`` formatted with the task's arguments by parameter name (their
-    defaults too; extra keywords by their own name)."""
-    leading = (None,) if task.takes_context else ()
-    try:
-        bound = inspect.signature(task.func).bind(*leading, *args, **kwargs)
-    except (TypeError, ValueError):
-        named: dict[str, Any] = dict(kwargs)
-    else:
-        bound.apply_defaults()
-        named = dict(bound.arguments)
-        for parameter in inspect.signature(task.func).parameters.values():
-            if parameter.kind is inspect.Parameter.VAR_KEYWORD:
-                named.update(named.pop(parameter.name, {}))
-    try:
-        return key.format(**named)
-    except (KeyError, IndexError, AttributeError, ValueError) as exc:
-        raise TypeError(
-            f"the {option} {key!r} of task {task.module_path!r} can't be formed from "
-            f"these arguments: {type(exc).__name__}: {exc}"
-        ) from None
-
-
-def _shown(value: object) -> str:
-    if isinstance(value, str):
-        return f"{len(value)} characters"
-    return repr(value)
 
 
 __all__ = ["FlowOptions", "Rate", "check_task", "parse_rate"]

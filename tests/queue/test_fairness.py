@@ -1,0 +1,111 @@
+"""A Django Task's fair share as ``@task(...)`` declares it
+(queue/fairness.py): a bad ``fairness_key`` or ``fairness_weight`` is an
+``InvalidTask`` at the declaration, with nothing stored; one task's key and
+weight are formed from its arguments, and a weight a callable gives badly is
+a ``TypeError`` naming the task and the key. (Work in progress: the claim
+does not read them yet.)"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from django_bgtasks import compat, limits
+from django_bgtasks.models import QueuedTask
+from django_bgtasks.queue.fairness import check_weight, share
+
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2: the django-tasks backport
+    from django_tasks import task  # type: ignore[no-redef]
+
+
+def tenant_job(tenant_id: int, rows: int = 0) -> int:
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        ({"fairness_weight": {"t": 2}}, "fairness_weight needs fairness_key= too"),
+        ({"fairness_key": ""}, "fairness_key must be a format string"),
+        ({"fairness_key": 7}, "fairness_key must be a format string"),
+        (
+            {"fairness_key": "tenant:{missing}"},
+            "names 'missing', which is not a parameter of the task",
+        ),
+        ({"fairness_key": "tenant:{0}"}, "by parameter name, not by position"),
+        ({"fairness_key": "k", "fairness_weight": 3}, "must be a mapping of keys to whole"),
+        ({"fairness_key": "k", "fairness_weight": {1: 2}}, "keys must be strings, not 1"),
+        ({"fairness_key": "k", "fairness_weight": {"k": 0}}, "of key 'k': a fairness weight must"),
+        ({"fairness_key": "k", "fairness_weight": {"k": 1.5}}, "must be a whole number, not 1.5"),
+        (
+            {"fairness_key": "k", "fairness_weight": {"k": True}},
+            "must be a whole number, not True",
+        ),
+        (
+            {"fairness_key": "k", "fairness_weight": {"k": limits.MAX_FAIRNESS_WEIGHT + 1}},
+            f"from 1 to {limits.MAX_FAIRNESS_WEIGHT}, not {limits.MAX_FAIRNESS_WEIGHT + 1}",
+        ),
+    ],
+)
+def test_a_bad_fair_share_is_an_invalid_task_at_declaration(
+    refusal_alias: str, options: dict[str, Any], reason: str
+) -> None:
+    with pytest.raises(compat.InvalidTask, match=reason) as raised:
+        task(**options)(tenant_job)
+    assert "'tests.queue.test_fairness.tenant_job'" in str(raised.value)
+    declared = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    with pytest.raises(compat.InvalidTask, match="fairness_weight needs fairness_key"):
+        dataclasses.replace(declared, fairness_key=None, fairness_weight={"t": 2})
+    assert QueuedTask.objects.using(refusal_alias).count() == 0
+
+
+def test_a_tasks_key_and_weight_are_formed_from_its_arguments() -> None:
+    plain = task()(tenant_job)
+    assert share(plain, (1,), {}) is None
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    assert share(keyed, (7,), {"rows": 3}) == ("tenant:7", 1)
+    mapped = task(fairness_key="tenant:{tenant_id}", fairness_weight={"tenant:7": 3})(tenant_job)
+    assert share(mapped, (7,), {}) == ("tenant:7", 3)
+    assert share(mapped, (8,), {}) == ("tenant:8", 1)  # a key the mapping doesn't name
+    called = task(
+        fairness_key=lambda tenant_id, rows=0: f"t{tenant_id}",
+        fairness_weight=lambda key: 5 if key == "t1" else 1,
+    )(tenant_job)
+    assert share(called, (1,), {}) == ("t1", 5)
+    assert share(called, (2,), {}) == ("t2", 1)
+
+
+def _paid_tier(key: str) -> int:
+    if key == "tenant:0":
+        raise LookupError("no such tenant")
+    return {"tenant:1": 0, "tenant:2": 2.5}.get(key, 1)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("tenant", "reason"),
+    [
+        (0, "raised LookupError for key 'tenant:0': no such tenant"),
+        (1, "for key 'tenant:1': a fairness weight must be from 1 to"),
+        (2, "for key 'tenant:2': a fairness weight must be a whole number, not 2.5"),
+    ],
+)
+def test_a_weight_a_callable_gives_badly_is_a_type_error_naming_task_and_key(
+    tenant: int, reason: str
+) -> None:
+    declared = task(fairness_key="tenant:{tenant_id}", fairness_weight=_paid_tier)(tenant_job)
+    assert share(declared, (3,), {}) == ("tenant:3", 1)
+    with pytest.raises(TypeError, match=reason) as raised:
+        share(declared, (tenant,), {})
+    assert "'tests.queue.test_fairness.tenant_job'" in str(raised.value)
+
+
+def test_a_weight_is_a_whole_number_in_range() -> None:
+    assert check_weight(1) == 1
+    assert check_weight(limits.MAX_FAIRNESS_WEIGHT) == limits.MAX_FAIRNESS_WEIGHT
+    for bad in (0, -1, limits.MAX_FAIRNESS_WEIGHT + 1, 2.0, "2", None, False):
+        with pytest.raises(ValueError, match="a fairness weight must be"):
+            check_weight(bad)
