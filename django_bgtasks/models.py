@@ -306,6 +306,17 @@ class QueuedTask(models.Model):
     )
     rate_limit = models.IntegerField(_("starts per window"), null=True, blank=True)
     rate_period = models.FloatField(_("rate window (s)"), null=True, blank=True)
+    # A fair share (``@task(fairness_key=..., fairness_weight=...)``), formed
+    # at enqueue: the key whose turn the claim weighs among ready tasks of
+    # equal priority (queue/fairness.py), NULL for none, and its weight
+    # (NULL without a key). Both nullable without a default: SQLite adds such
+    # a column in place, where a default would make Django rebuild the table
+    # without the indexes and triggers the migrations' SQL made.
+    # (Work in progress: the claim does not read them yet.)
+    fairness_key = models.CharField(  # noqa: DJ001
+        _("fairness key"), max_length=limits.MAX_FLOW_KEY_LENGTH, null=True, blank=True
+    )
+    fairness_weight = models.IntegerField(_("fairness weight"), null=True, blank=True)
 
     # The W3C trace context of the enqueue (django_bgtasks.tracing): the run's
     # span continues the enqueuer's trace.
@@ -403,6 +414,30 @@ class FlowSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.flow_key} #{self.slot}"
+
+
+class FairShare(models.Model):
+    """A fairness key's turn among the keys of one queue: ``vtime``, the
+    virtual time of its next start, which each start moves on by one over
+    the key's weight (stride scheduling), so that keys with ready tasks take
+    turns in proportion to their weights. NULL until the key's first start.
+    (Work in progress: the claim does not keep it yet.)"""
+
+    queue_name = models.CharField(_("queue"), max_length=limits.MAX_QUEUE_NAME_LENGTH)
+    fairness_key = models.CharField(_("key"), max_length=limits.MAX_FLOW_KEY_LENGTH)
+    vtime = models.FloatField(_("next turn"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("fair share")
+        verbose_name_plural = _("fair shares")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue_name", "fairness_key"], name="bgtasks_fair_share"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue_name} {self.fairness_key}"
 
 
 class QueueRollup(models.Model):

@@ -289,7 +289,8 @@ CLAIM_COLUMNS = """seq, uuid, task_path, backend, queue_name, priority, takes_co
 ENQUEUE_COLUMNS = """uuid, task_path, backend, queue_name, priority, takes_context,
     args_kwargs, run_after, status, attempts, max_attempts, worker_ids, errors, owner,
     token, ttl, cancel_requested, unique_key, active_key, trace_context,
-    concurrency_key, concurrency, rate_key, rate_limit, rate_period"""
+    concurrency_key, concurrency, rate_key, rate_limit, rate_period, fairness_key,
+    fairness_weight"""
 
 # A claim takes no task of a paused queue (``{paused}``: the PausedQueue
 # table, one row per queue name, whatever the backend alias): the one filter

@@ -38,6 +38,7 @@ from django.db import IntegrityError
 
 from django_bgtasks import compat, tracing
 from django_bgtasks.conf import conf
+from django_bgtasks.queue import fairness
 from django_bgtasks.queue.flow import FlowOptions
 from django_bgtasks.queue.results import result_from_row
 from django_bgtasks.validation import check_arguments
@@ -95,6 +96,15 @@ def store(
                 row["concurrency_key"], row["rate_key"] = flow.keys(task, args, kwargs)
             except TypeError as exc:
                 raise TypeError(f"item {index}: {exc}" if numbered else str(exc)) from None
+    if getattr(task, "fairness_key", None) is not None:
+        # Each row's fair share, from its own arguments, refused alike.
+        for index, (row, (args, kwargs)) in enumerate(zip(rows, pairs, strict=True)):
+            try:
+                shared = fairness.share(task, args, kwargs)
+            except TypeError as exc:
+                raise TypeError(f"item {index}: {exc}" if numbered else str(exc)) from None
+            if shared is not None:
+                row["fairness_key"], row["fairness_weight"] = shared
     text = _encoded(rows, name, numbered=numbered)
     # As the database stores them and get_result() reads them back (a tuple
     # becomes a list): the results say the same from the start.

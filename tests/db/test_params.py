@@ -43,7 +43,15 @@ QUEUES = {
 # scan of the names walks on with ``after``; MariaDB's enqueue of one task
 # sends its row's columns (db/mysql/mariadb.py's _enqueue).
 READER_MADE = {("queue_names", "after"), ("task_paths", "after")} | {
-    ("enqueue", name) for name in ("uuid", "args_kwargs", "concurrency_key", "rate_key")
+    ("enqueue", name)
+    for name in (
+        "uuid",
+        "args_kwargs",
+        "concurrency_key",
+        "rate_key",
+        "fairness_key",
+        "fairness_weight",
+    )
 }
 
 

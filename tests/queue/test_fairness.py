@@ -8,6 +8,7 @@ does not read them yet.)"""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 import pytest
@@ -109,3 +110,31 @@ def test_a_weight_is_a_whole_number_in_range() -> None:
     for bad in (0, -1, limits.MAX_FAIRNESS_WEIGHT + 1, 2.0, "2", None, False):
         with pytest.raises(ValueError, match="a fairness weight must be"):
             check_weight(bad)
+
+
+def test_the_enqueue_stores_each_tasks_key_and_weight(tasks_alias: str) -> None:
+    keyed = task(fairness_key="tenant:{tenant_id}", fairness_weight={"tenant:1": 3})(tenant_job)
+    one = keyed.enqueue(1)
+    many = keyed.get_backend().enqueue_many(keyed, [((2,), {}), ((1,), {"rows": 5})])
+    plain = task()(tenant_job).enqueue(4)
+    stored = {
+        str(row_id): (key, weight)
+        for row_id, key, weight in QueuedTask.objects.using(tasks_alias).values_list(
+            "uuid", "fairness_key", "fairness_weight"
+        )
+    }
+    assert stored == {
+        str(uuid.UUID(one.id)): ("tenant:1", 3),
+        str(uuid.UUID(many[0].id)): ("tenant:2", 1),
+        str(uuid.UUID(many[1].id)): ("tenant:1", 3),
+        str(uuid.UUID(plain.id)): (None, None),
+    }
+
+
+def test_a_weight_refused_at_enqueue_stores_nothing(tasks_alias: str) -> None:
+    declared = task(fairness_key="tenant:{tenant_id}", fairness_weight=_paid_tier)(tenant_job)
+    with pytest.raises(TypeError, match="for key 'tenant:1'"):
+        declared.enqueue(1)
+    with pytest.raises(TypeError, match=r"item 1: .*for key 'tenant:0'"):
+        declared.get_backend().enqueue_many(declared, [((3,), {}), ((0,), {})])
+    assert not QueuedTask.objects.using(tasks_alias).exists()

@@ -218,7 +218,8 @@ QUEUE_PARAMETERS |= {"delay"}
 QUEUE_PARAMETERS |= {"after"}
 QUEUE_PARAMETERS |= {"concurrency", "rate_limit", "rate_period"}
 # MariaDB's enqueue of one task: what each task of ``rows`` has of its own.
-QUEUE_PARAMETERS |= {"args_kwargs", "concurrency_key", "rate_key"}
+QUEUE_PARAMETERS |= {"args_kwargs", "concurrency_key", "rate_key", "fairness_key"}
+QUEUE_PARAMETERS |= {"fairness_weight"}
 
 
 @pytest.mark.parametrize("vendor", engines.QUEUE_VENDORS)

@@ -20,7 +20,10 @@ _ROWS = (
     " args_kwargs JSON PATH '$.args_kwargs',"
     " concurrency_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
     " PATH '$.concurrency_key',"
-    " rate_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.rate_key')) r"
+    " rate_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.rate_key',"
+    " fairness_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+    " PATH '$.fairness_key',"
+    " fairness_weight INT PATH '$.fairness_weight')) r"
 )
 
 
@@ -34,22 +37,30 @@ def enqueued(prefix: str) -> str:
 
 
 # What each task of an enqueue has of its own (db.shared.ENQUEUE_COLUMNS).
-ONE_TASK_OWN = ("uuid", "args_kwargs", "concurrency_key", "rate_key")
+ONE_TASK_OWN = (
+    "uuid",
+    "args_kwargs",
+    "concurrency_key",
+    "rate_key",
+    "fairness_key",
+    "fairness_weight",
+)
 
 
 def stored_values(own: str) -> str:
     """The values of one task the enqueue stores, in ENQUEUE_COLUMNS' order:
     ``own`` gives, by name, what each task has of its own (``uuid``,
-    ``args_kwargs``, ``concurrency_key``, ``rate_key``); the rest are the
+    ``args_kwargs``, ``concurrency_key``, ``rate_key``, ``fairness_key``,
+    ``fairness_weight``); the rest are the
     statement's parameters, alike for every task of it."""
-    uuid, args_kwargs, concurrency_key, rate_key = (
+    uuid, args_kwargs, concurrency_key, rate_key, fairness_key, fairness_weight = (
         own.format(column=column) for column in ONE_TASK_OWN
     )
     return f"""{uuid}, %(task_path)s, %(backend)s, %(queue_name)s,
         %(priority)s, %(takes_context)s, {args_kwargs}, %(run_after)s,
         '{{ready}}', 0, %(max_attempts)s, '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s,
         %(active_key)s, %(trace_context)s, {concurrency_key}, %(concurrency)s, {rate_key},
-        %(rate_limit)s, %(rate_period)s"""
+        %(rate_limit)s, %(rate_period)s, {fairness_key}, {fairness_weight}"""
 
 
 ENQUEUE_HELD = "ON DUPLICATE KEY UPDATE active_key = {table}.active_key"

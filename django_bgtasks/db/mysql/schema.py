@@ -188,6 +188,22 @@ _0027_FORWARDS = [
 ]
 _0027_BACKWARDS = ["DROP INDEX bgtasks_queued_finished ON django_bgtasks_queuedtask"]
 
+# --- 0028_fair_shares --------------------------------------------------------------------
+
+# The fairness keys compare byte for byte, as 0013 made the flow limits'.
+# (Backwards nothing: the migration drops the columns after.)
+_0028_FORWARDS = [
+    """
+    ALTER TABLE django_bgtasks_queuedtask
+    MODIFY fairness_key varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
+    """,
+    """
+    ALTER TABLE django_bgtasks_fairshare
+    MODIFY fairness_key varchar(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    MODIFY queue_name varchar(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
+    """,
+]
+
 # What each migration runs here, by its name; where one migration runs several
 # steps of SQL, each is ``<migration>:<step>``.
 SCHEMA: dict[str, Steps] = {
@@ -197,4 +213,5 @@ SCHEMA: dict[str, Steps] = {
     "0015_pause:paused_queue": Steps(forwards=_0015_PAUSED_QUEUE_FORWARDS),
     "0021_queue_list_indexes": Steps(forwards=_0021_FORWARDS, backwards=_0021_BACKWARDS),
     "0027_finished_by_time": Steps(forwards=_0027_FORWARDS, backwards=_0027_BACKWARDS),
+    "0028_fair_shares": Steps(forwards=_0028_FORWARDS),
 }

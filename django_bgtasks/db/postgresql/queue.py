@@ -40,7 +40,8 @@ _ENQUEUE = f"""
         %(max_attempts)s::integer, '[]'::jsonb, '[]'::jsonb, '', 0, %(ttl)s::float8, false,
         %(unique_key)s::text, %(active_key)s::text, %(trace_context)s::text,
         r.item ->> 'concurrency_key', %(concurrency)s::integer, r.item ->> 'rate_key',
-        %(rate_limit)s::integer, %(rate_period)s::float8
+        %(rate_limit)s::integer, %(rate_period)s::float8, r.item ->> 'fairness_key',
+        (r.item ->> 'fairness_weight')::integer
     FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(item, n)
     ORDER BY r.n
     ON CONFLICT (active_key) WHERE active_key IS NOT NULL DO NOTHING

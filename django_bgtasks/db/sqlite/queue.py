@@ -38,7 +38,8 @@ _ENQUEUE = f"""
         '{{ready}}', 0, %(max_attempts)s, '[]', '[]', '', 0, %(ttl)s, 0, %(unique_key)s,
         %(active_key)s, %(trace_context)s,
         json_extract(value, '$.concurrency_key'), %(concurrency)s,
-        json_extract(value, '$.rate_key'), %(rate_limit)s, %(rate_period)s
+        json_extract(value, '$.rate_key'), %(rate_limit)s, %(rate_period)s,
+        json_extract(value, '$.fairness_key'), json_extract(value, '$.fairness_weight')
     FROM json_each(%(rows)s) WHERE true
     ORDER BY key
     ON CONFLICT (active_key) DO NOTHING
