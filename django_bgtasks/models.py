@@ -420,12 +420,16 @@ class FairShare(models.Model):
     """A fairness key's turn among the keys of one queue: ``vtime``, the
     virtual time of its next start, which each start moves on by one over
     the key's weight (stride scheduling), so that keys with ready tasks take
-    turns in proportion to their weights. NULL until the key's first start.
+    turns in proportion to their weights; NULL until the key's first start.
+    Level turns go to the key whose last start is oldest.
     (Work in progress: the claim does not keep it yet.)"""
 
     queue_name = models.CharField(_("queue"), max_length=limits.MAX_QUEUE_NAME_LENGTH)
     fairness_key = models.CharField(_("key"), max_length=limits.MAX_FLOW_KEY_LENGTH)
     vtime = models.FloatField(_("next turn"), null=True, blank=True)
+    # When its last turn started, by the database's clock: between keys whose
+    # next turns are level, the one that waited longest goes first.
+    started_at = models.DateTimeField(_("last turn"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("fair share")

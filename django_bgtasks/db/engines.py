@@ -88,10 +88,11 @@ def queue_statements(
     table: str,
     paused: str,
     slots: str = "django_bgtasks_flowslot",
+    shares: str = "django_bgtasks_fairshare",
 ) -> QueueStatements:
     """The queue's statements for this connection's vendor, on ``table``, the
-    paused queues' table ``paused`` and the flow limits' ``slots`` (unquoted
-    ``db_table`` names), ready to execute."""
+    paused queues' table ``paused``, the flow limits' ``slots`` and the fair
+    shares' ``shares`` (unquoted ``db_table`` names), ready to execute."""
     engine = _DRIVERS.get(connection.vendor)
     if engine is None or engine.queue is None:
         raise NotSupportedError(
@@ -100,11 +101,16 @@ def queue_statements(
         )
     # A server's own set where it has one (MariaDB's, on MySQL's driver).
     name, templates = engine.queue_statements(connection)
-    key = ("queue", name, table, paused, slots)
+    key = ("queue", name, table, paused, slots, shares)
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
     quote = connection.ops.quote_name
-    tables = {"table": quote(table), "paused": quote(paused), "slots": quote(slots)}
+    tables = {
+        "table": quote(table),
+        "paused": quote(paused),
+        "slots": quote(slots),
+        "shares": quote(shares),
+    }
     return _render(
         key,
         templates,

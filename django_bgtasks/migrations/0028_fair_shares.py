@@ -56,6 +56,10 @@ class Migration(migrations.Migration):
                 ("queue_name", models.CharField(max_length=100, verbose_name="queue")),
                 ("fairness_key", models.CharField(max_length=255, verbose_name="key")),
                 ("vtime", models.FloatField(blank=True, null=True, verbose_name="next turn")),
+                (
+                    "started_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="last turn"),
+                ),
             ],
             options={
                 "verbose_name": "fair share",

@@ -181,7 +181,13 @@ def _tables(model: type[models.Model]) -> dict[str, str]:
     meta = model._meta
     paused = meta.apps.get_model(meta.app_label, _PAUSED_QUEUE)
     slots = meta.apps.get_model(meta.app_label, "FlowSlot")
-    return {"table": meta.db_table, "paused": paused._meta.db_table, "slots": slots._meta.db_table}
+    shares = meta.apps.get_model(meta.app_label, "FairShare")
+    return {
+        "table": meta.db_table,
+        "paused": paused._meta.db_table,
+        "slots": slots._meta.db_table,
+        "shares": shares._meta.db_table,
+    }
 
 
 def _delay(delay: float) -> float:

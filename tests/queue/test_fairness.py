@@ -138,3 +138,48 @@ def test_a_weight_refused_at_enqueue_stores_nothing(tasks_alias: str) -> None:
     with pytest.raises(TypeError, match=r"item 1: .*for key 'tenant:0'"):
         declared.get_backend().enqueue_many(declared, [((3,), {}), ((0,), {})])
     assert not QueuedTask.objects.using(tasks_alias).exists()
+
+
+# --- the claim (PostgreSQL only, so far) ----------------------------------------------------
+
+
+def _claimed_keys(alias: str, claims: int, limit: int = 1) -> list[str]:
+    """The fairness keys of the tasks ``claims`` claims of ``limit`` take, in
+    the order they were claimed."""
+    keys = []
+    for _ in range(claims):
+        for claim in QueuedTask.objects.claim_many("w", queues=["default"], limit=limit):
+            keys.append(QueuedTask.objects.using(alias).get(seq=claim.seq).fairness_key)
+    return keys
+
+
+def _enqueue(declared: Any, tenant: int, count: int) -> None:
+    declared.get_backend().enqueue_many(declared, [((tenant,), {})] * count)
+
+
+def test_the_claim_takes_from_the_keys_in_turn(pg_alias: str) -> None:
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    _enqueue(keyed, 1, 30)  # tenant 1's import first...
+    _enqueue(keyed, 2, 3)
+    _enqueue(keyed, 3, 3)
+    # ... yet tenants 2 and 3 get a turn each in every three starts.
+    first = _claimed_keys(pg_alias, 9)
+    assert sorted(first) == ["tenant:1"] * 3 + ["tenant:2"] * 3 + ["tenant:3"] * 3, first
+    # A lone key gets every start, in batches too.
+    assert _claimed_keys(pg_alias, 3, limit=8) == ["tenant:1"] * 24
+
+
+def test_weights_share_the_starts_in_proportion(pg_alias: str) -> None:
+    keyed = task(fairness_key="tenant:{tenant_id}", fairness_weight={"tenant:1": 3})(tenant_job)
+    _enqueue(keyed, 1, 40)
+    _enqueue(keyed, 2, 40)
+    for limit in (1, 4):
+        started = _claimed_keys(pg_alias, 16 // limit, limit=limit)
+        assert started.count("tenant:1") == 12 and started.count("tenant:2") == 4, started
+
+
+def test_priority_wins_over_the_turns(pg_alias: str) -> None:
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    _enqueue(keyed, 1, 5)
+    _enqueue(dataclasses.replace(keyed, priority=10), 2, 2)
+    assert _claimed_keys(pg_alias, 3) == ["tenant:2", "tenant:2", "tenant:1"]

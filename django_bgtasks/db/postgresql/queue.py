@@ -196,21 +196,86 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # rows it returns (up to ``limit`` a queue); those the claim leaves (beyond
 # its ``limit``, in a later queue's order) are unlocked at its commit, its
 # own statement's end.
+# Fair shares (work in progress, issue 53; wip/FAIR_SHARES.md): in a served
+# queue with a ready task that has a fairness key (``keyed``), the keys of
+# its highest such priority, by a loose scan (one descent a key), with their
+# turns (``shares``); those turns locked, skipping the ones other claims are
+# taking, when two keys or more compete (``turns``: a key another claim is
+# giving a turn gets none here, so no key gets two turns at once); each
+# queue's least turn (``floors``: a key back from idle can't bank turns).
+# The candidates of a key are its first ready rows in order, each a turn
+# later (1 / its weight) than the one before, from the key's next turn.
+_FAIR_SHARES = """keyed AS MATERIALIZED (
+            SELECT q.name FROM served q
+            WHERE EXISTS (
+                SELECT 1 FROM {table} t WHERE t.status = '{ready}'
+                    AND t.queue_name = q.name AND t.fairness_key IS NOT NULL)
+        ), keys(queue, priority, fkey) AS (
+            SELECT q.name, k.priority, k.fairness_key FROM keyed q CROSS JOIN LATERAL (
+                SELECT t.priority, t.fairness_key FROM {table} t
+                WHERE t.status = '{ready}' AND t.queue_name = q.name
+                    AND t.fairness_key IS NOT NULL
+                ORDER BY t.priority DESC, t.fairness_key LIMIT 1
+            ) k
+            UNION ALL
+            SELECT keys.queue, keys.priority, (
+                SELECT n.fairness_key FROM {table} n
+                WHERE n.status = '{ready}' AND n.queue_name = keys.queue
+                    AND n.fairness_key IS NOT NULL AND n.priority = keys.priority
+                    AND n.fairness_key > keys.fkey
+                ORDER BY n.fairness_key LIMIT 1)
+            FROM keys WHERE keys.fkey IS NOT NULL
+        ), shares AS MATERIALIZED (
+            SELECT k.queue, k.priority, k.fkey, s.id, s.vtime, s.started_at FROM keys k
+            LEFT JOIN {shares} s ON s.queue_name = k.queue AND s.fairness_key = k.fkey
+            WHERE k.fkey IS NOT NULL
+        ), turns AS MATERIALIZED (
+            SELECT s.id FROM {shares} s
+            WHERE s.id IN (SELECT id FROM shares) AND (SELECT count(*) FROM shares) > 1
+            FOR UPDATE SKIP LOCKED
+        ), floors AS (
+            SELECT queue, COALESCE(min(vtime), 0) AS v FROM shares GROUP BY queue
+        )"""
 _CLAIM_CTES = f"""
         claimed_at AS (
             SELECT clock_timestamp() AS at
-        ), {_QUEUES}, cand AS (
-            SELECT c.* FROM served q CROSS JOIN LATERAL (
-                SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
-                    t.rate_key, t.rate_limit, t.rate_period
-                FROM {{table}} t
-                WHERE {_CLAIMABLE}
-                    AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
-                ORDER BY t.priority DESC, t.seq
-                LIMIT {LIMIT_MARK}
-                FOR UPDATE SKIP LOCKED
+        ), {_QUEUES}, {_FAIR_SHARES}, cand AS (
+            SELECT c.* FROM (
+                SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, true AS turn,
+                    0::float8 AS vstart, NULL::timestamptz AS last_turn
+                FROM served q CROSS JOIN LATERAL (
+                    SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
+                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
+                    FROM {{table}} t
+                    WHERE {_CLAIMABLE}
+                        AND (t.fairness_key IS NULL OR q.name NOT IN (SELECT name FROM keyed))
+                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
+                    ORDER BY t.priority DESC, t.seq
+                    LIMIT {LIMIT_MARK}
+                    FOR UPDATE SKIP LOCKED
+                ) p
+                UNION ALL
+                SELECT f.*, s.queue AS fqueue, s.fkey,
+                    s.id IS NULL OR s.id IN (SELECT id FROM turns) AS turn,
+                    GREATEST(COALESCE(s.vtime, fl.v), fl.v)
+                        + (row_number() OVER (PARTITION BY s.queue, s.fkey ORDER BY f.seq) - 1)
+                        ::float8 / COALESCE(f.fairness_weight, 1) AS vstart,
+                    s.started_at AS last_turn
+                FROM shares s JOIN floors fl ON fl.queue = s.queue CROSS JOIN LATERAL (
+                    SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
+                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
+                    FROM {{table}} t
+                    WHERE t.status = '{{ready}}' AND t.queue_name = s.queue
+                        AND t.fairness_key IS NOT NULL AND t.fairness_key = s.fkey
+                        AND t.priority = s.priority
+                        AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())
+                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
+                    ORDER BY t.priority DESC, t.fairness_key, t.seq
+                    LIMIT {LIMIT_MARK}
+                    FOR UPDATE SKIP LOCKED
+                ) f
             ) c
-            ORDER BY c.priority DESC, c.seq
+            ORDER BY c.priority DESC, c.turn DESC, c.vstart, c.last_turn NULLS FIRST, c.seq
             LIMIT {LIMIT_MARK}
         ), cfree AS (
             SELECT f.* FROM (
@@ -247,6 +312,13 @@ _CLAIM_CTES = f"""
                     ELSE s.started_at END
             FROM claimed c
             WHERE s.id = c.cslot OR s.id = c.rslot
+        ), bumped AS (
+            INSERT INTO {{shares}} (queue_name, fairness_key, vtime, started_at)
+            SELECT fqueue, fkey, max(vstart) + 1.0 / max(COALESCE(fairness_weight, 1)),
+                (SELECT at FROM claimed_at)
+            FROM claimed WHERE fkey IS NOT NULL AND turn GROUP BY fqueue, fkey
+            ON CONFLICT (queue_name, fairness_key)
+                DO UPDATE SET vtime = EXCLUDED.vtime, started_at = EXCLUDED.started_at
         )"""
 _CLAIM_UPDATE = f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,

@@ -495,6 +495,19 @@ _0027_FORWARDS = [
 ]
 _0027_BACKWARDS = ["DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_finished"]
 
+# --- 0028_fair_shares --------------------------------------------------------------------
+
+# The ready tasks that have a fairness key, by queue, priority and key: the
+# claim's probe of whether a queue has any (nothing to read where none has),
+# its loose scan of their keys, and each key's first rows. Partial: a task
+# without a key writes no entry to it.
+_0028_FORWARDS = [
+    """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_fair
+        ON django_bgtasks_queuedtask (queue_name, priority DESC, fairness_key, seq)
+        WHERE status = 'READY' AND fairness_key IS NOT NULL"""
+]
+_0028_BACKWARDS = ["DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_fair"]
+
 # What each migration runs here, by its name; where one migration runs several
 # steps of SQL, each is ``<migration>:<step>``.
 SCHEMA: dict[str, Steps] = {
@@ -522,4 +535,5 @@ SCHEMA: dict[str, Steps] = {
     ),
     "0025_postgresql_running_by_seq": Steps(forwards=_0025_FORWARDS, backwards=_0025_BACKWARDS),
     "0027_finished_by_time": Steps(forwards=_0027_FORWARDS, backwards=_0027_BACKWARDS),
+    "0028_fair_shares": Steps(forwards=_0028_FORWARDS, backwards=_0028_BACKWARDS),
 }
