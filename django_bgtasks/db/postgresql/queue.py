@@ -199,13 +199,17 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # Fair shares (work in progress, issue 53; wip/FAIR_SHARES.md): in a served
 # queue with a ready task that has a fairness key (``keyed``), the keys of
 # its highest such priority, by a loose scan (one descent a key), with their
-# turns (``shares``); those turns locked, skipping the ones other claims are
-# taking, when two keys or more compete (``turns``: a key another claim is
-# giving a turn gets none here, so no key gets two turns at once); each
-# queue's least turn (``floors``: a key back from idle can't bank turns).
+# turns (``shares``); when two keys or more compete, as many of them as the
+# claim may take tasks, next turn first, locked, skipping the ones other
+# claims are taking (``turns``: a key another claim is giving a turn gets
+# none here); each queue's least turn (``floors``: a key back from idle
+# can't bank turns). A claim that got no turn (every key taken by others)
+# takes from the keys whose turn is next all the same, and its count of
+# their starts waits for theirs (it holds no turn: no lock cycle).
 # The candidates of a key are its first ready rows in order, each a turn
 # later (1 / its weight) than the one before, from the key's next turn.
-_FAIR_SHARES = """keyed AS MATERIALIZED (
+_FAIR_SHARES = (
+    """keyed AS MATERIALIZED (
             SELECT q.name FROM served q
             WHERE EXISTS (
                 SELECT 1 FROM {table} t WHERE t.status = '{ready}'
@@ -232,17 +236,22 @@ _FAIR_SHARES = """keyed AS MATERIALIZED (
         ), turns AS MATERIALIZED (
             SELECT s.id FROM {shares} s
             WHERE s.id IN (SELECT id FROM shares) AND (SELECT count(*) FROM shares) > 1
+            ORDER BY s.vtime NULLS FIRST, s.started_at NULLS FIRST
+            LIMIT """
+    + LIMIT_MARK
+    + """
             FOR UPDATE SKIP LOCKED
         ), floors AS (
             SELECT queue, COALESCE(min(vtime), 0) AS v FROM shares GROUP BY queue
         )"""
+)
 _CLAIM_CTES = f"""
         claimed_at AS (
             SELECT clock_timestamp() AS at
         ), {_QUEUES}, {_FAIR_SHARES}, cand AS (
             SELECT c.* FROM (
                 SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, true AS turn,
-                    0::float8 AS vstart, NULL::timestamptz AS last_turn
+                    0::float8 AS vstart, NULL::timestamptz AS last_turn, NULL::float8 AS floor
                 FROM served q CROSS JOIN LATERAL (
                     SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
                         t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
@@ -260,7 +269,7 @@ _CLAIM_CTES = f"""
                     GREATEST(COALESCE(s.vtime, fl.v), fl.v)
                         + (row_number() OVER (PARTITION BY s.queue, s.fkey ORDER BY f.seq) - 1)
                         ::float8 / COALESCE(f.fairness_weight, 1) AS vstart,
-                    s.started_at AS last_turn
+                    s.started_at AS last_turn, fl.v AS floor
                 FROM shares s JOIN floors fl ON fl.queue = s.queue CROSS JOIN LATERAL (
                     SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
                         t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
@@ -275,6 +284,7 @@ _CLAIM_CTES = f"""
                     FOR UPDATE SKIP LOCKED
                 ) f
             ) c
+            WHERE c.turn OR NOT EXISTS (SELECT 1 FROM turns)
             ORDER BY c.priority DESC, c.turn DESC, c.vstart, c.last_turn NULLS FIRST, c.seq
             LIMIT {LIMIT_MARK}
         ), cfree AS (
@@ -312,13 +322,21 @@ _CLAIM_CTES = f"""
                     ELSE s.started_at END
             FROM claimed c
             WHERE s.id = c.cslot OR s.id = c.rslot
+        ), starts AS (
+            SELECT fqueue, fkey, max(floor) AS floor,
+                count(*)::float8 / max(COALESCE(fairness_weight, 1)) AS strides
+            FROM claimed WHERE fkey IS NOT NULL GROUP BY fqueue, fkey
         ), bumped AS (
+            UPDATE {{shares}} s
+            SET vtime = GREATEST(COALESCE(s.vtime, b.floor), b.floor) + b.strides,
+                started_at = (SELECT at FROM claimed_at)
+            FROM starts b
+            WHERE s.queue_name = b.fqueue AND s.fairness_key = b.fkey
+        ), made AS (
             INSERT INTO {{shares}} (queue_name, fairness_key, vtime, started_at)
-            SELECT fqueue, fkey, max(vstart) + 1.0 / max(COALESCE(fairness_weight, 1)),
-                (SELECT at FROM claimed_at)
-            FROM claimed WHERE fkey IS NOT NULL AND turn GROUP BY fqueue, fkey
-            ON CONFLICT (queue_name, fairness_key)
-                DO UPDATE SET vtime = EXCLUDED.vtime, started_at = EXCLUDED.started_at
+            SELECT b.fqueue, b.fkey, b.floor + b.strides, (SELECT at FROM claimed_at)
+            FROM starts b
+            ON CONFLICT (queue_name, fairness_key) DO NOTHING
         )"""
 _CLAIM_UPDATE = f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,

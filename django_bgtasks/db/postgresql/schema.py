@@ -501,12 +501,33 @@ _0027_BACKWARDS = ["DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_finished"]
 # claim's probe of whether a queue has any (nothing to read where none has),
 # its loose scan of their keys, and each key's first rows. Partial: a task
 # without a key writes no entry to it.
+# A key's row of turns is made when a task of it is enqueued (a row trigger
+# whose WHEN skips, in C, every task without a key), so that the claims
+# have a row to lock from the key's first turn: without one, claims at once
+# gave the key's first turns all together.
 _0028_FORWARDS = [
     """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_fair
         ON django_bgtasks_queuedtask (queue_name, priority DESC, fairness_key, seq)
-        WHERE status = 'READY' AND fairness_key IS NOT NULL"""
+        WHERE status = 'READY' AND fairness_key IS NOT NULL""",
+    """CREATE OR REPLACE FUNCTION bgtasks_fair_share_made() RETURNS trigger AS $$
+    BEGIN
+        INSERT INTO django_bgtasks_fairshare (queue_name, fairness_key)
+        VALUES (NEW.queue_name, NEW.fairness_key)
+        ON CONFLICT (queue_name, fairness_key) DO NOTHING;
+        RETURN NULL;
+    END;
+    $$ LANGUAGE plpgsql""",
+    "DROP TRIGGER IF EXISTS bgtasks_fair_share_made ON django_bgtasks_queuedtask",
+    """CREATE TRIGGER bgtasks_fair_share_made
+        AFTER INSERT ON django_bgtasks_queuedtask
+        FOR EACH ROW WHEN (NEW.fairness_key IS NOT NULL)
+        EXECUTE FUNCTION bgtasks_fair_share_made()""",
 ]
-_0028_BACKWARDS = ["DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_fair"]
+_0028_BACKWARDS = [
+    "DROP TRIGGER IF EXISTS bgtasks_fair_share_made ON django_bgtasks_queuedtask",
+    "DROP FUNCTION IF EXISTS bgtasks_fair_share_made()",
+    "DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_fair",
+]
 
 # What each migration runs here, by its name; where one migration runs several
 # steps of SQL, each is ``<migration>:<step>``.
