@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 import uuid
 from typing import Any
 
@@ -199,9 +200,11 @@ def test_claimers_at_once_take_the_keys_in_turn(pg_alias: str) -> None:
         _enqueue(keyed, tenant, 60)
 
     def claimer(name: str) -> None:
+        deadline = time.monotonic() + 60
         try:
-            while QueuedTask.objects.claim_many(name, queues=["default"], limit=1):
-                pass
+            while QueuedTask.objects.using(pg_alias).filter(status="READY").exists():
+                assert time.monotonic() < deadline, "the claims took too long"
+                QueuedTask.objects.claim_many(name, queues=["default"], limit=1)
         finally:
             connections.close_all()
 
@@ -218,8 +221,9 @@ def test_claimers_at_once_take_the_keys_in_turn(pg_alias: str) -> None:
     assert len(started) == 180
     # While every key has ready tasks (to the first key's last start): no key
     # starts four times in a row, and each has 2 of every 12 starts. (Not yet
-    # the "never twice in a row while another waits": a claim that
-    # finds every key's turn taken by others starts the next turn's key again.)
+    # the "never twice in a row while another waits": a claim orders
+    # the turns it locks by its snapshot's values, which another claim may
+    # have moved on meanwhile. About 1 run in 10 still has a window with 1.)
     busy = started[
         : min(max(i for i, key in enumerate(started) if key == k) for k in set(started))
     ]

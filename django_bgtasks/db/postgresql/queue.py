@@ -203,9 +203,9 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # claim may take tasks, next turn first, locked, skipping the ones other
 # claims are taking (``turns``: a key another claim is giving a turn gets
 # none here); each queue's least turn (``floors``: a key back from idle
-# can't bank turns). A claim that got no turn (every key taken by others)
-# takes from the keys whose turn is next all the same, and its count of
-# their starts waits for theirs (it holds no turn: no lock cycle).
+# can't bank turns). A claim that got no turn (every key taken by other
+# claims) takes no keyed task: falling back to the next turn's key gave it
+# runs of 8 starts under 4 claimers (wip/FAIR_SHARES.md).
 # The candidates of a key are its first ready rows in order, each a turn
 # later (1 / its weight) than the one before, from the key's next turn.
 _FAIR_SHARES = (
@@ -265,7 +265,8 @@ _CLAIM_CTES = f"""
                 ) p
                 UNION ALL
                 SELECT f.*, s.queue AS fqueue, s.fkey,
-                    s.id IS NULL OR s.id IN (SELECT id FROM turns) AS turn,
+                    s.id IS NULL OR s.id IN (SELECT id FROM turns)
+                        OR (SELECT count(*) FROM shares) = 1 AS turn,
                     GREATEST(COALESCE(s.vtime, fl.v), fl.v)
                         + (row_number() OVER (PARTITION BY s.queue, s.fkey ORDER BY f.seq) - 1)
                         ::float8 / COALESCE(f.fairness_weight, 1) AS vstart,
@@ -284,7 +285,7 @@ _CLAIM_CTES = f"""
                     FOR UPDATE SKIP LOCKED
                 ) f
             ) c
-            WHERE c.turn OR NOT EXISTS (SELECT 1 FROM turns)
+            WHERE c.turn
             ORDER BY c.priority DESC, c.turn DESC, c.vstart, c.last_turn NULLS FIRST, c.seq
             LIMIT {LIMIT_MARK}
         ), cfree AS (
