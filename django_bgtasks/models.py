@@ -427,6 +427,10 @@ class FairShare(models.Model):
     queue_name = models.CharField(_("queue"), max_length=limits.MAX_QUEUE_NAME_LENGTH)
     fairness_key = models.CharField(_("key"), max_length=limits.MAX_FLOW_KEY_LENGTH)
     vtime = models.FloatField(_("next turn"), null=True, blank=True)
+    # The virtual time its latest turn began at. The latest of a queue's is
+    # the queue's clock, where a key that comes back from idle (or is new)
+    # starts: so it can't bank the turns it missed while it had no work.
+    turn = models.FloatField(_("latest turn"), null=True, blank=True)
     # When its last turn started, by the database's clock: between keys whose
     # next turns are level, the one that waited longest goes first.
     started_at = models.DateTimeField(_("last turn"), null=True, blank=True)
@@ -439,6 +443,7 @@ class FairShare(models.Model):
                 fields=["queue_name", "fairness_key"], name="bgtasks_fair_share"
             )
         ]
+        indexes = [models.Index(fields=["queue_name", "turn"], name="bgtasks_fair_share_turn")]
 
     def __str__(self) -> str:
         return f"{self.queue_name} {self.fairness_key}"

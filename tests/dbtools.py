@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from django.db import connections
+from django.db.models import NOT_PROVIDED
 
 from django_bgtasks.models import BackgroundTask, QueuedTask, QueueRollup, TaskRun, Worker
 from django_bgtasks.queue import rollup
@@ -104,3 +105,34 @@ def ended_a_minute_ago(alias: str) -> dt.datetime:
         pass
     rollup.recount(minute, minute + dt.timedelta(minutes=1))
     return minute
+
+
+# The columns migration 0028 (fair shares) added, which a release before it
+# does not write: its enqueue, run on a table migrated back past 0028.
+_SINCE_0028 = frozenset({"fairness_key", "fairness_weight"})
+
+
+def enqueue_as_before_0028(alias: str, declared: Any, args: list[tuple[Any, ...]]) -> None:
+    """Ready tasks of the Task ``declared``, one for each of ``args``, stored as
+    a release before migration 0028 stores them: in one INSERT that names
+    none of 0028's columns (the table migrated back has none), so that the
+    table's insert triggers run as for that release's ``enqueue_many``."""
+    import uuid
+
+    from django_bgtasks.queue.flow import FlowOptions
+
+    flow = FlowOptions.of(declared)
+    tasks = [
+        QueuedTask(
+            uuid=uuid.uuid4(), task_path=declared.module_path, backend=declared.backend,
+            queue_name=declared.queue_name, args_kwargs={"args": list(a), "kwargs": {}},
+            concurrency=flow.concurrency,
+            concurrency_key=flow.keys(declared, a, {})[0],
+        )
+        for a in args
+    ]  # fmt: skip
+    fields = [
+        f for f in QueuedTask._meta.concrete_fields
+        if not f.primary_key and f.name not in _SINCE_0028 and f.db_default is NOT_PROVIDED
+    ]  # fmt: skip
+    QueuedTask.objects.using(alias)._insert(tasks, fields=fields)

@@ -308,3 +308,10 @@ def limited_add(a: int, b: int) -> int:
     """``add`` with flow limits that don't bind (tests/queue/test_claim_reads.py):
     what declaring them costs a claim."""
     return a + b
+
+
+@task(fairness_key="tenant:{b}")
+def fair_add(a: int, b: int) -> int:
+    """``add`` with a fair share of its ``b`` (tests/queue/test_claim_reads.py):
+    what the turns of keys cost a claim."""
+    return a + b

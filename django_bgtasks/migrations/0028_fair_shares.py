@@ -7,8 +7,8 @@ work in progress: what the enqueue stores, and the table of the keys' turns.
   table there, without the indexes and triggers earlier migrations' SQL
   made. A release before this one, enqueueing beside it during a deploy,
   stores NULLs: tasks without a share.
-* ``FairShare``: a key's turn in a queue (its ``vtime``), one row per queue
-  and key.
+* ``FairShare``: a key's turn in a queue (its ``vtime``, and ``turn``, where
+  its latest began), one row per queue and key.
 * MySQL/MariaDB: the keys compare byte for byte (``utf8mb4_bin``), as 0013
   made the flow limits' keys.
 
@@ -56,6 +56,7 @@ class Migration(migrations.Migration):
                 ("queue_name", models.CharField(max_length=100, verbose_name="queue")),
                 ("fairness_key", models.CharField(max_length=255, verbose_name="key")),
                 ("vtime", models.FloatField(blank=True, null=True, verbose_name="next turn")),
+                ("turn", models.FloatField(blank=True, null=True, verbose_name="latest turn")),
                 (
                     "started_at",
                     models.DateTimeField(blank=True, null=True, verbose_name="last turn"),
@@ -68,6 +69,9 @@ class Migration(migrations.Migration):
                     models.UniqueConstraint(
                         fields=("queue_name", "fairness_key"), name="bgtasks_fair_share"
                     )
+                ],
+                "indexes": [
+                    models.Index(fields=["queue_name", "turn"], name="bgtasks_fair_share_turn")
                 ],
             },
         ),

@@ -45,6 +45,7 @@ SMALL, LARGE, RARE, LIMIT = 2_000, 20_000, 20, 8
 # limits, their slots': PostgreSQL 140-300 pages, MariaDB 60-600 rows,
 # SQLite 3,000-17,000 steps).
 BOUNDS = {"postgresql": 800, "mysql": 1_200, "sqlite": 35_000}
+TASKS = {"no-limits": djtasks.add, "limits": djtasks.limited_add, "fair": djtasks.fair_add}
 SHAPES = {"every queue": None, "one": ["default"], "rare": ["other"], "both": ["other", "default"]}
 
 
@@ -52,7 +53,7 @@ def _analyze(alias: str) -> None:
     """Statistics that say the table's rows are finished (on the servers),
     and the table empty."""
     connection = connections[alias]
-    _enqueue(alias, 500, limited=False)
+    _enqueue(alias, 500, kind="no-limits")
     QueuedTask.objects.using(alias).update(status="SUCCESSFUL")
     tables = [QueuedTask._meta.db_table, FlowSlot._meta.db_table]
     with connection.cursor() as cursor:
@@ -74,11 +75,12 @@ def _analyze(alias: str) -> None:
                 cursor.execute(f"VACUUM {table}")
 
 
-def _enqueue(alias: str, count: int, *, limited: bool, queue: str = "default") -> None:
-    """``count`` tasks of ``queue``, enqueued in bulk as a site would."""
-    task = (djtasks.limited_add if limited else djtasks.add).using(queue_name=queue)
+def _enqueue(alias: str, count: int, *, kind: str, queue: str = "default") -> None:
+    """``count`` tasks of ``queue``, enqueued in bulk as a site would: with
+    flow limits, with three fairness keys in turn, or with neither."""
+    task = TASKS[kind].using(queue_name=queue)
     with transaction.atomic(using=alias):
-        task.get_backend().enqueue_many(task, [((n, 1), {}) for n in range(count)])
+        task.get_backend().enqueue_many(task, [((n, n % 3), {}) for n in range(count)])
 
 
 def _postgresql_pages(alias: str, queues: list[str] | None) -> int:
@@ -137,15 +139,15 @@ def _work(alias: str, queues: list[str] | None) -> tuple[int, int]:
     return work, len(claimed)
 
 
-@pytest.mark.parametrize("limited", [False, True], ids=["no-limits", "limits"])
+@pytest.mark.parametrize("kind", TASKS)
 def test_a_claim_reads_what_it_claims_whatever_the_backlog_and_the_statistics(
-    tasks_alias: str, limited: bool
+    tasks_alias: str, kind: str
 ) -> None:
     _analyze(tasks_alias)
-    _enqueue(tasks_alias, SMALL, limited=limited)
-    _enqueue(tasks_alias, RARE, limited=limited, queue="other")
+    _enqueue(tasks_alias, SMALL, kind=kind)
+    _enqueue(tasks_alias, RARE, kind=kind, queue="other")
     small = {shape: _work(tasks_alias, queues) for shape, queues in SHAPES.items()}
-    _enqueue(tasks_alias, LARGE - SMALL, limited=limited)
+    _enqueue(tasks_alias, LARGE - SMALL, kind=kind)
     bound = BOUNDS[connections[tasks_alias].vendor]
     for shape, queues in SHAPES.items():
         work, claimed = _work(tasks_alias, queues)
@@ -160,8 +162,8 @@ def test_the_idle_poll_looks_at_one_row_a_queue(tasks_alias: str) -> None:
     """An idle worker's look (``any_ready``) finds the rare queue's rows under
     the backlog at once, and a queue with none without reading the backlog."""
     _analyze(tasks_alias)
-    _enqueue(tasks_alias, LARGE, limited=False)
-    _enqueue(tasks_alias, RARE, limited=False, queue="other")
+    _enqueue(tasks_alias, LARGE, kind="no-limits")
+    _enqueue(tasks_alias, RARE, kind="no-limits", queue="other")
     vendor = connections[tasks_alias].vendor
     for queues, ready in (([], False), (["other"], True), (["none"], False), (None, True)):
         if vendor == "postgresql":

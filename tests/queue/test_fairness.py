@@ -187,6 +187,32 @@ def test_priority_wins_over_the_turns(pg_alias: str) -> None:
     assert _claimed_keys(pg_alias, 3) == ["tenant:2", "tenant:2", "tenant:1"]
 
 
+def test_a_key_back_from_idle_takes_its_turn_and_banks_none(pg_alias: str) -> None:
+    """Tenant 2 ran out of work while tenant 1 ran on: back with work, it
+    starts at the queue's clock, so the two take turns at once (it does not
+    get the 20 turns it missed in a row)."""
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    _enqueue(keyed, 1, 40)
+    _enqueue(keyed, 2, 2)
+    assert sorted(_claimed_keys(pg_alias, 4)) == ["tenant:1"] * 2 + ["tenant:2"] * 2
+    # Tenant 2 has no work: tenant 1 alone takes 20 starts...
+    assert _claimed_keys(pg_alias, 20) == ["tenant:1"] * 20
+    # ... and tenant 3, new, and tenant 2, back, take turns with it from now.
+    _enqueue(keyed, 2, 10)
+    _enqueue(keyed, 3, 10)
+    started = _claimed_keys(pg_alias, 12)
+    assert [started.count(f"tenant:{t}") for t in (1, 2, 3)] == [4, 4, 4], started
+
+
+def test_tasks_without_a_key_beside_keyed_ones_go_first(pg_alias: str) -> None:
+    """A queue's tasks without a fairness key are not held to the turns: at
+    a priority, they start before the keyed ones, whatever their backlog."""
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    _enqueue(keyed, 1, 30)
+    _enqueue(task()(tenant_job), 0, 2)
+    assert _claimed_keys(pg_alias, 3) == [None, None, "tenant:1"]
+
+
 def test_claimers_at_once_take_the_keys_in_turn(pg_alias: str) -> None:
     """Four threads, each on its own connection, claiming one task at a time:
     by the database's order of starts, the three keys share every window of
@@ -219,18 +245,20 @@ def test_claimers_at_once_take_the_keys_in_turn(pg_alias: str) -> None:
         .values_list("fairness_key", flat=True)
     )
     assert len(started) == 180
-    # While every key has ready tasks (to the first key's last start): no key
-    # starts four times in a row, and each has 2 of every 12 starts. (Not yet
-    # the issue's "never twice in a row while another waits": a claim orders
-    # the turns it locks by its snapshot's values, which another claim may
-    # have moved on meanwhile. About 1 run in 10 still has a window with 1.)
+    # While every key has ready tasks (to the first key's last start), the
+    # starts come in rounds, one of each key: no key starts three times in a
+    # row, and each has 3 or more of every 12 starts. (Two in a row at the
+    # seam of two rounds: claims at once each take the next key not being
+    # taken, and a claim skips a key another is taking; it takes no turn a
+    # round ahead of a key it skipped, so the rounds can't drift apart. 15
+    # runs on this 2-core machine: every window [4, 4, 4], runs of 2 at most.)
     busy = started[
         : min(max(i for i, key in enumerate(started) if key == k) for k in set(started))
     ]
     runs = [1]
     for before, after in itertools.pairwise(busy):
         runs.append(runs[-1] + 1 if after == before else 1)
-    assert max(runs) <= 3, busy
+    assert max(runs) <= 2, busy
     windows = [busy[at : at + 12] for at in range(0, len(busy) - 11, 12)]
     counts = [[window.count(f"tenant:{t}") for t in (1, 2, 3)] for window in windows]
-    assert len(windows) >= 13 and all(min(count) >= 2 for count in counts), counts
+    assert len(windows) >= 13 and all(min(count) >= 3 for count in counts), counts

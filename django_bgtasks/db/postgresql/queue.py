@@ -9,6 +9,7 @@ parameters are cast.
 
 from __future__ import annotations
 
+from django_bgtasks.db.postgresql.schema import READY_KEY, READY_UNKEYED
 from django_bgtasks.db.shared import (
     # (alike mysql_queue.py's list on purpose: the statements both take from rules)
     CANCELLED_ERROR_CLASS,
@@ -208,41 +209,55 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # runs of 8 starts under 4 claimers (wip/FAIR_SHARES.md).
 # The candidates of a key are its first ready rows in order, each a turn
 # later (1 / its weight) than the one before, from the key's next turn.
+_T_KEY = READY_KEY.replace("status", "t.status").replace("fairness_key", "t.fairness_key")
+_N_KEY = READY_KEY.replace("status", "n.status").replace("fairness_key", "n.fairness_key")
+_READY_UNKEYED = READY_UNKEYED.replace("status", "t.status").replace(
+    "fairness_key", "t.fairness_key"
+)
 _FAIR_SHARES = (
-    """keyed AS MATERIALIZED (
-            SELECT q.name FROM served q
-            WHERE EXISTS (
-                SELECT 1 FROM {table} t WHERE t.status = '{ready}'
-                    AND t.queue_name = q.name AND t.fairness_key IS NOT NULL)
-        ), keys(queue, priority, fkey) AS (
-            SELECT q.name, k.priority, k.fairness_key FROM keyed q CROSS JOIN LATERAL (
-                SELECT t.priority, t.fairness_key FROM {table} t
-                WHERE t.status = '{ready}' AND t.queue_name = q.name
-                    AND t.fairness_key IS NOT NULL
-                ORDER BY t.priority DESC, t.fairness_key LIMIT 1
+    f"""keys(queue, priority, fkey) AS (
+            SELECT q.name, k.priority, k.fkey FROM served q CROSS JOIN LATERAL (
+                SELECT t.priority, {_T_KEY} AS fkey FROM {{table}} t
+                WHERE t.queue_name = q.name AND {_T_KEY} IS NOT NULL
+                ORDER BY t.priority DESC, {_T_KEY} LIMIT 1
             ) k
             UNION ALL
             SELECT keys.queue, keys.priority, (
-                SELECT n.fairness_key FROM {table} n
-                WHERE n.status = '{ready}' AND n.queue_name = keys.queue
-                    AND n.fairness_key IS NOT NULL AND n.priority = keys.priority
-                    AND n.fairness_key > keys.fkey
-                ORDER BY n.fairness_key LIMIT 1)
+                SELECT {_N_KEY} FROM {{table}} n
+                WHERE n.queue_name = keys.queue AND n.priority = keys.priority
+                    AND {_N_KEY} > keys.fkey
+                ORDER BY {_N_KEY} LIMIT 1)
             FROM keys WHERE keys.fkey IS NOT NULL
+        ), keyed AS MATERIALIZED (
+            SELECT DISTINCT queue AS name FROM keys
+        ), clocks AS MATERIALIZED (
+            SELECT q.name AS queue, COALESCE((
+                SELECT max(s.turn) FROM {{shares}} s WHERE s.queue_name = q.name), 0) AS v
+            FROM keyed q
         ), shares AS MATERIALIZED (
-            SELECT k.queue, k.priority, k.fkey, s.id, s.vtime, s.started_at FROM keys k
-            LEFT JOIN {shares} s ON s.queue_name = k.queue AND s.fairness_key = k.fkey
+            SELECT k.queue, k.priority, k.fkey, s.id, s.vtime, s.started_at, c.v AS clock,
+                count(*) OVER (PARTITION BY k.queue) AS rivals
+            FROM keys k JOIN clocks c ON c.queue = k.queue
+            LEFT JOIN {{shares}} s ON s.queue_name = k.queue AND s.fairness_key = k.fkey
             WHERE k.fkey IS NOT NULL
         ), turns AS MATERIALIZED (
-            SELECT s.id FROM {shares} s
-            WHERE s.id IN (SELECT id FROM shares) AND (SELECT count(*) FROM shares) > 1
-            ORDER BY s.vtime NULLS FIRST, s.started_at NULLS FIRST
-            LIMIT """
+            SELECT t.id FROM keyed q CROSS JOIN LATERAL (
+                SELECT s.id FROM {{shares}} s JOIN shares seen ON seen.id = s.id
+                WHERE seen.queue = q.name AND seen.rivals > 1
+                    AND s.vtime IS NOT DISTINCT FROM seen.vtime
+                    AND s.started_at IS NOT DISTINCT FROM seen.started_at
+                ORDER BY GREATEST(COALESCE(seen.vtime, seen.clock), seen.clock),
+                    seen.started_at NULLS FIRST
+                LIMIT """
     + LIMIT_MARK
     + """
-            FOR UPDATE SKIP LOCKED
-        ), floors AS (
-            SELECT queue, COALESCE(min(vtime), 0) AS v FROM shares GROUP BY queue
+                FOR UPDATE OF s SKIP LOCKED
+            ) t
+        ), ceilings AS (
+            SELECT s.queue, min(GREATEST(COALESCE(s.vtime, s.clock), s.clock)) + 1 AS v
+            FROM shares s
+            WHERE s.rivals > 1 AND s.id IS NOT NULL AND s.id NOT IN (SELECT id FROM turns)
+            GROUP BY s.queue
         )"""
 )
 _CLAIM_CTES = f"""
@@ -250,43 +265,58 @@ _CLAIM_CTES = f"""
             SELECT clock_timestamp() AS at
         ), {_QUEUES}, {_FAIR_SHARES}, cand AS (
             SELECT c.* FROM (
-                SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, true AS turn,
-                    0::float8 AS vstart, NULL::timestamptz AS last_turn, NULL::float8 AS floor
+                SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
+                    NULL::timestamptz AS last_turn, NULL::float8 AS floor,
+                    NULL::float8 AS ceiling
                 FROM served q CROSS JOIN LATERAL (
                     SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
                         t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
                     FROM {{table}} t
                     WHERE {_CLAIMABLE}
-                        AND (t.fairness_key IS NULL OR q.name NOT IN (SELECT name FROM keyed))
+                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
+                    ORDER BY t.priority DESC, t.seq
+                    LIMIT {LIMIT_MARK}
+                    FOR UPDATE SKIP LOCKED
+                ) p
+                WHERE q.name NOT IN (SELECT name FROM keyed)
+                UNION ALL
+                SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
+                    NULL::timestamptz AS last_turn, NULL::float8 AS floor,
+                    NULL::float8 AS ceiling
+                FROM keyed q CROSS JOIN LATERAL (
+                    SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
+                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
+                    FROM {{table}} t
+                    WHERE t.queue_name = q.name AND {_READY_UNKEYED}
+                        AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())
                         AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
                     ORDER BY t.priority DESC, t.seq
                     LIMIT {LIMIT_MARK}
                     FOR UPDATE SKIP LOCKED
                 ) p
                 UNION ALL
-                SELECT f.*, s.queue AS fqueue, s.fkey,
-                    s.id IS NULL OR s.id IN (SELECT id FROM turns)
-                        OR (SELECT count(*) FROM shares) = 1 AS turn,
-                    GREATEST(COALESCE(s.vtime, fl.v), fl.v)
+                SELECT f.*, s.queue AS fqueue, CASE WHEN s.rivals > 1 THEN s.fkey END AS fkey,
+                    GREATEST(COALESCE(s.vtime, s.clock), s.clock)
                         + (row_number() OVER (PARTITION BY s.queue, s.fkey ORDER BY f.seq) - 1)
                         ::float8 / COALESCE(f.fairness_weight, 1) AS vstart,
-                    s.started_at AS last_turn, fl.v AS floor
-                FROM shares s JOIN floors fl ON fl.queue = s.queue CROSS JOIN LATERAL (
+                    s.started_at AS last_turn, s.clock AS floor, ce.v AS ceiling
+                FROM shares s LEFT JOIN ceilings ce ON ce.queue = s.queue CROSS JOIN LATERAL (
                     SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
                         t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
                     FROM {{table}} t
-                    WHERE t.status = '{{ready}}' AND t.queue_name = s.queue
-                        AND t.fairness_key IS NOT NULL AND t.fairness_key = s.fkey
-                        AND t.priority = s.priority
+                    WHERE t.queue_name = s.queue AND t.priority = s.priority
+                        AND {_T_KEY} = s.fkey
                         AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())
                         AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
-                    ORDER BY t.priority DESC, t.fairness_key, t.seq
+                    ORDER BY t.priority DESC, {_T_KEY}, t.seq
                     LIMIT {LIMIT_MARK}
                     FOR UPDATE SKIP LOCKED
                 ) f
+                WHERE s.id IS NULL OR s.rivals = 1 OR s.id IN (SELECT id FROM turns)
             ) c
-            WHERE c.turn
-            ORDER BY c.priority DESC, c.turn DESC, c.vstart, c.last_turn NULLS FIRST, c.seq
+            WHERE c.ceiling IS NULL OR c.vstart < c.ceiling
+            ORDER BY c.priority DESC, c.fqueue IS NOT NULL, c.vstart, c.last_turn NULLS FIRST,
+                c.seq
             LIMIT {LIMIT_MARK}
         ), cfree AS (
             SELECT f.* FROM (
@@ -330,12 +360,13 @@ _CLAIM_CTES = f"""
         ), bumped AS (
             UPDATE {{shares}} s
             SET vtime = GREATEST(COALESCE(s.vtime, b.floor), b.floor) + b.strides,
+                turn = GREATEST(COALESCE(s.vtime, b.floor), b.floor),
                 started_at = (SELECT at FROM claimed_at)
             FROM starts b
             WHERE s.queue_name = b.fqueue AND s.fairness_key = b.fkey
         ), made AS (
-            INSERT INTO {{shares}} (queue_name, fairness_key, vtime, started_at)
-            SELECT b.fqueue, b.fkey, b.floor + b.strides, (SELECT at FROM claimed_at)
+            INSERT INTO {{shares}} (queue_name, fairness_key, vtime, turn, started_at)
+            SELECT b.fqueue, b.fkey, b.floor + b.strides, b.floor, (SELECT at FROM claimed_at)
             FROM starts b
             ON CONFLICT (queue_name, fairness_key) DO NOTHING
         )"""

@@ -103,8 +103,8 @@ def test_the_claims_plan_is_one_whatever_its_queues_and_far_below_the_jit(
     at 10,000,000 rows now, is benchmarks/scale.py's: the planner counts 10
     queues, each a scan of about 2,000 once the table is large.)"""
     _analyze(pg_alias)
-    _enqueue(pg_alias, LARGE, limited=False)
-    _enqueue(pg_alias, RARE, limited=False, queue="other")
+    _enqueue(pg_alias, LARGE, kind="no-limits")
+    _enqueue(pg_alias, RARE, kind="no-limits", queue="other")
     connection = connections[pg_alias]
     text = with_limit(getattr(QueuedTask.objects._statements(connection), statement), LIMIT)
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", text)))
