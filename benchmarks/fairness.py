@@ -35,7 +35,6 @@ emptied); it is migrated first.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import statistics
 import subprocess
@@ -215,10 +214,9 @@ class Bench:
 
 def run(args: argparse.Namespace) -> None:
     setup_django(args.dsn)
+    import fairness_tasks
     from django.core.management import call_command
     from django.db import connection
-
-    import fairness_tasks
 
     call_command("migrate", verbosity=0)
     bench = Bench(args)
