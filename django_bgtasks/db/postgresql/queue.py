@@ -197,18 +197,25 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # rows it returns (up to ``limit`` a queue); those the claim leaves (beyond
 # its ``limit``, in a later queue's order) are unlocked at its commit, its
 # own statement's end.
-# Fair shares (work in progress, issue 53; wip/FAIR_SHARES.md): in a served
-# queue with a ready task that has a fairness key (``keyed``), the keys of
-# its highest such priority, by a loose scan (one descent a key), with their
-# turns (``shares``); when two keys or more compete, as many of them as the
-# claim may take tasks, next turn first, locked, skipping the ones other
-# claims are taking (``turns``: a key another claim is giving a turn gets
-# none here); each queue's least turn (``floors``: a key back from idle
-# can't bank turns). A claim that got no turn (every key taken by other
-# claims) takes no keyed task: falling back to the next turn's key gave it
-# runs of 8 starts under 4 claimers (wip/FAIR_SHARES.md).
-# The candidates of a key are its first ready rows in order, each a turn
-# later (1 / its weight) than the one before, from the key's next turn.
+# Fair shares (docs/django-tasks.md, "Fair shares"): in each served queue,
+# the keys with ready tasks at the highest priority that has keyed ones
+# (``keys``: a loose scan of migration 0028's index, one descent a key), and
+# their turns (``seen``, FairShare: the virtual time of a key's next turn).
+# Where two keys or more compete, the claim locks every one's row, in id
+# order, waiting for a claim that holds them (``locked``): a lock waited for
+# returns the row's newest version, while the rest of the statement reads
+# its snapshot, so the turns (``shares``, ``turns``) are ordered by what the
+# claims before it wrote. Taken so, the turns are exact under any number of
+# claimers: skipping the rows other claims held (SKIP LOCKED) instead let a
+# claim give a key a second turn while a key another claim held waited, and
+# sent the claims that found every key held away empty, to wait for their
+# next poll (four workers drained three keys at 0.41x of tasks without a
+# key; 0.69x waiting). The price: claims of a queue whose keys compete take
+# their turns one after another. A lone key locks nothing and keeps no turns.
+# ``clocks``: a queue's latest turn, where a key new or back from idle starts
+# (it can't bank the turns it missed). Each key's candidates are its first
+# ready rows, each a turn (1 / its weight) after the one before, from its
+# next turn; those of the first ``limit`` keys in turn order (``turns``).
 _T_KEY = READY_KEY.replace("status", "t.status").replace("fairness_key", "t.fairness_key")
 _N_KEY = READY_KEY.replace("status", "n.status").replace("fairness_key", "n.fairness_key")
 _READY_UNKEYED = READY_UNKEYED.replace("status", "t.status").replace(
@@ -234,30 +241,32 @@ _FAIR_SHARES = (
             SELECT q.name AS queue, COALESCE((
                 SELECT max(s.turn) FROM {{shares}} s WHERE s.queue_name = q.name), 0) AS v
             FROM keyed q
-        ), shares AS MATERIALIZED (
+        ), seen AS MATERIALIZED (
             SELECT k.queue, k.priority, k.fkey, s.id, s.vtime, s.started_at, c.v AS clock,
                 count(*) OVER (PARTITION BY k.queue) AS rivals
             FROM keys k JOIN clocks c ON c.queue = k.queue
             LEFT JOIN {{shares}} s ON s.queue_name = k.queue AND s.fairness_key = k.fkey
             WHERE k.fkey IS NOT NULL
+        ), locked AS MATERIALIZED (
+            SELECT s.id, s.vtime, s.started_at FROM {{shares}} s
+            WHERE s.id IN (SELECT id FROM seen WHERE rivals > 1)
+            ORDER BY s.id
+            FOR UPDATE
+        ), shares AS MATERIALIZED (
+            SELECT seen.queue, seen.priority, seen.fkey, seen.id, seen.clock, seen.rivals,
+                COALESCE(l.vtime, seen.vtime) AS vtime,
+                COALESCE(l.started_at, seen.started_at) AS started_at
+            FROM seen LEFT JOIN locked l ON l.id = seen.id
         ), turns AS MATERIALIZED (
             SELECT t.id FROM keyed q CROSS JOIN LATERAL (
-                SELECT s.id FROM {{shares}} s JOIN shares seen ON seen.id = s.id
-                WHERE seen.queue = q.name AND seen.rivals > 1
-                    AND s.vtime IS NOT DISTINCT FROM seen.vtime
-                    AND s.started_at IS NOT DISTINCT FROM seen.started_at
-                ORDER BY GREATEST(COALESCE(seen.vtime, seen.clock), seen.clock),
-                    seen.started_at NULLS FIRST
+                SELECT s.id FROM shares s
+                WHERE s.queue = q.name AND s.rivals > 1
+                ORDER BY GREATEST(COALESCE(s.vtime, s.clock), s.clock),
+                    s.started_at NULLS FIRST, s.id
                 LIMIT """
     + LIMIT_MARK
     + """
-                FOR UPDATE OF s SKIP LOCKED
             ) t
-        ), ceilings AS (
-            SELECT s.queue, min(GREATEST(COALESCE(s.vtime, s.clock), s.clock)) + 1 AS v
-            FROM shares s
-            WHERE s.rivals > 1 AND s.id IS NOT NULL AND s.id NOT IN (SELECT id FROM turns)
-            GROUP BY s.queue
         )"""
 )
 _CLAIM_CTES = f"""
@@ -266,8 +275,7 @@ _CLAIM_CTES = f"""
         ), {_QUEUES}, {_FAIR_SHARES}, cand AS (
             SELECT c.* FROM (
                 SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
-                    NULL::timestamptz AS last_turn, NULL::float8 AS floor,
-                    NULL::float8 AS ceiling
+                    NULL::timestamptz AS last_turn, NULL::float8 AS floor
                 FROM served q CROSS JOIN LATERAL (
                     SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
                         t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
@@ -281,8 +289,7 @@ _CLAIM_CTES = f"""
                 WHERE q.name NOT IN (SELECT name FROM keyed)
                 UNION ALL
                 SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
-                    NULL::timestamptz AS last_turn, NULL::float8 AS floor,
-                    NULL::float8 AS ceiling
+                    NULL::timestamptz AS last_turn, NULL::float8 AS floor
                 FROM keyed q CROSS JOIN LATERAL (
                     SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
                         t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
@@ -299,8 +306,8 @@ _CLAIM_CTES = f"""
                     GREATEST(COALESCE(s.vtime, s.clock), s.clock)
                         + (row_number() OVER (PARTITION BY s.queue, s.fkey ORDER BY f.seq) - 1)
                         ::float8 / COALESCE(f.fairness_weight, 1) AS vstart,
-                    s.started_at AS last_turn, s.clock AS floor, ce.v AS ceiling
-                FROM shares s LEFT JOIN ceilings ce ON ce.queue = s.queue CROSS JOIN LATERAL (
+                    s.started_at AS last_turn, s.clock AS floor
+                FROM shares s CROSS JOIN LATERAL (
                     SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
                         t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
                     FROM {{table}} t
@@ -314,7 +321,6 @@ _CLAIM_CTES = f"""
                 ) f
                 WHERE s.id IS NULL OR s.rivals = 1 OR s.id IN (SELECT id FROM turns)
             ) c
-            WHERE c.ceiling IS NULL OR c.vstart < c.ceiling
             ORDER BY c.priority DESC, c.fqueue IS NOT NULL, c.vstart, c.last_turn NULLS FIRST,
                 c.seq
             LIMIT {LIMIT_MARK}
