@@ -312,7 +312,6 @@ class QueuedTask(models.Model):
     # (NULL without a key). Both nullable without a default: SQLite adds such
     # a column in place, where a default would make Django rebuild the table
     # without the indexes and triggers the migrations' SQL made.
-    # (Work in progress: the claim does not read them yet.)
     fairness_key = models.CharField(  # noqa: DJ001
         _("fairness key"), max_length=limits.MAX_FLOW_KEY_LENGTH, null=True, blank=True
     )
@@ -421,8 +420,9 @@ class FairShare(models.Model):
     virtual time of its next start, which each start moves on by one over
     the key's weight (stride scheduling), so that keys with ready tasks take
     turns in proportion to their weights; NULL until the key's first start.
-    Level turns go to the key whose last start is oldest.
-    (Work in progress: the claim does not keep it yet.)"""
+    Level turns go to the key whose last start is oldest. Kept by the claim
+    (db/<engine>/queue.py), one row a queue and key, made when the key's
+    first task is enqueued; a key alone in its queue keeps none."""
 
     queue_name = models.CharField(_("queue"), max_length=limits.MAX_QUEUE_NAME_LENGTH)
     fairness_key = models.CharField(_("key"), max_length=limits.MAX_FLOW_KEY_LENGTH)

@@ -1,5 +1,5 @@
-"""Fair shares for Django Tasks (``@task(fairness_key=..., fairness_weight=...)``),
-work in progress: what the enqueue stores, and the table of the keys' turns.
+"""Fair shares for Django Tasks (``@task(fairness_key=..., fairness_weight=...)``):
+what the enqueue stores, the table of the keys' turns, and the claim's indexes.
 
 * ``QueuedTask`` gets ``fairness_key`` (NULL: no share of its own) and
   ``fairness_weight`` (NULL without a key). Both nullable without a default,
@@ -11,6 +11,10 @@ work in progress: what the enqueue stores, and the table of the keys' turns.
   its latest began), one row per queue and key.
 * MySQL/MariaDB: the keys compare byte for byte (``utf8mb4_bin``), as 0013
   made the flow limits' keys.
+* PostgreSQL: the ready tasks split between two partial indexes, those with
+  a key (by queue, priority and key: the claim's turns) and those without
+  (the claim's scan of them beside keyed ones), built ``CONCURRENTLY``; and a
+  trigger once a statement that makes the rows of keys not seen before.
 
 The SQL is this migration's entry in each engine's db/<engine>/schema.py,
 which db/schema.py runs on the engine migrated.
