@@ -12,6 +12,9 @@ run:
   ``--backlog`` tasks of ``--seconds``; one worker of 4 threads. Printed:
   each 10-second window's starts of the two while both had work, and their
   ratio (the target: within 10 % of 3:1).
+* **enqueue** (PostgreSQL): what migration 0028 costs ``enqueue_many()``
+  of ``--tasks`` tasks without a key, against the table without its index
+  and trigger (dropped and made again between rounds).
 * **drains**: ``--tasks`` tasks that do nothing, drained by ``--workers``
   processes of ``--concurrency`` threads, from the commit of their bulk
   enqueue to the last ``finished_at``: without a key, all of one key (a
@@ -212,6 +215,47 @@ class Bench:
         return self.args.tasks / (last - committed), enqueue_rate
 
 
+def enqueue_cost(bench: Bench, args: argparse.Namespace) -> None:
+    """PostgreSQL: what migration 0028 costs an ``enqueue_many()`` of tasks
+    without a key (its index of the ready tasks without one, and its trigger
+    once a statement), against the same table without them, in alternating
+    rounds: the index and trigger are dropped and made again between."""
+    import fairness_tasks
+    from django.db import connection
+
+    from django_bgtasks.db.postgresql import schema
+
+    steps = schema.SCHEMA["0028_fair_shares"]
+    unkeyed = [step for step in steps.forwards if "bgtasks_queued_unkeyed" in step]
+    trigger = [step for step in steps.forwards if "fair_shares_made" in step]
+    drop = [
+        "DROP INDEX IF EXISTS bgtasks_queued_unkeyed",
+        "DROP TRIGGER IF EXISTS bgtasks_fair_shares_made ON django_bgtasks_queuedtask",
+    ]
+    rates: dict[str, list[float]] = {"without 0028's index and trigger": [], "with them": []}
+    calls = [((n, 0.0), {}) for n in range(args.tasks)]
+    try:
+        for number in range(args.rounds):
+            for side in list(rates) if number % 2 == 0 else list(rates)[::-1]:
+                bench.clear()
+                with connection.cursor() as cursor:
+                    for statement in drop if side.startswith("without") else unkeyed + trigger:
+                        cursor.execute(statement)
+                rates[side].append(bench.enqueue(fairness_tasks.plain, calls))
+    finally:
+        with connection.cursor() as cursor:
+            for statement in unkeyed + trigger:
+                cursor.execute(statement)
+    base = statistics.median(rates["without 0028's index and trigger"])
+    for side, figures in rates.items():
+        rate = statistics.median(figures)
+        print(
+            f"enqueue_many({args.tasks:,}) without a key, {side}: {rate:,.0f} tasks/s"
+            f" ({rate / base:.3f}x), rounds {[round(f) for f in figures]}",
+            flush=True,
+        )
+
+
 def run(args: argparse.Namespace) -> None:
     setup_django(args.dsn)
     import fairness_tasks
@@ -236,6 +280,8 @@ def run(args: argparse.Namespace) -> None:
             print(
                 f"weights 3:1, round {number + 1}: windows {windows}, ratios {ratios}", flush=True
             )
+    if "enqueue" in args.scenarios and connection.vendor == "postgresql":
+        enqueue_cost(bench, args)
     if "drains" in args.scenarios:
         sides = {
             "no key": (fairness_tasks.plain, 1),
@@ -266,7 +312,9 @@ def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", required=True)
-    parser.add_argument("--scenarios", nargs="+", default=["interleave", "weights", "drains"])
+    parser.add_argument(
+        "--scenarios", nargs="+", default=["interleave", "weights", "enqueue", "drains"]
+    )
     parser.add_argument("--backlog", type=int, default=20_000)
     parser.add_argument("--seconds", type=float, default=0.005)
     parser.add_argument("--tasks", type=int, default=10_000)
