@@ -66,6 +66,7 @@ RELEASED_SQL = {
         "0021_queue_list_indexes": "8cd8166d3b35b779",
         "0022_flow_slots_made_once": "19f94670be70450b",
         "0027_finished_by_time": "5d4dfa49f1cbc0b0",
+        "0028_fair_shares": "775d043637b62a69",
     },
 }
 SCHEMAS = {"postgresql": POSTGRESQL_SCHEMA, "mysql": MYSQL_SCHEMA, "sqlite": SQLITE_SCHEMA}

@@ -7,8 +7,11 @@ Each engine counts the work its own way, on the claim the workers run:
 PostgreSQL the pages the statement reads (``EXPLAIN (ANALYZE, BUFFERS)``,
 rolled back), MariaDB the rows its handlers read (``Handler_read_*``),
 SQLite the virtual machine's steps (a progress handler). The claims run with
-a backlog of 2,000 ready tasks of one queue, then of 20,000, and 20 tasks of
-another queue behind it; the tasks are put there while the statistics said
+a backlog of 2,000 ready tasks of one queue, then of 20,000, and 40 tasks of
+another queue behind it (40: on SQLite and MariaDB the claims take their
+tasks, and a fair claim of several queues takes the other queue's keys'
+turns beside the backlog's, so the first round's claims leave the second
+round's claim of the rare queue its 8); the tasks are put there while the statistics said
 the table held finished tasks only, as a table of history's do before a
 backlog comes (``ANALYZE`` of such rows first, on the servers, then a
 ``DELETE``: the planner then thinks there are hardly any ready rows, and
@@ -39,13 +42,25 @@ from django_bgtasks.models import FlowSlot, QueuedTask
 from django_bgtasks.queue.manager import _claim_params
 from tests import djtasks
 
-SMALL, LARGE, RARE, LIMIT = 2_000, 20_000, 20, 8
+SMALL, LARGE, RARE, LIMIT = 2_000, 20_000, 40, 8
 # What a claim of LIMIT rows may do at most, by engine, whatever the backlog:
 # about twice what it does (most of it the claimed rows' writes and, with
 # limits, their slots': PostgreSQL 140-300 pages, MariaDB 60-600 rows,
 # SQLite 3,000-17,000 steps).
 BOUNDS = {"postgresql": 800, "mysql": 1_200, "sqlite": 35_000}
-TASKS = {"no-limits": djtasks.add, "limits": djtasks.limited_add, "fair": djtasks.fair_add}
+TASKS = {
+    "no-limits": djtasks.add,
+    "limits": djtasks.limited_add,
+    "fair": djtasks.fair_add,
+    "rare key": djtasks.fair_add,
+}
+# Each task's arguments (``n`` of ``count``): ``b`` is the fair tasks' key,
+# three in turn; or, for "rare key", one key's backlog with 20 tasks of
+# another key enqueued after it (a tenant's 20 behind another's import),
+# which the claim reads by a descent of its own.
+ARGS = {
+    "rare key": lambda n, count: (n, 1 if n >= count - 20 else 0),
+}
 SHAPES = {"every queue": None, "one": ["default"], "rare": ["other"], "both": ["other", "default"]}
 
 
@@ -77,10 +92,11 @@ def _analyze(alias: str) -> None:
 
 def _enqueue(alias: str, count: int, *, kind: str, queue: str = "default") -> None:
     """``count`` tasks of ``queue``, enqueued in bulk as a site would: with
-    flow limits, with three fairness keys in turn, or with neither."""
+    flow limits, with fairness keys (``ARGS``), or with neither."""
     task = TASKS[kind].using(queue_name=queue)
     with transaction.atomic(using=alias):
-        task.get_backend().enqueue_many(task, [((n, n % 3), {}) for n in range(count)])
+        args = ARGS.get(kind, lambda n, count: (n, n % 3))
+        task.get_backend().enqueue_many(task, [(args(n, count), {}) for n in range(count)])
 
 
 def _postgresql_pages(alias: str, queues: list[str] | None) -> int:

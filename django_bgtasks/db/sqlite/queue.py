@@ -103,6 +103,179 @@ def _ready_rows(columns: str, flow: str, limit: str) -> str:
     )
 
 
+# --- Fair shares (db/postgresql/queue.py has the design; migration 0028) ---------------
+# In a queue with keyed ready tasks, the keys of its highest keyed priority
+# compete: each key's first ``limit`` due rows (read by an index descent of
+# its own, ``seq IN (... LIMIT)``: SQLite has no LATERAL) start a turn apart
+# (one over the row's weight) from the key's next turn, or from the queue's
+# clock (the latest turn given) if that is later, so that a key back from
+# idle banks no turns. The claim takes its rows by priority, then the tasks
+# without a key (not held to the turns), then by virtual start, then the
+# key whose last turn is oldest, then seq; migration 0028's trigger moves
+# each started key's turn on. One writer at a time: no turn to lock, each
+# claim sees the turns the one before it gave, and a lone key keeps its
+# turns as any key does.
+# A queue without keyed ready rows is read as before (``_claim_rows``), its
+# ready rows in the claim's order, after one look into the keyed rows' index
+# that finds none; in a queue with some, the rows without a key come from
+# their own index, which the keyed backlog is not in. Which of the two
+# scans runs is decided by its seek key (``queue_name = CASE WHEN <look>
+# THEN <queue> END``: NULL, which finds nothing), computed once: SQLite
+# tests a WHERE term with a subquery at each row, and a false one read the
+# whole backlog. The keyed rows' candidates are CTEs of the statement
+# (``_fair_shares``), of the queues named (``%(queues)s``) or of every queue
+# with keyed ready rows (a loose scan of their index), not of each queue's
+# pick: nested there, the statement overflowed SQLite's parser stack.
+_FAIR = "{{table}} {a} INDEXED BY bgtasks_queued_fair"
+_UNKEYED = "{{table}} {a} INDEXED BY bgtasks_queued_unkeyed"
+
+
+def _ready_keyed(a: str) -> str:
+    """The keyed ready rows of the alias ``a`` (migration 0028's index's WHERE)."""
+    return f"{a}.status = '{{ready}}' AND {a}.fairness_key IS NOT NULL"
+
+
+def _ready_unkeyed(a: str) -> str:
+    """The ready rows without a key of the alias ``a`` (migration 0028's index's WHERE)."""
+    return f"{a}.status = '{{ready}}' AND {a}.fairness_key IS NULL"
+
+
+def _keyed(queue: str) -> str:
+    """Whether a keyed ready row of ``queue`` (a condition on ``k``) is
+    there: one index entry's look."""
+    return f"EXISTS (SELECT 1 FROM {_FAIR.format(a='k')} WHERE {_ready_keyed('k')} AND {queue})"
+
+
+def _queue_names(cte: str, index: str, where: str, when: str) -> str:
+    """The body of the recursive CTE ``cte(name)`` of the queue names the
+    ``index`` of the ready rows ``where`` (on ``n``) holds, if ``when``: a
+    loose scan, one descent a name (and a NULL)."""
+    return f"""SELECT (SELECT min(n.queue_name) FROM {index.format(a="n")} WHERE {where})
+            WHERE {when}
+            UNION ALL
+            SELECT (SELECT min(n.queue_name) FROM {index.format(a="n")}
+                WHERE {where} AND n.queue_name > {cte}.name)
+            FROM {cte} WHERE {cte}.name IS NOT NULL"""
+
+
+# The claim's order, over the candidates' ``keyed``, ``vstart`` and
+# ``last_turn`` (0, 0 and NULL for a row without a key, so among those rows
+# the order of shared.queue_pick: priority DESC, seq).
+_TURN_ORDER = "priority DESC, keyed, vstart, last_turn NULLS FIRST, seq"
+_UNKEYED_COLUMNS = "0 AS keyed, 0.0 AS vstart, NULL AS last_turn"
+
+
+def _fair_shares(columns: list[str], flow: str, limit: str) -> str:
+    """The claim's CTEs: ``plain``, the queues with ready rows without a key
+    (of every queue, while one has keyed ones), and ``fair_rows``, the keyed
+    candidates, with their ``columns``, ``keyed``, ``vstart`` and
+    ``last_turn``: the first ``limit`` rows that pass ``flow`` (on ``t``) of
+    each key of its queue's highest keyed priority."""
+    picked = ", ".join(f"r.{column}" for column in columns)
+    every = "%(all)s"
+    # (``fair``: the queues named, each there once, as queue.manager sends
+    # them, or those the scan found; a paused one left out.)
+    return f"""plain(name) AS (
+            {_queue_names("plain", _UNKEYED, _ready_unkeyed("n"), f"{every} AND {_keyed('1')}")}
+        ), scanned(name) AS (
+            {_queue_names("scanned", _FAIR, _ready_keyed("n"), every)}
+        ), fair(name) AS (
+            SELECT name FROM (
+                SELECT name FROM scanned WHERE name IS NOT NULL
+                UNION ALL
+                SELECT value FROM json_each(%(queues)s) WHERE NOT {every}
+            )
+            WHERE {NOT_PAUSED.replace("queue_name", "name", 1)}
+        ), tops(queue, priority) AS (
+            SELECT fair.name, (
+                SELECT k.priority FROM {_FAIR.format(a="k")}
+                WHERE {_ready_keyed("k")} AND k.queue_name = fair.name
+                ORDER BY k.priority DESC LIMIT 1)
+            FROM fair
+        ), keys(queue, priority, fkey) AS (
+            SELECT tops.queue, tops.priority, (
+                SELECT k.fairness_key FROM {_FAIR.format(a="k")}
+                WHERE {_ready_keyed("k")} AND k.queue_name = tops.queue
+                    AND k.priority = tops.priority
+                ORDER BY k.fairness_key LIMIT 1)
+            FROM tops WHERE tops.priority IS NOT NULL
+            UNION ALL
+            SELECT keys.queue, keys.priority, (
+                SELECT k.fairness_key FROM {_FAIR.format(a="k")}
+                WHERE {_ready_keyed("k")} AND k.queue_name = keys.queue
+                    AND k.priority = keys.priority AND k.fairness_key > keys.fkey
+                ORDER BY k.fairness_key LIMIT 1)
+            FROM keys WHERE keys.fkey IS NOT NULL
+        ), turns AS (
+            SELECT queue, priority, fkey, last_turn, max(COALESCE(vtime, clock), clock) AS v0
+            FROM (
+                SELECT keys.queue, keys.priority, keys.fkey, s.vtime, s.started_at AS last_turn,
+                    (SELECT COALESCE(max(c.turn), 0)
+                        FROM {{shares}} c INDEXED BY bgtasks_fair_share_turn
+                        WHERE c.queue_name = keys.queue) AS clock
+                FROM keys LEFT JOIN {{shares}} s
+                    ON s.queue_name = keys.queue AND s.fairness_key = keys.fkey
+                WHERE keys.fkey IS NOT NULL
+            )
+        ), fair_rows AS (
+            SELECT r.seq, r.priority, {picked}, 1 AS keyed,
+                turns.v0 + (row_number() OVER (
+                    PARTITION BY turns.queue, turns.fkey ORDER BY r.seq
+                ) - 1) * 1.0 / COALESCE(r.fairness_weight, 1) AS vstart,
+                turns.last_turn
+            FROM turns JOIN {{table}} r ON r.seq IN (
+                SELECT t.seq FROM {_FAIR.format(a="t")}
+                WHERE {_ready_keyed("t")} AND t.queue_name = turns.queue
+                    AND t.priority = turns.priority AND t.fairness_key = turns.fkey
+                    AND {_DUE} AND {flow}
+                ORDER BY t.seq LIMIT {limit})
+        )"""
+
+
+def _claim_rows(columns: list[str], flow: str, limit: str) -> str:
+    """The claim's pick (shared.queue_pick) of the ready rows without a key
+    in the claim's order, as :func:`_ready_rows` has them while no queue
+    has a keyed ready row (of one queue: while that queue has none); else
+    from their own index (of every queue, those of each of ``plain``'s
+    queues); with the ``_UNKEYED_COLUMNS``."""
+    listed = ", ".join(columns)
+    picked = ", ".join(f"r.{column}" for column in columns)
+    queue = f"json_extract(%(queues)s, '$[{QUEUE_INDEX}]')"
+    keyed = _keyed(f"k.queue_name = {queue}")
+    return queue_pick(
+        f"""SELECT * FROM (
+                SELECT seq, priority, {listed}, {_UNKEYED_COLUMNS}
+                FROM {{table}} t INDEXED BY bgtasks_queued_claim
+                WHERE status = CASE WHEN NOT {_keyed("1")} THEN '{{ready}}' END
+                    AND {_DUE} AND {flow}
+                ORDER BY priority DESC, seq LIMIT {limit})
+            UNION ALL
+            SELECT * FROM (
+                SELECT r.seq, r.priority, {picked}, {_UNKEYED_COLUMNS}
+                FROM plain JOIN {{table}} r ON r.seq IN (
+                    SELECT t.seq FROM {_UNKEYED.format(a="t")}
+                    WHERE {_ready_unkeyed("t")} AND t.queue_name = plain.name
+                        AND {_DUE} AND {flow}
+                    ORDER BY t.priority DESC, t.seq LIMIT {limit})
+                WHERE plain.name IS NOT NULL
+                ORDER BY r.priority DESC, r.seq LIMIT {limit})""",
+        f"""SELECT * FROM (
+                SELECT seq, priority, {listed}, {_UNKEYED_COLUMNS}
+                FROM {{table}} t INDEXED BY bgtasks_queued_ready
+                WHERE status = '{{ready}}' AND queue_name = CASE WHEN NOT {keyed} THEN {queue} END
+                    AND {_DUE} AND {flow}
+                ORDER BY priority DESC, seq LIMIT {limit})
+            UNION ALL
+            SELECT * FROM (
+                SELECT seq, priority, {listed}, {_UNKEYED_COLUMNS}
+                FROM {_UNKEYED.format(a="t")}
+                WHERE {_ready_unkeyed("t")} AND queue_name = CASE WHEN {keyed} THEN {queue} END
+                    AND {_DUE} AND {flow}
+                ORDER BY priority DESC, seq LIMIT {limit})""",
+        limit,
+    )
+
+
 # The rows of a bulk action's batch: the JSON array ``seqs``.
 _LISTED = "seq IN (SELECT value FROM json_each(%(seqs)s))"
 
@@ -124,8 +297,28 @@ def _cancel(rows: str, returning: str) -> str:
     """
 
 
+# The columns of the claim's candidates, and the flow limits' test of each
+# (a free slot of each of its keys).
+_CLAIM_COLUMNS = ["concurrency_key", "concurrency", "rate_key", "rate_limit", "rate_period"]
+_CLAIM_FLOW = (
+    f"(t.concurrency_key IS NULL OR {_C_FREE_SLOTS} > 0)"
+    f" AND (t.rate_key IS NULL OR {_R_FREE_SLOTS} > 0)"
+)
+
 QUEUE = QueueStatements(
     claim=f"""
+        WITH RECURSIVE {_fair_shares(_CLAIM_COLUMNS, _CLAIM_FLOW, "%(limit)s")}, cand AS (
+            SELECT * FROM ({_claim_rows(_CLAIM_COLUMNS, _CLAIM_FLOW, "%(limit)s")})
+            UNION ALL
+            SELECT * FROM fair_rows
+        ), chosen AS (
+            SELECT seq, priority, concurrency_key, rate_key, keyed, vstart, last_turn,
+                CASE WHEN concurrency_key IS NOT NULL THEN {_C_FREE_SLOTS} END AS cfree,
+                CASE WHEN rate_key IS NOT NULL THEN {_R_FREE_SLOTS} END AS rfree
+            FROM cand t
+            ORDER BY {_TURN_ORDER}
+            LIMIT %(limit)s
+        )
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s, token = token + 1,
             updated_at = {NOW}, cancel_requested = 0,
             started_at = COALESCE(started_at, {NOW}), last_attempted_at = {NOW},
@@ -133,29 +326,13 @@ QUEUE = QueueStatements(
         WHERE seq IN (
             SELECT seq FROM (
                 SELECT seq, rate_key, rfree,
-                    row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, seq)
-                        AS rrank
+                    row_number() OVER (PARTITION BY rate_key ORDER BY {_TURN_ORDER}) AS rrank
                 FROM (
-                    SELECT seq, priority, concurrency_key, rate_key, cfree, rfree,
-                        row_number() OVER (
-                            PARTITION BY concurrency_key ORDER BY priority DESC, seq
-                        ) AS crank
-                    FROM (
-                        SELECT seq, priority, concurrency_key, rate_key,
-                            CASE WHEN concurrency_key IS NOT NULL THEN {_C_FREE_SLOTS} END
-                                AS cfree,
-                            CASE WHEN rate_key IS NOT NULL THEN {_R_FREE_SLOTS} END AS rfree
-                        FROM ({
-        _ready_rows(
-            "concurrency_key, concurrency, rate_key, rate_limit, rate_period",
-            f"(concurrency_key IS NULL OR {_C_FREE_SLOTS} > 0)"
-            f" AND (rate_key IS NULL OR {_R_FREE_SLOTS} > 0)",
-            "%(limit)s",
-        )
-    }) t
-                        ORDER BY priority DESC, seq
-                        LIMIT %(limit)s
-                    )
+                    SELECT seq, priority, concurrency_key, rate_key, keyed, vstart, last_turn,
+                        cfree, rfree,
+                        row_number() OVER (PARTITION BY concurrency_key ORDER BY {_TURN_ORDER})
+                            AS crank
+                    FROM chosen
                 )
                 WHERE concurrency_key IS NULL OR crank <= cfree
             )

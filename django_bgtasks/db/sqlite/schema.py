@@ -1,5 +1,5 @@
 """SQLite's schema: the SQL django-bgtasks' migrations install on SQLite
-(the history and flow slot triggers, the queue's indexes), by migration, in
+(the history, flow slot and fair share triggers, the queue's indexes), by migration, in
 :data:`SCHEMA`, run by :mod:`~django_bgtasks.db.schema`.
 
 Its entries keep :mod:`~django_bgtasks.db.schema`'s rule: each is what a
@@ -365,6 +365,69 @@ _0027_FORWARDS = [
 ]
 _0027_BACKWARDS = ["DROP INDEX IF EXISTS bgtasks_queued_finished"]
 
+# --- 0028_fair_shares --------------------------------------------------------------------
+
+# Two indexes that split the ready tasks, as PostgreSQL's 0028 does: those
+# with a fairness key by queue, priority and key (the claim's loose scan of
+# a queue's keys, one descent a key, and each key's first rows), and those
+# without one in the claim's order (its scan of them in a queue that has
+# keyed ones, which in the ready rows' index would read past every keyed
+# task: a tenant's import of 20,000 tasks, 20,000 entries a claim). The
+# claim names each (INDEXED BY) and states its WHERE.
+# The trigger keeps the turns of the claim's keyed rows, one row at a time
+# (SQLite runs one statement a claim; an UPDATE can't write a second table):
+# each start moves its key's next turn on by one over its weight, from the
+# key's next turn or the queue's clock (the latest turn given, the greatest
+# ``turn`` of the queue's keys), whichever is later, as the claim counted
+# them. The clock leaves out the turns this claim gave (``started_at`` is
+# the claim's 'now', one value through the statement and its triggers):
+# raised by the rows updated before, it would start a key whose next turn
+# came earlier at a later one, which would lose turns. A key's second row in
+# the claim goes on from its first (its ``started_at`` is now). (Two claims
+# within one millisecond share a 'now': the second leaves the first's turns
+# out of its clock too, and a key the first started goes on from its next
+# turn; at worst a key back from idle then starts a turn early.) An upsert,
+# so a key's row is made at its first start, with no trigger on the enqueue.
+_0028_FORWARDS = [
+    """CREATE INDEX IF NOT EXISTS bgtasks_queued_fair
+        ON django_bgtasks_queuedtask (queue_name, priority DESC, fairness_key, seq)
+        WHERE status = 'READY' AND fairness_key IS NOT NULL""",
+    """CREATE INDEX IF NOT EXISTS bgtasks_queued_unkeyed
+        ON django_bgtasks_queuedtask (queue_name, priority DESC, seq)
+        WHERE status = 'READY' AND fairness_key IS NULL""",
+    "DROP TRIGGER IF EXISTS bgtasks_fair_share_start",
+    """
+    CREATE TRIGGER bgtasks_fair_share_start
+    AFTER UPDATE OF status ON django_bgtasks_queuedtask
+    WHEN NEW.status = 'RUNNING' AND OLD.status = 'READY' AND NEW.fairness_key IS NOT NULL
+    BEGIN
+        INSERT INTO django_bgtasks_fairshare (queue_name, fairness_key, vtime, turn, started_at)
+        SELECT NEW.queue_name, NEW.fairness_key,
+            c.clock + 1.0 / COALESCE(NEW.fairness_weight, 1), c.clock,
+            strftime('%Y-%m-%d %H:%M:%f', 'now')
+        FROM (
+            SELECT COALESCE(max(s.turn), 0) AS clock
+            FROM django_bgtasks_fairshare s INDEXED BY bgtasks_fair_share_turn
+            WHERE s.queue_name = NEW.queue_name
+                AND s.started_at IS NOT strftime('%Y-%m-%d %H:%M:%f', 'now')
+        ) c
+        WHERE true
+        ON CONFLICT (queue_name, fairness_key) DO UPDATE SET
+            vtime = CASE WHEN started_at IS excluded.started_at THEN vtime
+                ELSE max(COALESCE(vtime, excluded.turn), excluded.turn) END
+                + 1.0 / COALESCE(NEW.fairness_weight, 1),
+            turn = CASE WHEN started_at IS excluded.started_at THEN vtime
+                ELSE max(COALESCE(vtime, excluded.turn), excluded.turn) END,
+            started_at = excluded.started_at;
+    END
+    """,
+]
+_0028_BACKWARDS = [
+    "DROP TRIGGER IF EXISTS bgtasks_fair_share_start",
+    "DROP INDEX IF EXISTS bgtasks_queued_fair",
+    "DROP INDEX IF EXISTS bgtasks_queued_unkeyed",
+]
+
 # What each migration runs here, by its name; where one migration runs several
 # steps of SQL, each is ``<migration>:<step>``.
 SCHEMA: dict[str, Steps] = {
@@ -382,4 +445,5 @@ SCHEMA: dict[str, Steps] = {
     "0021_queue_list_indexes": Steps(forwards=_0021_FORWARDS, backwards=_0021_BACKWARDS),
     "0022_flow_slots_made_once": Steps(forwards=_0022_FORWARDS, backwards=_0022_BACKWARDS),
     "0027_finished_by_time": Steps(forwards=_0027_FORWARDS, backwards=_0027_BACKWARDS),
+    "0028_fair_shares": Steps(forwards=_0028_FORWARDS, backwards=_0028_BACKWARDS),
 }
