@@ -66,13 +66,7 @@ def statements(
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
     engine = driver(connection)
-    quote = connection.ops.quote_name
-    tables = {
-        "task": quote(task),
-        "run": quote(run),
-        "worker": quote(worker),
-        "queued": quote(queued),
-    }
+    tables = _quoted(connection, task=task, run=run, worker=worker, queued=queued)
     keep_tables = {name: f"{{{name}}}" for name in tables}
     # Fragments first (they may name the tables), then the tables.
     return _render(
@@ -80,6 +74,11 @@ def statements(
         engine.statements,
         lambda template: template.format(**engine.fragments, **keep_tables).format(**tables),
     )
+
+
+def _quoted(connection: BaseDatabaseWrapper, **tables: str) -> dict[str, str]:
+    """Each of ``tables`` (a statement's name for it: its ``db_table``), quoted."""
+    return {name: connection.ops.quote_name(table) for name, table in tables.items()}
 
 
 def queue_statements(
@@ -104,13 +103,7 @@ def queue_statements(
     key = ("queue", name, table, paused, slots, shares)
     if key in _RENDERED:
         return _RENDERED[key]  # type: ignore[no-any-return]
-    quote = connection.ops.quote_name
-    tables = {
-        "table": quote(table),
-        "paused": quote(paused),
-        "slots": quote(slots),
-        "shares": quote(shares),
-    }
+    tables = _quoted(connection, table=table, paused=paused, slots=slots, shares=shares)
     return _render(
         key,
         templates,

@@ -269,38 +269,39 @@ _FAIR_SHARES = (
             ) t
         )"""
 )
+
+
+# The ready tasks in a claim's order that the turns don't hold: of the
+# queues (``q``) of the CTE ``queues``, those ``ready`` says, each queue's
+# first ``limit`` that the flow limits let start, locked.
+def _unkeyed(queues: str, ready: str) -> str:
+    return f"""SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
+                    NULL::timestamptz AS last_turn, NULL::float8 AS floor
+                FROM {queues} q CROSS JOIN LATERAL (
+                    SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
+                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
+                    FROM {{table}} t
+                    WHERE {ready}
+                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
+                    ORDER BY t.priority DESC, t.seq
+                    LIMIT {LIMIT_MARK}
+                    FOR UPDATE SKIP LOCKED
+                ) p"""
+
+
+# In a queue with keyed ready tasks, those without a key (migration 0028's
+# index of them: the ready rows' index would read past the keyed ones).
+_KEYED_QUEUE_UNKEYED = f"""t.queue_name = q.name AND {_READY_UNKEYED}
+                        AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())"""
 _CLAIM_CTES = f"""
         claimed_at AS (
             SELECT clock_timestamp() AS at
         ), {_QUEUES}, {_FAIR_SHARES}, cand AS (
             SELECT c.* FROM (
-                SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
-                    NULL::timestamptz AS last_turn, NULL::float8 AS floor
-                FROM served q CROSS JOIN LATERAL (
-                    SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
-                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
-                    FROM {{table}} t
-                    WHERE {_CLAIMABLE}
-                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
-                    ORDER BY t.priority DESC, t.seq
-                    LIMIT {LIMIT_MARK}
-                    FOR UPDATE SKIP LOCKED
-                ) p
+                {_unkeyed("served", _CLAIMABLE)}
                 WHERE q.name NOT IN (SELECT name FROM keyed)
                 UNION ALL
-                SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
-                    NULL::timestamptz AS last_turn, NULL::float8 AS floor
-                FROM keyed q CROSS JOIN LATERAL (
-                    SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
-                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
-                    FROM {{table}} t
-                    WHERE t.queue_name = q.name AND {_READY_UNKEYED}
-                        AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())
-                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
-                    ORDER BY t.priority DESC, t.seq
-                    LIMIT {LIMIT_MARK}
-                    FOR UPDATE SKIP LOCKED
-                ) p
+                {_unkeyed("keyed", _KEYED_QUEUE_UNKEYED)}
                 UNION ALL
                 SELECT f.*, s.queue AS fqueue, CASE WHEN s.rivals > 1 THEN s.fkey END AS fkey,
                     GREATEST(COALESCE(s.vtime, s.clock), s.clock)
