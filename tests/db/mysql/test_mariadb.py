@@ -1,9 +1,10 @@
 """MariaDB's own statements of the queue (db/mysql/mariadb.py), where they
 differ from MySQL's: the claim's flow steps run only for a picked row with a
 flow limit; the writes of picked rows, row by row, keep no temporary table
-on disk; and its enqueue tells one task (an INSERT of its VALUES) from
-several by reading the first. (Its enqueue's rows, with MySQL's:
-tests/db/mysql/test_enqueue.py.)"""
+on disk; its claim finds a rare fairness key, and the tasks without one,
+behind another key's backlog by index descents; and its enqueue tells one
+task (an INSERT of its VALUES) from several by reading the first. (Its
+enqueue's rows, with MySQL's: tests/db/mysql/test_enqueue.py.)"""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import json
 from typing import Any
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 
 from django_bgtasks.models import FlowSlot, QueuedTask
 from tests import djtasks
 from tests.db.mysql.test_queue import _claim, _enqueue, _run
+from tests.queue.test_claim_reads import _mysql_rows
 
 
 def test_on_mariadb_a_claim_runs_its_flow_steps_only_for_a_row_with_a_limit(
@@ -111,3 +113,28 @@ def test_mariadbs_enqueue_tells_one_task_from_several_by_reading_the_first(
     assert _only_task(rows) == only
     with pytest.raises(ValueError, match="a JSON array"):
         _only_task('{"uuid": "a"}')
+
+
+def test_on_mariadb_a_claim_finds_a_rare_key_and_the_unkeyed_behind_a_keys_backlog(
+    mysql_alias: str,
+) -> None:
+    """MariaDB has no partial indexes: migration 0028's index of the ready
+    rows by queue and key holds a queue's tasks without a key first and each
+    key's apart, so a claim reads a few entries of each (one descent), not
+    tenant 1's 20,000 to reach tenant 2's or the tasks without a key
+    (tests/queue/test_claim_reads.py bounds the claim of keys in turn)."""
+    backend = djtasks.fair_add.get_backend()
+    with transaction.atomic(using=mysql_alias):
+        backend.enqueue_many(djtasks.fair_add, [((n, 1), {}) for n in range(20_000)])
+    backend.enqueue_many(djtasks.fair_add, [((n, 2), {}) for n in range(3)])
+    backend.enqueue_many(djtasks.add, [((n, 0), {}) for n in range(2)])
+    claimed: list[Any] = []
+    reads = _mysql_rows(
+        mysql_alias,
+        lambda: claimed.extend(QueuedTask.objects.claim_many("w", queues=["default"], limit=8)),
+    )
+    rows = QueuedTask.objects.using(mysql_alias).filter(seq__in=[c.seq for c in claimed])
+    keys = sorted(rows.values_list("fairness_key", flat=True), key=str)
+    assert keys == [None, None, "tenant:1", "tenant:1", "tenant:1", "tenant:2", "tenant:2",
+                    "tenant:2"]  # fmt: skip
+    assert reads <= 600, reads
