@@ -25,6 +25,11 @@ compound statement (``BEGIN NOT ATOMIC``, which MySQL has only in stored
 programs) only when the pick found a row with a limit; without one, the
 picked rows are claimed as they are, which is what the steps would have
 left.
+
+Its claim gives the keys of fair shares their turns (``CLAIM_FAIR_PICK``,
+``_FAIR_TURNS``), in compound statements a queue, a key and a turn at a
+time, since it has no LATERAL; MySQL's claim takes tasks in priority and
+enqueue order as without a key, for now.
 """
 
 from __future__ import annotations
