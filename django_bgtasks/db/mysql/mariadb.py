@@ -146,13 +146,15 @@ _FLOW_WHEN_LIMITED = (
 #    one with keys, its rows without a key (the head of that index: never
 #    past the keyed backlog), its keys (a loose scan, one descent a key) and
 #    those of its highest keyed priority, which compete. With two or more,
-#    their turn rows are locked one at a time, next turn first, SKIP LOCKED,
-#    each rechecked against what the scan read (InnoDB's locking read reads
-#    the newest row: a turn another claim moved since is no turn here), up
-#    to the claim's limit; a key not given a turn takes nothing, and its
-#    next turn + 1 is the queue's ceiling: no row a round ahead of it. Then
-#    each key given a turn (or alone, or without a row of turns) gets its
-#    first due rows, each a stride (1 / weight) after the one before.
+#    their turn rows are locked, SKIP LOCKED, by one read that looks them
+#    up by id in turn order (next turn first, a JSON array that a straight
+#    join follows, so the read stops at the claim's limit and locks no
+#    more), each rechecked against what the scan read (InnoDB's locking
+#    read reads the newest row: a turn another claim moved since is no turn
+#    here); a key not given a turn takes nothing, and its next turn + 1 is
+#    the queue's ceiling: no row a round ahead of it. Then each key given a
+#    turn (or alone, or without a row of turns) gets its first due rows,
+#    each a stride (1 / weight) after the one before.
 # 3. The candidates in the claim's order: priority, tasks without a key
 #    first, virtual start, the key's last turn (never first), seq.
 #
@@ -204,6 +206,13 @@ _KEY_FIELDS = f"""'seq', l.seq, 'p', l.priority, 'f', 1, 'v', {_VSTART}, 'lt', k
                     'fl', l.flow, 'fk', k.fk, 'sh', k.sh, 'q', qname, 'k', k.k, 'c', queue_clock,
                     'w', COALESCE(l.fairness_weight, 1)"""
 _KEY_COLUMNS = "k VARCHAR(255) CHARACTER SET utf8mb4 PATH '$.k'"
+# A competing key as the claim read it: its row of turns, that row's next
+# turn and last start (to recheck on the lock), and its next turn from the
+# queue's clock.
+_SEEN_COLUMNS = (
+    f"{_KEY_COLUMNS}, sh BIGINT PATH '$.sh', vt DOUBLE PATH '$.vt',"
+    " st DATETIME(6) PATH '$.st', v0 DOUBLE PATH '$.v0'"
+)
 # A queue's candidates: without keys, its first ready rows; with keys, its
 # first rows without one; and each key's given a turn, under the ceiling.
 _PLAIN_QUEUE = _add_candidates(
@@ -242,35 +251,34 @@ _FAIR_PICK = f"""
             END LOOP key_scan;
             SELECT COALESCE(MAX(s.turn), 0) AS clock INTO queue_clock
                 FROM {{shares}} s WHERE s.queue_name = qname;
-            SELECT COUNT(*) AS rivals INTO rivals FROM JSON_TABLE(@bgtasks_keys, '$[*]' COLUMNS (
-                p INT PATH '$.p')) k WHERE k.p = top_priority;
-            SET round_ceiling = NULL, turns_taken = 0, @bgtasks_take = JSON_ARRAY();
-            FOR s IN (SELECT k.k, sh.id, sh.vtime, sh.started_at,
+            SELECT JSON_ARRAYAGG(JSON_OBJECT('k', s.k, 'sh', s.id, 'vt', s.vtime,
+                    'st', s.started_at, 'v0', s.v0)
+                    ORDER BY s.v0, s.started_at IS NOT NULL, s.started_at) AS seen,
+                COUNT(*) AS rivals INTO @bgtasks_seen, rivals
+            FROM (SELECT k.k, sh.id, sh.vtime, sh.started_at,
                     GREATEST(COALESCE(sh.vtime, queue_clock), queue_clock) AS v0
                 FROM JSON_TABLE(@bgtasks_keys, '$[*]' COLUMNS ({_KEY_COLUMNS},
                     p INT PATH '$.p')) k
                 LEFT JOIN {{shares}} sh ON sh.queue_name = qname AND sh.fairness_key = k.k
-                WHERE k.p = top_priority
-                ORDER BY v0, sh.started_at IS NOT NULL, sh.started_at) DO
-                SET @bgtasks_got = rivals = 1 OR s.id IS NULL;
-                IF NOT @bgtasks_got AND turns_taken < %(limit)s THEN
-                    SELECT COUNT(*) AS got INTO @bgtasks_got FROM (
-                        SELECT sh.id FROM {{shares}} sh FORCE INDEX (PRIMARY)
-                        WHERE sh.id = s.id AND sh.vtime <=> s.vtime
-                            AND sh.started_at <=> s.started_at
-                        FOR UPDATE SKIP LOCKED) turn;
-                    SET turns_taken = turns_taken + @bgtasks_got;
-                END IF;
-                IF @bgtasks_got THEN
-                    SET @bgtasks_take = JSON_ARRAY_APPEND(@bgtasks_take, '$', JSON_OBJECT(
-                        'k', s.k, 'sh', s.id, 'v0', s.v0, 'st', s.started_at, 'fk', rivals > 1));
-                ELSE
-                    SET round_ceiling = LEAST(COALESCE(round_ceiling, s.v0 + 1), s.v0 + 1);
-                END IF;
-            END FOR;
+                WHERE k.p = top_priority) s;
+            SET @bgtasks_turns = NULL;
+            IF rivals > 1 THEN
+                SELECT JSON_ARRAYAGG(l.id) AS turns INTO @bgtasks_turns FROM (
+                    SELECT sh.id FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS ({_SEEN_COLUMNS})) s
+                        STRAIGHT_JOIN {{shares}} sh FORCE INDEX (PRIMARY) ON sh.id = s.sh
+                    WHERE sh.vtime <=> s.vt AND sh.started_at <=> s.st
+                    LIMIT %(limit)s FOR UPDATE SKIP LOCKED) l;
+            END IF;
+            SELECT JSON_ARRAYAGG(CASE WHEN s.taken THEN JSON_OBJECT('k', s.k, 'sh', s.sh,
+                    'v0', s.v0, 'st', s.st, 'fk', rivals > 1) END) AS take,
+                MIN(CASE WHEN NOT s.taken THEN s.v0 + 1 END) AS ceiling
+                INTO @bgtasks_take, round_ceiling
+            FROM (SELECT s.*, rivals = 1 OR s.sh IS NULL
+                    OR JSON_CONTAINS(COALESCE(@bgtasks_turns, '[]'), CAST(s.sh AS CHAR)) AS taken
+                FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS ({_SEEN_COLUMNS})) s) s;
             FOR k IN (SELECT k.* FROM JSON_TABLE(@bgtasks_take, '$[*]' COLUMNS ({_KEY_COLUMNS},
                     sh BIGINT PATH '$.sh', v0 DOUBLE PATH '$.v0', st VARCHAR(26) PATH '$.st',
-                    fk INT PATH '$.fk')) k) DO
+                    fk INT PATH '$.fk')) k WHERE k.k IS NOT NULL) DO
                 SET fkey = k.k;
                 {_KEYS_TURN};
             END FOR;
@@ -288,7 +296,8 @@ _FAIR_PICK = f"""
         ORDER BY c.p DESC, c.f, c.v, c.lt IS NOT NULL, c.lt, c.seq
         LIMIT %(limit)s
     ) c INTO {PICKED}, {FLOW_PICKED}, {CLAIMED_AT}, {_FAIR};
-    SET {_CANDS} = NULL, @bgtasks_keys = NULL, @bgtasks_take = NULL, @bgtasks_more = NULL"""
+    SET {_CANDS} = NULL, @bgtasks_keys = NULL, @bgtasks_take = NULL, @bgtasks_more = NULL,
+        @bgtasks_seen = NULL"""
 # Whether a served queue has a ready task with a key.
 _KEYED = f"""EXISTS (SELECT 1 FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
             WHERE {_IN_QUEUE} AND t.fairness_key IS NOT NULL)"""
@@ -296,7 +305,7 @@ _SERVED = f"{_QUEUE_COLUMN} PATH '$'"
 CLAIM_FAIR_PICK = f"""BEGIN NOT ATOMIC
     DECLARE qname TYPE OF {{table}}.queue_name;
     DECLARE fkey TYPE OF {{table}}.fairness_key;
-    DECLARE top_priority, rivals, turns_taken INT;
+    DECLARE top_priority, rivals INT;
     DECLARE keyed, has_keys, served BOOLEAN DEFAULT FALSE;
     DECLARE queue_clock, round_ceiling DOUBLE;
     SET @bgtasks_served = JSON_ARRAY(), {_FAIR} = NULL;
