@@ -123,10 +123,6 @@ ALIAS_FIXTURES: dict[str, tuple[Callable[[str, dict[str, Any]], bool], set[str]]
     "pg_site_alias": (lambda alias, db: alias in SURFACE_ALIASES and _postgres(db), {"default"}),
     # The Django Tasks backend: every engine.
     "tasks_alias": (lambda alias, db: True, set()),
-    # The claim's fair shares (work in progress, issue 53): the engines whose
-    # claim keeps them so far, PostgreSQL's and SQLite's. (MariaDB's joins by
-    # its ENGINE here; once every engine's does, the tests take tasks_alias.)
-    "fair_alias": (lambda alias, db: _postgres(db) or db["ENGINE"].endswith("sqlite3"), set()),
     "tasks_site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
     # Every engine, with an operator logged in to the site ("default"): what
     # the surfaces show of the workers' processes (tests/faults/test_deploys.py).
@@ -259,12 +255,6 @@ def pg_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 @pytest.fixture
 def tasks_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """Each database the Django Tasks backend supports: every one."""
-    return _use_alias(request, settings)
-
-
-@pytest.fixture
-def fair_alias(request: pytest.FixtureRequest, settings: Any) -> str:
-    """Each database whose claim keeps the fair shares: PostgreSQL's and SQLite."""
     return _use_alias(request, settings)
 
 

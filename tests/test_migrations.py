@@ -51,7 +51,7 @@ RELEASED_SQL = {
         "0015_pause:paused_queue": "ac539044938f2d3e",
         "0021_queue_list_indexes": "2cecacad02ce3f95",
         "0027_finished_by_time": "55abfa350287501a",
-        "0028_fair_shares": "646b7b61c774daa4",
+        "0028_fair_shares": "8a7ef628e0943164",
     },
     "sqlite": {
         "0002_lease_storage": "318eba2776172f02",

@@ -3,7 +3,7 @@
 ``InvalidTask`` at the declaration, with nothing stored; one task's key and
 weight are formed from its arguments, and a weight a callable gives badly is
 a ``TypeError`` naming the task and the key. The claim takes from the keys
-in turn: on PostgreSQL and SQLite so far (``fair_alias``)."""
+in turn, on every engine; claims at once, on the servers."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def test_a_weight_refused_at_enqueue_stores_nothing(tasks_alias: str) -> None:
     assert not QueuedTask.objects.using(tasks_alias).exists()
 
 
-# --- the claim (PostgreSQL and SQLite so far: fair_alias) ----------------------------------
+# --- the claim ----------------------------------------------------------------------------
 
 
 def _claimed_keys(
@@ -162,26 +162,26 @@ def _enqueue(declared: Any, tenant: int, count: int) -> None:
     declared.get_backend().enqueue_many(declared, [((tenant,), {})] * count)
 
 
-def test_the_claim_takes_from_the_keys_in_turn(fair_alias: str) -> None:
+def test_the_claim_takes_from_the_keys_in_turn(tasks_alias: str) -> None:
     keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
     _enqueue(keyed, 1, 30)  # tenant 1's import first...
     _enqueue(keyed, 2, 3)
     _enqueue(keyed, 3, 3)
     # ... yet tenants 2 and 3 get a turn each in every three starts.
-    first = _claimed_keys(fair_alias, 9)
+    first = _claimed_keys(tasks_alias, 9)
     assert sorted(first) == ["tenant:1"] * 3 + ["tenant:2"] * 3 + ["tenant:3"] * 3, first
     # A lone key gets every start, in batches too.
-    assert _claimed_keys(fair_alias, 3, limit=8) == ["tenant:1"] * 24
+    assert _claimed_keys(tasks_alias, 3, limit=8) == ["tenant:1"] * 24
 
 
-def test_claims_of_several_take_the_keys_in_turn(fair_alias: str) -> None:
+def test_claims_of_several_take_the_keys_in_turn(tasks_alias: str) -> None:
     """Claims of two tasks each, three keys: a claim's starts are turns too
     (a key's second task a turn after its first), so every three claims
     start each key twice."""
     keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
     for tenant in (1, 2, 3):
         _enqueue(keyed, tenant, 20)
-    started = _claimed_keys(fair_alias, 12, limit=2)
+    started = _claimed_keys(tasks_alias, 12, limit=2)
     rounds = [started[at : at + 6] for at in range(0, len(started), 6)]
     assert all(
         sorted(round_) == ["tenant:1"] * 2 + ["tenant:2"] * 2 + ["tenant:3"] * 2
@@ -189,61 +189,61 @@ def test_claims_of_several_take_the_keys_in_turn(fair_alias: str) -> None:
     ), started
 
 
-def test_weights_share_the_starts_in_proportion(fair_alias: str) -> None:
+def test_weights_share_the_starts_in_proportion(tasks_alias: str) -> None:
     keyed = task(fairness_key="tenant:{tenant_id}", fairness_weight={"tenant:1": 3})(tenant_job)
     _enqueue(keyed, 1, 40)
     _enqueue(keyed, 2, 40)
     for limit in (1, 4):
-        started = _claimed_keys(fair_alias, 16 // limit, limit=limit)
+        started = _claimed_keys(tasks_alias, 16 // limit, limit=limit)
         assert started.count("tenant:1") == 12 and started.count("tenant:2") == 4, started
 
 
-def test_priority_wins_over_the_turns(fair_alias: str) -> None:
+def test_priority_wins_over_the_turns(tasks_alias: str) -> None:
     keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
     _enqueue(keyed, 1, 5)
     _enqueue(dataclasses.replace(keyed, priority=10), 2, 2)
-    assert _claimed_keys(fair_alias, 3) == ["tenant:2", "tenant:2", "tenant:1"]
+    assert _claimed_keys(tasks_alias, 3) == ["tenant:2", "tenant:2", "tenant:1"]
 
 
-def test_a_key_back_from_idle_takes_its_turn_and_banks_none(fair_alias: str) -> None:
+def test_a_key_back_from_idle_takes_its_turn_and_banks_none(tasks_alias: str) -> None:
     """Tenant 2 ran out of work while tenant 1 ran on: back with work, it
     starts at the queue's clock, so the two take turns at once (it does not
     get the 20 turns it missed in a row)."""
     keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
     _enqueue(keyed, 1, 40)
     _enqueue(keyed, 2, 2)
-    assert sorted(_claimed_keys(fair_alias, 4)) == ["tenant:1"] * 2 + ["tenant:2"] * 2
+    assert sorted(_claimed_keys(tasks_alias, 4)) == ["tenant:1"] * 2 + ["tenant:2"] * 2
     # Tenant 2 has no work: tenant 1 alone takes 20 starts...
-    assert _claimed_keys(fair_alias, 20) == ["tenant:1"] * 20
+    assert _claimed_keys(tasks_alias, 20) == ["tenant:1"] * 20
     # ... and tenant 3, new, and tenant 2, back, take turns with it from now.
     _enqueue(keyed, 2, 10)
     _enqueue(keyed, 3, 10)
-    started = _claimed_keys(fair_alias, 12)
+    started = _claimed_keys(tasks_alias, 12)
     assert [started.count(f"tenant:{t}") for t in (1, 2, 3)] == [4, 4, 4], started
 
 
-def test_tasks_without_a_key_beside_keyed_ones_go_first(fair_alias: str) -> None:
+def test_tasks_without_a_key_beside_keyed_ones_go_first(tasks_alias: str) -> None:
     """A queue's tasks without a fairness key are not held to the turns: at
     a priority, they start before the keyed ones, whatever their backlog."""
     keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
     _enqueue(keyed, 1, 30)
     _enqueue(task()(tenant_job), 0, 2)
-    assert _claimed_keys(fair_alias, 3) == [None, None, "tenant:1"]
+    assert _claimed_keys(tasks_alias, 3) == [None, None, "tenant:1"]
 
 
-def test_a_claim_of_every_queue_keeps_the_turns_too(fair_alias: str) -> None:
+def test_a_claim_of_every_queue_keeps_the_turns_too(tasks_alias: str) -> None:
     """Claimed from every queue (the worker's default), the keys take turns,
     and the tasks without a key go first, as in a claim of named queues."""
     keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
     _enqueue(keyed, 1, 30)
     _enqueue(keyed, 2, 3)
     _enqueue(task()(tenant_job), 0, 2)
-    started = _claimed_keys(fair_alias, 4, limit=2, queues=None)
+    started = _claimed_keys(tasks_alias, 4, limit=2, queues=None)
     assert started[:2] == [None, None], started
     assert sorted(started[2:]) == ["tenant:1"] * 3 + ["tenant:2"] * 3, started
 
 
-def test_claimers_at_once_take_the_keys_in_turn(pg_alias: str) -> None:
+def test_claimers_at_once_take_the_keys_in_turn(server_alias: str) -> None:
     """Four threads, each on its own connection, claiming one task at a time:
     by the database's order of starts, the three keys share every window of
     starts (no key runs ahead while the others wait)."""
@@ -258,7 +258,7 @@ def test_claimers_at_once_take_the_keys_in_turn(pg_alias: str) -> None:
     def claimer(name: str) -> None:
         deadline = time.monotonic() + 60
         try:
-            while QueuedTask.objects.using(pg_alias).filter(status="READY").exists():
+            while QueuedTask.objects.using(server_alias).filter(status="READY").exists():
                 assert time.monotonic() < deadline, "the claims took too long"
                 QueuedTask.objects.claim_many(name, queues=["default"], limit=1)
         finally:
@@ -270,7 +270,7 @@ def test_claimers_at_once_take_the_keys_in_turn(pg_alias: str) -> None:
     for thread in threads:
         thread.join(60)
     started = list(
-        QueuedTask.objects.using(pg_alias)
+        QueuedTask.objects.using(server_alias)
         .order_by("started_at", "seq")
         .values_list("fairness_key", flat=True)
     )

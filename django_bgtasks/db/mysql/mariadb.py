@@ -25,6 +25,11 @@ compound statement (``BEGIN NOT ATOMIC``, which MySQL has only in stored
 programs) only when the pick found a row with a limit; without one, the
 picked rows are claimed as they are, which is what the steps would have
 left.
+
+Its claim gives the keys of fair shares their turns (``CLAIM_FAIR_PICK``,
+``_FAIR_TURNS``), in compound statements a queue, a key and a turn at a
+time, since it has no LATERAL; MySQL's claim takes tasks in priority and
+enqueue order as without a key, for now.
 """
 
 from __future__ import annotations
@@ -47,13 +52,17 @@ from django_bgtasks.db.mysql.leases import MYSQL_STEP, Reader, read_rows
 from django_bgtasks.db.mysql.queue import (
     CLAIM_PICK,
     CLAIM_WRITE,
+    CLAIMED_AT,
     CSLOTS,
+    DUE,
     FINISHED_READ,
     FLOW_ASSIGN,
     FLOW_PICKED,
     NOW,
+    PICKED,
     PICKED_JOIN,
     PICKED_ROWS,
+    RATE_FREE,
     RSLOTS,
     end_set,
     ends_rows,
@@ -62,7 +71,7 @@ from django_bgtasks.db.mysql.queue import (
 from django_bgtasks.db.mysql.queue import QUEUE as MYSQL_QUEUE
 from django_bgtasks.db.mysql.queue import READERS as MYSQL_READERS
 from django_bgtasks.db.rows import Row
-from django_bgtasks.db.shared import ENQUEUE_COLUMNS
+from django_bgtasks.db.shared import CONCURRENCY_SLOT_FREE, ENQUEUE_COLUMNS, flow_slots_free
 
 
 def _free_slots(
@@ -122,6 +131,246 @@ _FLOW_WHEN_LIMITED = (
     " END IF; END"
 )
 
+# Fair shares (docs/django-tasks.md, "Fair shares"; PostgreSQL's claim,
+# db/postgresql/queue.py, is the reference, in one statement). MariaDB has no
+# LATERAL, so the claim's first step is a compound statement that reads a
+# queue, a key, a turn at a time, keeping what it found in session
+# variables as JSON, as the flow steps do:
+#
+# 1. the served queues (``%(queues)s`` less the paused ones, or with
+#    ``%(all)s`` those with a ready task, by a loose scan of the ready rows'
+#    index), each probed for a ready task with a key: one descent of
+#    migration 0028's index (status, queue_name, fairness_key, priority
+#    DESC, seq). Where none has one, the claim is the plain pick, as before.
+# 2. Else, a queue at a time: a queue without keys, its first ready rows;
+#    one with keys, its rows without a key (the head of that index: never
+#    past the keyed backlog), its keys (a loose scan, one descent a key) and
+#    those of its highest keyed priority, which compete. With two or more,
+#    their turn rows are locked, SKIP LOCKED, by one read that looks them
+#    up by id in turn order (next turn first, a JSON array that a straight
+#    join follows, so the read stops at the claim's limit and locks no
+#    more), each rechecked against what the scan read (InnoDB's locking
+#    read reads the newest row: a turn another claim moved since is no turn
+#    here); a key not given a turn takes nothing, and its next turn + 1 is
+#    the queue's ceiling: no row a round ahead of it. Then each key given a
+#    turn (or alone, or without a row of turns) gets its first due rows,
+#    each a stride (1 / weight) after the one before.
+# 3. The candidates in the claim's order: priority, tasks without a key
+#    first, virtual start, the key's last turn (never first), seq.
+#
+# After the flow steps (which may drop rows), the turns of the keys that
+# started tasks move on (``_FAIR_TURNS``). A lone key keeps no turns.
+#
+# Every read into a variable is a ``SELECT ... INTO``, never ``SET v =
+# (SELECT ...)`` or ``IF (SELECT ...)``: InnoDB reads a stored program's SET
+# and IF subqueries with shared locks (a plain SELECT reads the snapshot), so
+# claims at once deadlocked on the turns' index (the queue's clock), and a
+# key's probe would wait on a ready row another claim holds.
+_FAIR = "@bgtasks_fair"  # the picked keyed rows' turns: seq, row of turns, key...
+_CANDS = "@bgtasks_cands"
+_FAIR_INDEX = "bgtasks_queued_fair"
+# The ready rows of the queue ``qname`` (named: byte for byte too; every
+# queue: as the index compares, since the loose scan found one name of those
+# its collation makes equal).
+_IN_QUEUE = (
+    "t.status = '{ready}' AND t.queue_name = qname"
+    " AND (%(all)s OR BINARY t.queue_name = BINARY qname)"
+)
+_FLOW_FREE = flow_slots_free(CONCURRENCY_SLOT_FREE, RATE_FREE)
+_FLOW_OF_ROW = "(t.concurrency_key IS NOT NULL OR t.rate_key IS NOT NULL)"
+
+
+def _add_candidates(rows: str, fields: str, where: str = "TRUE") -> str:
+    """The rows of the locking read ``rows`` (``l``) appended to the
+    candidates, each the JSON object of ``fields``."""
+    return f"""SELECT JSON_ARRAYAGG(JSON_OBJECT({fields})) AS more INTO @bgtasks_more
+                FROM ({rows}) l WHERE {where};
+            SET {_CANDS} = JSON_MERGE_PRESERVE({_CANDS}, COALESCE(@bgtasks_more, JSON_ARRAY()))"""
+
+
+def _first_rows(index: str, where: str, order: str) -> str:
+    return f"""SELECT t.seq, t.priority, t.fairness_weight, {_FLOW_OF_ROW} AS flow
+                FROM {{table}} t FORCE INDEX ({index})
+                WHERE {_IN_QUEUE} AND {where} AND {DUE} AND {_FLOW_FREE}
+                ORDER BY {order} LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
+
+
+_PLAIN_FIELDS = "'seq', l.seq, 'p', l.priority, 'f', 0, 'v', 0, 'fl', l.flow"
+_VSTART = "k.v0 + (l.rn - 1) / CAST(COALESCE(l.fairness_weight, 1) AS DOUBLE)"
+_KEY_ROWS = (
+    "SELECT r.*, ROW_NUMBER() OVER (ORDER BY r.seq) AS rn FROM ("
+    + _first_rows(_FAIR_INDEX, "t.fairness_key = fkey AND t.priority = top_priority", "t.seq")
+    + ") r"
+)
+_KEY_FIELDS = f"""'seq', l.seq, 'p', l.priority, 'f', 1, 'v', {_VSTART}, 'lt', k.st,
+                    'fl', l.flow, 'fk', k.fk, 'sh', k.sh, 'q', qname, 'k', k.k, 'c', queue_clock,
+                    'w', COALESCE(l.fairness_weight, 1)"""
+_KEY_COLUMNS = "k VARCHAR(255) CHARACTER SET utf8mb4 PATH '$.k'"
+# A competing key as the claim read it: its row of turns, that row's next
+# turn and last start (to recheck on the lock), and its next turn from the
+# queue's clock.
+_SEEN_COLUMNS = (
+    f"{_KEY_COLUMNS}, sh BIGINT PATH '$.sh', vt DOUBLE PATH '$.vt',"
+    " st DATETIME(6) PATH '$.st', v0 DOUBLE PATH '$.v0'"
+)
+# A queue's candidates: without keys, its first ready rows; with keys, its
+# first rows without one; and each key's given a turn, under the ceiling.
+_PLAIN_QUEUE = _add_candidates(
+    _first_rows("bgtasks_queued_ready", "TRUE", "t.priority DESC, t.seq"), _PLAIN_FIELDS
+)
+_UNKEYED = _add_candidates(
+    _first_rows(_FAIR_INDEX, "t.fairness_key IS NULL", "t.priority DESC, t.seq"), _PLAIN_FIELDS
+)
+_KEYS_TURN = _add_candidates(
+    _KEY_ROWS, _KEY_FIELDS, f"round_ceiling IS NULL OR {_VSTART} < round_ceiling"
+)
+_QUEUE_COLUMN = "VARCHAR(100) CHARACTER SET utf8mb4"
+_FAIR_PICK = f"""
+    FOR q IN (SELECT s.n, s.k FROM JSON_TABLE(@bgtasks_served, '$[*]' COLUMNS (
+            n {_QUEUE_COLUMN} PATH '$.n', k INT PATH '$.k')) s) DO
+        SET qname = q.n;
+        IF NOT q.k THEN
+            {_PLAIN_QUEUE};
+        ELSE
+            {_UNKEYED};
+            SET @bgtasks_keys = JSON_ARRAY(), fkey = '', top_priority = NULL;
+            key_scan: LOOP
+                SELECT MAX(x.found) AS found INTO @bgtasks_key FROM (
+                    SELECT JSON_OBJECT('k', t.fairness_key, 'p', t.priority) AS found
+                    FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
+                    WHERE {_IN_QUEUE} AND t.fairness_key > fkey
+                    ORDER BY t.fairness_key, t.priority DESC LIMIT 1) x;
+                IF @bgtasks_key IS NULL THEN
+                    LEAVE key_scan;
+                END IF;
+                SET fkey = JSON_VALUE(@bgtasks_key, '$.k'),
+                    top_priority = GREATEST(COALESCE(top_priority, -2147483648),
+                        CAST(JSON_VALUE(@bgtasks_key, '$.p') AS SIGNED)),
+                    @bgtasks_keys = JSON_ARRAY_APPEND(
+                        @bgtasks_keys, '$', JSON_EXTRACT(@bgtasks_key, '$'));
+            END LOOP key_scan;
+            SELECT COALESCE(MAX(s.turn), 0) AS clock INTO queue_clock
+                FROM {{shares}} s WHERE s.queue_name = qname;
+            SELECT JSON_ARRAYAGG(JSON_OBJECT('k', s.k, 'sh', s.id, 'vt', s.vtime,
+                    'st', s.started_at, 'v0', s.v0)
+                    ORDER BY s.v0, s.started_at IS NOT NULL, s.started_at) AS seen,
+                COUNT(*) AS rivals INTO @bgtasks_seen, rivals
+            FROM (SELECT k.k, sh.id, sh.vtime, sh.started_at,
+                    GREATEST(COALESCE(sh.vtime, queue_clock), queue_clock) AS v0
+                FROM JSON_TABLE(@bgtasks_keys, '$[*]' COLUMNS ({_KEY_COLUMNS},
+                    p INT PATH '$.p')) k
+                LEFT JOIN {{shares}} sh ON sh.queue_name = qname AND sh.fairness_key = k.k
+                WHERE k.p = top_priority) s;
+            SET @bgtasks_turns = NULL;
+            IF rivals > 1 THEN
+                SELECT JSON_ARRAYAGG(l.id) AS turns INTO @bgtasks_turns FROM (
+                    SELECT sh.id FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS ({_SEEN_COLUMNS})) s
+                        STRAIGHT_JOIN {{shares}} sh FORCE INDEX (PRIMARY) ON sh.id = s.sh
+                    WHERE sh.vtime <=> s.vt AND sh.started_at <=> s.st
+                    LIMIT %(limit)s FOR UPDATE SKIP LOCKED) l;
+            END IF;
+            SELECT JSON_ARRAYAGG(CASE WHEN s.taken THEN JSON_OBJECT('k', s.k, 'sh', s.sh,
+                    'v0', s.v0, 'st', s.st, 'fk', rivals > 1) END) AS take,
+                MIN(CASE WHEN NOT s.taken THEN s.v0 + 1 END) AS ceiling
+                INTO @bgtasks_take, round_ceiling
+            FROM (SELECT s.*, rivals = 1 OR s.sh IS NULL
+                    OR JSON_CONTAINS(COALESCE(@bgtasks_turns, '[]'), CAST(s.sh AS CHAR)) AS taken
+                FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS ({_SEEN_COLUMNS})) s) s;
+            FOR k IN (SELECT k.* FROM JSON_TABLE(@bgtasks_take, '$[*]' COLUMNS ({_KEY_COLUMNS},
+                    sh BIGINT PATH '$.sh', v0 DOUBLE PATH '$.v0', st VARCHAR(26) PATH '$.st',
+                    fk INT PATH '$.fk')) k WHERE k.k IS NOT NULL) DO
+                SET fkey = k.k;
+                {_KEYS_TURN};
+            END FOR;
+        END IF;
+    END FOR;
+    SELECT JSON_ARRAYAGG(c.seq) AS picked, MAX(c.fl) AS flow, NULL AS claimed_at,
+        JSON_ARRAYAGG(CASE WHEN c.fk THEN JSON_OBJECT(
+            'seq', c.seq, 'sh', c.sh, 'q', c.q, 'k', c.k, 'c', c.c, 'w', c.w) END) AS fair
+    FROM (
+        SELECT c.* FROM JSON_TABLE({_CANDS}, '$[*]' COLUMNS (seq BIGINT PATH '$.seq',
+            p INT PATH '$.p', f INT PATH '$.f', v DOUBLE PATH '$.v', lt VARCHAR(26) PATH '$.lt',
+            fl INT PATH '$.fl', fk INT PATH '$.fk', sh BIGINT PATH '$.sh',
+            q {_QUEUE_COLUMN} PATH '$.q', {_KEY_COLUMNS}, c DOUBLE PATH '$.c',
+            w INT PATH '$.w')) c
+        ORDER BY c.p DESC, c.f, c.v, c.lt IS NOT NULL, c.lt, c.seq
+        LIMIT %(limit)s
+    ) c INTO {PICKED}, {FLOW_PICKED}, {CLAIMED_AT}, {_FAIR};
+    SET {_CANDS} = NULL, @bgtasks_keys = NULL, @bgtasks_take = NULL, @bgtasks_more = NULL,
+        @bgtasks_seen = NULL"""
+# Whether a served queue has a ready task with a key.
+_KEYED = f"""EXISTS (SELECT 1 FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
+            WHERE {_IN_QUEUE} AND t.fairness_key IS NOT NULL)"""
+_SERVED = f"{_QUEUE_COLUMN} PATH '$'"
+CLAIM_FAIR_PICK = f"""BEGIN NOT ATOMIC
+    DECLARE qname TYPE OF {{table}}.queue_name;
+    DECLARE fkey TYPE OF {{table}}.fairness_key;
+    DECLARE top_priority, rivals INT;
+    DECLARE keyed, has_keys, served BOOLEAN DEFAULT FALSE;
+    DECLARE queue_clock, round_ceiling DOUBLE;
+    SET @bgtasks_served = JSON_ARRAY(), {_FAIR} = NULL;
+    IF %(all)s THEN
+        SET qname = '';
+        queue_scan: LOOP
+            SELECT MAX(x.queue_name) AS name INTO qname FROM (
+                SELECT t.queue_name FROM {{table}} t FORCE INDEX (bgtasks_queued_ready)
+                WHERE t.status = '{{ready}}' AND t.queue_name > qname
+                ORDER BY t.queue_name LIMIT 1) x;
+            IF qname IS NULL THEN
+                LEAVE queue_scan;
+            END IF;
+            SELECT qname NOT IN (SELECT paused.queue_name FROM {{paused}} paused) AS served,
+                {_KEYED} AS keyed INTO served, has_keys;
+            IF served THEN
+                SET keyed = keyed OR has_keys, @bgtasks_served = JSON_ARRAY_APPEND(
+                    @bgtasks_served, '$', JSON_OBJECT('n', qname, 'k', has_keys));
+            END IF;
+        END LOOP queue_scan;
+    ELSE
+        FOR q IN (SELECT n.name FROM JSON_TABLE(%(queues)s, '$[*]' COLUMNS (name {_SERVED})) n
+            WHERE n.name NOT IN (SELECT paused.queue_name FROM {{paused}} paused)) DO
+            SET qname = q.name;
+            SELECT {_KEYED} AS keyed INTO has_keys;
+            SET keyed = keyed OR has_keys, @bgtasks_served = JSON_ARRAY_APPEND(
+                @bgtasks_served, '$', JSON_OBJECT('n', q.name, 'k', has_keys));
+        END FOR;
+    END IF;
+    IF NOT keyed THEN
+        {CLAIM_PICK.strip()};
+    ELSE
+        SET {_CANDS} = JSON_ARRAY();
+        {_FAIR_PICK.strip()};
+    END IF;
+END"""
+# The turns of the keys (of two or more competing) whose tasks the claim
+# started, moved on from their next turn by a stride a task; the claim's
+# time read here, once, for the rows' start too (CLAIM_WRITE reads it). A
+# key without a row of turns (a task enqueued before migration 0028's
+# trigger) gets one.
+_FAIR_TURNS = f"""BEGIN NOT ATOMIC
+    IF {_FAIR} IS NOT NULL THEN
+        SET {CLAIMED_AT} = COALESCE({CLAIMED_AT}, {NOW});
+        FOR b IN (SELECT f.sh, f.q, f.k, MAX(f.c) AS c,
+                COUNT(*) / CAST(MAX(f.w) AS DOUBLE) AS strides
+            FROM {PICKED_ROWS} STRAIGHT_JOIN JSON_TABLE({_FAIR}, '$[*]' COLUMNS (
+                seq BIGINT PATH '$.seq', sh BIGINT PATH '$.sh', q {_QUEUE_COLUMN} PATH '$.q',
+                {_KEY_COLUMNS}, c DOUBLE PATH '$.c', w INT PATH '$.w')) f
+                ON f.seq = picked.picked_seq
+            GROUP BY f.q, f.k, f.sh) DO
+            IF b.sh IS NULL THEN
+                INSERT IGNORE INTO {{shares}} (queue_name, fairness_key, vtime, turn, started_at)
+                VALUES (b.q, b.k, b.c + b.strides, b.c, {CLAIMED_AT});
+            ELSE
+                UPDATE {{shares}} SET turn = GREATEST(COALESCE(vtime, b.c), b.c),
+                    vtime = GREATEST(COALESCE(vtime, b.c), b.c) + b.strides,
+                    started_at = {CLAIMED_AT}
+                WHERE id = b.sh;
+            END IF;
+        END FOR;
+        SET {_FAIR} = NULL;
+    END IF;
+END"""
+
 # The enqueue of any number of tasks, then that of one, which the reader
 # (_enqueue) takes when there is one: VALUES from scalar parameters cost the
 # server less than an INSERT from JSON_TABLE (docs/benchmarks.md, "Enqueue"),
@@ -173,7 +422,9 @@ _FINISH_MANY = MYSQL_STEP.join([
 
 QUEUE = dataclasses.replace(
     MYSQL_QUEUE,
-    claim=_row_by_row(MYSQL_STEP.join([CLAIM_PICK, _FLOW_WHEN_LIMITED, CLAIM_WRITE])),
+    claim=_row_by_row(
+        MYSQL_STEP.join([CLAIM_FAIR_PICK, _FLOW_WHEN_LIMITED, _FAIR_TURNS, CLAIM_WRITE])
+    ),
     recover=_row_by_row(MYSQL_QUEUE.recover),
     give_back=_row_by_row(MYSQL_QUEUE.give_back),
     finish_many=_FINISH_MANY,

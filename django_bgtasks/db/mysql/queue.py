@@ -73,8 +73,8 @@ _HOLDER = f"""seq = %(seq)s AND owner = %(owner)s AND token = %(token)s
     AND status = '{{running}}' AND {_LIVE}"""
 # The session variable step 1 keeps the picked rows' seq in, and those rows
 # (named ``picked_seq``, so that the table's ``seq`` alone is ``seq``).
-_PICKED = "@bgtasks_picked"
-PICKED_ROWS = f"JSON_TABLE({_PICKED}, '$[*]' COLUMNS (picked_seq BIGINT PATH '$')) picked"
+PICKED = "@bgtasks_picked"
+PICKED_ROWS = f"JSON_TABLE({PICKED}, '$[*]' COLUMNS (picked_seq BIGINT PATH '$')) picked"
 # Those rows of the table, for an UPDATE (``UPDATE {PICKED_JOIN} SET ...``) or
 # a read (``SELECT ... FROM {PICKED_JOIN}``): each row looked up by its key,
 # and no other row read. A locking read or a write locks every row it reads,
@@ -93,7 +93,7 @@ PICKED_JOIN = (
 
 def _pick(rows: str) -> str:
     """Step 1: the ``seq`` of the rows the subquery ``rows`` locks, into the variable."""
-    return f"SELECT JSON_ARRAYAGG(seq) AS picked FROM ({rows}) locked INTO {_PICKED}"
+    return f"SELECT JSON_ARRAYAGG(seq) AS picked FROM ({rows}) locked INTO {PICKED}"
 
 
 # Step 1 of each statement that writes several rows. A claim skips the rows
@@ -106,7 +106,7 @@ _RATE_SLOT_FREE = (
     f"(s.started_at IS NULL OR s.started_at <= {NOW}"
     " - INTERVAL ROUND(t.rate_period * 1000000) MICROSECOND)"
 )
-_T_RATE_FREE = f"""EXISTS (
+RATE_FREE = f"""EXISTS (
             SELECT 1 FROM {{slots}} s
             WHERE s.kind = '{{rate}}' AND s.flow_key = t.rate_key AND s.slot <= t.rate_limit
                 AND {_RATE_SLOT_FREE})"""
@@ -116,8 +116,8 @@ FLOW_PICKED = "@bgtasks_flow"
 # A claim's time, read once its flow steps read the free slots (else NULL,
 # set by each pick), for the rate slots' and rows' start alike (see
 # postgresql/queue.py's ``claimed_at`` for why once, and why then).
-_CLAIMED_AT = "@bgtasks_claimed_at"
-_CLAIM_TIME = f"COALESCE({_CLAIMED_AT}, {NOW})"
+CLAIMED_AT = "@bgtasks_claimed_at"
+_CLAIM_TIME = f"COALESCE({CLAIMED_AT}, {NOW})"
 # The ready rows a claim may take, but for the flow limits, as
 # shared.queue_pick has them: of every queue, in the claim's order from its
 # index (status, priority DESC, seq: migration 0012); of one named queue,
@@ -127,7 +127,7 @@ _CLAIM_TIME = f"COALESCE({_CLAIMED_AT}, {NOW})"
 # for byte as well, as PostgreSQL and SQLite compare names. Each with the
 # row's ``flow`` test, ``lock``ing what it returns, and at most ``limit``
 # rows (also the idle poll's, without the flow test or the lock).
-_DUE = f"(run_after IS NULL OR run_after <= {NOW}) AND {NOT_PAUSED}"
+DUE = f"(run_after IS NULL OR run_after <= {NOW}) AND {NOT_PAUSED}"
 _ONE_QUEUE = f"""queue_name = JSON_VALUE(%(queues)s, '$[{QUEUE_INDEX}]')
         AND BINARY queue_name = BINARY JSON_VALUE(%(queues)s, '$[{QUEUE_INDEX}]')"""
 
@@ -138,10 +138,10 @@ def _ready_rows(columns: str, flow: str, limit: str, lock: str) -> str:
     order = f"ORDER BY priority DESC, seq LIMIT {limit} {lock}"
     return queue_pick(
         f"""SELECT seq, priority, {columns} FROM {{table}} t FORCE INDEX (bgtasks_queued_claim)
-        WHERE status = '{{ready}}' AND {_DUE} AND {flow}
+        WHERE status = '{{ready}}' AND {DUE} AND {flow}
         {order}""",
         f"""SELECT seq, priority, {columns} FROM {{table}} t FORCE INDEX (bgtasks_queued_ready)
-        WHERE status = '{{ready}}' AND {_ONE_QUEUE} AND {_DUE} AND {flow}
+        WHERE status = '{{ready}}' AND {_ONE_QUEUE} AND {DUE} AND {flow}
         {order}""",
         limit,
     )
@@ -152,16 +152,16 @@ CLAIM_PICK = f"""SELECT JSON_ARRAYAGG(seq) AS picked,
     FROM ({
     _ready_rows(
         "concurrency_key, rate_key",
-        flow_slots_free(CONCURRENCY_SLOT_FREE, _T_RATE_FREE),
+        flow_slots_free(CONCURRENCY_SLOT_FREE, RATE_FREE),
         "%(limit)s",
         "FOR UPDATE SKIP LOCKED",
     )
-}) locked INTO {_PICKED}, {FLOW_PICKED}, {_CLAIMED_AT}"""
+}) locked INTO {PICKED}, {FLOW_PICKED}, {CLAIMED_AT}"""
 # The flow limits (db/shared.py): the free slots of the picked rows' keys,
 # locked (skipping those other claims are taking) into a variable each; then
 # each picked row paired with the free slot of its rank within its key, and
 # the picked rows narrowed to those that got every slot they need
-# (``_PICKED``), with their slots (``_TAKEN``); the slots written; the rows
+# (``PICKED``), with their slots (``_TAKEN``); the slots written; the rows
 # claimed. For rows without limits each of these steps reads nothing.
 # (MariaDB locks the free slots its own way: db/mysql/mariadb.py.)
 CSLOTS, RSLOTS, _TAKEN = "@bgtasks_cslots", "@bgtasks_rslots", "@bgtasks_taken"
@@ -210,7 +210,7 @@ _ASSIGN = f"""
     LEFT JOIN {_ranked_slots(RSLOTS, "rs")}
         ON rs.flow_key = c.rate_key AND rs.rnk = c.rrank AND rs.slot <= c.rate_limit
     WHERE c.rate_key IS NULL OR rs.id IS NOT NULL
-    INTO {_PICKED}, {_TAKEN}, {_CLAIMED_AT}
+    INTO {PICKED}, {_TAKEN}, {CLAIMED_AT}
 """
 _TAKEN_ROWS = (
     f"JSON_TABLE(COALESCE({_TAKEN}, '[]'), '$[*]' COLUMNS (seq BIGINT PATH '$.seq',"
@@ -219,7 +219,7 @@ _TAKEN_ROWS = (
 _TAKE_SLOTS = f"""
     UPDATE {_TAKEN_ROWS} STRAIGHT_JOIN {{slots}} s FORCE INDEX (PRIMARY)
         ON s.id = taken.c OR s.id = taken.r
-    SET s.started_at = CASE WHEN s.id = taken.r THEN {_CLAIMED_AT} ELSE s.started_at END,
+    SET s.started_at = CASE WHEN s.id = taken.r THEN {CLAIMED_AT} ELSE s.started_at END,
         s.seq = taken.seq, s.token = taken.token
 """
 # The steps after the free slots are locked: the rows paired with them, and

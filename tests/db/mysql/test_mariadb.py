@@ -1,9 +1,11 @@
 """MariaDB's own statements of the queue (db/mysql/mariadb.py), where they
 differ from MySQL's: the claim's flow steps run only for a picked row with a
 flow limit; the writes of picked rows, row by row, keep no temporary table
-on disk; and its enqueue tells one task (an INSERT of its VALUES) from
-several by reading the first. (Its enqueue's rows, with MySQL's:
-tests/db/mysql/test_enqueue.py.)"""
+on disk; its claim finds a rare fairness key, and the tasks without one,
+behind another key's backlog by index descents, and gives no turn to a key
+whose row of turns another claim holds; and its enqueue tells one task (an
+INSERT of its VALUES) from several by reading the first. (Its enqueue's
+rows, with MySQL's: tests/db/mysql/test_enqueue.py.)"""
 
 from __future__ import annotations
 
@@ -12,11 +14,12 @@ import json
 from typing import Any
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 
-from django_bgtasks.models import FlowSlot, QueuedTask
+from django_bgtasks.models import FairShare, FlowSlot, QueuedTask
 from tests import djtasks
 from tests.db.mysql.test_queue import _claim, _enqueue, _run
+from tests.queue.test_claim_reads import _mysql_rows
 
 
 def test_on_mariadb_a_claim_runs_its_flow_steps_only_for_a_row_with_a_limit(
@@ -111,3 +114,62 @@ def test_mariadbs_enqueue_tells_one_task_from_several_by_reading_the_first(
     assert _only_task(rows) == only
     with pytest.raises(ValueError, match="a JSON array"):
         _only_task('{"uuid": "a"}')
+
+
+def test_on_mariadb_a_claim_finds_a_rare_key_and_the_unkeyed_behind_a_keys_backlog(
+    mysql_alias: str,
+) -> None:
+    """MariaDB has no partial indexes: migration 0028's index of the ready
+    rows by queue and key holds a queue's tasks without a key first and each
+    key's apart, so a claim reads a few entries of each (one descent), not
+    tenant 1's 20,000 to reach tenant 2's or the tasks without a key
+    (tests/queue/test_claim_reads.py bounds the claim of keys in turn)."""
+    backend = djtasks.fair_add.get_backend()
+    with transaction.atomic(using=mysql_alias):
+        backend.enqueue_many(djtasks.fair_add, [((n, 1), {}) for n in range(20_000)])
+    backend.enqueue_many(djtasks.fair_add, [((n, 2), {}) for n in range(3)])
+    backend.enqueue_many(djtasks.add, [((n, 0), {}) for n in range(2)])
+    claimed: list[Any] = []
+    reads = _mysql_rows(
+        mysql_alias,
+        lambda: claimed.extend(QueuedTask.objects.claim_many("w", queues=["default"], limit=8)),
+    )
+    rows = QueuedTask.objects.using(mysql_alias).filter(seq__in=[c.seq for c in claimed])
+    keys = sorted(rows.values_list("fairness_key", flat=True), key=str)
+    assert keys == [None, None, "tenant:1", "tenant:1", "tenant:1", "tenant:2", "tenant:2",
+                    "tenant:2"]  # fmt: skip
+    assert reads <= 600, reads
+
+
+def test_on_mariadb_a_key_whose_turn_another_claim_holds_gets_none_nor_is_run_ahead_of(
+    mysql_alias: str,
+) -> None:
+    """A key's row of turns locked by another transaction (as a claim at
+    once holds it) gives the key no turn here (SKIP LOCKED), and the claim
+    takes no task a round ahead of that key's next turn: of tenant 1's
+    turns 0, 1, 2 ... only the first, while tenant 2 waits at 0. Once the
+    lock is gone, tenant 2 takes the turns it missed first."""
+    backend = djtasks.fair_add.get_backend()
+    for b in (1, 2):
+        backend.enqueue_many(djtasks.fair_add, [((n, b), {}) for n in range(30)])
+    other = connections.create_connection(mysql_alias)
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("START TRANSACTION")
+            # (By its id: a scan's FOR UPDATE would hold tenant 1's row too.)
+            [held] = FairShare.objects.using(mysql_alias).filter(fairness_key="tenant:2")
+            cursor.execute(
+                f"SELECT id FROM {FairShare._meta.db_table} WHERE id = %s FOR UPDATE", [held.id]
+            )
+            assert len(cursor.fetchall()) == 1
+        assert _claimed_keys(mysql_alias, 8) == ["tenant:1"]
+    finally:
+        other.close()
+    keys = _claimed_keys(mysql_alias, 8)
+    assert (keys.count("tenant:1"), keys.count("tenant:2")) == (3, 5), keys
+
+
+def _claimed_keys(alias: str, limit: int) -> list[str]:
+    claimed = QueuedTask.objects.claim_many("w", queues=["default"], limit=limit)
+    rows = QueuedTask.objects.using(alias).filter(seq__in=[c.seq for c in claimed])
+    return list(rows.values_list("fairness_key", flat=True))

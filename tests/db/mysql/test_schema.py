@@ -1,9 +1,9 @@
 """What MySQL's and MariaDB's schema entries set up (db/mysql/schema.py,
 ``django_bgtasks.db.mysql.schema``), tested by what they do: the binary
 collation of names (0006) and of the queue's unique keys (0012), the
-run-history trigger (0006), the claim's index (0012) and the operator's
-reads' indexes (0021); and that unapplying a migration removes what it
-added."""
+run-history trigger (0006), the claim's index (0012), the operator's
+reads' indexes (0021) and the fair shares' index and trigger (0028); and
+that unapplying a migration removes what it added."""
 
 from __future__ import annotations
 
@@ -129,3 +129,39 @@ def test_0021_indexes_the_operators_reads_on_mysql(
     assert [column for column, _order in indexes["bgtasks_queued_queue"]] == ["queue_name", "seq"]
     assert [column for column, _order in indexes["bgtasks_queued_task"]] == ["task_path", "seq"]
     assert [column for column, _order in indexes["bgtasks_queued_status"]] == ["status", "seq"]
+
+
+# --- fair shares (0028) ------------------------------------------------------------------
+
+
+def test_0028_on_mysql_indexes_the_ready_tasks_by_queue_and_key_and_makes_each_keys_turns(
+    mysql_alias: str,
+) -> None:
+    """The index a claim reads a queue's unkeyed tasks and each key's by;
+    and a key's row of turns, made once by the trigger at its first enqueue
+    in a queue (none for a task without a key); unapplied, both are gone."""
+    from django_bgtasks.models import FairShare
+    from tests import djtasks
+
+    fair_order = [("status", "A"), ("queue_name", "A"), ("fairness_key", "A"),
+                  ("priority", "D"), ("seq", "A")]  # fmt: skip
+    assert _queue_indexes(mysql_alias)["bgtasks_queued_fair"] == fair_order
+    backend = djtasks.fair_add.get_backend()
+    backend.enqueue_many(djtasks.fair_add, [((n, n % 2), {}) for n in range(6)])
+    djtasks.fair_add.using(queue_name="other").enqueue(1, 0)
+    djtasks.add.enqueue(1, 2)
+    shares = FairShare.objects.using(mysql_alias).values_list("queue_name", "fairness_key")
+    made = [("default", "tenant:0"), ("default", "tenant:1"), ("other", "tenant:0")]
+    assert sorted(shares) == made
+    call_command("migrate", "django_bgtasks", "0027", database=mysql_alias, verbosity=0)
+    try:
+        assert "bgtasks_queued_fair" not in _queue_indexes(mysql_alias)
+        with connections[mysql_alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT trigger_name FROM information_schema.triggers"
+                " WHERE trigger_schema = DATABASE() AND trigger_name = 'bgtasks_fair_share_made'"
+            )
+            assert cursor.fetchall() == ()
+    finally:
+        call_command("migrate", "django_bgtasks", database=mysql_alias, verbosity=0)
+    assert _queue_indexes(mysql_alias)["bgtasks_queued_fair"] == fair_order
