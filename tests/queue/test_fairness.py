@@ -243,6 +243,50 @@ def test_a_claim_of_every_queue_keeps_the_turns_too(tasks_alias: str) -> None:
     assert sorted(started[2:]) == ["tenant:1"] * 3 + ["tenant:2"] * 3, started
 
 
+def test_a_claim_waits_for_the_turns_another_holds_and_reads_their_newest(
+    server_alias: str,
+) -> None:
+    """A key's row of turns locked by another transaction (as a claim at
+    once holds it) makes the claim wait, and the claim then orders the turns
+    by the row's newest values (what its lock returns), not by those its
+    statement's snapshot read: tenant 2 moved on by 10 turns meanwhile, so
+    tenant 1 takes all 8 starts; by the snapshot's turns they would have
+    shared them."""
+    import threading
+
+    from django.db import connections
+
+    from django_bgtasks.models import FairShare
+
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    for tenant in (1, 2):
+        _enqueue(keyed, tenant, 30)
+    other = connections.create_connection(server_alias)
+    claimed: list[list[str]] = []
+
+    def claim() -> None:
+        try:
+            claimed.append(_claimed_keys(server_alias, 1, limit=8))
+        finally:
+            connections.close_all()
+
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("START TRANSACTION")
+            cursor.execute(
+                f"UPDATE {FairShare._meta.db_table} SET vtime = 10 WHERE fairness_key = 'tenant:2'"
+            )
+            claimer = threading.Thread(target=claim)
+            claimer.start()
+            claimer.join(1.0)
+            assert claimer.is_alive() and not claimed, "the claim did not wait for the turns"
+            cursor.execute("COMMIT")
+        claimer.join(30)
+    finally:
+        other.close()
+    assert claimed == [["tenant:1"] * 8], claimed
+
+
 def test_claimers_at_once_take_the_keys_in_turn(server_alias: str) -> None:
     """Four threads, each on its own connection, claiming one task at a time:
     by the database's order of starts, the three keys share every window of

@@ -146,15 +146,16 @@ _FLOW_WHEN_LIMITED = (
 #    one with keys, its rows without a key (the head of that index: never
 #    past the keyed backlog), its keys (a loose scan, one descent a key) and
 #    those of its highest keyed priority, which compete. With two or more,
-#    their turn rows are locked, SKIP LOCKED, by one read that looks them
-#    up by id in turn order (next turn first, a JSON array that a straight
-#    join follows, so the read stops at the claim's limit and locks no
-#    more), each rechecked against what the scan read (InnoDB's locking
-#    read reads the newest row: a turn another claim moved since is no turn
-#    here); a key not given a turn takes nothing, and its next turn + 1 is
-#    the queue's ceiling: no row a round ahead of it. Then each key given a
-#    turn (or alone, or without a row of turns) gets its first due rows,
-#    each a stride (1 / weight) after the one before.
+#    their turn rows are all locked, in id order (a JSON array of their ids
+#    that a straight join follows), waiting for a claim that holds them, as
+#    PostgreSQL's claim does: InnoDB's locking read returns each row's newest
+#    version, so the turns are ordered by what the claims before this one
+#    wrote, and no key gets two turns in a row while another waits. (Locked
+#    SKIP LOCKED and rechecked instead, a claim passed over the keys other
+#    claims held, and a key started twice in a row under 4 claimers.) Then
+#    the first ``limit`` keys in turn order (or a lone key, or one without a
+#    row of turns) get their first due rows, each a stride (1 / weight)
+#    after the one before.
 # 3. The candidates in the claim's order: priority, tasks without a key
 #    first, virtual start, the key's last turn (never first), seq.
 #
@@ -214,16 +215,14 @@ _SEEN_COLUMNS = (
     " st DATETIME(6) PATH '$.st', v0 DOUBLE PATH '$.v0'"
 )
 # A queue's candidates: without keys, its first ready rows; with keys, its
-# first rows without one; and each key's given a turn, under the ceiling.
+# first rows without one; and each key's given a turn.
 _PLAIN_QUEUE = _add_candidates(
     _first_rows("bgtasks_queued_ready", "TRUE", "t.priority DESC, t.seq"), _PLAIN_FIELDS
 )
 _UNKEYED = _add_candidates(
     _first_rows(_FAIR_INDEX, "t.fairness_key IS NULL", "t.priority DESC, t.seq"), _PLAIN_FIELDS
 )
-_KEYS_TURN = _add_candidates(
-    _KEY_ROWS, _KEY_FIELDS, f"round_ceiling IS NULL OR {_VSTART} < round_ceiling"
-)
+_KEYS_TURN = _add_candidates(_KEY_ROWS, _KEY_FIELDS)
 _QUEUE_COLUMN = "VARCHAR(100) CHARACTER SET utf8mb4"
 _FAIR_PICK = f"""
     FOR q IN (SELECT s.n, s.k FROM JSON_TABLE(@bgtasks_served, '$[*]' COLUMNS (
@@ -263,16 +262,32 @@ _FAIR_PICK = f"""
                 WHERE k.p = top_priority) s;
             SET @bgtasks_turns = NULL;
             IF rivals > 1 THEN
-                SELECT JSON_ARRAYAGG(l.id) AS turns INTO @bgtasks_turns FROM (
-                    SELECT sh.id FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS ({_SEEN_COLUMNS})) s
-                        STRAIGHT_JOIN {{shares}} sh FORCE INDEX (PRIMARY) ON sh.id = s.sh
-                    WHERE sh.vtime <=> s.vt AND sh.started_at <=> s.st
-                    LIMIT %(limit)s FOR UPDATE SKIP LOCKED) l;
+                SELECT JSON_ARRAYAGG(s.sh ORDER BY s.sh) AS ids INTO @bgtasks_ids
+                FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS (sh BIGINT PATH '$.sh')) s
+                WHERE s.sh IS NOT NULL;
+                SELECT JSON_ARRAYAGG(JSON_OBJECT('id', l.id, 'vt', l.vtime, 'st', l.started_at))
+                    AS fresh INTO @bgtasks_locked FROM (
+                    SELECT sh.id, sh.vtime, sh.started_at
+                    FROM JSON_TABLE(@bgtasks_ids, '$[*]' COLUMNS (id BIGINT PATH '$')) i
+                        STRAIGHT_JOIN {{shares}} sh FORCE INDEX (PRIMARY) ON sh.id = i.id
+                    FOR UPDATE) l;
+                SELECT JSON_ARRAYAGG(JSON_OBJECT('k', s.k, 'sh', s.sh, 'vt', s.vt, 'st', s.st,
+                        'v0', GREATEST(COALESCE(s.vt, queue_clock), queue_clock))
+                        ORDER BY GREATEST(COALESCE(s.vt, queue_clock), queue_clock),
+                            s.st IS NOT NULL, s.st, s.sh) AS seen INTO @bgtasks_seen
+                FROM (SELECT s.k, s.sh, IF(l.id IS NULL, s.vt, l.vt) AS vt,
+                        IF(l.id IS NULL, s.st, l.st) AS st
+                    FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS ({_SEEN_COLUMNS})) s
+                    LEFT JOIN JSON_TABLE(@bgtasks_locked, '$[*]' COLUMNS (id BIGINT PATH '$.id',
+                        vt DOUBLE PATH '$.vt', st DATETIME(6) PATH '$.st')) l ON l.id = s.sh) s;
+                SELECT JSON_ARRAYAGG(t.sh) AS turns INTO @bgtasks_turns FROM (
+                    SELECT s.sh FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS (
+                        n FOR ORDINALITY, sh BIGINT PATH '$.sh')) s
+                    ORDER BY s.n LIMIT %(limit)s) t;
             END IF;
             SELECT JSON_ARRAYAGG(CASE WHEN s.taken THEN JSON_OBJECT('k', s.k, 'sh', s.sh,
-                    'v0', s.v0, 'st', s.st, 'fk', rivals > 1) END) AS take,
-                MIN(CASE WHEN NOT s.taken THEN s.v0 + 1 END) AS ceiling
-                INTO @bgtasks_take, round_ceiling
+                    'v0', s.v0, 'st', s.st, 'fk', rivals > 1) END) AS take
+                INTO @bgtasks_take
             FROM (SELECT s.*, rivals = 1 OR s.sh IS NULL
                     OR JSON_CONTAINS(COALESCE(@bgtasks_turns, '[]'), CAST(s.sh AS CHAR)) AS taken
                 FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS ({_SEEN_COLUMNS})) s) s;
@@ -297,7 +312,7 @@ _FAIR_PICK = f"""
         LIMIT %(limit)s
     ) c INTO {PICKED}, {FLOW_PICKED}, {CLAIMED_AT}, {_FAIR};
     SET {_CANDS} = NULL, @bgtasks_keys = NULL, @bgtasks_take = NULL, @bgtasks_more = NULL,
-        @bgtasks_seen = NULL"""
+        @bgtasks_seen = NULL, @bgtasks_ids = NULL, @bgtasks_locked = NULL"""
 # Whether a served queue has a ready task with a key.
 _KEYED = f"""EXISTS (SELECT 1 FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
             WHERE {_IN_QUEUE} AND t.fairness_key IS NOT NULL)"""
@@ -307,7 +322,7 @@ CLAIM_FAIR_PICK = f"""BEGIN NOT ATOMIC
     DECLARE fkey TYPE OF {{table}}.fairness_key;
     DECLARE top_priority, rivals INT;
     DECLARE keyed, has_keys, served BOOLEAN DEFAULT FALSE;
-    DECLARE queue_clock, round_ceiling DOUBLE;
+    DECLARE queue_clock DOUBLE;
     SET @bgtasks_served = JSON_ARRAY(), {_FAIR} = NULL;
     IF %(all)s THEN
         SET qname = '';

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.db import connections, transaction
 
-from django_bgtasks.models import FairShare, FlowSlot, QueuedTask
+from django_bgtasks.models import FlowSlot, QueuedTask
 from tests import djtasks
 from tests.db.mysql.test_queue import _claim, _enqueue, _run
 from tests.queue.test_claim_reads import _mysql_rows
@@ -139,34 +139,6 @@ def test_on_mariadb_a_claim_finds_a_rare_key_and_the_unkeyed_behind_a_keys_backl
     assert keys == [None, None, "tenant:1", "tenant:1", "tenant:1", "tenant:2", "tenant:2",
                     "tenant:2"]  # fmt: skip
     assert reads <= 600, reads
-
-
-def test_on_mariadb_a_key_whose_turn_another_claim_holds_gets_none_nor_is_run_ahead_of(
-    mysql_alias: str,
-) -> None:
-    """A key's row of turns locked by another transaction (as a claim at
-    once holds it) gives the key no turn here (SKIP LOCKED), and the claim
-    takes no task a round ahead of that key's next turn: of tenant 1's
-    turns 0, 1, 2 ... only the first, while tenant 2 waits at 0. Once the
-    lock is gone, tenant 2 takes the turns it missed first."""
-    backend = djtasks.fair_add.get_backend()
-    for b in (1, 2):
-        backend.enqueue_many(djtasks.fair_add, [((n, b), {}) for n in range(30)])
-    other = connections.create_connection(mysql_alias)
-    try:
-        with other.cursor() as cursor:
-            cursor.execute("START TRANSACTION")
-            # (By its id: a scan's FOR UPDATE would hold tenant 1's row too.)
-            [held] = FairShare.objects.using(mysql_alias).filter(fairness_key="tenant:2")
-            cursor.execute(
-                f"SELECT id FROM {FairShare._meta.db_table} WHERE id = %s FOR UPDATE", [held.id]
-            )
-            assert len(cursor.fetchall()) == 1
-        assert _claimed_keys(mysql_alias, 8) == ["tenant:1"]
-    finally:
-        other.close()
-    keys = _claimed_keys(mysql_alias, 8)
-    assert (keys.count("tenant:1"), keys.count("tenant:2")) == (3, 5), keys
 
 
 def _claimed_keys(alias: str, limit: int) -> list[str]:
