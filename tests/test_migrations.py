@@ -42,7 +42,7 @@ RELEASED_SQL = {
         "0023_postgresql_finished_by_status": "55b7417a348db418",
         "0025_postgresql_running_by_seq": "25f1c962ac5b5b52",
         "0027_finished_by_time": "29d93a3e87a14528",
-        "0028_fair_shares": "d02dddeb8eeadb2f",
+        "0028_fair_shares": "de16e723b21550af",
     },
     "mysql": {
         "0006_mysql_storage": "5bc8bf5bef5c0f28",

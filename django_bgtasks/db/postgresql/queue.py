@@ -9,7 +9,6 @@ parameters are cast.
 
 from __future__ import annotations
 
-from django_bgtasks.db.postgresql.schema import READY_KEY, READY_UNKEYED
 from django_bgtasks.db.shared import (
     # (alike mysql_queue.py's list on purpose: the statements both take from rules)
     CANCELLED_ERROR_CLASS,
@@ -216,6 +215,11 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # (it can't bank the turns it missed). Each key's candidates are its first
 # ready rows, each a turn (1 / its weight) after the one before, from its
 # next turn; those of the first ``limit`` keys in turn order (``turns``).
+# A ready task's fairness key (NULL unless it is ready), and whether it is a
+# ready task without one (true, or NULL): the expressions of migration
+# 0028's two indexes (db/postgresql/schema.py), to the letter.
+READY_KEY = "(CASE WHEN status = 'READY' THEN fairness_key END)"
+READY_UNKEYED = "(CASE WHEN status = 'READY' AND fairness_key IS NULL THEN true END)"
 _T_KEY = READY_KEY.replace("status", "t.status").replace("fairness_key", "t.fairness_key")
 _N_KEY = READY_KEY.replace("status", "n.status").replace("fairness_key", "n.fairness_key")
 _READY_UNKEYED = READY_UNKEYED.replace("status", "t.status").replace(

@@ -509,21 +509,23 @@ _0027_BACKWARDS = ["DROP INDEX CONCURRENTLY IF EXISTS bgtasks_queued_finished"]
 # rows' index (whose predicate it does not imply), whatever the statistics.
 # With the plain predicates, PostgreSQL read a rare key's rows through the
 # ready rows' index, past the 20,000 of another key, when the statistics
-# were stale (710 pages a claim of 8). db/postgresql/queue.py writes the
-# same expressions (READY_KEY, READY_UNKEYED).
-READY_KEY = "(CASE WHEN status = 'READY' THEN fairness_key END)"
-READY_UNKEYED = "(CASE WHEN status = 'READY' AND fairness_key IS NULL THEN true END)"
+# were stale (710 pages a claim of 8). db/postgresql/queue.py's READY_KEY
+# and READY_UNKEYED are these expressions, to the letter: a claim that wrote
+# them otherwise could not use the indexes (tests/db/postgresql/test_schema.py
+# holds the two to each other).
 # A key's row of turns is made when a task of it is enqueued, so that the
 # claims have a row to lock from the key's first turn (without one, claims at
 # once gave the key's first turns all together): once a statement, over its
 # inserted rows, as 0022's slots are (a trigger once a row halved the rate of
 # enqueue_many() of keyed tasks: 14,700 tasks/s without a key, 6,900 with).
 _0028_FORWARDS = [
-    f"""CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_fair
-        ON django_bgtasks_queuedtask (queue_name, priority DESC, {READY_KEY}, seq)
-        WHERE {READY_KEY} IS NOT NULL""",
-    f"""CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_unkeyed
-        ON django_bgtasks_queuedtask (queue_name, priority DESC, seq) WHERE {READY_UNKEYED}""",
+    """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_fair
+        ON django_bgtasks_queuedtask (queue_name, priority DESC,
+            (CASE WHEN status = 'READY' THEN fairness_key END), seq)
+        WHERE (CASE WHEN status = 'READY' THEN fairness_key END) IS NOT NULL""",
+    """CREATE INDEX CONCURRENTLY IF NOT EXISTS bgtasks_queued_unkeyed
+        ON django_bgtasks_queuedtask (queue_name, priority DESC, seq)
+        WHERE (CASE WHEN status = 'READY' AND fairness_key IS NULL THEN true END)""",
     """CREATE OR REPLACE FUNCTION bgtasks_fair_shares_made() RETURNS trigger AS $$
     BEGIN
         INSERT INTO django_bgtasks_fairshare (queue_name, fairness_key)

@@ -315,3 +315,21 @@ def test_a_django_task_becoming_ready_notifies_its_queue_and_a_claim_does_not(
         assert claim is not None
         execute(claim)
         assert list(listener.notifies(timeout=0.5)) == []
+
+
+# --- fair shares (0028) ----------------------------------------------------------------
+
+
+def test_0028s_indexes_are_written_with_the_claims_own_expressions() -> None:
+    """The claim finds the keyed and the unkeyed ready tasks only through
+    0028's indexes, which PostgreSQL uses only for a query that writes their
+    expressions as they are: the claim's READY_KEY and READY_UNKEYED are
+    those of the migration's DDL, to the letter."""
+    from django_bgtasks.db.postgresql import queue, schema
+
+    fair, unkeyed = (
+        step for step in schema.SCHEMA["0028_fair_shares"].forwards if "CREATE INDEX" in step
+    )
+    assert fair.count(queue.READY_KEY) == 2, fair
+    assert unkeyed.count(queue.READY_UNKEYED) == 1, unkeyed
+    assert queue._T_KEY in queue.QUEUE.claim and queue._READY_UNKEYED in queue.QUEUE.claim

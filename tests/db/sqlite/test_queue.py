@@ -48,6 +48,33 @@ def test_the_claim_and_the_idle_poll_read_the_ready_rows_by_their_index(
     ]
 
 
+@pytest.mark.parametrize("queues", [None, ["default"]], ids=["every-queue", "one-queue"])
+def test_the_fair_claim_reads_each_keys_rows_by_rowid_whatever_analyze_said(
+    sqlite_alias: str, queues: list[str] | None
+) -> None:
+    """With the statistics ANALYZE gathered of a small table (as another
+    test, or a site, leaves them), the claim still reads each key's rows,
+    and each queue's rows without a key, by their rowid, the keys first: no
+    scan of the table (it scanned every row, testing each against a key's
+    list, before its joins were CROSS JOINs)."""
+    connection = connections[sqlite_alias]
+    djtasks.add.get_backend().enqueue_many(djtasks.add, [((n, 1), {}) for n in range(50)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    QueuedTask.objects.using(sqlite_alias).all().delete()
+    backend = djtasks.fair_add.get_backend()
+    backend.enqueue_many(djtasks.fair_add, [((n, n % 3), {}) for n in range(300)])
+    backend.enqueue_many(djtasks.add, [((n, 1), {}) for n in range(30)])
+    rendered = QueuedTask.objects._statements(connection)
+    params = {"owner": "w", "limit": 8, "all": queues is None, "queues": json.dumps(queues or [])}
+    query = with_queues(rendered.claim, None if queues is None else 1)
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {query}", params)
+        plan = [row[-1] for row in cursor.fetchall()]
+    assert not [step for step in plan if step.startswith("SCAN r")], plan
+    assert "SEARCH r USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+
+
 def test_its_times_are_djangos_utc_text_and_a_delay_is_by_the_databases_clock(
     sqlite_alias: str,
 ) -> None:
