@@ -217,9 +217,9 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # next turn; those of the first ``limit`` keys in turn order (``turns``).
 # A ready task's fairness key (NULL unless it is ready), and whether it is a
 # ready task without one (true, or NULL): the expressions of migration
-# 0028's two indexes (db/postgresql/schema.py), to the letter.
-READY_KEY = "(CASE WHEN status = 'READY' THEN fairness_key END)"
-READY_UNKEYED = "(CASE WHEN status = 'READY' AND fairness_key IS NULL THEN true END)"
+# 0028's two indexes (db/postgresql/schema.py), to the letter once rendered.
+READY_KEY = "(CASE WHEN status = '{ready}' THEN fairness_key END)"
+READY_UNKEYED = "(CASE WHEN status = '{ready}' AND fairness_key IS NULL THEN true END)"
 _T_KEY = READY_KEY.replace("status", "t.status").replace("fairness_key", "t.fairness_key")
 _N_KEY = READY_KEY.replace("status", "n.status").replace("fairness_key", "n.fairness_key")
 _READY_UNKEYED = READY_UNKEYED.replace("status", "t.status").replace(
