@@ -243,6 +243,26 @@ def test_a_claim_of_every_queue_keeps_the_turns_too(tasks_alias: str) -> None:
     assert sorted(started[2:]) == ["tenant:1"] * 3 + ["tenant:2"] * 3, started
 
 
+def test_a_key_with_nothing_to_start_takes_no_turn(tasks_alias: str) -> None:
+    """A key whose next turn comes first, but whose tasks are not due (a
+    retry's delay, say) or are held by a limit, takes no turn: the claim of
+    one task takes the next key's, and does not come back empty."""
+    import datetime as dt
+
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    later = keyed.using(run_after=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+    _enqueue(later, 1, 5)  # tenant 1's row of turns first, so its turn first
+    _enqueue(keyed, 2, 2)
+    _enqueue(keyed, 3, 2)
+    limited = task(fairness_key="tenant:{tenant_id}", concurrency=1)(tenant_job)
+    _enqueue(limited, 4, 3)
+    started = [_claimed_keys(tasks_alias, 1) for _ in range(6)]
+    # Five claims of one each take one (tenant 4 one only: its limit), the
+    # sixth none: tenant 1's tasks wait for their hour.
+    assert [len(keys) for keys in started] == [1, 1, 1, 1, 1, 0], started
+    assert sorted(sum(started, [])) == ["tenant:2"] * 2 + ["tenant:3"] * 2 + ["tenant:4"]
+
+
 def test_a_claim_waits_for_the_turns_another_holds_and_reads_their_newest(
     server_alias: str,
 ) -> None:

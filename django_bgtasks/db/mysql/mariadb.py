@@ -153,9 +153,11 @@ _FLOW_WHEN_LIMITED = (
 #    wrote, and no key gets two turns in a row while another waits. (Locked
 #    SKIP LOCKED and rechecked instead, a claim passed over the keys other
 #    claims held, and a key started twice in a row under 4 claimers.) Then
-#    the first ``limit`` keys in turn order (or a lone key, or one without a
-#    row of turns) get their first due rows, each a stride (1 / weight)
-#    after the one before.
+#    the first ``limit`` keys in turn order that have a task to start (due,
+#    and let by the flow limits: a key whose next tasks wait for a retry's
+#    delay or a limit takes no turn, and holds none back), or a lone key, or
+#    one without a row of turns, get their first due rows, each a stride
+#    (1 / weight) after the one before.
 # 3. The candidates in the claim's order: priority, tasks without a key
 #    first, virtual start, the key's last turn (never first), seq.
 #
@@ -282,7 +284,10 @@ _FAIR_PICK = f"""
                         vt DOUBLE PATH '$.vt', st DATETIME(6) PATH '$.st')) l ON l.id = s.sh) s;
                 SELECT JSON_ARRAYAGG(t.sh) AS turns INTO @bgtasks_turns FROM (
                     SELECT s.sh FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS (
-                        n FOR ORDINALITY, sh BIGINT PATH '$.sh')) s
+                        n FOR ORDINALITY, sh BIGINT PATH '$.sh', {_KEY_COLUMNS})) s
+                    WHERE EXISTS (SELECT 1 FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
+                        WHERE {_IN_QUEUE} AND t.fairness_key = s.k
+                            AND t.priority = top_priority AND {DUE} AND {_FLOW_FREE})
                     ORDER BY s.n LIMIT %(limit)s) t;
             END IF;
             SELECT JSON_ARRAYAGG(CASE WHEN s.taken THEN JSON_OBJECT('k', s.k, 'sh', s.sh,
