@@ -260,7 +260,7 @@ def test_a_key_with_nothing_to_start_takes_no_turn(tasks_alias: str) -> None:
     # Five claims of one each take one (tenant 4 one only: its limit), the
     # sixth none: tenant 1's tasks wait for their hour.
     assert [len(keys) for keys in started] == [1, 1, 1, 1, 1, 0], started
-    assert sorted(sum(started, [])) == ["tenant:2"] * 2 + ["tenant:3"] * 2 + ["tenant:4"]
+    assert sorted(itertools.chain(*started)) == ["tenant:2"] * 2 + ["tenant:3"] * 2 + ["tenant:4"]
 
 
 def test_a_claim_waits_for_the_turns_another_holds_and_reads_their_newest(
