@@ -52,12 +52,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-SQLITE_OPTIONS = {
-    "init_command": "PRAGMA journal_mode=WAL;",
-    "timeout": 30,
-    "transaction_mode": "IMMEDIATE",
-}
-MYSQL_OPTIONS = {"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"}
+# The connection options the other benchmarks give each engine.
+from tasks_throughput import MYSQL_OPTIONS, SQLITE_OPTIONS  # noqa: E402
 
 
 def setup_django(dsn: str) -> None:
