@@ -35,25 +35,14 @@ def test_on_sqlite_a_claim_reads_the_ready_rows_in_its_order_and_without_0018_is
     every ready row to take the first few, as it did before 0018."""
     from django.db import OperationalError
 
-    from django_bgtasks.db import engines
-    from django_bgtasks.db.engines import _for_queues
-    from django_bgtasks.models import QueuedTask
-    from django_bgtasks.queue.manager import _claim_params
-
-    connection = connections[sqlite_alias]
-
     def plan(queues: list[str] | None) -> str:
-        claim = QueuedTask.objects._statements(connection).claim
-        with connection.cursor() as cursor:
-            params = engines.encode(connection, _claim_params("w", queues, 8))
-            cursor.execute(f"EXPLAIN QUERY PLAN {_for_queues(claim, params)}", params)
-            return " | ".join(str(row[-1]) for row in cursor.fetchall())
+        return _claim_plan(sqlite_alias, queues)
 
     # 0018's index dropped alone, and put back by the rollback (migrated back
     # to 0017, the claim would miss 0028's indexes first). First: an EXPLAIN
     # prepared before the drop (the driver's statement cache) would not see it.
     with transaction.atomic(using=sqlite_alias):
-        with connection.cursor() as cursor:
+        with connections[sqlite_alias].cursor() as cursor:
             cursor.execute("DROP INDEX bgtasks_queued_claim")
         with pytest.raises(OperationalError, match="no such index: bgtasks_queued_claim"):
             plan(None)
@@ -135,19 +124,9 @@ def test_0028_on_sqlite_the_claim_reads_keys_and_unkeyed_rows_from_their_own_ind
     """The claim reads each key's rows from 0028's index of the keyed ready
     rows (queue, priority, key), and in a queue with keyed rows the rows
     without a key from their own index, of named queues and of every queue."""
-    from django_bgtasks.db import engines
-    from django_bgtasks.db.engines import _for_queues
-    from django_bgtasks.models import QueuedTask
-    from django_bgtasks.queue.manager import _claim_params
-
-    connection = connections[sqlite_alias]
 
     def plan(queues: list[str] | None) -> str:
-        claim = QueuedTask.objects._statements(connection).claim
-        with connection.cursor() as cursor:
-            params = engines.encode(connection, _claim_params("w", queues, 8))
-            cursor.execute(f"EXPLAIN QUERY PLAN {_for_queues(claim, params)}", params)
-            return " | ".join(str(row[-1]) for row in cursor.fetchall())
+        return _claim_plan(sqlite_alias, queues)
 
     each_key = (
         "SEARCH t USING INDEX bgtasks_queued_fair (queue_name=? AND priority=? AND fairness_key=?)"
@@ -220,3 +199,19 @@ def test_0028_on_sqlite_a_start_moves_its_keys_turn_on_and_unapplied_drops_the_t
     finally:
         call_command("migrate", "django_bgtasks", database=sqlite_alias, verbosity=0)
     assert len(objects()) == 3
+
+
+def _claim_plan(alias: str, queues: list[str] | None) -> str:
+    """SQLite's plan of a claim of 8 of ``queues`` (None: every queue), its
+    steps joined by " | "."""
+    from django_bgtasks.db import engines
+    from django_bgtasks.db.engines import _for_queues
+    from django_bgtasks.models import QueuedTask
+    from django_bgtasks.queue.manager import _claim_params
+
+    connection = connections[alias]
+    claim = QueuedTask.objects._statements(connection).claim
+    with connection.cursor() as cursor:
+        params = engines.encode(connection, _claim_params("w", queues, 8))
+        cursor.execute(f"EXPLAIN QUERY PLAN {_for_queues(claim, params)}", params)
+        return " | ".join(str(row[-1]) for row in cursor.fetchall())
