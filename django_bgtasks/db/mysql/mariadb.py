@@ -139,11 +139,13 @@ _FLOW_WHEN_LIMITED = (
 #
 # 1. the served queues (``%(queues)s`` less the paused ones, or with
 #    ``%(all)s`` those with a ready task, by a loose scan of the ready rows'
-#    index), each probed for a ready task with a key: one descent of
+#    index), each probed for its lowest and its highest key: a descent of
 #    migration 0028's index (status, queue_name, fairness_key, priority
-#    DESC, seq). Where none has one, the claim is the plain pick, as before.
-# 2. Else, a queue at a time: a queue without keys, its first ready rows;
-#    one with keys, its rows without a key (the head of that index: never
+#    DESC, seq) each (``_KEYED``). Where no queue has two keys, or a key
+#    beside tasks without one, the claim is the plain pick, as before.
+# 2. Else, a queue at a time: a queue without keys or with one alone, its
+#    first ready rows; one with keys, its rows without a key (the head of
+#    that index: never
 #    past the keyed backlog), its keys (a loose scan, one descent a key) and
 #    those of its highest keyed priority, which compete. With two or more,
 #    their turn rows are all locked, in id order (a JSON array of their ids
@@ -318,9 +320,17 @@ _FAIR_PICK = f"""
     ) c INTO {PICKED}, {FLOW_PICKED}, {CLAIMED_AT}, {_FAIR};
     SET {_CANDS} = NULL, @bgtasks_keys = NULL, @bgtasks_take = NULL, @bgtasks_more = NULL,
         @bgtasks_seen = NULL, @bgtasks_ids = NULL, @bgtasks_locked = NULL"""
-# Whether a served queue has a ready task with a key.
-_KEYED = f"""EXISTS (SELECT 1 FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
-            WHERE {_IN_QUEUE} AND t.fairness_key IS NOT NULL)"""
+# Whether a served queue's ready tasks need turns: they have a key, and
+# not all of them the same one. Its lowest key (NULL first: a task without
+# one) and its highest, a descent of the index each. A lone key's tasks, or
+# tasks without a key, start in priority and enqueue order, which is the
+# plain pick's: the fair steps would find the same rows at twice the cost
+# (a lone key drained at 0.61x of tasks without one, docs/benchmarks.md).
+_KEYED = f"""(SELECT NOT (lowest <=> highest) AND highest IS NOT NULL FROM (SELECT
+            (SELECT t.fairness_key FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
+                WHERE {_IN_QUEUE} ORDER BY t.fairness_key LIMIT 1) AS lowest,
+            (SELECT t.fairness_key FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
+                WHERE {_IN_QUEUE} ORDER BY t.fairness_key DESC LIMIT 1) AS highest) ends)"""
 _SERVED = f"{_QUEUE_COLUMN} PATH '$'"
 CLAIM_FAIR_PICK = f"""BEGIN NOT ATOMIC
     DECLARE qname TYPE OF {{table}}.queue_name;

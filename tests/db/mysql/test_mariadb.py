@@ -2,8 +2,9 @@
 differ from MySQL's: the claim's flow steps run only for a picked row with a
 flow limit; the writes of picked rows, row by row, keep no temporary table
 on disk; its claim finds a rare fairness key, and the tasks without one,
-behind another key's backlog by index descents, and gives no turn to a key
-whose row of turns another claim holds; and its enqueue tells one task (an
+behind another key's backlog by index descents, gives no turn to a key
+whose row of turns another claim holds, and takes a lone key's tasks as
+the plain pick; and its enqueue tells one task (an
 INSERT of its VALUES) from several by reading the first. (Its enqueue's
 rows, with MySQL's: tests/db/mysql/test_enqueue.py.)"""
 
@@ -145,3 +146,29 @@ def _claimed_keys(alias: str, limit: int) -> list[str]:
     claimed = QueuedTask.objects.claim_many("w", queues=["default"], limit=limit)
     rows = QueuedTask.objects.using(alias).filter(seq__in=[c.seq for c in claimed])
     return list(rows.values_list("fairness_key", flat=True))
+
+
+def test_on_mariadb_a_lone_keys_claim_is_the_plain_pick(mysql_alias: str) -> None:
+    """Where a queue's ready tasks all have one key (a tenant alone), their
+    order is the plain pick's (priority, then enqueue order), and MariaDB's
+    claim takes them so, reading what it reads for tasks without a key: the
+    fair steps, a statement a key and a turn, had doubled the claim's time
+    (docs/benchmarks.md, "Fair shares"). Beside a second key, or tasks
+    without one, the turns come back."""
+    backend = djtasks.fair_add.get_backend()
+
+    def reads_of_a_claim(declared: Any, keys: list[int]) -> int:
+        QueuedTask.objects.using(mysql_alias).all().delete()
+        backend.enqueue_many(declared, [((n, key), {}) for key in keys for n in range(50)])
+        return _mysql_rows(
+            mysql_alias, lambda: QueuedTask.objects.claim_many("w", queues=["default"], limit=8)
+        )
+
+    # (A first table apart: a table emptied reads a few entries more, the
+    # deleted rows' until they are purged.)
+    reads_of_a_claim(djtasks.add, [0])
+    plain = reads_of_a_claim(djtasks.add, [0])
+    # 186 rows, against 69-77 without a key, before the lone key's claim was
+    # the plain pick; two keys read about 315.
+    assert reads_of_a_claim(djtasks.fair_add, [1]) <= plain + 10
+    assert reads_of_a_claim(djtasks.fair_add, [1, 2]) > plain + 100
