@@ -11,7 +11,10 @@ from that commit to the last ``finished_at``. For each round it prints the
 drain rate and where the drain's time went, a task (tasks_rounds.Spend):
 CPU of the workers and of the database server (the machine's rest), the
 commits and WAL bytes PostgreSQL counted; then each side's medians and
-their ratios. Both versions must have the same migrations (one schema).
+their ratios. Both versions must have the same migrations (one schema), or
+with ``--newer-schema`` this tree may add some: both then run on its schema,
+as a deploy's old workers do, and the figures are the statements' cost
+alone.
 
     .venv-bench/bin/python benchmarks/drain_ab.py --base HEAD~1 \\
         --dsn postgres://postgres@127.0.0.1:5432/bgtasks_bench
@@ -105,6 +108,13 @@ def arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--conn-max-age", type=int, default=600, help="the workers' CONN_MAX_AGE (0: Django's)"
     )
+    parser.add_argument(
+        "--newer-schema",
+        action="store_true",
+        help="let this tree have migrations the base lacks (after all of the base's): both "
+        "sides then run on this tree's schema, so the figures are what this tree's "
+        "statements cost, not its migrations (a deploy's old workers, on the new schema)",
+    )
     return parser
 
 
@@ -184,8 +194,14 @@ def against_base(
                 sorted(path.name for path in (tree / "django_bgtasks/migrations").glob("0*.py"))
                 for tree in (Path(base), ROOT)
             ]
-            if migrations[0] != migrations[1]:
-                sys.exit(f"{args.base} and this tree have different migrations: one schema only")
+            newer = migrations[1][len(migrations[0]) :]
+            if migrations[0] + newer != migrations[1] or (newer and not args.newer_schema):
+                sys.exit(
+                    f"{args.base} and this tree have different migrations: one schema only"
+                    " (--newer-schema: this tree's, where it only adds migrations)"
+                )
+            if newer:
+                print(f"both sides on this tree's schema: {args.base}'s and {', '.join(newer)}")
             setup(args.dsn)
             compare(args, {f"base {args.base}": side(base), "this tree": side(str(ROOT))},
                     figures, title)  # fmt: skip
