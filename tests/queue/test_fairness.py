@@ -243,20 +243,11 @@ def test_a_claim_of_every_queue_keeps_the_turns_too(tasks_alias: str) -> None:
     assert sorted(started[2:]) == ["tenant:1"] * 3 + ["tenant:2"] * 3, started
 
 
-def test_a_key_with_nothing_to_start_takes_no_turn(
-    tasks_alias: str, request: pytest.FixtureRequest
-) -> None:
+def test_a_key_with_nothing_to_start_takes_no_turn(tasks_alias: str) -> None:
     """A key whose next turn comes first, but whose tasks are not due (a
     retry's delay, say) or are held by a limit, takes no turn: the claim of
     one task takes the next key's, and does not come back empty."""
     import datetime as dt
-
-    from django.db import connections
-
-    if connections[tasks_alias].vendor == "postgresql":
-        # Not yet on PostgreSQL: asking each key for a task to start put the
-        # claim's generic plan over jit_above_cost (db/postgresql/queue.py).
-        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 53: not yet"))
 
     keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
     later = keyed.using(run_after=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
