@@ -149,6 +149,18 @@ def runs_checking(path: str, key: str, seconds: float) -> dict[str, Any]:
     return {"key": key, "token": lease.token, "owner": lease.owner}
 
 
+def _tenant_of(path: str, key: str, seconds: float) -> str:
+    """The tenant of ``runs_checking_in_turn``'s task ``key`` ("k7"): one of three."""
+    return f"tenant:{int(key[1:]) % 3}"
+
+
+@task(fairness_key=_tenant_of)
+def runs_checking_in_turn(path: str, key: str, seconds: float) -> dict[str, Any]:
+    """``runs_checking`` with a fair share among three tenants (the fault
+    tests' batches: the claim's turns through a worker's fault)."""
+    return runs_checking.func(path, key, seconds)  # type: ignore[no-any-return]
+
+
 @task
 def noop() -> None:
     return None

@@ -527,11 +527,14 @@ def test_batches_through_a_workers_fault_run_each_attempt_once(
 ) -> None:
     """Two workers of four threads drain tasks that take 0.5 s (1.5 s for the
     graceful stop), claimed and finished in batches; one of them is faulted
-    with a batch running. From
+    with a batch running. Three in four of the tasks have a fair share among
+    three tenants, so the claims take turns (and lock them) through the
+    fault. From
     the database: every task succeeded, its end written by its last holder
     (no stale holder's end accepted), each attempt ran at most once and the
-    last exactly once, and nothing is left RUNNING or READY."""
-    from django_bgtasks.models import QueuedTask
+    last exactly once, nothing is left RUNNING or READY, and every tenant's
+    turns moved on."""
+    from django_bgtasks.models import FairShare, QueuedTask
 
     record = tmp_path / "record"
     # A graceful stop hits only runs under way (a task claimed and not yet
@@ -539,7 +542,10 @@ def test_batches_through_a_workers_fault_run_each_attempt_once(
     # SIGTERM still lands while the first batch runs.
     seconds = 1.5 if fault == "sigterm" else 0.5
     ids = [
-        djtasks.runs_checking.using(backend="retrying").enqueue(str(record), f"k{n}", seconds).id
+        (djtasks.runs_checking if n % 4 == 0 else djtasks.runs_checking_in_turn)
+        .using(backend="retrying")
+        .enqueue(str(record), f"k{n}", seconds)
+        .id
         for n in range(BATCH_TASKS)
     ]
     victim = workers.start("--queue", "default", "--concurrency", "4")
@@ -588,6 +594,10 @@ def test_batches_through_a_workers_fault_run_each_attempt_once(
     again = Counter(key for key, *_ in recorded)
     assert sum(count > 1 for count in again.values()) >= 2, "the fault hit a batch of runs"
     assert max(claim_sizes(record)) > 1, "claims batched"
+    turns = FairShare.objects.using(tasks_alias).filter(queue_name="default")
+    assert sorted(turns.filter(vtime__gt=0).values_list("fairness_key", flat=True)) == [
+        f"tenant:{tenant}" for tenant in range(3)
+    ]
 
 
 def test_a_bulk_cancel_racing_two_workers_cancels_only_what_never_started(
