@@ -144,21 +144,21 @@ _FLOW_WHEN_LIMITED = (
 #    DESC, seq) each (``_KEYED``). Where no queue has two keys, or a key
 #    beside tasks without one, the claim is the plain pick, as before.
 # 2. Else, a queue at a time: a queue without keys or with one alone, its
-#    first ready rows; one with keys, its rows without a key (the head of
-#    that index: never past the keyed backlog), its keys (a loose scan, one
-#    descent a key) and those of its highest keyed priority, which compete.
-#    With two or more, their turn rows are all locked, in id order (a JSON
-#    array of their ids that a straight join follows), waiting for a claim
-#    that holds them, as PostgreSQL's claim does: InnoDB's locking read
-#    returns each row's newest version, so the turns are ordered by what the claims before this one
-#    wrote, and no key gets two turns in a row while another waits. (Locked
-#    SKIP LOCKED and rechecked instead, a claim passed over the keys other
-#    claims held, and a key started twice in a row under 4 claimers.) Then
-#    the first ``limit`` keys in turn order that have a task to start (due,
-#    and let by the flow limits: a key whose next tasks wait for a retry's
-#    delay or a limit takes no turn, and holds none back), or a lone key, or
-#    one without a row of turns, get their first due rows, each a stride
-#    (1 / weight) after the one before.
+#    first ready rows; one with keys, its rows without a key (the head of that
+#    index: never past the keyed backlog), its keys (a loose scan, one descent
+#    a key) and those of its highest keyed priority, which compete. With two
+#    or more, their turn rows are all locked, in id order (a JSON array of
+#    their ids that a straight join follows), waiting for a claim that holds
+#    them, as PostgreSQL's claim does: InnoDB's locking read returns each
+#    row's newest version, so the turns are ordered by what the claims before
+#    this one wrote, and no key gets two turns in a row while another waits.
+#    (Locked SKIP LOCKED and rechecked instead, a claim passed over the keys
+#    other claims held, and a key started twice in a row under 4 claimers.)
+#    Then the first ``limit`` keys in turn order that have a task to start
+#    (due, and let by the flow limits: a key whose next tasks wait for a
+#    retry's delay or a limit takes no turn, and holds none back), or a lone
+#    key, or one without a row of turns, get their first due rows, each a
+#    stride (1 / weight) after the one before.
 # 3. The candidates in the claim's order: priority, tasks without a key
 #    first, virtual start, the key's last turn (never first), seq.
 #
