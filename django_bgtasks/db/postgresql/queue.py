@@ -233,6 +233,13 @@ _N_KEY = READY_KEY.replace("status", "n.status").replace("fairness_key", "n.fair
 _READY_UNKEYED = READY_UNKEYED.replace("status", "t.status").replace(
     "fairness_key", "t.fairness_key"
 )
+# The ready rows of the key ``s.fkey`` (of ``shares``) that may start now:
+# due, and let by the flow limits. The turns ask whether it has one; its
+# candidates are the first of them.
+_KEY_STARTABLE = f"""t.queue_name = s.queue AND t.priority = s.priority
+                        AND {_T_KEY} = s.fkey
+                        AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())
+                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}"""
 _FAIR_SHARES = (
     f"""keys(queue, priority, fkey) AS (
             SELECT q.name, k.priority, k.fkey FROM served q CROSS JOIN LATERAL (
@@ -279,10 +286,7 @@ _FAIR_SHARES = (
                     OFFSET 0
                 ) s CROSS JOIN LATERAL (
                     SELECT 1 FROM {{table}} t
-                    WHERE t.queue_name = s.queue AND t.priority = s.priority
-                        AND {_T_KEY} = s.fkey
-                        AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())
-                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
+                    WHERE {_KEY_STARTABLE}
                     LIMIT 1
                 ) startable
                 LIMIT """
@@ -334,10 +338,7 @@ _CLAIM_CTES = f"""
                     SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
                         t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
                     FROM {{table}} t
-                    WHERE t.queue_name = s.queue AND t.priority = s.priority
-                        AND {_T_KEY} = s.fkey
-                        AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())
-                        AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
+                    WHERE {_KEY_STARTABLE}
                     ORDER BY t.priority DESC, {_T_KEY}, t.seq
                     LIMIT {LIMIT_MARK}
                     FOR UPDATE SKIP LOCKED
