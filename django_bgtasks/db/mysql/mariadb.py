@@ -192,10 +192,16 @@ def _add_candidates(rows: str, fields: str, where: str = "TRUE") -> str:
             SET {_CANDS} = JSON_MERGE_PRESERVE({_CANDS}, COALESCE(@bgtasks_more, JSON_ARRAY()))"""
 
 
+def _startable(where: str) -> str:
+    """The ready rows of the queue ``qname`` that ``where`` names and that
+    may start now: due, and let by the flow limits."""
+    return f"{_IN_QUEUE} AND {where} AND {DUE} AND {_FLOW_FREE}"
+
+
 def _first_rows(index: str, where: str, order: str) -> str:
     return f"""SELECT t.seq, t.priority, t.fairness_weight, {_FLOW_OF_ROW} AS flow
                 FROM {{table}} t FORCE INDEX ({index})
-                WHERE {_IN_QUEUE} AND {where} AND {DUE} AND {_FLOW_FREE}
+                WHERE {_startable(where)}
                 ORDER BY {order} LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
 
 
@@ -287,8 +293,7 @@ _FAIR_PICK = f"""
                     SELECT s.sh FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS (
                         n FOR ORDINALITY, sh BIGINT PATH '$.sh', {_KEY_COLUMNS})) s
                     WHERE EXISTS (SELECT 1 FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
-                        WHERE {_IN_QUEUE} AND t.fairness_key = s.k
-                            AND t.priority = top_priority AND {DUE} AND {_FLOW_FREE})
+                        WHERE {_startable("t.fairness_key = s.k AND t.priority = top_priority")})
                     ORDER BY s.n LIMIT %(limit)s) t;
             END IF;
             SELECT JSON_ARRAYAGG(CASE WHEN s.taken THEN JSON_OBJECT('k', s.k, 'sh', s.sh,
