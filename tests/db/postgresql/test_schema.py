@@ -325,13 +325,12 @@ def test_0028s_indexes_are_written_with_the_claims_own_expressions() -> None:
     0028's indexes, which PostgreSQL uses only for a query that writes their
     expressions as they are: the claim's READY_KEY and READY_UNKEYED are
     those of the migration's DDL, to the letter."""
+    from django_bgtasks.choices import QueueStatus
     from django_bgtasks.db.postgresql import queue, schema
 
     fair, unkeyed = (
         step for step in schema.SCHEMA["0028_fair_shares"].forwards if "CREATE INDEX" in step
     )
-    from django_bgtasks.choices import QueueStatus
-
     ready_key, ready_unkeyed = (
         expression.format(ready=QueueStatus.READY.value)
         for expression in (queue.READY_KEY, queue.READY_UNKEYED)
