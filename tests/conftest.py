@@ -285,6 +285,17 @@ def fresh_feeds() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def fresh_claim_guess() -> None:
+    """Each test's claims start from a new process's guess of keys
+    (queue/manager.py's ``_KEYS_SEEN``): a guess another test's claims left
+    would change which statements a claim sends (never what it takes), and
+    a test that reads the statements sent would read another's."""
+    from django_bgtasks.queue import manager
+
+    manager._KEYS_SEEN.clear()
+
+
+@pytest.fixture(autouse=True)
 def fresh_registry() -> Iterator[None]:
     """Each test's ``@background_task`` functions end with it. The registry
     is the process's, and the admin, the API and the command list every

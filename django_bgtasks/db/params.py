@@ -391,6 +391,13 @@ class QueueClaim(Params):
 
 
 @dataclass(slots=True, eq=False, match_args=False)
+class PlainClaim(QueueClaim):
+    """A claim of queues whose ready tasks have no fairness key, as last seen."""
+
+    STATEMENT = "plain_claim"
+
+
+@dataclass(slots=True, eq=False, match_args=False)
 class AnyReady(Params):
     """An idle worker's poll: whether a task of ``queues`` is ready."""
 
@@ -452,6 +459,13 @@ class FinishClaim(Params):
     all: bool
     queues: list[str]
     limit: int
+
+
+@dataclass(slots=True, eq=False, match_args=False)
+class PlainFinishClaim(FinishClaim):
+    """``FinishClaim`` with the plain claim (``PlainClaim``)."""
+
+    STATEMENT = "plain_finish_claim"
 
 
 @dataclass(slots=True, eq=False, match_args=False)

@@ -67,6 +67,14 @@ _PAUSED_QUEUE = "PausedQueue"
 # What a run's end leaves a row in: READY again (a retry, a stop), or finished.
 ENDS = (READY, *FINISHED)
 FINISH_CLAIM = ("finish_many", "claim")
+# Which claim this process sends (db/shared.py's ``plain_claim``): whether
+# the last claim of these queues (by database alias, ``all`` and queue
+# names) saw ready tasks with a fairness key. A guess, this process's own,
+# that another process may make otherwise: every claim is exact whatever
+# it says (the plain claim leaves keyed tasks to the full one, and says it
+# saw them), so a stale guess costs a claim that takes fewer tasks, or a
+# larger statement, never a task out of turn. No key is the first guess.
+_KEYS_SEEN: dict[tuple[str, bool, tuple[str, ...]], bool] = {}
 # Set on a connection while its transaction is one of index_reads().
 _INDEX_READS = "_bgtasks_index_reads"
 
@@ -368,9 +376,8 @@ class QueueManager(models.Manager["QueuedTask"]):
         params = params_of.FinishClaim(param, claim.owner, claim.all, claim.queues, claim.limit)
         if not self._statements(connection).finish_claim:
             return self._write_ends_claim(connection, params, sent)
-        rows = self._write(params)
-        claimed = [row for row in rows if row["seq"] is not None]
-        return _ended(rows[0]), _claimed(claimed, claim.owner, sent)
+        rows = self._claim_rows(params)
+        return _ended(rows[0]), _claimed(rows, claim.owner, sent)
 
     def ended(self, claim: Claim, *, status: str) -> dt.datetime | bool | None:
         """What :meth:`finish` returned, for a finish whose reply was lost (the
@@ -551,7 +558,39 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _write_claim(self, params: params_of.QueueClaim) -> list[Claim]:
         """The claim of ``params``, checked and built by ``_claim_params``."""
         sent = time.monotonic()
-        return _claimed(self._write(params), params.owner, sent)
+        return _claimed(self._claim_rows(params), params.owner, sent)
+
+    def _claim_rows(self, params: params_of.QueueClaim | params_of.FinishClaim) -> list[Row]:
+        """The rows of the claim of ``params`` (with the ends it holds): the
+        plain claim where the vendor has one and the last claim of these
+        queues saw no keyed task (``_KEYS_SEEN``), else the full one."""
+        connection = self._connection()
+        seen = (connection.alias, params.all, tuple(params.queues))
+        plain = bool(self._statements(connection).plain_claim) and not _KEYS_SEEN.get(seen)
+        if plain:
+            kind = (
+                params_of.PlainFinishClaim
+                if isinstance(params, params_of.FinishClaim)
+                else params_of.PlainClaim
+            )
+            params = kind(**params.values())
+        rows = self._write(params)
+        # (The full claim that claimed nothing says nothing: the guess stays.)
+        if not (rows and "keyed" in rows[0]):
+            return rows
+        _KEYS_SEEN[seen] = bool(rows[0]["keyed"])
+        taken = sum(row["seq"] is not None for row in rows)
+        if not plain or not rows[0]["keyed"] or taken == params.limit:
+            return rows
+        # The plain claim stopped at a keyed task: the full claim takes the
+        # rest (one more round trip, when a guess turns out wrong), so that a
+        # claim takes what the full claim alone would have.
+        rest = self._write(
+            params_of.QueueClaim(params.owner, params.all, params.queues, params.limit - taken)
+        )
+        if rest:
+            _KEYS_SEEN[seen] = bool(rest[0]["keyed"])
+        return rows + rest
 
     def _write_ends(self, ends: Sequence[Ending], param: str) -> dict[int, dt.datetime | bool]:
         """``finish_many``'s statement for ``ends``, whose parameter ``param``
@@ -577,8 +616,10 @@ class QueueManager(models.Manager["QueuedTask"]):
 
 
 def _claimed(rows: list[Row], owner: str, sent: float) -> list[Claim]:
-    """The claims of a claim's rows, in the claim's order (RETURNING has none)."""
-    claimed = [Claim.from_row(row, owner, sent) for row in rows]
+    """The claims of a claim's rows, in the claim's order (RETURNING has none):
+    a row without a ``seq`` claimed nothing (a claim's row that says only
+    what it saw, or the ends of ``finish_claim``)."""
+    claimed = [Claim.from_row(row, owner, sent) for row in rows if row["seq"] is not None]
     return sorted(claimed, key=lambda claim: (-claim.priority, claim.seq))
 
 

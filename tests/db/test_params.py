@@ -93,6 +93,8 @@ def test_a_parameter_objects_fields_are_its_statements_parameters(
         found |= _parameters(QUEUES["mysql"].claim, {})
     if kind in (params.QueueClaim, params.AnyReady, params.FinishClaim):
         found.add("all")  # read by engines._for_queues where the SQL doesn't
+    if kind.QUEUE and postgresql_queue.LIMIT_MARK in getattr(QUEUES["postgresql"], kind.STATEMENT):
+        found.add("limit")  # written into PostgreSQL's text (db/postgresql/driver.py)
     assert fields <= found
 
 

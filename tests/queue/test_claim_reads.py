@@ -100,18 +100,22 @@ def _enqueue(alias: str, count: int, *, kind: str, queue: str = "default") -> No
 
 
 def _postgresql_pages(alias: str, queues: list[str] | None) -> int:
-    """The pages the claim statement reads and writes, rolled back."""
+    """The pages the claim statement reads and writes, rolled back: the most
+    of the full claim and the plain one (db/shared.py's plain_claim)."""
     connection = connections[alias]
     params = engines.encode(connection, _claim_params("w", queues, LIMIT))
-    claim = QueuedTask.objects._statements(connection).claim
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        cursor.execute(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + with_limit(claim, LIMIT), params
-        )
-        [plan] = cursor.fetchone()[0]
-        transaction.set_rollback(True, using=alias)
-    top = plan["Plan"]
-    return int(top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0))
+    statements = QueuedTask.objects._statements(connection)
+    pages = []
+    for claim in (statements.claim, statements.plain_claim):
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            cursor.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + with_limit(claim, LIMIT), params
+            )
+            [plan] = cursor.fetchone()[0]
+            transaction.set_rollback(True, using=alias)
+        top = plan["Plan"]
+        pages.append(int(top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)))
+    return max(pages)
 
 
 def _mysql_rows(alias: str, claim: Callable[[], Any]) -> int:

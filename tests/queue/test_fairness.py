@@ -355,3 +355,111 @@ def test_claimers_at_once_take_the_keys_in_turn(server_alias: str) -> None:
     windows = [busy[at : at + 12] for at in range(0, len(busy) - 11, 12)]
     counts = [[window.count(f"tenant:{t}") for t in (1, 2, 3)] for window in windows]
     assert len(windows) >= 13 and all(count == [4, 4, 4] for count in counts), counts
+
+
+# --- the plain claim ----------------------------------------------------------------------
+# On PostgreSQL, a worker whose last claim of its queues saw no keyed task
+# sends the claim without the turns (queue/manager.py's _KEYS_SEEN, db/shared.py's
+# plain_claim). The guess may be wrong: what a claim takes must not depend on it.
+
+
+def _claims_sent(alias: str, claim: Any) -> tuple[Any, list[str]]:
+    """What ``claim()`` returns, and the claims it sent on ``alias``, in
+    order: "plain" or "full" (on PostgreSQL; elsewhere the one claim, "full")."""
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connections[alias]) as queries:
+        result = claim()
+    sent = [q["sql"] for q in queries.captured_queries if "claimed_at" in q["sql"]]
+    return result, ["plain" if "picked AS" in sql else "full" for sql in sent]
+
+
+def _positions(alias: str, queue: str, claims: list[Any]) -> list[int]:
+    """Where each of ``claims`` stands in its queue's enqueue order."""
+    order = list(
+        QueuedTask.objects.using(alias)
+        .filter(queue_name=queue)
+        .order_by("seq")
+        .values_list("seq", flat=True)
+    )
+    return sorted(order.index(claim.seq) for claim in claims)
+
+
+def test_a_claim_takes_the_same_tasks_whatever_its_guess_of_keys(
+    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two queues alike: a task without a key, keyed tasks of two tenants,
+    then tasks without a key. Claimed with the guess "no keys" (queue
+    default) and with the guess "keys" (queue other), each claim takes the same tasks: the
+    plain claim stops at the first keyed task and the full one takes the
+    rest in the same statement's turn. From then on a's claims are full
+    ones, until one sees no keyed task left; then plain ones again."""
+    from django.db import connections
+
+    from django_bgtasks.queue import manager
+
+    monkeypatch.setattr(manager, "_KEYS_SEEN", {})
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    for queue in ("default", "other"):
+        plain, tenants = task(queue_name=queue)(tenant_job), keyed.using(queue_name=queue)
+        _enqueue(plain, 0, 1)
+        _enqueue(tenants, 1, 3)
+        _enqueue(tenants, 2, 3)
+        _enqueue(plain, 0, 2)
+    manager._KEYS_SEEN[(tasks_alias, False, ("other",))] = True
+    # (Elsewhere the claim is one, whatever the guess: what it takes is checked alike.)
+    on_postgresql = connections[tasks_alias].vendor == "postgresql"
+
+    def claim(queue: str, limit: int) -> Any:
+        return lambda: QueuedTask.objects.claim_many("w", queues=[queue], limit=limit)
+
+    guessed, sent = _claims_sent(tasks_alias, claim("default", 4))
+    full, _ = _claims_sent(tasks_alias, claim("other", 4))
+    # The three tasks without a key first, then tenant 1's first.
+    assert _positions(tasks_alias, "default", guessed) == _positions(tasks_alias, "other", full)
+    assert _positions(tasks_alias, "default", guessed) == [0, 1, 7, 8]
+    assert sent == ["plain", "full"] or not on_postgresql
+    # The keys seen, default's next claims are full ones; both queues drain alike.
+    for _ in range(5):
+        guessed, sent = _claims_sent(tasks_alias, claim("default", 1))
+        full, _ = _claims_sent(tasks_alias, claim("other", 1))
+        assert len(guessed) == 1
+        assert _positions(tasks_alias, "default", guessed) == _positions(
+            tasks_alias, "other", full
+        )
+        assert sent == ["full"] or not on_postgresql
+    # No keyed task is left: the next claim that takes a task sees so (the
+    # last one read the table before it took the last keyed task), and the
+    # one after it is plain again.
+    _enqueue(task()(tenant_job), 0, 2)
+    for expected in ("full", "plain"):
+        claimed, sent = _claims_sent(tasks_alias, claim("default", 1))
+        assert len(claimed) == 1
+        assert sent == [expected] or not on_postgresql
+
+
+def test_a_claim_that_guessed_no_keys_takes_a_higher_priority_keyed_task(
+    tasks_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plain claim's first candidate is keyed (a higher priority): it
+    takes nothing and the full claim takes that task, not the tasks without
+    a key behind it; so too when the claim comes with a run's end."""
+    from django_bgtasks.queue import manager
+
+    monkeypatch.setattr(manager, "_KEYS_SEEN", {})
+    _enqueue(task()(tenant_job), 0, 3)
+    first = QueuedTask.objects.claim_many("w", queues=["default"], limit=1)
+    assert [claim.priority for claim in first] == [0]
+    urgent = task(fairness_key="tenant:{tenant_id}", priority=10)(tenant_job)
+    _enqueue(urgent, 1, 1)
+    end = manager.Ending(first[0].seq, "w", first[0].token, "SUCCESSFUL")
+    ended, claimed = QueuedTask.objects.finish_and_claim([end], "w", queues=["default"], limit=1)
+    assert list(ended) == [first[0].seq]
+    assert [(claim.priority, claim.seq > first[0].seq + 2) for claim in claimed] == [(10, True)]
+    # Again with the guess "no keys", and a claim alone.
+    manager._KEYS_SEEN.clear()
+    _enqueue(urgent, 2, 1)
+    assert [
+        claim.priority for claim in QueuedTask.objects.claim_many("w", queues=["default"], limit=2)
+    ] == [10, 0]

@@ -297,15 +297,17 @@ _FAIR_SHARES = (
 )
 
 
-# The ready tasks in a claim's order that the turns don't hold: of the
-# queues (``q``) of the CTE ``queues``, those ``ready`` says, each queue's
-# first ``limit`` that the flow limits let start, locked.
-def _unkeyed(queues: str, ready: str) -> str:
-    return f"""SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
-                    NULL::timestamptz AS last_turn, NULL::float8 AS floor
-                FROM {queues} q CROSS JOIN LATERAL (
-                    SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
-                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
+# What a claim reads of a candidate row (``t``).
+_CANDIDATE = """t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
+                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight"""
+
+
+def _first_startable(queues: str, ready: str, columns: str = _CANDIDATE) -> str:
+    """Of the queues (``q``) of the CTE ``queues``, the rows ``ready`` says,
+    each queue's first ``limit`` in the claim's order that the flow limits
+    let start, locked (``p``, with ``columns``)."""
+    return f"""FROM {queues} q CROSS JOIN LATERAL (
+                    SELECT {columns}
                     FROM {{table}} t
                     WHERE {ready}
                         AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}
@@ -315,40 +317,21 @@ def _unkeyed(queues: str, ready: str) -> str:
                 ) p"""
 
 
+# The ready tasks in a claim's order that the turns don't hold: of the
+# queues of the CTE ``queues``, those ``ready`` says (_first_startable).
+def _unkeyed(queues: str, ready: str) -> str:
+    return f"""SELECT p.*, NULL::text AS fqueue, NULL::text AS fkey, 0::float8 AS vstart,
+                    NULL::timestamptz AS last_turn, NULL::float8 AS floor
+                {_first_startable(queues, ready)}"""
+
+
 # In a queue with keyed ready tasks, those without a key (migration 0028's
 # index of them: the ready rows' index would read past the keyed ones).
 _KEYED_QUEUE_UNKEYED = f"""t.queue_name = q.name AND {_READY_UNKEYED}
                         AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())"""
-_CLAIM_CTES = f"""
-        claimed_at AS (
-            SELECT clock_timestamp() AS at
-        ), {_QUEUES}, {_FAIR_SHARES}, cand AS (
-            SELECT c.* FROM (
-                {_unkeyed("served", _CLAIMABLE)}
-                WHERE q.name NOT IN (SELECT name FROM keyed)
-                UNION ALL
-                {_unkeyed("keyed", _KEYED_QUEUE_UNKEYED)}
-                UNION ALL
-                SELECT f.*, s.queue AS fqueue, CASE WHEN s.rivals > 1 THEN s.fkey END AS fkey,
-                    GREATEST(COALESCE(s.vtime, s.clock), s.clock)
-                        + (row_number() OVER (PARTITION BY s.queue, s.fkey ORDER BY f.seq) - 1)
-                        ::float8 / COALESCE(f.fairness_weight, 1) AS vstart,
-                    s.started_at AS last_turn, s.clock AS floor
-                FROM shares s CROSS JOIN LATERAL (
-                    SELECT t.seq, t.token, t.priority, t.concurrency_key, t.concurrency,
-                        t.rate_key, t.rate_limit, t.rate_period, t.fairness_weight
-                    FROM {{table}} t
-                    WHERE {_KEY_STARTABLE}
-                    ORDER BY t.priority DESC, {_T_KEY}, t.seq
-                    LIMIT {LIMIT_MARK}
-                    FOR UPDATE SKIP LOCKED
-                ) f
-                WHERE s.id IS NULL OR s.rivals = 1 OR s.id IN (SELECT id FROM turns)
-            ) c
-            ORDER BY c.priority DESC, c.fqueue IS NOT NULL, c.vstart, c.last_turn NULLS FIRST,
-                c.seq
-            LIMIT {LIMIT_MARK}
-        ), cfree AS (
+# The flow limits' part of a claim (db/shared.py): the slots the candidates
+# (``cand``) take, and those that get every slot they need (``claimed``).
+_SLOT_CTES = f"""cfree AS (
             SELECT f.* FROM (
                 SELECT concurrency_key AS key, count(*) AS wanted, max(concurrency) AS most
                 FROM cand WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key
@@ -383,7 +366,36 @@ _CLAIM_CTES = f"""
                     ELSE s.started_at END
             FROM claimed c
             WHERE s.id = c.cslot OR s.id = c.rslot
-        ), starts AS (
+        )"""
+_CLAIM_CTES = f"""
+        claimed_at AS (
+            SELECT clock_timestamp() AS at
+        ), {_QUEUES}, {_FAIR_SHARES}, cand AS (
+            SELECT c.* FROM (
+                {_unkeyed("served", _CLAIMABLE)}
+                WHERE q.name NOT IN (SELECT name FROM keyed)
+                UNION ALL
+                {_unkeyed("keyed", _KEYED_QUEUE_UNKEYED)}
+                UNION ALL
+                SELECT f.*, s.queue AS fqueue, CASE WHEN s.rivals > 1 THEN s.fkey END AS fkey,
+                    GREATEST(COALESCE(s.vtime, s.clock), s.clock)
+                        + (row_number() OVER (PARTITION BY s.queue, s.fkey ORDER BY f.seq) - 1)
+                        ::float8 / COALESCE(f.fairness_weight, 1) AS vstart,
+                    s.started_at AS last_turn, s.clock AS floor
+                FROM shares s CROSS JOIN LATERAL (
+                    SELECT {_CANDIDATE}
+                    FROM {{table}} t
+                    WHERE {_KEY_STARTABLE}
+                    ORDER BY t.priority DESC, {_T_KEY}, t.seq
+                    LIMIT {LIMIT_MARK}
+                    FOR UPDATE SKIP LOCKED
+                ) f
+                WHERE s.id IS NULL OR s.rivals = 1 OR s.id IN (SELECT id FROM turns)
+            ) c
+            ORDER BY c.priority DESC, c.fqueue IS NOT NULL, c.vstart, c.last_turn NULLS FIRST,
+                c.seq
+            LIMIT {LIMIT_MARK}
+        ), {_SLOT_CTES}, starts AS (
             SELECT fqueue, fkey, max(floor) AS floor,
                 count(*)::float8 / max(COALESCE(fairness_weight, 1)) AS strides
             FROM claimed WHERE fkey IS NOT NULL GROUP BY fqueue, fkey
@@ -400,6 +412,39 @@ _CLAIM_CTES = f"""
             FROM starts b
             ON CONFLICT (queue_name, fairness_key) DO NOTHING
         )"""
+# The plain claim: the claim where no ready task of the served queues has a
+# fairness key, without the turns' CTEs. Its plan reads what the full
+# claim's does, but the statement is less than half its size, and
+# PostgreSQL's work to start and end a plan grows with that: a claim with
+# the turns took 0.15-0.25 ms more (1.14x an idle worker's start latency,
+# docs/benchmarks.md, "Fair shares"). A worker sends it while its last
+# claim of those queues saw no keyed task (queue/manager.py), a guess that
+# can be stale, so it is exact whatever the guess: of its candidates
+# (``picked``, in the claim's order), it takes those before the first with
+# a key, which the full claim would take first too (unkeyed tasks of a
+# priority go before keyed ones, and a priority before the next), and says
+# it saw one (``keyed``), so the worker's next claim is the full one.
+_PLAIN_CANDIDATE = _CANDIDATE + ", t.fairness_key"
+_PLAIN_CLAIM_CTES = f"""
+        claimed_at AS (
+            SELECT clock_timestamp() AS at
+        ), {_QUEUES}, picked AS (
+            SELECT c.*, row_number() OVER (ORDER BY c.priority DESC, c.seq) AS n FROM (
+                SELECT p.* {_first_startable("served", _CLAIMABLE, _PLAIN_CANDIDATE)}
+                ORDER BY p.priority DESC, p.seq
+                LIMIT {LIMIT_MARK}
+            ) c
+        ), cand AS (
+            SELECT c.* FROM picked c
+            WHERE NOT EXISTS (
+                SELECT 1 FROM picked k WHERE k.fairness_key IS NOT NULL AND k.n <= c.n)
+        ), {_SLOT_CTES}"""
+# Whether the claim's queues have ready tasks with a key (the full claim:
+# any, due or not), or its candidates had one (the plain claim): the claim's
+# ``keyed`` column, by which the worker picks its next claim.
+_KEYED = "EXISTS (SELECT 1 FROM keyed)"
+_PLAIN_KEYED = "EXISTS (SELECT 1 FROM picked WHERE fairness_key IS NOT NULL)"
+_TAKEN_COLUMNS = ", ".join(f"taken.{column.strip()}" for column in CLAIM_COLUMNS.split(","))
 _CLAIM_UPDATE = f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
             updated_at = clock_timestamp(), cancel_requested = false,
@@ -426,6 +471,8 @@ _FINISH_MANY = """
             AND t.status = '{running}'
             AND t.updated_at >= clock_timestamp() - t.ttl * interval '1 second'
         RETURNING t.seq AS seq, t.status AS status, t.finished_at AS finished_at"""
+
+
 # ``finish_many`` and a claim in one statement, so in one round trip and one
 # commit: what a worker's threads do between two tasks. Each part is the
 # statement it is alone. The claim reads the table as the statement began,
@@ -434,14 +481,16 @@ _FINISH_MANY = """
 # One row at least: the seq and finished_at of the rows ended, as two arrays
 # in one order, beside the first claimed row's columns (NULL when none was
 # claimed), then a row for each other claimed row (the arrays repeated).
-_FINISH_CLAIM = f"""
+def _finish_claim(ctes: str, keyed: str) -> str:
+    """The statement of ``finish_many`` and the claim of ``ctes``, whose
+    ``keyed`` column says what ``keyed`` does."""
+    return f"""
         WITH RECURSIVE ended AS ({_FINISH_MANY}
-        ), {_CLAIM_CTES.strip()}, taken AS ({_CLAIM_UPDATE}
+        ), {ctes.strip()}, taken AS ({_CLAIM_UPDATE}
         ), ends AS (
             SELECT array_agg(seq) AS ended_seq, array_agg(finished_at) AS ended_at FROM ended
         )
-        SELECT ends.ended_seq, ends.ended_at,
-            {", ".join(f"taken.{column.strip()}" for column in CLAIM_COLUMNS.split(","))}
+        SELECT ends.ended_seq, ends.ended_at, {keyed} AS keyed, {_TAKEN_COLUMNS}
         FROM ends LEFT JOIN taken ON true
 """
 
@@ -468,7 +517,16 @@ def _cancel(rows: str, returning: str) -> str:
 QUEUE = QueueStatements(
     claim=f"""
         WITH RECURSIVE {_CLAIM_CTES.strip()}
-{_CLAIM_UPDATE}
+{_CLAIM_UPDATE}, {_KEYED} AS keyed
+    """,
+    # One row at least, as finish_claim's: ``keyed``, beside the first
+    # claimed row's columns (NULL when none was claimed), then a row for each
+    # other claimed row.
+    plain_claim=f"""
+        WITH RECURSIVE {_PLAIN_CLAIM_CTES.strip()}, taken AS ({_CLAIM_UPDATE}
+        )
+        SELECT {_PLAIN_KEYED} AS keyed, {_TAKEN_COLUMNS}
+        FROM (SELECT 1) AS one LEFT JOIN taken ON true
     """,
     renew="""
         UPDATE {table} SET updated_at = clock_timestamp(),
@@ -497,7 +555,8 @@ QUEUE = QueueStatements(
         RETURNING status, finished_at
     """,
     finish_many=_FINISH_MANY,
-    finish_claim=_FINISH_CLAIM,
+    finish_claim=_finish_claim(_CLAIM_CTES, _KEYED),
+    plain_finish_claim=_finish_claim(_PLAIN_CLAIM_CTES, _PLAIN_KEYED),
     recover=f"""
         UPDATE {{table}} SET
             status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END,

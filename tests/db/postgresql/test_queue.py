@@ -47,7 +47,8 @@ def test_the_queues_claims_are_planned_once_a_connection(pg_direct_alias: str) -
     plan assumed a tenth of the table, so every claim was planned again:
     half the server's CPU in a drain. The LIMIT is in the statement's text,
     so after PostgreSQL's five custom plans the claim, and a run's end with
-    the next claim, each run the one generic plan."""
+    the next claim, each run the one generic plan. (Their plain forms: the
+    queue has no keyed task, queue/manager.py's _KEYS_SEEN.)"""
     from django_bgtasks.models import QueuedTask
     from django_bgtasks.queue.manager import Ending
     from tests import djtasks
@@ -82,7 +83,9 @@ def test_the_queues_claims_are_planned_once_a_connection(pg_direct_alias: str) -
 PARAM_TYPES = {"all": "boolean", "queues": "text[]", "owner": "text", "ends": "text"}
 
 
-@pytest.mark.parametrize("statement", ["claim", "finish_claim"])
+@pytest.mark.parametrize(
+    "statement", ["claim", "finish_claim", "plain_claim", "plain_finish_claim"]
+)
 def test_the_claims_plan_is_one_whatever_its_queues_and_far_below_the_jit(
     pg_alias: str, statement: str
 ) -> None:
