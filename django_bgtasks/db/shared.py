@@ -517,12 +517,12 @@ class QueueStatements:
     # where a vendor runs the two one after the other in one transaction
     # (``QueuedTask.objects.finish_and_claim``, ``engines.write_together``).
     finish_claim: str = ""
-    # ``claim`` and ``finish_claim`` for queues without ready tasks that have
-    # a fairness key (PostgreSQL's, where the full claim's size costs time;
-    # QueuedTask.objects picks which to send); empty where a vendor has one
-    # claim. Each returns a row at least, whose ``keyed`` says whether it
-    # left a keyed task to the full claim; the full claim's rows say too
-    # whether the queues had keyed tasks.
+    # ``claim`` and ``finish_claim`` without the turns, for queues whose
+    # keyed tasks don't compete (PostgreSQL's, where the full claim's size
+    # costs time; QueuedTask.objects picks which to send); empty where a
+    # vendor has one claim. Each returns a row at least, whose ``keyed`` says
+    # whether it left a keyed task to the full claim; the full claim's rows
+    # say whether the plain claim would have had to.
     plain_claim: str = ""
     plain_finish_claim: str = ""
     # What makes the operator's reads of the rest of a transaction read the

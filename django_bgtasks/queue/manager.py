@@ -69,11 +69,12 @@ ENDS = (READY, *FINISHED)
 FINISH_CLAIM = ("finish_many", "claim")
 # Which claim this process sends (db/shared.py's ``plain_claim``): whether
 # the last claim of these queues (by database alias, ``all`` and queue
-# names) saw ready tasks with a fairness key. A guess, this process's own,
-# that another process may make otherwise: every claim is exact whatever
-# it says (the plain claim leaves keyed tasks to the full one, and says it
-# saw them), so a stale guess costs a claim that takes fewer tasks, or a
-# larger statement, never a task out of turn. No key is the first guess.
+# names) said their keyed tasks need the full claim (keys that compete;
+# db/postgresql/queue.py says when). A guess, this process's own, that
+# another process may make otherwise: every claim is exact whatever it says
+# (the plain claim leaves such keyed tasks to the full one, and says so),
+# so a stale guess costs a round trip more, or a larger statement, never a
+# task out of turn. "Plain" is the first guess.
 _KEYS_SEEN: dict[tuple[str, bool, tuple[str, ...]], bool] = {}
 # Set on a connection while its transaction is one of index_reads().
 _INDEX_READS = "_bgtasks_index_reads"
@@ -563,7 +564,7 @@ class QueueManager(models.Manager["QueuedTask"]):
     def _claim_rows(self, params: params_of.QueueClaim | params_of.FinishClaim) -> list[Row]:
         """The rows of the claim of ``params`` (with the ends it holds): the
         plain claim where the vendor has one and the last claim of these
-        queues saw no keyed task (``_KEYS_SEEN``), else the full one."""
+        queues said it may (``_KEYS_SEEN``), else the full one."""
         connection = self._connection()
         seen = (connection.alias, params.all, tuple(params.queues))
         plain = bool(self._statements(connection).plain_claim) and not _KEYS_SEEN.get(seen)
@@ -582,7 +583,7 @@ class QueueManager(models.Manager["QueuedTask"]):
         taken = sum(row["seq"] is not None for row in rows)
         if not plain or not rows[0]["keyed"] or taken == params.limit:
             return rows
-        # The plain claim stopped at a keyed task: the full claim takes the
+        # The plain claim stopped at a keyed task it must leave: the full claim takes the
         # rest (one more round trip, when a guess turns out wrong), so that a
         # claim takes what the full claim alone would have.
         rest = self._write(

@@ -420,7 +420,10 @@ def test_a_claim_takes_the_same_tasks_whatever_its_guess_of_keys(
     assert _positions(tasks_alias, "default", guessed) == _positions(tasks_alias, "other", full)
     assert _positions(tasks_alias, "default", guessed) == [0, 1, 7, 8]
     assert sent == ["plain", "full"] or not on_postgresql
-    # The keys seen, default's next claims are full ones; both queues drain alike.
+    # Two keys seen, default's next claims are full ones; both queues drain
+    # alike. The fifth reads tenant 2 alone, a lone key, which the plain
+    # claim takes: plain again from then on.
+    kinds = []
     for _ in range(5):
         guessed, sent = _claims_sent(tasks_alias, claim("default", 1))
         full, _ = _claims_sent(tasks_alias, claim("other", 1))
@@ -428,15 +431,48 @@ def test_a_claim_takes_the_same_tasks_whatever_its_guess_of_keys(
         assert _positions(tasks_alias, "default", guessed) == _positions(
             tasks_alias, "other", full
         )
-        assert sent == ["full"] or not on_postgresql
-    # No keyed task is left: the next claim that takes a task sees so (the
-    # last one read the table before it took the last keyed task), and the
-    # one after it is plain again.
-    _enqueue(task()(tenant_job), 0, 2)
-    for expected in ("full", "plain"):
-        claimed, sent = _claims_sent(tasks_alias, claim("default", 1))
-        assert len(claimed) == 1
-        assert sent == [expected] or not on_postgresql
+        kinds.extend(sent)
+    _enqueue(task()(tenant_job), 0, 1)
+    claimed, sent = _claims_sent(tasks_alias, claim("default", 1))
+    assert len(claimed) == 1
+    assert kinds + sent == ["full"] * 5 + ["plain"] or not on_postgresql
+
+
+def test_a_lone_keys_tasks_are_claimed_plain_after_those_without_a_key(
+    tasks_alias: str,
+) -> None:
+    """One tenant's import in a queue of its own: the plain claim takes its
+    tasks (no turns to keep), after the tasks without a key of another
+    queue at their priority, enqueued later, as the full claim does. A task
+    without a key in the tenant's queue makes it the full claim's again
+    (that task first), until a claim sees the key alone once more."""
+    from django.db import connections
+
+    vendor = connections[tasks_alias].vendor
+    _enqueue(task(fairness_key="tenant:{tenant_id}")(tenant_job), 1, 6)
+    _enqueue(task(queue_name="other")(tenant_job), 0, 2)
+
+    def claim(limit: int) -> Any:
+        return lambda: QueuedTask.objects.claim_many("w", queues=["default", "other"], limit=limit)
+
+    claimed, sent = _claims_sent(tasks_alias, claim(4))
+    first = [(c.queue_name, _positions(tasks_alias, c.queue_name, [c])) for c in claimed]
+    if vendor == "mysql":
+        # MariaDB claims a queue whose ready tasks have one key by its plain
+        # pick, in enqueue order across queues (db/mysql/mariadb.py's _KEYED).
+        assert first == [("default", [n]) for n in range(4)]
+        return
+    assert first == [("default", [0]), ("default", [1]), ("other", [0]), ("other", [1])]
+    assert sent == ["plain"] or vendor != "postgresql"
+    _enqueue(task()(tenant_job), 0, 1)
+    claimed, sent = _claims_sent(tasks_alias, claim(2))
+    assert [_positions(tasks_alias, "default", [c]) for c in claimed] == [[2], [6]]
+    assert sent == ["plain", "full"] or vendor != "postgresql"
+    for expected in (["full"], ["plain"]):
+        claimed, sent = _claims_sent(tasks_alias, claim(1))
+        assert len(claimed) == 1 and claimed[0].queue_name == "default"
+        assert sent == expected or vendor != "postgresql"
+    assert QueuedTask.objects.using(tasks_alias).filter(status="READY").count() == 1
 
 
 def test_a_claim_that_guessed_no_keys_takes_a_higher_priority_keyed_task(

@@ -412,38 +412,71 @@ _CLAIM_CTES = f"""
             FROM starts b
             ON CONFLICT (queue_name, fairness_key) DO NOTHING
         )"""
-# The plain claim: the claim where no ready task of the served queues has a
-# fairness key, without the turns' CTEs. Its plan reads what the full
-# claim's does, but the statement is less than half its size, and
-# PostgreSQL's work to start and end a plan grows with that: a claim with
-# the turns took 0.15-0.25 ms more (1.14x an idle worker's start latency,
-# docs/benchmarks.md, "Fair shares"). A worker sends it while its last
-# claim of those queues saw no keyed task (queue/manager.py), a guess that
-# can be stale, so it is exact whatever the guess: of its candidates
-# (``picked``, in the claim's order), it takes those before the first with
-# a key, which the full claim would take first too (unkeyed tasks of a
-# priority go before keyed ones, and a priority before the next), and says
-# it saw one (``keyed``), so the worker's next claim is the full one.
-_PLAIN_CANDIDATE = _CANDIDATE + ", t.fairness_key"
+# The plain claim: the claim without the turns' CTEs, for queues whose ready
+# tasks have no fairness key, or one queue's lone key. Its plan reads what the
+# full claim's does, but the statement is half its size, and PostgreSQL's
+# work to start and end a plan grows with that: the full claim took 0.15-0.25
+# ms more (an idle worker's start 1.14x as late as before fair shares,
+# docs/benchmarks.md, "Fair shares"). A worker sends it while its last claim
+# of those queues said it may (queue/manager.py), a guess that can be stale,
+# so it is exact whatever the guess. Its candidates (``picked``) are in the
+# full claim's order: by priority, tasks without a key first, then by seq.
+# It takes those before the first keyed one it must leave to the full claim
+# (``held``), which the full claim would take first too, and says it left one
+# (``keyed``), so the worker's next claim is the full one. It leaves every
+# keyed task but those of a lone key (``lone``): the first keyed candidate's
+# key, where that is its queue's one key at its highest keyed priority (the
+# priority the full claim reads keys at), the candidate's, and its queue has
+# no ready task without a key. The full claim takes such a key's tasks in seq
+# order, after the tasks without a key of its priority, and keeps no turns
+# for it; of one queue only, since it orders two queues' lone keys by their
+# turns. Three index descents, for one queue at most.
+_PLAIN_CANDIDATE = _CANDIDATE + ", t.queue_name, t.fairness_key"
 _PLAIN_CLAIM_CTES = f"""
         claimed_at AS (
             SELECT clock_timestamp() AS at
         ), {_QUEUES}, picked AS (
-            SELECT c.*, row_number() OVER (ORDER BY c.priority DESC, c.seq) AS n FROM (
+            SELECT c.*, row_number() OVER (
+                ORDER BY c.priority DESC, c.fairness_key IS NOT NULL, c.seq) AS n
+            FROM (
                 SELECT p.* {_first_startable("served", _CLAIMABLE, _PLAIN_CANDIDATE)}
-                ORDER BY p.priority DESC, p.seq
+                ORDER BY p.priority DESC, p.fairness_key IS NOT NULL, p.seq
                 LIMIT {LIMIT_MARK}
             ) c
+        ), lone AS (
+            SELECT f.queue_name, f.fairness_key, f.priority FROM (
+                SELECT * FROM picked WHERE fairness_key IS NOT NULL ORDER BY n LIMIT 1
+            ) f CROSS JOIN LATERAL (
+                SELECT t.priority, {_T_KEY} AS fkey FROM {{table}} t
+                WHERE t.queue_name = f.queue_name AND {_T_KEY} IS NOT NULL
+                ORDER BY t.priority DESC, {_T_KEY} LIMIT 1
+            ) top
+            WHERE top.priority = f.priority AND top.fkey = f.fairness_key
+                AND NOT EXISTS (
+                    SELECT 1 FROM {{table}} t
+                    WHERE t.queue_name = f.queue_name AND t.priority = f.priority
+                        AND {_T_KEY} > f.fairness_key)
+                AND NOT EXISTS (
+                    SELECT 1 FROM {{table}} t
+                    WHERE t.queue_name = f.queue_name AND {_READY_UNKEYED})
+        ), held AS (
+            SELECT k.n FROM picked k
+            WHERE k.fairness_key IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM lone l WHERE l.queue_name = k.queue_name
+                    AND l.fairness_key = k.fairness_key AND l.priority = k.priority)
         ), cand AS (
-            SELECT c.* FROM picked c
-            WHERE NOT EXISTS (
-                SELECT 1 FROM picked k WHERE k.fairness_key IS NOT NULL AND k.n <= c.n)
+            SELECT c.* FROM picked c WHERE c.n < ALL (SELECT n FROM held)
         ), {_SLOT_CTES}"""
-# Whether the claim's queues have ready tasks with a key (the full claim:
-# any, due or not), or its candidates had one (the plain claim): the claim's
-# ``keyed`` column, by which the worker picks its next claim.
-_KEYED = "EXISTS (SELECT 1 FROM keyed)"
-_PLAIN_KEYED = "EXISTS (SELECT 1 FROM picked WHERE fairness_key IS NOT NULL)"
+# The claim's ``keyed`` column, by which the worker picks its next claim:
+# whether the plain claim could not take the queues' keyed tasks. The full
+# claim says whether it could have (no key of two, nor a keyed queue with
+# tasks without a key: at most one queue's lone key; rarely, a lone key's
+# tasks of a lower priority are ready while those of its highest wait, and
+# the claims alternate); the plain one, whether it left one.
+_KEYED = f"""((SELECT count(*) FROM seen) > 1 OR EXISTS (
+            SELECT 1 FROM keyed q WHERE EXISTS (
+                SELECT 1 FROM {{table}} t WHERE t.queue_name = q.name AND {_READY_UNKEYED})))"""
+_PLAIN_KEYED = "EXISTS (SELECT 1 FROM held)"
 _TAKEN_COLUMNS = ", ".join(f"taken.{column.strip()}" for column in CLAIM_COLUMNS.split(","))
 _CLAIM_UPDATE = f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
