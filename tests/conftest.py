@@ -286,13 +286,13 @@ def fresh_feeds() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def fresh_claim_guess() -> None:
-    """Each test's claims start from a new process's guess of keys
-    (queue/manager.py's ``_KEYS_SEEN``): a guess another test's claims left
+    """Each test's claims start from a new process's guess of the claim
+    (queue/manager.py's ``_NEXT_CLAIM``): a guess another test's claims left
     would change which statements a claim sends (never what it takes), and
     a test that reads the statements sent would read another's."""
     from django_bgtasks.queue import manager
 
-    manager._KEYS_SEEN.clear()
+    manager._NEXT_CLAIM.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -392,9 +392,17 @@ class QueueClaim(Params):
 
 @dataclass(slots=True, eq=False, match_args=False)
 class PlainClaim(QueueClaim):
-    """A claim of queues whose ready tasks have no fairness key, as last seen."""
+    """A claim of queues whose ready tasks have no fairness key, as last seen
+    (QueuedTask.objects sends the claim the last one named)."""
 
     STATEMENT = "plain_claim"
+
+
+@dataclass(slots=True, eq=False, match_args=False)
+class LoneClaim(QueueClaim):
+    """A claim of queues whose keyed tasks are one queue's lone key, as last seen."""
+
+    STATEMENT = "lone_claim"
 
 
 @dataclass(slots=True, eq=False, match_args=False)
@@ -466,6 +474,13 @@ class PlainFinishClaim(FinishClaim):
     """``FinishClaim`` with the plain claim (``PlainClaim``)."""
 
     STATEMENT = "plain_finish_claim"
+
+
+@dataclass(slots=True, eq=False, match_args=False)
+class LoneFinishClaim(FinishClaim):
+    """``FinishClaim`` with the lone key's claim (``LoneClaim``)."""
+
+    STATEMENT = "lone_finish_claim"
 
 
 @dataclass(slots=True, eq=False, match_args=False)

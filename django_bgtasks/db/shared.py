@@ -517,14 +517,16 @@ class QueueStatements:
     # where a vendor runs the two one after the other in one transaction
     # (``QueuedTask.objects.finish_and_claim``, ``engines.write_together``).
     finish_claim: str = ""
-    # ``claim`` and ``finish_claim`` without the turns, for queues whose
-    # keyed tasks don't compete (PostgreSQL's, where the full claim's size
-    # costs time; QueuedTask.objects picks which to send); empty where a
-    # vendor has one claim. Each returns a row at least, whose ``keyed`` says
-    # whether it left a keyed task to the full claim; the full claim's rows
-    # say whether the plain claim would have had to.
+    # ``claim`` and ``finish_claim`` without the turns: for queues whose
+    # ready tasks have no fairness key (``plain_``), or one queue's lone key
+    # (``lone_``). PostgreSQL's, where the full claim's size costs time;
+    # empty where a vendor has one claim. Each claim of PostgreSQL's names
+    # the claim to send next (``next_claim``: plain, lone or full;
+    # QueuedTask.objects sends it), and these two return a row at least.
     plain_claim: str = ""
     plain_finish_claim: str = ""
+    lone_claim: str = ""
+    lone_finish_claim: str = ""
     # What makes the operator's reads of the rest of a transaction read the
     # queue's indexes in their order (PostgreSQL's); empty where a vendor
     # needs nothing (``QueuedTask.objects.index_reads``).

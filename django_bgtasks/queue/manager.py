@@ -67,15 +67,25 @@ _PAUSED_QUEUE = "PausedQueue"
 # What a run's end leaves a row in: READY again (a retry, a stop), or finished.
 ENDS = (READY, *FINISHED)
 FINISH_CLAIM = ("finish_many", "claim")
-# Which claim this process sends (db/shared.py's ``plain_claim``): whether
+# Which claim this process sends (db/shared.py's ``plain_claim``): the one
 # the last claim of these queues (by database alias, ``all`` and queue
-# names) said their keyed tasks need the full claim (keys that compete;
-# db/postgresql/queue.py says when). A guess, this process's own, that
-# another process may make otherwise: every claim is exact whatever it says
-# (the plain claim leaves such keyed tasks to the full one, and says so),
-# so a stale guess costs a round trip more, or a larger statement, never a
-# task out of turn. "Plain" is the first guess.
-_KEYS_SEEN: dict[tuple[str, bool, tuple[str, ...]], bool] = {}
+# names) named. A guess, this process's own, that another process may make
+# otherwise: every claim is exact whatever it says (a plain claim leaves the
+# keyed tasks it can't order to a fuller claim, and names it), so a stale
+# guess costs a round trip more, or a larger statement, never a task out
+# of turn. "plain" is the first guess. The claims from least to most.
+_NEXT_CLAIM: dict[tuple[str, bool, tuple[str, ...]], str] = {}
+_CLAIMS = ("plain", "lone", "full")
+_CLAIM_KINDS: dict[str, type[params_of.QueueClaim]] = {
+    "plain": params_of.PlainClaim,
+    "lone": params_of.LoneClaim,
+    "full": params_of.QueueClaim,
+}
+_FINISH_CLAIM_KINDS: dict[str, type[params_of.FinishClaim]] = {
+    "plain": params_of.PlainFinishClaim,
+    "lone": params_of.LoneFinishClaim,
+    "full": params_of.FinishClaim,
+}
 # Set on a connection while its transaction is one of index_reads().
 _INDEX_READS = "_bgtasks_index_reads"
 
@@ -563,35 +573,36 @@ class QueueManager(models.Manager["QueuedTask"]):
 
     def _claim_rows(self, params: params_of.QueueClaim | params_of.FinishClaim) -> list[Row]:
         """The rows of the claim of ``params`` (with the ends it holds): the
-        plain claim where the vendor has one and the last claim of these
-        queues said it may (``_KEYS_SEEN``), else the full one."""
+        claim the last claim of these queues named (``_NEXT_CLAIM``) where
+        the vendor has several, else the one."""
         connection = self._connection()
+        if not self._statements(connection).plain_claim:
+            return self._write(params)
         seen = (connection.alias, params.all, tuple(params.queues))
-        plain = bool(self._statements(connection).plain_claim) and not _KEYS_SEEN.get(seen)
-        if plain:
-            kind = (
-                params_of.PlainFinishClaim
-                if isinstance(params, params_of.FinishClaim)
-                else params_of.PlainClaim
+        claim = _NEXT_CLAIM.get(seen, "plain")
+        if isinstance(params, params_of.FinishClaim):
+            rows = self._write(_FINISH_CLAIM_KINDS[claim](**params.values()))
+        else:
+            rows = self._write(_CLAIM_KINDS[claim](**params.values()))
+        taken, answer = 0, rows
+        # (A full claim that claimed nothing returns no row: the guess stays.)
+        while answer:
+            taken += sum(row["seq"] is not None for row in answer)
+            named = answer[0]["next_claim"]
+            _NEXT_CLAIM[seen] = named
+            if _CLAIMS.index(named) <= _CLAIMS.index(claim) or taken == params.limit:
+                break
+            # The claim stopped at a keyed task it must leave: the fuller
+            # claim it named takes the rest (a round trip more, when a guess
+            # turns out wrong), so that a claim takes what the full claim
+            # alone would have.
+            claim = named
+            kind = _CLAIM_KINDS[claim]
+            answer = self._write(
+                kind(params.owner, params.all, params.queues, params.limit - taken)
             )
-            params = kind(**params.values())
-        rows = self._write(params)
-        # (The full claim that claimed nothing says nothing: the guess stays.)
-        if not (rows and "keyed" in rows[0]):
-            return rows
-        _KEYS_SEEN[seen] = bool(rows[0]["keyed"])
-        taken = sum(row["seq"] is not None for row in rows)
-        if not plain or not rows[0]["keyed"] or taken == params.limit:
-            return rows
-        # The plain claim stopped at a keyed task it must leave: the full claim takes the
-        # rest (one more round trip, when a guess turns out wrong), so that a
-        # claim takes what the full claim alone would have.
-        rest = self._write(
-            params_of.QueueClaim(params.owner, params.all, params.queues, params.limit - taken)
-        )
-        if rest:
-            _KEYS_SEEN[seen] = bool(rest[0]["keyed"])
-        return rows + rest
+            rows = rows + answer
+        return rows
 
     def _write_ends(self, ends: Sequence[Ending], param: str) -> dict[int, dt.datetime | bool]:
         """``finish_many``'s statement for ``ends``, whose parameter ``param``

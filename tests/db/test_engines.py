@@ -299,13 +299,13 @@ def test_every_queue_vendor_names_the_result_columns_its_readers_read(
             else:
                 names = result_columns(query)
             assert names is not None and len(set(names)) == len(names), (vendor, statement)
-            if statement in ("claim", "finish_claim", "plain_claim", "plain_finish_claim"):
+            if statement.endswith("claim"):
                 # finish_claim's rows: the ends' arrays beside a claim's columns;
-                # PostgreSQL's claims say too whether they saw keyed tasks
-                # (read by QueuedTask.objects._claim_rows).
+                # PostgreSQL's claims name the claim to send next (read by
+                # QueuedTask.objects._claim_rows).
                 besides = {"ended_seq", "ended_at"} if "finish" in statement else set()
                 if vendor == "postgresql":
-                    besides.add("keyed")
+                    besides.add("next_claim")
                 assert set(names) >= besides, vendor
                 row = _Reading(set(names) - besides)
                 Claim.from_row(row, "a", 0.0)

@@ -358,21 +358,23 @@ def test_claimers_at_once_take_the_keys_in_turn(server_alias: str) -> None:
 
 
 # --- the plain claim ----------------------------------------------------------------------
-# On PostgreSQL, a worker whose last claim of its queues saw no keyed task
-# sends the claim without the turns (queue/manager.py's _KEYS_SEEN, db/shared.py's
-# plain_claim). The guess may be wrong: what a claim takes must not depend on it.
+# On PostgreSQL, a worker sends the claim its last claim of its queues named:
+# without the turns where they had no keyed task, or a lone key
+# (queue/manager.py's _NEXT_CLAIM, db/shared.py's plain_claim and lone_claim).
+# The guess may be wrong: what a claim takes must not depend on it.
 
 
 def _claims_sent(alias: str, claim: Any) -> tuple[Any, list[str]]:
     """What ``claim()`` returns, and the claims it sent on ``alias``, in
-    order: "plain" or "full" (on PostgreSQL; elsewhere the one claim, "full")."""
+    order: "plain", "lone" or "full" (on PostgreSQL; elsewhere the one claim)."""
     from django.db import connections
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connections[alias]) as queries:
         result = claim()
     sent = [q["sql"] for q in queries.captured_queries if "claimed_at" in q["sql"]]
-    return result, ["plain" if "picked AS" in sql else "full" for sql in sent]
+    kinds = {(True, False): "plain", (True, True): "lone", (False, False): "full"}
+    return result, [kinds["picked AS" in sql, "lone AS" in sql] for sql in sent]
 
 
 def _positions(alias: str, queue: str, claims: list[Any]) -> list[int]:
@@ -399,7 +401,7 @@ def test_a_claim_takes_the_same_tasks_whatever_its_guess_of_keys(
 
     from django_bgtasks.queue import manager
 
-    monkeypatch.setattr(manager, "_KEYS_SEEN", {})
+    monkeypatch.setattr(manager, "_NEXT_CLAIM", {})
     keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
     for queue in ("default", "other"):
         plain, tenants = task(queue_name=queue)(tenant_job), keyed.using(queue_name=queue)
@@ -407,7 +409,7 @@ def test_a_claim_takes_the_same_tasks_whatever_its_guess_of_keys(
         _enqueue(tenants, 1, 3)
         _enqueue(tenants, 2, 3)
         _enqueue(plain, 0, 2)
-    manager._KEYS_SEEN[(tasks_alias, False, ("other",))] = True
+    manager._NEXT_CLAIM[(tasks_alias, False, ("other",))] = "full"
     # (Elsewhere the claim is one, whatever the guess: what it takes is checked alike.)
     on_postgresql = connections[tasks_alias].vendor == "postgresql"
 
@@ -419,10 +421,11 @@ def test_a_claim_takes_the_same_tasks_whatever_its_guess_of_keys(
     # The three tasks without a key first, then tenant 1's first.
     assert _positions(tasks_alias, "default", guessed) == _positions(tasks_alias, "other", full)
     assert _positions(tasks_alias, "default", guessed) == [0, 1, 7, 8]
-    assert sent == ["plain", "full"] or not on_postgresql
+    # The plain claim left tenant 1's, the lone key's claim too (two keys).
+    assert sent == ["plain", "lone", "full"] or not on_postgresql
     # Two keys seen, default's next claims are full ones; both queues drain
-    # alike. The fifth reads tenant 2 alone, a lone key, which the plain
-    # claim takes: plain again from then on.
+    # alike. The fifth reads tenant 2 alone, a lone key: the lone key's
+    # claim next, which finds no keyed task left and names the plain one.
     kinds = []
     for _ in range(5):
         guessed, sent = _claims_sent(tasks_alias, claim("default", 1))
@@ -435,14 +438,15 @@ def test_a_claim_takes_the_same_tasks_whatever_its_guess_of_keys(
     _enqueue(task()(tenant_job), 0, 1)
     claimed, sent = _claims_sent(tasks_alias, claim("default", 1))
     assert len(claimed) == 1
-    assert kinds + sent == ["full"] * 5 + ["plain"] or not on_postgresql
+    assert kinds + sent == ["full"] * 5 + ["lone"] or not on_postgresql
+    assert _claims_sent(tasks_alias, claim("default", 1))[1] == ["plain"] or not on_postgresql
 
 
 def test_a_lone_keys_tasks_are_claimed_plain_after_those_without_a_key(
     tasks_alias: str,
 ) -> None:
-    """One tenant's import in a queue of its own: the plain claim takes its
-    tasks (no turns to keep), after the tasks without a key of another
+    """One tenant's import in a queue of its own: the lone key's claim takes
+    its tasks (no turns to keep), after the tasks without a key of another
     queue at their priority, enqueued later, as the full claim does. A task
     without a key in the tenant's queue makes it the full claim's again
     (that task first), until a claim sees the key alone once more."""
@@ -463,12 +467,12 @@ def test_a_lone_keys_tasks_are_claimed_plain_after_those_without_a_key(
         assert first == [("default", [n]) for n in range(4)]
         return
     assert first == [("default", [0]), ("default", [1]), ("other", [0]), ("other", [1])]
-    assert sent == ["plain"] or vendor != "postgresql"
+    assert sent == ["plain", "lone"] or vendor != "postgresql"
     _enqueue(task()(tenant_job), 0, 1)
     claimed, sent = _claims_sent(tasks_alias, claim(2))
     assert [_positions(tasks_alias, "default", [c]) for c in claimed] == [[2], [6]]
-    assert sent == ["plain", "full"] or vendor != "postgresql"
-    for expected in (["full"], ["plain"]):
+    assert sent == ["lone", "full"] or vendor != "postgresql"
+    for expected in (["full"], ["lone"]):
         claimed, sent = _claims_sent(tasks_alias, claim(1))
         assert len(claimed) == 1 and claimed[0].queue_name == "default"
         assert sent == expected or vendor != "postgresql"
@@ -483,7 +487,7 @@ def test_a_claim_that_guessed_no_keys_takes_a_higher_priority_keyed_task(
     a key behind it; so too when the claim comes with a run's end."""
     from django_bgtasks.queue import manager
 
-    monkeypatch.setattr(manager, "_KEYS_SEEN", {})
+    monkeypatch.setattr(manager, "_NEXT_CLAIM", {})
     _enqueue(task()(tenant_job), 0, 3)
     first = QueuedTask.objects.claim_many("w", queues=["default"], limit=1)
     assert [claim.priority for claim in first] == [0]
@@ -494,7 +498,7 @@ def test_a_claim_that_guessed_no_keys_takes_a_higher_priority_keyed_task(
     assert list(ended) == [first[0].seq]
     assert [(claim.priority, claim.seq > first[0].seq + 2) for claim in claimed] == [(10, True)]
     # Again with the guess "no keys", and a claim alone.
-    manager._KEYS_SEEN.clear()
+    manager._NEXT_CLAIM.clear()
     _enqueue(urgent, 2, 1)
     assert [
         claim.priority for claim in QueuedTask.objects.claim_many("w", queues=["default"], limit=2)

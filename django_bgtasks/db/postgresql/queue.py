@@ -412,38 +412,29 @@ _CLAIM_CTES = f"""
             FROM starts b
             ON CONFLICT (queue_name, fairness_key) DO NOTHING
         )"""
-# The plain claim: the claim without the turns' CTEs, for queues whose ready
-# tasks have no fairness key, or one queue's lone key. Its plan reads what the
-# full claim's does, but the statement is half its size, and PostgreSQL's
-# work to start and end a plan grows with that: the full claim took 0.15-0.25
-# ms more (an idle worker's start 1.14x as late as before fair shares,
-# docs/benchmarks.md, "Fair shares"). A worker sends it while its last claim
-# of those queues said it may (queue/manager.py), a guess that can be stale,
-# so it is exact whatever the guess. Its candidates (``picked``) are in the
-# full claim's order: by priority, tasks without a key first, then by seq.
-# It takes those before the first keyed one it must leave to the full claim
-# (``held``), which the full claim would take first too, and says it left one
-# (``keyed``), so the worker's next claim is the full one. It leaves every
-# keyed task but those of a lone key (``lone``): the first keyed candidate's
+# The plain claims: the claim without the turns' CTEs, for queues whose
+# ready tasks have no fairness key (``plain``), or one queue's lone key
+# (``lone``). Their plans read what the full claim's does, but the statement
+# is half its size, and PostgreSQL's work to start and end a plan grows with
+# that: the full claim took 0.15-0.25 ms more (an idle worker's start 1.14x
+# as late as before fair shares, docs/benchmarks.md, "Fair shares"); the
+# lone key's probes, 0.1 ms, so the plain claim has none. A worker sends the
+# claim its last claim of those queues named (``next_claim``;
+# queue/manager.py), a guess that can be stale, so each is exact whatever
+# the guess. Their candidates (``picked``) are in the full claim's order:
+# by priority, tasks without a key first, then by seq. Each takes those
+# before the first keyed one it must leave to a fuller claim (``held``),
+# which the full claim would take first too, and names that claim next, so
+# that the worker sends it. The plain claim leaves every keyed task; the
+# lone one those but of a lone key (``lone``): the first keyed candidate's
 # key, where that is its queue's one key at its highest keyed priority (the
 # priority the full claim reads keys at), the candidate's, and its queue has
-# no ready task without a key. The full claim takes such a key's tasks in seq
-# order, after the tasks without a key of its priority, and keeps no turns
-# for it; of one queue only, since it orders two queues' lone keys by their
-# turns. Three index descents, for one queue at most.
+# no ready task without a key. The full claim takes such a key's tasks in
+# seq order, after the tasks without a key of its priority, and keeps no
+# turns for it; of one queue only, since it orders two queues' lone keys by
+# their turns. Three index descents, for one queue at most.
 _PLAIN_CANDIDATE = _CANDIDATE + ", t.queue_name, t.fairness_key"
-_PLAIN_CLAIM_CTES = f"""
-        claimed_at AS (
-            SELECT clock_timestamp() AS at
-        ), {_QUEUES}, picked AS (
-            SELECT c.*, row_number() OVER (
-                ORDER BY c.priority DESC, c.fairness_key IS NOT NULL, c.seq) AS n
-            FROM (
-                SELECT p.* {_first_startable("served", _CLAIMABLE, _PLAIN_CANDIDATE)}
-                ORDER BY p.priority DESC, p.fairness_key IS NOT NULL, p.seq
-                LIMIT {LIMIT_MARK}
-            ) c
-        ), lone AS (
+_LONE = f"""lone AS (
             SELECT f.queue_name, f.fairness_key, f.priority FROM (
                 SELECT * FROM picked WHERE fairness_key IS NOT NULL ORDER BY n LIMIT 1
             ) f CROSS JOIN LATERAL (
@@ -459,24 +450,51 @@ _PLAIN_CLAIM_CTES = f"""
                 AND NOT EXISTS (
                     SELECT 1 FROM {{table}} t
                     WHERE t.queue_name = f.queue_name AND {_READY_UNKEYED})
-        ), held AS (
-            SELECT k.n FROM picked k
-            WHERE k.fairness_key IS NOT NULL AND NOT EXISTS (
+        ), """
+_NOT_LONE = """ AND NOT EXISTS (
                 SELECT 1 FROM lone l WHERE l.queue_name = k.queue_name
-                    AND l.fairness_key = k.fairness_key AND l.priority = k.priority)
+                    AND l.fairness_key = k.fairness_key AND l.priority = k.priority)"""
+
+
+def _plain_claim_ctes(*, lone: bool) -> str:
+    """The CTEs of the plain claim, or with ``lone`` of the lone key's."""
+    return f"""
+        claimed_at AS (
+            SELECT clock_timestamp() AS at
+        ), {_QUEUES}, picked AS (
+            SELECT c.*, row_number() OVER (
+                ORDER BY c.priority DESC, c.fairness_key IS NOT NULL, c.seq) AS n
+            FROM (
+                SELECT p.* {_first_startable("served", _CLAIMABLE, _PLAIN_CANDIDATE)}
+                ORDER BY p.priority DESC, p.fairness_key IS NOT NULL, p.seq
+                LIMIT {LIMIT_MARK}
+            ) c
+        ), {_LONE if lone else ""}held AS (
+            SELECT k.n FROM picked k
+            WHERE k.fairness_key IS NOT NULL{_NOT_LONE if lone else ""}
         ), cand AS (
             SELECT c.* FROM picked c WHERE c.n < ALL (SELECT n FROM held)
         ), {_SLOT_CTES}"""
-# The claim's ``keyed`` column, by which the worker picks its next claim:
-# whether the plain claim could not take the queues' keyed tasks. The full
-# claim says whether it could have (no key of two, nor a keyed queue with
-# tasks without a key: at most one queue's lone key; rarely, a lone key's
-# tasks of a lower priority are ready while those of its highest wait, and
-# the claims alternate); the plain one, whether it left one.
-_KEYED = f"""((SELECT count(*) FROM seen) > 1 OR EXISTS (
-            SELECT 1 FROM keyed q WHERE EXISTS (
-                SELECT 1 FROM {{table}} t WHERE t.queue_name = q.name AND {_READY_UNKEYED})))"""
-_PLAIN_KEYED = "EXISTS (SELECT 1 FROM held)"
+
+
+# The claim's ``next_claim`` column: the claim the worker sends next. The
+# full claim names the plain one where the queues have no keyed task, the
+# lone key's where one queue's lone key is all (a queue with one key and no
+# task without a key; rarely, a lone key's tasks of a lower priority are
+# ready while those of its highest wait, and the claims alternate), else
+# itself. The plain claim names the lone key's when it left a keyed task;
+# the lone key's, the full one when it left one, the plain one where the
+# queues have no keyed task (a descent a queue).
+_FULL_NEXT = f"""CASE WHEN NOT EXISTS (SELECT 1 FROM keyed) THEN 'plain'
+            WHEN (SELECT count(*) FROM seen) > 1 OR EXISTS (
+                SELECT 1 FROM keyed q WHERE EXISTS (
+                    SELECT 1 FROM {{table}} t WHERE t.queue_name = q.name AND {_READY_UNKEYED}))
+            THEN 'full' ELSE 'lone' END"""
+_PLAIN_NEXT = "CASE WHEN EXISTS (SELECT 1 FROM held) THEN 'lone' ELSE 'plain' END"
+_LONE_NEXT = f"""CASE WHEN EXISTS (SELECT 1 FROM held) THEN 'full'
+            WHEN EXISTS (SELECT 1 FROM served q WHERE EXISTS (
+                SELECT 1 FROM {{table}} t WHERE t.queue_name = q.name AND {_T_KEY} IS NOT NULL))
+            THEN 'lone' ELSE 'plain' END"""
 _TAKEN_COLUMNS = ", ".join(f"taken.{column.strip()}" for column in CLAIM_COLUMNS.split(","))
 _CLAIM_UPDATE = f"""
         UPDATE {{table}} SET status = '{{running}}', owner = %(owner)s::text, token = token + 1,
@@ -514,17 +532,29 @@ _FINISH_MANY = """
 # One row at least: the seq and finished_at of the rows ended, as two arrays
 # in one order, beside the first claimed row's columns (NULL when none was
 # claimed), then a row for each other claimed row (the arrays repeated).
-def _finish_claim(ctes: str, keyed: str) -> str:
+def _finish_claim(ctes: str, next_claim: str) -> str:
     """The statement of ``finish_many`` and the claim of ``ctes``, whose
-    ``keyed`` column says what ``keyed`` does."""
+    ``next_claim`` column is ``next_claim``."""
     return f"""
         WITH RECURSIVE ended AS ({_FINISH_MANY}
         ), {ctes.strip()}, taken AS ({_CLAIM_UPDATE}
         ), ends AS (
             SELECT array_agg(seq) AS ended_seq, array_agg(finished_at) AS ended_at FROM ended
         )
-        SELECT ends.ended_seq, ends.ended_at, {keyed} AS keyed, {_TAKEN_COLUMNS}
+        SELECT ends.ended_seq, ends.ended_at, {next_claim} AS next_claim, {_TAKEN_COLUMNS}
         FROM ends LEFT JOIN taken ON true
+"""
+
+
+def _one_row_claim(ctes: str, next_claim: str) -> str:
+    """The claim of ``ctes`` alone, in one row at least, as ``finish_claim``'s:
+    ``next_claim`` beside the first claimed row's columns (NULL when none
+    was claimed), then a row for each other claimed row."""
+    return f"""
+        WITH RECURSIVE {ctes.strip()}, taken AS ({_CLAIM_UPDATE}
+        )
+        SELECT {next_claim} AS next_claim, {_TAKEN_COLUMNS}
+        FROM (SELECT 1) AS one LEFT JOIN taken ON true
 """
 
 
@@ -550,17 +580,10 @@ def _cancel(rows: str, returning: str) -> str:
 QUEUE = QueueStatements(
     claim=f"""
         WITH RECURSIVE {_CLAIM_CTES.strip()}
-{_CLAIM_UPDATE}, {_KEYED} AS keyed
+{_CLAIM_UPDATE}, {_FULL_NEXT} AS next_claim
     """,
-    # One row at least, as finish_claim's: ``keyed``, beside the first
-    # claimed row's columns (NULL when none was claimed), then a row for each
-    # other claimed row.
-    plain_claim=f"""
-        WITH RECURSIVE {_PLAIN_CLAIM_CTES.strip()}, taken AS ({_CLAIM_UPDATE}
-        )
-        SELECT {_PLAIN_KEYED} AS keyed, {_TAKEN_COLUMNS}
-        FROM (SELECT 1) AS one LEFT JOIN taken ON true
-    """,
+    plain_claim=_one_row_claim(_plain_claim_ctes(lone=False), _PLAIN_NEXT),
+    lone_claim=_one_row_claim(_plain_claim_ctes(lone=True), _LONE_NEXT),
     renew="""
         UPDATE {table} SET updated_at = clock_timestamp(),
             progress = CASE WHEN %(set_progress)s::boolean THEN %(progress)s::jsonb
@@ -588,8 +611,9 @@ QUEUE = QueueStatements(
         RETURNING status, finished_at
     """,
     finish_many=_FINISH_MANY,
-    finish_claim=_finish_claim(_CLAIM_CTES, _KEYED),
-    plain_finish_claim=_finish_claim(_PLAIN_CLAIM_CTES, _PLAIN_KEYED),
+    finish_claim=_finish_claim(_CLAIM_CTES, _FULL_NEXT),
+    plain_finish_claim=_finish_claim(_plain_claim_ctes(lone=False), _PLAIN_NEXT),
+    lone_finish_claim=_finish_claim(_plain_claim_ctes(lone=True), _LONE_NEXT),
     recover=f"""
         UPDATE {{table}} SET
             status = CASE WHEN attempts < max_attempts THEN '{{ready}}' ELSE '{{failed}}' END,

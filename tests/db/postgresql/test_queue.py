@@ -48,7 +48,7 @@ def test_the_queues_claims_are_planned_once_a_connection(pg_direct_alias: str) -
     half the server's CPU in a drain. The LIMIT is in the statement's text,
     so after PostgreSQL's five custom plans the claim, and a run's end with
     the next claim, each run the one generic plan. (Their plain forms: the
-    queue has no keyed task, queue/manager.py's _KEYS_SEEN.)"""
+    queue has no keyed task, queue/manager.py's _NEXT_CLAIM.)"""
     from django_bgtasks.models import QueuedTask
     from django_bgtasks.queue.manager import Ending
     from tests import djtasks
@@ -84,7 +84,15 @@ PARAM_TYPES = {"all": "boolean", "queues": "text[]", "owner": "text", "ends": "t
 
 
 @pytest.mark.parametrize(
-    "statement", ["claim", "finish_claim", "plain_claim", "plain_finish_claim"]
+    "statement",
+    [
+        "claim",
+        "finish_claim",
+        "plain_claim",
+        "plain_finish_claim",
+        "lone_claim",
+        "lone_finish_claim",
+    ],
 )
 def test_the_claims_plan_is_one_whatever_its_queues_and_far_below_the_jit(
     pg_alias: str, statement: str
