@@ -367,10 +367,12 @@ _SLOT_CTES = f"""cfree AS (
             FROM claimed c
             WHERE s.id = c.cslot OR s.id = c.rslot
         )"""
-_CLAIM_CTES = f"""
+# Every claim's first CTEs: its one read of the clock, and the queues it serves.
+_CLAIM_START = f"""
         claimed_at AS (
             SELECT clock_timestamp() AS at
-        ), {_QUEUES}, {_FAIR_SHARES}, cand AS (
+        ), {_QUEUES}"""
+_CLAIM_CTES = f"""{_CLAIM_START}, {_FAIR_SHARES}, cand AS (
             SELECT c.* FROM (
                 {_unkeyed("served", _CLAIMABLE)}
                 WHERE q.name NOT IN (SELECT name FROM keyed)
@@ -412,6 +414,8 @@ _CLAIM_CTES = f"""
             FROM starts b
             ON CONFLICT (queue_name, fairness_key) DO NOTHING
         )"""
+
+
 # The plain claims: the claim without the turns' CTEs, for queues whose
 # ready tasks have no fairness key (``plain``), or one queue's lone key
 # (``lone``). Their plans read what the full claim's does, but the statement
@@ -433,6 +437,14 @@ _CLAIM_CTES = f"""
 # seq order, after the tasks without a key of its priority, and keeps no
 # turns for it; of one queue only, since it orders two queues' lone keys by
 # their turns. Three index descents, for one queue at most.
+def _has_unkeyed(queue: str) -> str:
+    """Whether the queue ``queue`` (an expression) has a ready task without a
+    key: then its one key is no lone key (a descent of 0028's index)."""
+    return f"""EXISTS (
+                    SELECT 1 FROM {{table}} t
+                    WHERE t.queue_name = {queue} AND {_READY_UNKEYED})"""
+
+
 _PLAIN_CANDIDATE = _CANDIDATE + ", t.queue_name, t.fairness_key"
 _LONE = f"""lone AS (
             SELECT f.queue_name, f.fairness_key, f.priority FROM (
@@ -447,9 +459,7 @@ _LONE = f"""lone AS (
                     SELECT 1 FROM {{table}} t
                     WHERE t.queue_name = f.queue_name AND t.priority = f.priority
                         AND {_T_KEY} > f.fairness_key)
-                AND NOT EXISTS (
-                    SELECT 1 FROM {{table}} t
-                    WHERE t.queue_name = f.queue_name AND {_READY_UNKEYED})
+                AND NOT {_has_unkeyed("f.queue_name")}
         ), """
 _NOT_LONE = """ AND NOT EXISTS (
                 SELECT 1 FROM lone l WHERE l.queue_name = k.queue_name
@@ -458,10 +468,7 @@ _NOT_LONE = """ AND NOT EXISTS (
 
 def _plain_claim_ctes(*, lone: bool) -> str:
     """The CTEs of the plain claim, or with ``lone`` of the lone key's."""
-    return f"""
-        claimed_at AS (
-            SELECT clock_timestamp() AS at
-        ), {_QUEUES}, picked AS (
+    return f"""{_CLAIM_START}, picked AS (
             SELECT c.*, row_number() OVER (
                 ORDER BY c.priority DESC, c.fairness_key IS NOT NULL, c.seq) AS n
             FROM (
@@ -486,9 +493,8 @@ def _plain_claim_ctes(*, lone: bool) -> str:
 # the lone key's, the full one when it left one, the plain one where the
 # queues have no keyed task (a descent a queue).
 _FULL_NEXT = f"""CASE WHEN NOT EXISTS (SELECT 1 FROM keyed) THEN 'plain'
-            WHEN (SELECT count(*) FROM seen) > 1 OR EXISTS (
-                SELECT 1 FROM keyed q WHERE EXISTS (
-                    SELECT 1 FROM {{table}} t WHERE t.queue_name = q.name AND {_READY_UNKEYED}))
+            WHEN (SELECT count(*) FROM seen) > 1
+                OR EXISTS (SELECT 1 FROM keyed q WHERE {_has_unkeyed("q.name")})
             THEN 'full' ELSE 'lone' END"""
 _PLAIN_NEXT = "CASE WHEN EXISTS (SELECT 1 FROM held) THEN 'lone' ELSE 'plain' END"
 _LONE_NEXT = f"""CASE WHEN EXISTS (SELECT 1 FROM held) THEN 'full'
