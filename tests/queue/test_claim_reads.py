@@ -53,13 +53,16 @@ TASKS = {
     "limits": djtasks.limited_add,
     "fair": djtasks.fair_add,
     "rare key": djtasks.fair_add,
+    "lone key": djtasks.fair_add,
 }
 # Each task's arguments (``n`` of ``count``): ``b`` is the fair tasks' key,
 # three in turn; or, for "rare key", one key's backlog with 20 tasks of
 # another key enqueued after it (a tenant's 20 behind another's import),
-# which the claim reads by a descent of its own.
+# which the claim reads by a descent of its own; or, for "lone key", one
+# key alone (the lone key's claim, db/postgresql/queue.py).
 ARGS = {
     "rare key": lambda n, count: (n, 1 if n >= count - 20 else 0),
+    "lone key": lambda n, count: (n, 0),
 }
 SHAPES = {"every queue": None, "one": ["default"], "rare": ["other"], "both": ["other", "default"]}
 
@@ -109,7 +112,8 @@ def _postgresql_pages(alias: str, queues: list[str] | None, kind: str) -> int:
     connection = connections[alias]
     params = engines.encode(connection, _claim_params("w", queues, LIMIT))
     statements = QueuedTask.objects._statements(connection)
-    plain = statements.lone_claim if kind in ("fair", "rare key") else statements.plain_claim
+    keyed = kind in ("fair", "rare key", "lone key")
+    plain = statements.lone_claim if keyed else statements.plain_claim
     pages = []
     for claim in (statements.claim, plain):
         with transaction.atomic(using=alias), connection.cursor() as cursor:

@@ -439,10 +439,17 @@ _CLAIM_CTES = f"""{_CLAIM_START}, {_FAIR_SHARES}, cand AS (
 # their turns. Three index descents, for one queue at most.
 def _has_unkeyed(queue: str) -> str:
     """Whether the queue ``queue`` (an expression) has a ready task without a
-    key: then its one key is no lone key (a descent of 0028's index)."""
+    key: then its one key is no lone key. Asked as "its first such task, in
+    the order of 0028's index of them", one descent: as a plain EXISTS, with
+    the statistics stale, PostgreSQL made it an anti-join over a scan of the
+    whole table (28,367 pages, 918 ms, a claim of a lone key's 200,000
+    tasks; docs/benchmarks.md, "Three claims")."""
     return f"""EXISTS (
-                    SELECT 1 FROM {{table}} t
-                    WHERE t.queue_name = {queue} AND {_READY_UNKEYED})"""
+                    SELECT 1 FROM (
+                        SELECT t.seq FROM {{table}} t
+                        WHERE t.queue_name = {queue} AND {_READY_UNKEYED}
+                        ORDER BY t.priority DESC, t.seq LIMIT 1
+                    ) unkeyed)"""
 
 
 _PLAIN_CANDIDATE = _CANDIDATE + ", t.queue_name, t.fairness_key"
