@@ -263,6 +263,40 @@ def test_a_key_with_nothing_to_start_takes_no_turn(tasks_alias: str) -> None:
     assert sorted(itertools.chain(*started)) == ["tenant:2"] * 2 + ["tenant:3"] * 2 + ["tenant:4"]
 
 
+def test_keyed_tasks_that_cannot_start_hold_back_no_lower_priority(tasks_alias: str) -> None:
+    """Priority wins over the turns among the tasks that can start: keyed
+    tasks of a higher priority that are not due (a task for tomorrow), or
+    that a flow limit holds, hold back no keyed task of a lower priority,
+    as without keys (they had held every keyed task of the queue)."""
+    import datetime as dt
+
+    from django.db import connections
+
+    keyed = task(fairness_key="tenant:{tenant_id}")(tenant_job)
+    tomorrow = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
+    _enqueue(dataclasses.replace(keyed, priority=10).using(run_after=tomorrow), 1, 2)
+    _enqueue(task(fairness_key="tenant:{tenant_id}", concurrency=1, priority=5)(tenant_job), 2, 3)
+    _enqueue(keyed, 3, 4)
+    _enqueue(keyed, 4, 2)
+    # Tenant 2's first (priority 5), then, its limit reached, tenants 3 and
+    # 4 in turn (priority 0), and tenant 3 alone once 4's are gone.
+    started = _claimed_keys(tasks_alias, 6)
+    assert started[0] == "tenant:2", started
+    assert sorted(started[1:5]) == ["tenant:3"] * 2 + ["tenant:4"] * 2, started
+    assert started[5:] == ["tenant:3"], started
+    # Tenant 3 is a lone key at its priority: on PostgreSQL the lone key's
+    # claim takes its last task, in one statement (the tasks above it that
+    # can't start don't send it on to the full claim, at every claim).
+    claimed, sent = _claims_sent(
+        tasks_alias, lambda: QueuedTask.objects.claim_many("w", queues=["default"], limit=1)
+    )
+    assert [c.priority for c in claimed] == [0]
+    assert sent == ["lone"] or connections[tasks_alias].vendor != "postgresql"
+    # Nothing more may start: tenant 1's wait for tomorrow, tenant 2's for its slot.
+    assert _claimed_keys(tasks_alias, 1, limit=8) == []
+    assert QueuedTask.objects.using(tasks_alias).filter(status="READY").count() == 4
+
+
 def test_a_claim_waits_for_the_turns_another_holds_and_reads_their_newest(
     server_alias: str,
 ) -> None:

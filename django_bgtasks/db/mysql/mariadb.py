@@ -145,8 +145,12 @@ _FLOW_WHEN_LIMITED = (
 #    beside tasks without one, the claim is the plain pick, as before.
 # 2. Else, a queue at a time: a queue without keys or with one alone, its
 #    first ready rows; one with keys, its rows without a key (the head of that
-#    index: never past the keyed backlog), its keys (a loose scan, one descent
-#    a key) and those of its highest keyed priority, which compete. With two
+#    index: never past the keyed backlog), its keys that have a task to
+#    start (due, and let by the flow limits), each at the highest priority
+#    it has one (a loose scan, one descent a key, passing over the rows that
+#    can't start), and those of the highest such priority, which compete:
+#    keyed tasks for tomorrow, or held by a limit, had held every keyed task
+#    of a lower priority back. With two
 #    or more, their turn rows are all locked, in id order (a JSON array of
 #    their ids that a straight join follows), waiting for a claim that holds
 #    them, as PostgreSQL's claim does: InnoDB's locking read returns each
@@ -154,11 +158,11 @@ _FLOW_WHEN_LIMITED = (
 #    this one wrote, and no key gets two turns in a row while another waits.
 #    (Locked SKIP LOCKED and rechecked instead, a claim passed over the keys
 #    other claims held, and a key started twice in a row under 4 claimers.)
-#    Then the first ``limit`` keys in turn order that have a task to start
-#    (due, and let by the flow limits: a key whose next tasks wait for a
-#    retry's delay or a limit takes no turn, and holds none back), or a lone
-#    key, or one without a row of turns, get their first due rows, each a
-#    stride (1 / weight) after the one before.
+#    Then the first ``limit`` keys in turn order (each has a task to start:
+#    a key whose next tasks wait for a retry's delay or a limit was not
+#    read, so it takes no turn and holds none back), or a lone key, or one
+#    without a row of turns, get their first due rows, each a stride (1 /
+#    weight) after the one before.
 # 3. The candidates in the claim's order: priority, tasks without a key
 #    first, virtual start, the key's last turn (never first), seq.
 #
@@ -246,8 +250,8 @@ _FAIR_PICK = f"""
                 SELECT MAX(x.found) AS found INTO @bgtasks_key FROM (
                     SELECT JSON_OBJECT('k', t.fairness_key, 'p', t.priority) AS found
                     FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
-                    WHERE {_IN_QUEUE} AND t.fairness_key > fkey
-                    ORDER BY t.fairness_key, t.priority DESC LIMIT 1) x;
+                    WHERE {_startable("t.fairness_key > fkey")}
+                    ORDER BY t.fairness_key, t.priority DESC, t.seq LIMIT 1) x;
                 IF @bgtasks_key IS NULL THEN
                     LEAVE key_scan;
                 END IF;
@@ -291,9 +295,7 @@ _FAIR_PICK = f"""
                         vt DOUBLE PATH '$.vt', st DATETIME(6) PATH '$.st')) l ON l.id = s.sh) s;
                 SELECT JSON_ARRAYAGG(t.sh) AS turns INTO @bgtasks_turns FROM (
                     SELECT s.sh FROM JSON_TABLE(@bgtasks_seen, '$[*]' COLUMNS (
-                        n FOR ORDINALITY, sh BIGINT PATH '$.sh', {_KEY_COLUMNS})) s
-                    WHERE EXISTS (SELECT 1 FROM {{table}} t FORCE INDEX ({_FAIR_INDEX})
-                        WHERE {_startable("t.fairness_key = s.k AND t.priority = top_priority")})
+                        n FOR ORDINALITY, sh BIGINT PATH '$.sh')) s
                     ORDER BY s.n LIMIT %(limit)s) t;
             END IF;
             SELECT JSON_ARRAYAGG(CASE WHEN s.taken THEN JSON_OBJECT('k', s.k, 'sh', s.sh,

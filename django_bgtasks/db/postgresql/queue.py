@@ -197,9 +197,15 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # its ``limit``, in a later queue's order) are unlocked at its commit, its
 # own statement's end.
 # Fair shares (docs/django-tasks.md, "Fair shares"): in each served queue,
-# the keys with ready tasks at the highest priority that has keyed ones
-# (``keys``: a loose scan of migration 0028's index, one descent a key), and
-# their turns (``seen``, FairShare: the virtual time of a key's next turn).
+# the keys with ready tasks at the highest priority where a keyed task can
+# start (``keys``: a loose scan of migration 0028's index, one descent a
+# key, a priority at a time from the highest; ``found``, whether a key of
+# the priority so far has a task that can start, due and let by the flow
+# limits, probed a key at a time until one has, so one probe where every key
+# can start; a priority none of whose keys can start sends the scan on to
+# the next, and the keys of the last priority read are ``seen``: keyed tasks
+# for tomorrow, or held by a limit, had held every lower keyed task back),
+# and their turns (``seen``, FairShare: the virtual time of a key's next turn).
 # Where two keys or more compete, the claim locks every one's row, in id
 # order, waiting for a claim that holds them (``locked``): a lock waited for
 # returns the row's newest version, while the rest of the statement reads
@@ -222,7 +228,7 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # ``limit``-th key that has one; the planner costs them so too (a fraction
 # of the keys it expects). Asked of every key (an EXISTS in the WHERE), they
 # put the generic plan's estimate over jit_above_cost
-# (tests/db/postgresql/test_queue.py): 23,200 now, 22,000 without them.
+# (tests/db/postgresql/test_queue.py).
 # A ready task's fairness key (NULL unless it is ready), and whether it is a
 # ready task without one (true, or NULL): the expressions of migration
 # 0028's two indexes (db/postgresql/schema.py), to the letter once rendered.
@@ -233,27 +239,45 @@ _N_KEY = READY_KEY.replace("status", "n.status").replace("fairness_key", "n.fair
 _READY_UNKEYED = READY_UNKEYED.replace("status", "t.status").replace(
     "fairness_key", "t.fairness_key"
 )
-# The ready rows of the key ``s.fkey`` (of ``shares``) that may start now:
-# due, and let by the flow limits. The turns ask whether it has one; its
-# candidates are the first of them.
-_KEY_STARTABLE = f"""t.queue_name = s.queue AND t.priority = s.priority
-                        AND {_T_KEY} = s.fkey
+
+
+def _key_startable(key: str) -> str:
+    """The ready rows (``t``) of the key ``key.fkey``, of the queue
+    ``key.queue`` at the priority ``key.priority``, that may start now: due,
+    and let by the flow limits. The keys' scan asks whether a key has one,
+    the turns too; a key's candidates are the first of them."""
+    return f"""t.queue_name = {key}.queue AND t.priority = {key}.priority
+                        AND {_T_KEY} = {key}.fkey
                         AND (t.run_after IS NULL OR t.run_after <= clock_timestamp())
                         AND {flow_slots_free(_T_CONCURRENCY_FREE, _T_RATE_FREE)}"""
+
+
+_KEY_STARTABLE = _key_startable("s")
 _FAIR_SHARES = (
-    f"""keys(queue, priority, fkey) AS (
-            SELECT q.name, k.priority, k.fkey FROM served q CROSS JOIN LATERAL (
-                SELECT t.priority, {_T_KEY} AS fkey FROM {{table}} t
+    f"""keys(queue, priority, fkey, found) AS (
+            SELECT q.name, k.priority, k.fkey, EXISTS (
+                SELECT 1 FROM {{table}} t WHERE {_key_startable("k")})
+            FROM served q CROSS JOIN LATERAL (
+                SELECT q.name AS queue, t.priority, {_T_KEY} AS fkey FROM {{table}} t
                 WHERE t.queue_name = q.name AND {_T_KEY} IS NOT NULL
                 ORDER BY t.priority DESC, {_T_KEY} LIMIT 1
             ) k
             UNION ALL
-            SELECT keys.queue, keys.priority, (
-                SELECT {_N_KEY} FROM {{table}} n
+            SELECT k.queue, k.priority, k.fkey,
+                CASE WHEN k.priority = keys.priority AND keys.found THEN true
+                    ELSE EXISTS (SELECT 1 FROM {{table}} t WHERE {_key_startable("k")}) END
+            FROM keys CROSS JOIN LATERAL (
+                (SELECT keys.queue, n.priority, {_N_KEY} AS fkey FROM {{table}} n
                 WHERE n.queue_name = keys.queue AND n.priority = keys.priority
                     AND {_N_KEY} > keys.fkey
                 ORDER BY {_N_KEY} LIMIT 1)
-            FROM keys WHERE keys.fkey IS NOT NULL
+                UNION ALL
+                (SELECT keys.queue, n.priority, {_N_KEY} FROM {{table}} n
+                WHERE NOT keys.found AND n.queue_name = keys.queue
+                    AND n.priority < keys.priority AND {_N_KEY} IS NOT NULL
+                ORDER BY n.priority DESC, {_N_KEY} LIMIT 1)
+                LIMIT 1
+            ) k
         ), keyed AS MATERIALIZED (
             SELECT DISTINCT queue AS name FROM keys
         ), clocks AS MATERIALIZED (
@@ -263,9 +287,12 @@ _FAIR_SHARES = (
         ), seen AS MATERIALIZED (
             SELECT k.queue, k.priority, k.fkey, s.id, s.vtime, s.started_at, c.v AS clock,
                 count(*) OVER (PARTITION BY k.queue) AS rivals
-            FROM keys k JOIN clocks c ON c.queue = k.queue
+            FROM (
+                SELECT keys.*, min(keys.priority) OVER (PARTITION BY keys.queue) AS level
+                FROM keys
+            ) k JOIN clocks c ON c.queue = k.queue
             LEFT JOIN {{shares}} s ON s.queue_name = k.queue AND s.fairness_key = k.fkey
-            WHERE k.fkey IS NOT NULL
+            WHERE k.priority = k.level
         ), locked AS MATERIALIZED (
             SELECT s.id, s.vtime, s.started_at FROM {{shares}} s
             WHERE s.id IN (SELECT id FROM seen WHERE rivals > 1)
@@ -431,12 +458,14 @@ _CLAIM_CTES = f"""{_CLAIM_START}, {_FAIR_SHARES}, cand AS (
 # which the full claim would take first too, and names that claim next, so
 # that the worker sends it. The plain claim leaves every keyed task; the
 # lone one those but of a lone key (``lone``): the first keyed candidate's
-# key, where that is its queue's one key at its highest keyed priority (the
-# priority the full claim reads keys at), the candidate's, and its queue has
-# no ready task without a key. The full claim takes such a key's tasks in
-# seq order, after the tasks without a key of its priority, and keeps no
-# turns for it; of one queue only, since it orders two queues' lone keys by
-# their turns. Three index descents, for one queue at most.
+# key, where that is its queue's one key at the candidate's priority, and
+# its queue has no ready task without a key. (A keyed task of a higher
+# priority that could start would be a candidate before it; the full claim
+# reads keys at the highest priority where one can.) The full claim takes
+# such a key's tasks in seq order, after the tasks without a key of its
+# priority, and keeps no turns for it; of one queue only, since it orders
+# two queues' lone keys by their turns. Three index descents, for one queue
+# at most.
 def _has_unkeyed(queue: str) -> str:
     """Whether the queue ``queue`` (an expression) has a ready task without a
     key: then its one key is no lone key. Asked as "its first such task, in
@@ -456,12 +485,11 @@ _PLAIN_CANDIDATE = _CANDIDATE + ", t.queue_name, t.fairness_key"
 _LONE = f"""lone AS (
             SELECT f.queue_name, f.fairness_key, f.priority FROM (
                 SELECT * FROM picked WHERE fairness_key IS NOT NULL ORDER BY n LIMIT 1
-            ) f CROSS JOIN LATERAL (
-                SELECT t.priority, {_T_KEY} AS fkey FROM {{table}} t
-                WHERE t.queue_name = f.queue_name AND {_T_KEY} IS NOT NULL
-                ORDER BY t.priority DESC, {_T_KEY} LIMIT 1
-            ) top
-            WHERE top.priority = f.priority AND top.fkey = f.fairness_key
+            ) f
+            WHERE NOT EXISTS (
+                    SELECT 1 FROM {{table}} t
+                    WHERE t.queue_name = f.queue_name AND t.priority = f.priority
+                        AND {_T_KEY} < f.fairness_key)
                 AND NOT EXISTS (
                     SELECT 1 FROM {{table}} t
                     WHERE t.queue_name = f.queue_name AND t.priority = f.priority
@@ -493,12 +521,11 @@ def _plain_claim_ctes(*, lone: bool) -> str:
 
 # The claim's ``next_claim`` column: the claim the worker sends next. The
 # full claim names the plain one where the queues have no keyed task, the
-# lone key's where one queue's lone key is all (a queue with one key and no
-# task without a key; rarely, a lone key's tasks of a lower priority are
-# ready while those of its highest wait, and the claims alternate), else
-# itself. The plain claim names the lone key's when it left a keyed task;
-# the lone key's, the full one when it left one, the plain one where the
-# queues have no keyed task (a descent a queue).
+# lone key's where one queue's lone key is all (a queue with one key at the
+# priority it reads keys at, and no task without a key), else itself. The
+# plain claim names the lone key's when it left a keyed task; the lone
+# key's, the full one when it left one, the plain one where the queues have
+# no keyed task (a descent a queue).
 _FULL_NEXT = f"""CASE WHEN NOT EXISTS (SELECT 1 FROM keyed) THEN 'plain'
             WHEN (SELECT count(*) FROM seen) > 1
                 OR EXISTS (SELECT 1 FROM keyed q WHERE {_has_unkeyed("q.name")})

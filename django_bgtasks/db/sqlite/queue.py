@@ -104,8 +104,13 @@ def _ready_rows(columns: str, flow: str, limit: str) -> str:
 
 
 # --- Fair shares (db/postgresql/queue.py has the design; migration 0028) ---------------
-# In a queue with keyed ready tasks, the keys of its highest keyed priority
-# compete: each key's first ``limit`` due rows (read by an index descent of
+# In a queue with keyed ready tasks, the keys of its highest priority where
+# a keyed task can start compete (``keys``: a priority at a time from the
+# highest, by a loose scan of 0028's index, ``''`` opening a priority and a
+# NULL key closing it; ``found``, whether a key before this one of the
+# priority has a task that can start, due and let by the flow limits,
+# probed a key at a time until one has; a priority none of whose keys can
+# start opens the next): each key's first ``limit`` due rows (read by an index descent of
 # its own, ``seq IN (... LIMIT)``: SQLite has no LATERAL) start a turn apart
 # (one over the row's weight) from the key's next turn, or from the queue's
 # clock (the latest turn given) if that is later, so that a key back from
@@ -175,7 +180,7 @@ def _fair_shares(columns: list[str], flow: str, limit: str) -> str:
     (of every queue, while one has keyed ones), and ``fair_rows``, the keyed
     candidates, with their ``columns``, ``keyed``, ``vstart`` and
     ``last_turn``: the first ``limit`` rows that pass ``flow`` (on ``t``) of
-    each key of its queue's highest keyed priority."""
+    each key of its queue's highest priority where a keyed row can start."""
     picked = ", ".join(f"r.{column}" for column in columns)
     every = "%(all)s"
     # (``fair``: the queues named, each there once, as queue.manager sends
@@ -197,20 +202,29 @@ def _fair_shares(columns: list[str], flow: str, limit: str) -> str:
                 WHERE {_ready_keyed("k")} AND k.queue_name = fair.name
                 ORDER BY k.priority DESC LIMIT 1)
             FROM fair
-        ), keys(queue, priority, fkey) AS (
-            SELECT tops.queue, tops.priority, (
-                SELECT k.fairness_key FROM {_FAIR.format(a="k")}
-                WHERE {_ready_keyed("k")} AND k.queue_name = tops.queue
-                    AND k.priority = tops.priority
-                ORDER BY k.fairness_key LIMIT 1)
-            FROM tops WHERE tops.priority IS NOT NULL
+        ), keys(queue, priority, fkey, found) AS (
+            SELECT tops.queue, tops.priority, '', 0 FROM tops WHERE tops.priority IS NOT NULL
             UNION ALL
-            SELECT keys.queue, keys.priority, (
-                SELECT k.fairness_key FROM {_FAIR.format(a="k")}
-                WHERE {_ready_keyed("k")} AND k.queue_name = keys.queue
-                    AND k.priority = keys.priority AND k.fairness_key > keys.fkey
-                ORDER BY k.fairness_key LIMIT 1)
-            FROM keys WHERE keys.fkey IS NOT NULL
+            SELECT keys.queue,
+                CASE WHEN keys.fkey IS NULL THEN (
+                    SELECT k.priority FROM {_FAIR.format(a="k")}
+                    WHERE {_ready_keyed("k")} AND k.queue_name = keys.queue
+                        AND k.priority < keys.priority
+                    ORDER BY k.priority DESC LIMIT 1)
+                ELSE keys.priority END,
+                CASE WHEN keys.fkey IS NULL THEN '' ELSE (
+                    SELECT k.fairness_key FROM {_FAIR.format(a="k")}
+                    WHERE {_ready_keyed("k")} AND k.queue_name = keys.queue
+                        AND k.priority = keys.priority AND k.fairness_key > keys.fkey
+                    ORDER BY k.fairness_key LIMIT 1) END,
+                CASE WHEN keys.fkey IS NULL OR keys.fkey = '' THEN 0
+                    WHEN keys.found THEN 1
+                    ELSE EXISTS (
+                        SELECT 1 FROM {_FAIR.format(a="t")}
+                        WHERE {_ready_keyed("t")} AND t.queue_name = keys.queue
+                            AND t.priority = keys.priority AND t.fairness_key = keys.fkey
+                            AND {_DUE} AND {flow}) END
+            FROM keys WHERE keys.priority IS NOT NULL AND (keys.fkey IS NOT NULL OR NOT keys.found)
         ), turns AS (
             SELECT queue, priority, fkey, last_turn, max(COALESCE(vtime, clock), clock) AS v0
             FROM (
@@ -220,7 +234,8 @@ def _fair_shares(columns: list[str], flow: str, limit: str) -> str:
                         WHERE c.queue_name = keys.queue) AS clock
                 FROM keys LEFT JOIN {{shares}} s
                     ON s.queue_name = keys.queue AND s.fairness_key = keys.fkey
-                WHERE keys.fkey IS NOT NULL
+                WHERE keys.fkey <> '' AND keys.priority = (
+                    SELECT min(l.priority) FROM keys l WHERE l.queue = keys.queue AND l.fkey <> '')
             )
         ), fair_rows AS (
             SELECT r.seq, r.priority, {picked}, 1 AS keyed,
