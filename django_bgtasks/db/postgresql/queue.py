@@ -206,6 +206,13 @@ _CLAIMABLE = """t.status = '{ready}' AND t.queue_name = q.name
 # the next, and the keys of the last priority read are ``seen``: keyed tasks
 # for tomorrow, or held by a limit, had held every lower keyed task back),
 # and their turns (``seen``, FairShare: the virtual time of a key's next turn).
+# ``keyed``, the served queues with keys, is asked of ``served`` (a
+# semi-join), not read off ``keys``: the planner counts it then as no more
+# than the served queues (10), where from the keys' scan it counted 200,
+# each a scan of its tasks without a key, and estimated the claim at
+# 135,000-418,000 at 10,000,000 rows, over jit_above_cost: JIT-compiled at
+# every claim, 300-400 ms (docs/benchmarks.md, "Fair shares at ten million
+# rows"; tests/db/postgresql/test_queue.py).
 # Where two keys or more compete, the claim locks every one's row, in id
 # order, waiting for a claim that holds them (``locked``): a lock waited for
 # returns the row's newest version, while the rest of the statement reads
@@ -279,7 +286,8 @@ _FAIR_SHARES = (
                 LIMIT 1
             ) k
         ), keyed AS MATERIALIZED (
-            SELECT DISTINCT queue AS name FROM keys
+            SELECT DISTINCT q.name FROM served q
+            WHERE EXISTS (SELECT 1 FROM keys WHERE keys.queue = q.name)
         ), clocks AS MATERIALIZED (
             SELECT q.name AS queue, COALESCE((
                 SELECT max(s.turn) FROM {{shares}} s WHERE s.queue_name = q.name), 0) AS v

@@ -144,4 +144,11 @@ def test_the_claims_plan_is_one_whatever_its_queues_and_far_below_the_jit(
     # The plan cache keeps a generic plan that costs no more than the custom
     # ones plus their planning, which it charges at 2.5 a table (about 40).
     assert max(costs) - min(costs) < 10, costs
-    assert max(costs) < 100_000 / 4, costs
+    # A tenth of the threshold here, since the estimate grows with the
+    # table: the full claim's, about 6,100 here, is 27,000 at 10,000,000
+    # rows with fresh statistics and 42,000 with stale ones. With its
+    # queues of keyed tasks counted from the keys' scan (200 where the
+    # served queues are 10), it was 11,000-23,000 here and 135,000-418,000
+    # there: JIT-compiled at every claim, 300-400 ms (docs/benchmarks.md,
+    # "Fair shares at ten million rows").
+    assert max(costs) < 100_000 / 10, costs
