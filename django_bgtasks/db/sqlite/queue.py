@@ -110,11 +110,11 @@ def _ready_rows(columns: str, flow: str, limit: str) -> str:
 # NULL key closing it; ``found``, whether a key before this one of the
 # priority has a task that can start, due and let by the flow limits,
 # probed a key at a time until one has; a priority none of whose keys can
-# start opens the next): each key's first ``limit`` due rows (read by an index descent of
-# its own, ``seq IN (... LIMIT)``: SQLite has no LATERAL) start a turn apart
-# (one over the row's weight) from the key's next turn, or from the queue's
-# clock (the latest turn given) if that is later, so that a key back from
-# idle banks no turns. The claim takes its rows by priority, then the tasks
+# start opens the next): each key's first ``limit`` due rows (read by an
+# index descent of its own, ``seq IN (... LIMIT)``: SQLite has no LATERAL)
+# start a turn apart (one over the row's weight) from the key's next turn,
+# or from the queue's clock (the latest turn given) if that is later, so
+# that a key back from idle banks no turns. The claim takes its rows by priority, then the tasks
 # without a key (not held to the turns), then by virtual start, then the
 # key whose last turn is oldest, then seq; migration 0028's trigger moves
 # each started key's turn on. One writer at a time: no turn to lock, each
