@@ -25,6 +25,10 @@ PG = "postgres://postgres@127.0.0.1:5432/bgtasks_bench"
          "--dsn must be a PostgreSQL database"),
         ("latency_floor.py", ["--dsn", PG, "--samples", "3"],
          "--samples must be at least 10, not 3"),
+        ("fair_scale.py", ["--dsn", "sqlite:///bench.sqlite3", "--base", "HEAD"],
+         "--dsn must be a PostgreSQL database"),
+        ("fair_scale.py", ["--dsn", PG, "--base", "HEAD", "--seconds", "1"],
+         "--seconds must be at least 5, not 1.0"),
     ],
 )  # fmt: skip
 def test_a_benchmark_refuses_a_bad_option_before_anything_runs(
