@@ -260,10 +260,11 @@ def _key_startable(key: str) -> str:
 
 
 _KEY_STARTABLE = _key_startable("s")
+# Whether the key ``k`` of the keys' scan has a task that can start.
+_K_STARTABLE = f"EXISTS (SELECT 1 FROM {{table}} t WHERE {_key_startable('k')})"
 _FAIR_SHARES = (
     f"""keys(queue, priority, fkey, found) AS (
-            SELECT q.name, k.priority, k.fkey, EXISTS (
-                SELECT 1 FROM {{table}} t WHERE {_key_startable("k")})
+            SELECT q.name, k.priority, k.fkey, {_K_STARTABLE}
             FROM served q CROSS JOIN LATERAL (
                 SELECT q.name AS queue, t.priority, {_T_KEY} AS fkey FROM {{table}} t
                 WHERE t.queue_name = q.name AND {_T_KEY} IS NOT NULL
@@ -272,7 +273,7 @@ _FAIR_SHARES = (
             UNION ALL
             SELECT k.queue, k.priority, k.fkey,
                 CASE WHEN k.priority = keys.priority AND keys.found THEN true
-                    ELSE EXISTS (SELECT 1 FROM {{table}} t WHERE {_key_startable("k")}) END
+                    ELSE {_K_STARTABLE} END
             FROM keys CROSS JOIN LATERAL (
                 (SELECT keys.queue, n.priority, {_N_KEY} AS fkey FROM {{table}} n
                 WHERE n.queue_name = keys.queue AND n.priority = keys.priority

@@ -150,6 +150,16 @@ def _ready_unkeyed(a: str) -> str:
     return f"{a}.status = '{{ready}}' AND {a}.fairness_key IS NULL"
 
 
+def _key_startable(key: str, flow: str) -> str:
+    """The keyed ready rows (``t``) of the key ``key.fkey``, of the queue
+    ``key.queue`` at the priority ``key.priority``, that may start now: due,
+    and passing ``flow``. The keys' scan asks whether a key has one; a key's
+    candidates are the first of them."""
+    return f"""{_ready_keyed("t")} AND t.queue_name = {key}.queue
+                    AND t.priority = {key}.priority AND t.fairness_key = {key}.fkey
+                    AND {_DUE} AND {flow}"""
+
+
 def _keyed(queue: str) -> str:
     """Whether a keyed ready row of ``queue`` (a condition on ``k``) is
     there: one index entry's look."""
@@ -219,11 +229,8 @@ def _fair_shares(columns: list[str], flow: str, limit: str) -> str:
                     ORDER BY k.fairness_key LIMIT 1) END,
                 CASE WHEN keys.fkey IS NULL OR keys.fkey = '' THEN 0
                     WHEN keys.found THEN 1
-                    ELSE EXISTS (
-                        SELECT 1 FROM {_FAIR.format(a="t")}
-                        WHERE {_ready_keyed("t")} AND t.queue_name = keys.queue
-                            AND t.priority = keys.priority AND t.fairness_key = keys.fkey
-                            AND {_DUE} AND {flow}) END
+                    ELSE EXISTS (SELECT 1 FROM {_FAIR.format(a="t")}
+                        WHERE {_key_startable("keys", flow)}) END
             FROM keys WHERE keys.priority IS NOT NULL AND (keys.fkey IS NOT NULL OR NOT keys.found)
         ), turns AS (
             SELECT queue, priority, fkey, last_turn, max(COALESCE(vtime, clock), clock) AS v0
@@ -245,9 +252,7 @@ def _fair_shares(columns: list[str], flow: str, limit: str) -> str:
                 turns.last_turn
             FROM turns CROSS JOIN {{table}} r NOT INDEXED ON r.seq IN (
                 SELECT t.seq FROM {_FAIR.format(a="t")}
-                WHERE {_ready_keyed("t")} AND t.queue_name = turns.queue
-                    AND t.priority = turns.priority AND t.fairness_key = turns.fkey
-                    AND {_DUE} AND {flow}
+                WHERE {_key_startable("turns", flow)}
                 ORDER BY t.seq LIMIT {limit})
         )"""
 
