@@ -29,6 +29,12 @@ PG = "postgres://postgres@127.0.0.1:5432/bgtasks_bench"
          "--dsn must be a PostgreSQL database"),
         ("fair_scale.py", ["--dsn", PG, "--base", "HEAD", "--seconds", "1"],
          "--seconds must be at least 5, not 1.0"),
+        ("not_due.py", ["--dsn", "redis://127.0.0.1:6379/0"],
+         "--dsn must be a PostgreSQL, MySQL/MariaDB or SQLite database"),
+        ("not_due.py", ["--dsn", PG, "--ready", "8"],
+         "--ready must be at least 50 (five claims of 8 and more), not 8"),
+        ("not_due.py", ["--dsn", PG, "--rounds", "0"],
+         "--waiting must be 0 or more, and --rounds 1 or more"),
     ],
 )  # fmt: skip
 def test_a_benchmark_refuses_a_bad_option_before_anything_runs(
