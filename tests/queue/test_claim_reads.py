@@ -213,13 +213,49 @@ def _work(alias: str, queues: list[str] | None, kind: str) -> tuple[int, int]:
     return work, len(claimed)
 
 
+def _drain(alias: str) -> None:
+    """A backlog of keyed tasks gone (run, then pruned): the indexes of the
+    ready rows keep the pages it took (VACUUM frees them for reuse, and does
+    not give them back)."""
+    _enqueue(alias, LARGE, kind="fair")
+    QueuedTask.objects.using(alias).all().delete()
+
+
+def _analyze_backlog(alias: str) -> None:
+    """Statistics of the backlog as it is now (on the servers)."""
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        for table in (QueuedTask._meta.db_table, FlowSlot._meta.db_table):
+            if connection.vendor == "postgresql":
+                cursor.execute(f"ANALYZE {table}")
+            elif connection.vendor == "mysql":
+                cursor.execute(f"ANALYZE TABLE {table}")
+                cursor.fetchall()
+
+
+# After a drained backlog, the claims run with the statistics of the first
+# 2,000 tasks of the new one, a tenth of what it grows to, and the indexes
+# of the ready rows as the drained backlog left them: what autovacuum leaves
+# behind a burst. There PostgreSQL's lone key's claim, asking "no other key
+# at this priority" as two plain NOT EXISTS, made them hash joins over two
+# sequential scans of the table: 230 pages a claim of 8 at 2,000 tasks,
+# 1,437 at 20,000 (the key index's 225 pages, for 2,040 entries, costed
+# above the table's 62). PostgreSQL's alone: the others' claims name their
+# indexes (FORCE INDEX, INDEXED BY), and their plans don't change with it.
+@pytest.mark.parametrize("drained", [False, True], ids=["new", "drained"])
 @pytest.mark.parametrize("kind", TASKS)
 def test_a_claim_reads_what_it_claims_whatever_the_backlog_and_the_statistics(
-    tasks_alias: str, kind: str
+    tasks_alias: str, kind: str, drained: bool
 ) -> None:
+    if drained and connections[tasks_alias].vendor != "postgresql":
+        pytest.skip("MariaDB and SQLite claim through the indexes they name, whatever the history")
+    if drained:
+        _drain(tasks_alias)
     _analyze(tasks_alias)
     _enqueue(tasks_alias, SMALL, kind=kind)
     _enqueue(tasks_alias, RARE, kind=kind, queue="other")
+    if drained:
+        _analyze_backlog(tasks_alias)
     small = {shape: _work(tasks_alias, queues, kind) for shape, queues in SHAPES.items()}
     _enqueue(tasks_alias, LARGE - SMALL, kind=kind)
     bound = BOUNDS[connections[tasks_alias].vendor]

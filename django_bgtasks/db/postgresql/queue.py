@@ -483,19 +483,38 @@ _CLAIM_CTES = f"""{_CLAIM_START}, {_FAIR_SHARES}, cand AS (
 # priority, and keeps no turns for it; of one queue only, since it orders
 # two queues' lone keys by their turns. Three index descents, for one queue
 # at most.
-def _has_unkeyed(queue: str) -> str:
-    """Whether the queue ``queue`` (an expression) has a ready task without a
-    key: then its one key is no lone key. Asked as "its first such task, in
-    the order of 0028's index of them", one descent: as a plain EXISTS, with
-    the statistics stale, PostgreSQL made it an anti-join over a scan of the
-    whole table (28,367 pages, 918 ms, a claim of a lone key's 200,000
-    tasks; docs/benchmarks.md, "Three claims")."""
+def _first_exists(where: str, order: str) -> str:
+    """Whether a row of the tasks (``t``) is as ``where`` says, asked as "the
+    first such row in ``order``" (an index's order), one descent. Asked as a
+    plain EXISTS, a planner whose statistics are stale may make it a join
+    over a scan of the whole table: an anti-join of 28,367 pages, 918 ms, a
+    claim of a lone key's 200,000 tasks, with the statistics of an empty
+    table (docs/benchmarks.md, "Three claims"); hash joins over two
+    sequential scans of 20,000 rows, with those of a tenth of them
+    (tests/queue/test_claim_reads.py). A subquery with a LIMIT stays a
+    subplan, run per row with the outer row's values in its index's bounds."""
     return f"""EXISTS (
                     SELECT 1 FROM (
                         SELECT t.seq FROM {{table}} t
-                        WHERE t.queue_name = {queue} AND {_READY_UNKEYED}
-                        ORDER BY t.priority DESC, t.seq LIMIT 1
-                    ) unkeyed)"""
+                        WHERE {where}
+                        ORDER BY {order} LIMIT 1
+                    ) first)"""
+
+
+def _has_unkeyed(queue: str) -> str:
+    """Whether the queue ``queue`` (an expression) has a ready task without a
+    key: then its one key is no lone key (0028's index of them)."""
+    return _first_exists(f"t.queue_name = {queue} AND {_READY_UNKEYED}", "t.priority DESC, t.seq")
+
+
+def _has_key(queue: str, priority: str = "", key: str = "") -> str:
+    """Whether the queue ``queue`` has a ready keyed task; with ``priority``,
+    of that priority, and with ``key`` (a comparison and an expression, such
+    as ``< f.fairness_key``), of a key so placed (0028's index of them)."""
+    where = f"t.queue_name = {queue}"
+    where += f" AND t.priority = {priority}" if priority else ""
+    where += f" AND {_T_KEY} {key}" if key else f" AND {_T_KEY} IS NOT NULL"
+    return _first_exists(where, f"t.priority DESC, {_T_KEY}")
 
 
 _PLAIN_CANDIDATE = _CANDIDATE + ", t.queue_name, t.fairness_key"
@@ -503,14 +522,8 @@ _LONE = f"""lone AS (
             SELECT f.queue_name, f.fairness_key, f.priority FROM (
                 SELECT * FROM picked WHERE fairness_key IS NOT NULL ORDER BY n LIMIT 1
             ) f
-            WHERE NOT EXISTS (
-                    SELECT 1 FROM {{table}} t
-                    WHERE t.queue_name = f.queue_name AND t.priority = f.priority
-                        AND {_T_KEY} < f.fairness_key)
-                AND NOT EXISTS (
-                    SELECT 1 FROM {{table}} t
-                    WHERE t.queue_name = f.queue_name AND t.priority = f.priority
-                        AND {_T_KEY} > f.fairness_key)
+            WHERE NOT {_has_key("f.queue_name", "f.priority", "< f.fairness_key")}
+                AND NOT {_has_key("f.queue_name", "f.priority", "> f.fairness_key")}
                 AND NOT {_has_unkeyed("f.queue_name")}
         ), """
 _NOT_LONE = """ AND NOT EXISTS (
@@ -549,8 +562,7 @@ _FULL_NEXT = f"""CASE WHEN NOT EXISTS (SELECT 1 FROM keyed) THEN 'plain'
             THEN 'full' ELSE 'lone' END"""
 _PLAIN_NEXT = "CASE WHEN EXISTS (SELECT 1 FROM held) THEN 'lone' ELSE 'plain' END"
 _LONE_NEXT = f"""CASE WHEN EXISTS (SELECT 1 FROM held) THEN 'full'
-            WHEN EXISTS (SELECT 1 FROM served q WHERE EXISTS (
-                SELECT 1 FROM {{table}} t WHERE t.queue_name = q.name AND {_T_KEY} IS NOT NULL))
+            WHEN EXISTS (SELECT 1 FROM served q WHERE {_has_key("q.name")})
             THEN 'lone' ELSE 'plain' END"""
 _TAKEN_COLUMNS = ", ".join(f"taken.{column.strip()}" for column in CLAIM_COLUMNS.split(","))
 _CLAIM_UPDATE = f"""
