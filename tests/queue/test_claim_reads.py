@@ -167,20 +167,7 @@ def _postgresql_pages(alias: str, queues: list[str] | None, kind: str) -> int:
             transaction.set_rollback(True, using=alias)
         top = plan["Plan"]
         pages.append(int(top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)))
-        slots = _slots_read(top)
-        assert slots <= 2 * LIMIT, f"a claim read {slots} flow slots of a key for {LIMIT} tasks"
     return max(pages)
-
-
-def _slots_read(node: dict[str, Any]) -> int:
-    """The most rows a scan of the flow slots returned at once, in the plan
-    ``node``: a claim takes a key's free slots as it reads them (a claim of
-    8 tasks, 3 keys, had read 10,000 slots a key and sorted them, 3-8 ms a
-    key, where the statistics said the slot table was empty)."""
-    own = 0
-    if node.get("Relation Name") == FlowSlot._meta.db_table:
-        own = int(node.get("Actual Rows", 0))
-    return max([own, *(_slots_read(child) for child in node.get("Plans", []))])
 
 
 def _mysql_rows(alias: str, claim: Callable[[], Any]) -> int:
