@@ -5,6 +5,9 @@ SQLite, the embedded PostgreSQL started here, ``DATABASE_URL`` when set, the
 MariaDB/MySQL of ``BGTASKS_MYSQL_URL``, and the embedded PostgreSQL again
 through a transaction-pooling PgBouncer started here (tests/settings.py). Nothing is
 mocked: the lease logic is the database.
+
+The ``replica`` fixture starts a streaming replica of the embedded server
+(tests/replica.py) for the tests of reads served from one.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from django.test import Client
 from hypothesis import settings as hypothesis_settings
 
 from tests import flush, pgbouncer, pgserver, procs
+from tests.replica import Standby, standby
 
 DB_IDS = {
     "default": "sqlite",
@@ -29,9 +33,12 @@ DB_IDS = {
     "mysql": "mariadb",
     "pgbouncer": "pgbouncer",
     "pgbouncer-session": "pgbouncer-session",
+    "replica": "replica",
 }
-# Only the tests that name it: the parametrised ones go through "pgbouncer".
-NOT_PARAMETRISED = {"pgbouncer-session"}
+# Only the tests that name it: the parametrised ones go through "pgbouncer";
+# the replica is read-only, and answers only once the fixture has started it.
+NOT_PARAMETRISED = {"pgbouncer-session", "replica"}
+REPLICA_ALIAS = "replica"
 MYSQL_ALIAS = "mysql"
 
 # Hypothesis: a few seconds per fuzz test in CI; far more examples in the soak
@@ -121,6 +128,9 @@ ALIAS_FIXTURES: dict[str, tuple[Callable[[str, dict[str, Any]], bool], set[str]]
     "site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
     # The event stream's PostgreSQL-only tests, where the change feed listens.
     "pg_site_alias": (lambda alias, db: alias in SURFACE_ALIASES and _postgres(db), {"default"}),
+    # The lists read from a replica of the embedded server (BGTASKS_READ_DATABASE):
+    # the streaming standby the ``replica`` fixture starts.
+    "replica_site_alias": (lambda alias, db: alias == "postgres", {"default", REPLICA_ALIAS}),
     # The Django Tasks backend: every engine.
     "tasks_alias": (lambda alias, db: True, set()),
     "tasks_site_alias": (lambda alias, db: alias in SURFACE_ALIASES, {"default"}),
@@ -247,6 +257,13 @@ def site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
 
 
 @pytest.fixture
+def replica_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
+    """The embedded PostgreSQL, whose standby (the ``replica`` fixture) the
+    operator's lists read (tests/db/test_read_database.py, tests/admin/test_read_from.py)."""
+    return _use_alias(request, settings)
+
+
+@pytest.fixture
 def pg_site_alias(request: pytest.FixtureRequest, settings: Any) -> str:
     """The embedded PostgreSQL, for the surfaces' tests of the change feed."""
     return _use_alias(request, settings)
@@ -363,6 +380,10 @@ def django_db_modify_db_settings(
     # reaches connections that already exist.
     postgres["HOST"] = str(info.socket_dir)
     postgres["PORT"] = str(info.port)
+    # The replica alias reaches the primary until the replica fixture starts
+    # the standby: a test of every alias (databases="__all__", which Django's
+    # TestCase opens a transaction on, mirrors included) must find a server.
+    _point_replica_at(str(info.socket_dir), int(info.port))
     for alias, mode in settings.PGBOUNCER_ALIASES.items():
         if alias in settings.DATABASES:
             bouncer = request.getfixturevalue(f"pgbouncer_{mode}")
@@ -371,6 +392,53 @@ def django_db_modify_db_settings(
         for alias in ("postgres", "env", MYSQL_ALIAS, *settings.PGBOUNCER_ALIASES):
             if alias in settings.DATABASES:
                 procs.require_server(connections[alias], alias)
+
+
+def _point_replica_at(socket_dir: str, port: int) -> None:
+    """Point the ``replica`` alias at ``socket_dir``:``port``, in place, and
+    close this thread's connection to where it pointed before."""
+    replica = settings.DATABASES[REPLICA_ALIAS]
+    replica["HOST"] = socket_dir
+    replica["PORT"] = str(port)
+    connections[REPLICA_ALIAS].close()
+
+
+@pytest.fixture(scope="session")
+def replica(django_db_setup: None, embedded_postgres: Any) -> Iterator[Standby]:
+    """A streaming replica (hot standby) of the embedded server, for the rest
+    of the run once a test takes it, and the ``replica`` alias pointed at it
+    (tests/replica.py). Made after the test database, so the standby has it.
+    A test that stops it or pauses its replay starts or resumes it again."""
+    info = embedded_postgres.get_postmaster_info()
+    with standby(str(info.socket_dir), int(info.port)) as server:
+        _point_replica_at(server.socket_dir, server.port)
+        try:
+            yield server
+        finally:
+            _point_replica_at(str(info.socket_dir), int(info.port))
+
+
+@pytest.fixture
+def read_replica(replica_site_alias: str, replica: Standby, settings: Any) -> Standby:
+    """The operator's lists read the standby of the lease database (the
+    embedded server): ``BGTASKS_READ_DATABASE = "replica"``, caught up."""
+    settings.BGTASKS_READ_DATABASE = REPLICA_ALIAS
+    replica.wait_caught_up()
+    return replica
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that names the ``replica`` alias takes the ``replica`` fixture:
+    without it the alias reaches the primary, and the test would pass on
+    reads that never went to a replica."""
+    marker = item.get_closest_marker("django_db")
+    databases = marker.kwargs.get("databases") if marker else None
+    if (
+        isinstance(databases, list | tuple | set)
+        and REPLICA_ALIAS in databases
+        and REPLICA_ALIAS not in getattr(item, "fixturenames", ())
+    ):
+        pytest.fail(f"{item.nodeid} uses the replica alias: it must take the replica fixture")
 
 
 # --- the operator surfaces (admin, API, command) --------------------------------

