@@ -91,6 +91,22 @@ class Settings:
         return value
 
     @property
+    def READ_DATABASE(self) -> str:
+        """The database alias the operator's list reads go to (the admin's
+        lists, the API's, the dashboard, the metrics view, ``bgtasks list``):
+        a replica of ``BGTASKS_DATABASE``, or by default that alias itself
+        (django_bgtasks.db.read_database)."""
+        value: str | None = _setting("BGTASKS_READ_DATABASE", None)
+        return self.DATABASE if value is None else value
+
+    @property
+    def READ_MAX_LAG(self) -> float | None:
+        """Seconds behind the primary past which ``BGTASKS_READ_DATABASE`` is
+        not read (the primary is, and the surface says why); ``None``: no limit."""
+        value: float | None = _setting("BGTASKS_READ_MAX_LAG", 10.0)
+        return value
+
+    @property
     def PREPARED_STATEMENTS(self) -> bool | None:
         """Whether the lease statements run as prepared statements on PostgreSQL
         (django_bgtasks.db.cursor): ``None`` means yes unless the database sets

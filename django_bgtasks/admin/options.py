@@ -24,12 +24,14 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from django_bgtasks.admin import read_from
 from django_bgtasks.admin.changelist import StatusFilter, TaskChangeList, states_for
 from django_bgtasks.admin.columns import (
     TaskColumns,
@@ -149,7 +151,19 @@ class BackgroundTaskAdmin(TaskPauseActions, TaskColumns, OperatorViews):
     ) -> HttpResponse:
         # Every task with a row now, and every registered one (listed as never
         # run): live.js points out rows that appear later (started on another
-        # replica), which only a reload can add.
+        # replica), which only a reload can add. Read from the read database
+        # (read_from.listing), rendered there; an action (POST) acts on the primary.
+        if request.method == "POST":
+            return self._changelist(request, extra_context)
+        with read_from.listing(request):
+            response = self._changelist(request, extra_context)
+            if isinstance(response, TemplateResponse):
+                response.render()
+            return response
+
+    def _changelist(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None
+    ) -> HttpResponse:
         names = BackgroundTask.objects.values_list("name", flat=True)
         known = sorted({*names, *registered_tasks()})
         context = {

@@ -37,6 +37,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from django_bgtasks.admin import read_from
 from django_bgtasks.admin.dashboard import QueuedDashboard
 from django_bgtasks.admin.pauses import QueuePauseActions
 from django_bgtasks.admin.queued_bulk import BULK_SELECTION, QueuedBulk
@@ -54,7 +55,8 @@ from django_bgtasks.admin.queued_list import (
 )
 from django_bgtasks.admin.queued_retry import RETRY_BUTTON, QueuedRetry
 from django_bgtasks.admin.views import admin_url
-from django_bgtasks.conf import conf, lease_backends
+from django_bgtasks.conf import lease_backends
+from django_bgtasks.db import read_database
 from django_bgtasks.limits import COUNT_CAP
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations import display
@@ -138,7 +140,7 @@ class QueuedTaskAdmin(
         css = {"all": ["django_bgtasks/admin.css"]}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueuedTask]:
-        return super().get_queryset(request).using(conf.DATABASE)
+        return super().get_queryset(request).using(read_database.alias())
 
     def get_paginator(
         self,
@@ -190,10 +192,11 @@ class QueuedTaskAdmin(
         context = {"title": title, "bgtasks_bulk_buttons": buttons, **(extra_context or {})}
         if request.method == "POST":  # an action: the queue's own writes
             return super().changelist_view(request, context)
-        _say_paused(request)
-        # Every read of the page (rendered here, not after) by an index
+        # Every read of the page (rendered here, not after) from the read
+        # database (read_from.listing), and by an index
         # (QueuedTask.objects.index_reads, .queued_list).
-        with QueuedTask.objects.index_reads():
+        with read_from.listing(request), QueuedTask.objects.index_reads():
+            _say_paused(request)
             response = super().changelist_view(request, context)
             if isinstance(response, TemplateResponse):
                 response.render()

@@ -44,7 +44,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from django_bgtasks.choices import QueueStatus
-from django_bgtasks.conf import conf, lease_backends
+from django_bgtasks.conf import lease_backends
+from django_bgtasks.db import read_database
 from django_bgtasks.limits import COUNT_CAP
 from django_bgtasks.models import QueuedTask
 from django_bgtasks.operations.queued import (
@@ -237,7 +238,7 @@ def search(
         # counts read newest first, and a filter by id alone, with sorts
         # off, was a read of the primary key past every row (3.3 s at
         # 10,000,000 rows).
-        found = QueuedTask.objects.using(conf.DATABASE).filter(uuid=key).order_by()
+        found = QueuedTask.objects.using(read_database.alias()).filter(uuid=key).order_by()
         return queryset.filter(seq__in=list(found.values_list("seq", flat=True)))
     folded = term.casefold()
     paths: list[str] | None = request.__dict__.get("_bgtasks_task_paths")

@@ -1,6 +1,7 @@
 """System checks of the lease database (``BGTASKS_DATABASE``): its alias,
-vendor and version, the routers, prepared statements, a MySQL/MariaDB
-server's settings, and PostgreSQL's synchronous replication.
+vendor and version, the read database's alias and vendor, the routers,
+prepared statements, a MySQL/MariaDB server's settings, and PostgreSQL's
+synchronous replication.
 
 The ordinary checks connect to no database: the vendor comes from the ENGINE,
 and SQLite's version from the library Python links against. The MySQL/MariaDB
@@ -25,6 +26,7 @@ from django_bgtasks.db.engines import driver_or_none, vendor_list
 from django_bgtasks.db.mysql.probes import mysql_identity, mysql_server
 from django_bgtasks.db.postgresql.probes import postgresql_replication
 from django_bgtasks.db.sqlite.leases import MIN_SQLITE_VERSION
+from django_bgtasks.validation import is_finite_number
 
 
 @register()
@@ -106,6 +108,53 @@ def check_separate_database(**kwargs: Any) -> list[CheckMessage]:
             )
         )
     return messages
+
+
+# Alike the checks beside it on purpose: each has its own setting, id, message and hint.
+@register()
+def check_read_database(**kwargs: Any) -> list[CheckMessage]:
+    """bgtasks.E036 (``BGTASKS_READ_DATABASE`` is no alias), E037 (its engine
+    is not ``BGTASKS_DATABASE``'s: a replica is the same vendor), E038 (bad
+    ``BGTASKS_READ_MAX_LAG``)."""
+    limit = conf.READ_MAX_LAG
+    if limit is not None and (not is_finite_number(limit) or limit < 0):
+        return [
+            Error(
+                f"BGTASKS_READ_MAX_LAG is {limit!r}; it must be a number of seconds, 0 or "
+                "more, or None.",
+                hint=(
+                    "The default is 10: a replica further behind than that is not read. "
+                    "None reads it however far behind it is."
+                ),
+                id="bgtasks.E038",
+            )
+        ]
+    read, write = conf.READ_DATABASE, conf.DATABASE
+    if read == write or write not in settings.DATABASES:
+        return []  # bgtasks.E003 says what is wrong with the other
+    if not isinstance(read, str) or read not in settings.DATABASES:
+        return [
+            Error(
+                f"BGTASKS_READ_DATABASE is {read!r}, which is not in DATABASES.",
+                hint=(
+                    f"Set BGTASKS_READ_DATABASE to the alias of a replica of {write!r} "
+                    "(BGTASKS_DATABASE), or leave it out to read from that alias itself."
+                ),
+                id="bgtasks.E036",
+            )
+        ]
+    vendors = connections[read].vendor, connections[write].vendor
+    if vendors[0] != vendors[1]:
+        return [
+            Error(
+                f"BGTASKS_READ_DATABASE {read!r} is {vendors[0]}, and BGTASKS_DATABASE "
+                f"{write!r} is {vendors[1]}: the operator's lists would read tables that "
+                "the queue does not write.",
+                hint=f"Point BGTASKS_READ_DATABASE at a replica of {write!r}.",
+                id="bgtasks.E037",
+            )
+        ]
+    return []
 
 
 # Alike the checks beside it on purpose: each has its own setting, id, message and hint.

@@ -32,6 +32,7 @@ from django_bgtasks.core.claims import WorkQueue
 from django_bgtasks.core.requests import OperatorRequests
 from django_bgtasks.core.states import Lease, Renewal, TaskState
 from django_bgtasks.db import params as params_of
+from django_bgtasks.db import read_database
 from django_bgtasks.exceptions import FenceOnOtherDatabase, InAtomicBlock, NotInAtomicBlock
 from django_bgtasks.limits import HOST_LENGTH
 from django_bgtasks.validation import (
@@ -109,9 +110,10 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
     are :class:`~django_bgtasks.core.requests.OperatorRequests`'."""
 
     def get_queryset(self) -> models.QuerySet[BackgroundTask]:
-        """ORM reads of the lease table, on the ``BGTASKS_DATABASE`` alias."""
+        """ORM reads of the lease table, on the ``BGTASKS_DATABASE`` alias
+        (inside an operator's list, the read database: db/read_database.py)."""
         # ORM reads (the admin, the history) go where the leases live.
-        return super().get_queryset().using(conf.DATABASE)
+        return super().get_queryset().using(read_database.alias())
 
     # --- holder operations ---------------------------------------------------
 
@@ -275,7 +277,7 @@ class LeaseManager(OperatorRequests, models.Manager["BackgroundTask"]):
                 raise FenceOnOtherDatabase(alias, others)
         if not connection.in_atomic_block:
             raise NotInAtomicBlock("fence")
-        return bool(store.read(params))
+        return bool(store.read(params, using=alias))
 
     @property
     def work(self) -> WorkQueue:
@@ -305,8 +307,9 @@ class RunQuerySet(models.QuerySet["TaskRun"]):
     """Run history, read from the ``BGTASKS_DATABASE`` alias."""
 
     def for_task(self, name: str) -> RunQuerySet:
-        """The runs of task ``name``, newest (highest token) first."""
-        return self.using(conf.DATABASE).filter(name=name).order_by("-token")
+        """The runs of task ``name``, newest (highest token) first (inside an
+        operator's list, from the read database)."""
+        return self.using(read_database.alias()).filter(name=name).order_by("-token")
 
     def older_than(self, days: float) -> RunQuerySet:
         """Runs that finished more than ``days`` ago, except each task's newest

@@ -18,7 +18,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_bgtasks.conf import conf
-from django_bgtasks.db import engines
+from django_bgtasks.db import engines, read_database
 from django_bgtasks.db.params import Params
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.shared import Statements
@@ -73,5 +73,6 @@ def write_in_transaction(params: Params) -> list[Row]:
 
 def read(params: Params, *, using: str | None = None) -> list[Row]:
     """Run one read, of ``params``' statement (on the alias ``using``, by
-    default ``BGTASKS_DATABASE``)."""
-    return engines.read(connection(using), statements, params)
+    default ``BGTASKS_DATABASE``, or inside an operator's list the read
+    database: :func:`django_bgtasks.db.read_database.reading`)."""
+    return engines.read(connection(using or read_database.alias()), statements, params)

@@ -60,6 +60,7 @@ from typing import Any, TypeVar
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.urls import reverse
 
+from django_bgtasks.db import read_database
 from django_bgtasks.http.access import authenticated, csrf_protect, requires
 from django_bgtasks.http.forms import CancelForm, QueueForm, RunForm, post_options
 from django_bgtasks.http.paging import list_query, next_url
@@ -235,10 +236,15 @@ def queued_list(request: HttpRequest) -> HttpResponse:
     query = list_query(request)
     if isinstance(query, HttpResponse):
         return query
-    page = queued.queued_page(query.filters, before=query.before, limit=query.limit)
-    paused = queues.paused_queues()
-    items = [queued.queued_json(row, paused) for row in page.rows]
-    body = {"django_tasks": items, "next": next_url(request, page.next_before)}
+    with read_database.reading() as source:
+        page = queued.queued_page(query.filters, before=query.before, limit=query.limit)
+        paused = queues.paused_queues()
+        items = [queued.queued_json(row, paused) for row in page.rows]
+    body = {
+        "django_tasks": items,
+        "next": next_url(request, page.next_before),
+        "read_from": source.as_json(),
+    }
     return conditional_json(request, body, items)
 
 
@@ -249,8 +255,9 @@ def worker_list(request: HttpRequest) -> HttpResponse:
     """``GET <prefix>/workers/``: every worker as ``bgtasks workers --json``
     prints it (:mod:`django_bgtasks.operations.workers`): its last report,
     a silent one's runs with what became of each, and the Django Tasks it holds."""
-    items = [worker.as_json() for worker in worker_views.workers()]
-    return conditional_json(request, {"workers": items}, items)
+    with read_database.reading() as source:
+        items = [worker.as_json() for worker in worker_views.workers()]
+    return conditional_json(request, {"workers": items, "read_from": source.as_json()}, items)
 
 
 @endpoint("GET", "HEAD")
@@ -260,8 +267,9 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     """``GET <prefix>/django-tasks/queues/``: every queue that has tasks or a
     pause (:mod:`django_bgtasks.operations.queues`): ``{"queues": [{"name",
     "paused", "paused_at", "counts": {"READY": n, ...}, "capped": [...]}]}``."""
-    items = [queue.as_json() for queue in queues.queues()]
-    return conditional_json(request, {"queues": items}, items)
+    with read_database.reading() as source:
+        items = [queue.as_json() for queue in queues.queues()]
+    return conditional_json(request, {"queues": items, "read_from": source.as_json()}, items)
 
 
 def _task_json(row: Any) -> dict[str, Any]:

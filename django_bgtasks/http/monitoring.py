@@ -2,7 +2,9 @@
 
 * ``GET <prefix>/metrics/`` (``bgtasks:metrics``): Prometheus' text format,
   the gauges of :func:`django_bgtasks.operations.cluster.cluster_counts`,
-  read from the database at each scrape (any replica answers alike). It needs
+  read from the database at each scrape (any web replica answers alike),
+  from ``BGTASKS_READ_DATABASE`` where one is named, with two gauges that say
+  how old what it read may be (db/read_database.py). It needs
   what the API's reads need (:mod:`django_bgtasks.http.access`): a session or
   a ``BGTASKS_API_AUTHENTICATION`` hook (a bearer token from ``bgtasks
   token``), and the view permission; anyone else gets a JSON 403. Without
@@ -21,12 +23,15 @@ nothing global, nothing kept between scrapes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 
+from django_bgtasks.db import read_database
+from django_bgtasks.db.read_database import ReadSource
 from django_bgtasks.http.access import authenticated, requires
 from django_bgtasks.http.responses import endpoint, error, outside_request_transactions
 from django_bgtasks.limits import COUNT_CAP
@@ -58,10 +63,12 @@ def _by_queue(name: str, text: str, values: Mapping[str, float]) -> Any:
 
 
 class ClusterCollector(Collector):
-    """The gauges of one :class:`ClusterCounts`."""
+    """The gauges of one :class:`ClusterCounts`, and of the database they
+    were read from."""
 
-    def __init__(self, counts: ClusterCounts) -> None:
+    def __init__(self, counts: ClusterCounts, source: ReadSource) -> None:
         self.counts = counts
+        self.source = source
 
     def collect(self) -> Iterator[Any]:
         counts = self.counts
@@ -101,6 +108,19 @@ class ClusterCollector(Collector):
             "Leases whose holder went silent past its ttl, not yet taken over.",
             value=counts.stale_leases,
         )
+        lag = self.source.lag
+        yield GaugeMetricFamily(
+            "bgtasks_read_lag_seconds",
+            "How far behind the primary the database these gauges were read from may be"
+            " (BGTASKS_READ_DATABASE; 0 for the primary, NaN when not known).",
+            value=math.nan if lag is None else lag,
+        )
+        yield GaugeMetricFamily(
+            "bgtasks_read_fallback",
+            "1 when BGTASKS_READ_DATABASE could not be read and these gauges were read"
+            " from the primary, else 0.",
+            value=float(self.source.fallback is not None),
+        )
 
 
 # Outside ATOMIC_REQUESTS: a transaction opened on a database that is down
@@ -115,7 +135,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if not INSTALLED:
         return error(501, NOT_INSTALLED)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClusterCollector(cluster_counts()))
+    with read_database.reading() as source:
+        counts = cluster_counts()
+    registry.register(ClusterCollector(counts, source))
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 

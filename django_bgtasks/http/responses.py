@@ -31,6 +31,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
 from django.views.decorators.csrf import csrf_exempt
 
+from django_bgtasks.db import read_database
 from django_bgtasks.models import BackgroundTask
 from django_bgtasks.operations import task_reads
 
@@ -153,9 +154,12 @@ def conditional_json(
 def task_list_response(request: HttpRequest, *, never_run: bool = False) -> HttpResponse:
     """Every task's state; shared with the admin's live view. With
     ``never_run``, the registered tasks that never ran too, and each
-    registered task's schedule and description (``task_reads.task_states``)."""
-    if never_run:
-        items = [task_reads.task_json(state) for state in task_reads.task_states()]
-    else:
-        items = [state.as_json() for state in BackgroundTask.objects.list_states()]
-    return conditional_json(request, {"tasks": items}, items)
+    registered task's schedule and description (``task_reads.task_states``).
+    Read from the read database, which ``"read_from"`` names
+    (db/read_database.py)."""
+    with read_database.reading() as source:
+        if never_run:
+            items = [task_reads.task_json(state) for state in task_reads.task_states()]
+        else:
+            items = [state.as_json() for state in BackgroundTask.objects.list_states()]
+    return conditional_json(request, {"tasks": items, "read_from": source.as_json()}, items)

@@ -44,6 +44,7 @@ from django.db.models import QuerySet
 from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import run_duration
+from django_bgtasks.db import read_database
 from django_bgtasks.exceptions import TaskCancelled, TaskNotImportable
 from django_bgtasks.limits import (
     COUNT_CAP,
@@ -185,7 +186,7 @@ class QueuedFilter:
 
     def tasks(self) -> QuerySet[QueuedTask]:
         """The tasks this filter names, newest first."""
-        return self.apply(QueuedTask.objects.using(conf.DATABASE)).order_by("-seq")
+        return self.apply(QueuedTask.objects.using(read_database.alias())).order_by("-seq")
 
 
 @dataclass(frozen=True, slots=True)

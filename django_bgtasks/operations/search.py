@@ -50,6 +50,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from django_bgtasks.conf import conf
+from django_bgtasks.db import read_database
 from django_bgtasks.limits import MAX_FLOW_KEY_LENGTH
 from django_bgtasks.models import BackgroundTask, QueuedTask
 from django_bgtasks.validation import check_text
@@ -217,7 +218,7 @@ def scan(
     read = 0
     for seqs in _indexed_chunks(indexed, before):
         read += len(seqs)
-        chosen = matching(QueuedTask.objects.using(conf.DATABASE).filter(seq__in=seqs))
+        chosen = matching(QueuedTask.objects.using(read_database.alias()).filter(seq__in=seqs))
         found += chosen.order_by("-seq")[: wanted - len(found)]
         if len(found) >= wanted:
             return Scan(found, found[-1].seq, read)
@@ -248,7 +249,7 @@ def chunks(indexed: QuerySet[QueuedTask], matching: Any) -> Iterator[list[int]]:
     first, a list a chunk of ``SCAN_CHUNK`` rows read (an empty list for a
     chunk where none matched): the bulk actions' reads, to the end."""
     for seqs in _indexed_chunks(indexed, None):
-        chosen = matching(QueuedTask.objects.using(conf.DATABASE).filter(seq__in=seqs))
+        chosen = matching(QueuedTask.objects.using(read_database.alias()).filter(seq__in=seqs))
         yield list(chosen.order_by("-seq").values_list("seq", flat=True))
 
 

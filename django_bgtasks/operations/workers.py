@@ -20,8 +20,8 @@ import datetime as dt
 from collections import defaultdict
 
 from django_bgtasks.choices import WorkerRunStatus
-from django_bgtasks.conf import conf
 from django_bgtasks.core.states import HeldTask, LostTask, WorkerState
+from django_bgtasks.db import read_database
 from django_bgtasks.models import BackgroundTask, QueuedTask, TaskRun
 
 
@@ -88,7 +88,7 @@ def lost_tasks(result_ids: list[str]) -> dict[str, LostTask]:
     if not result_ids:
         return {}
     rows = (
-        QueuedTask.objects.using(conf.DATABASE)
+        QueuedTask.objects.using(read_database.alias())
         .filter(uuid__in=result_ids)
         .values_list("uuid", "task_path", "status", "owner")
     )

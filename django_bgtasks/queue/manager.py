@@ -30,7 +30,7 @@ from django.utils import timezone
 from django_bgtasks.choices import QueueStatus
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import as_datetime, json_column
-from django_bgtasks.db import engines
+from django_bgtasks.db import engines, read_database
 from django_bgtasks.db import params as params_of
 from django_bgtasks.db.rows import Row
 from django_bgtasks.db.shared import QueueStatements
@@ -217,19 +217,20 @@ def _delay(delay: float) -> float:
 
 
 class QueueQuerySet(models.QuerySet["QueuedTask"]):
-    """Queued tasks on the ``BGTASKS_DATABASE`` alias, named by state."""
+    """Queued tasks on the ``BGTASKS_DATABASE`` alias (inside an operator's
+    list, the read database: db/read_database.py), named by state."""
 
     def ready(self) -> QueueQuerySet:
         """Waiting for a worker (maybe for their ``run_after``)."""
-        return self.using(conf.DATABASE).filter(status=READY)
+        return self.using(read_database.alias()).filter(status=READY)
 
     def running(self) -> QueueQuerySet:
         """Claimed by a worker (whose heartbeat may have gone stale)."""
-        return self.using(conf.DATABASE).filter(status=RUNNING)
+        return self.using(read_database.alias()).filter(status=RUNNING)
 
     def finished(self) -> QueueQuerySet:
         """Succeeded or failed."""
-        return self.using(conf.DATABASE).filter(status__in=FINISHED)
+        return self.using(read_database.alias()).filter(status__in=FINISHED)
 
     def finished_before(self, days: float) -> QueueQuerySet:
         """Finished more than ``days`` ago (what ``bgtasks prune`` deletes)."""
@@ -511,7 +512,7 @@ class QueueManager(models.Manager["QueuedTask"]):
 
     def paused_queues(self) -> dict[str, dt.datetime | None]:
         """The paused queue names, each with when it was paused."""
-        rows = engines.read(self._connection(), self._statements, params_of.PausedQueues())
+        rows = engines.read(self._read_connection(), self._statements, params_of.PausedQueues())
         return {str(row["queue_name"]): as_datetime(row["paused_at"]) for row in rows}
 
     # --- the operator's reads ------------------------------------------------------
@@ -531,8 +532,9 @@ class QueueManager(models.Manager["QueuedTask"]):
         read in ``seq`` order that a LIMIT stops, which keeps the planner to
         such reads whatever its statistics say (PostgreSQL's
         ``index_reads``: db/postgresql/queue.py). Nested, it is the outer
-        one's; elsewhere, a transaction."""
-        connection = self._connection()
+        one's; elsewhere, a transaction. On the read database inside an
+        operator's list (db/read_database.py)."""
+        connection = self._read_connection()
         if getattr(connection, _INDEX_READS, False):
             yield
             return
@@ -546,7 +548,7 @@ class QueueManager(models.Manager["QueuedTask"]):
                 setattr(connection, _INDEX_READS, False)
 
     def _values(self, params: params_of.QueueNames | params_of.TaskPaths) -> list[str]:
-        rows = engines.read(self._connection(), self._statements, params)
+        rows = engines.read(self._read_connection(), self._statements, params)
         return [str(row["value"]) for row in rows]
 
     # --- plumbing -----------------------------------------------------------------
@@ -560,6 +562,12 @@ class QueueManager(models.Manager["QueuedTask"]):
     @staticmethod
     def _connection() -> BaseDatabaseWrapper:
         return connections[conf.DATABASE]
+
+    @staticmethod
+    def _read_connection() -> BaseDatabaseWrapper:
+        """The operator's reads' connection: ``BGTASKS_DATABASE``'s, or inside
+        an operator's list the read database's (db/read_database.py)."""
+        return connections[read_database.alias()]
 
     def _statements(self, connection: BaseDatabaseWrapper) -> QueueStatements:
         return engines.queue_statements(connection, **_tables(self.model))

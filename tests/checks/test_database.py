@@ -1,5 +1,5 @@
 """The checks of the lease database (django_bgtasks/checks/database.py): its
-alias, vendor and version, the routers, a MySQL/MariaDB server's settings and
+alias, vendor and version, the read database, the routers, a MySQL/MariaDB server's settings and
 PostgreSQL's synchronous replication. (Prepared statements' checks are
 tests/db/test_cursor.py's and tests/db/test_pgbouncer.py's.)"""
 
@@ -201,3 +201,49 @@ def test_a_require_sync_replication_that_is_not_a_bool(settings: Any) -> None:
     settings.BGTASKS_REQUIRE_SYNC_REPLICATION = "yes"
     [error] = checks.check_sync_replication_setting()
     assert error.id == "bgtasks.E035" and "'yes'" in error.msg
+
+
+# --- BGTASKS_READ_DATABASE and BGTASKS_READ_MAX_LAG (tests/operations/
+# test_read_database.py reads a real replica) -------------------------------
+
+
+def test_no_read_database_needs_no_word() -> None:
+    assert checks.check_read_database() == []
+
+
+def test_a_read_database_that_is_no_alias(settings: Any) -> None:
+    settings.BGTASKS_READ_DATABASE = "replicaa"
+    [error] = checks.check_read_database()
+    assert error.id == "bgtasks.E036" and "'replicaa'" in error.msg and "'default'" in error.hint
+
+
+def test_a_read_database_that_is_not_even_a_name(settings: Any) -> None:
+    settings.BGTASKS_READ_DATABASE = ["replica"]
+    [error] = checks.check_read_database()
+    assert error.id == "bgtasks.E036"
+
+
+def test_a_read_database_of_another_vendor(settings: Any) -> None:
+    settings.BGTASKS_READ_DATABASE = "postgres"  # BGTASKS_DATABASE is SQLite's "default"
+    [error] = checks.check_read_database()
+    assert error.id == "bgtasks.E037"
+    assert "'postgres' is postgresql" in error.msg and "'default' is sqlite" in error.msg
+
+
+def test_a_read_database_of_the_same_vendor_passes(settings: Any) -> None:
+    settings.BGTASKS_DATABASE = "postgres"
+    settings.BGTASKS_READ_DATABASE = "replica"  # (the check connects to neither)
+    assert checks.check_read_database() == []
+
+
+@pytest.mark.parametrize("limit", [-1, float("nan"), "10", True])
+def test_a_bad_read_max_lag(settings: Any, limit: Any) -> None:
+    settings.BGTASKS_READ_MAX_LAG = limit
+    [error] = checks.check_read_database()
+    assert error.id == "bgtasks.E038" and repr(limit) in error.msg
+
+
+@pytest.mark.parametrize("limit", [None, 0, 2.5])
+def test_a_read_max_lag_that_passes(settings: Any, limit: Any) -> None:
+    settings.BGTASKS_READ_MAX_LAG = limit
+    assert checks.check_read_database() == []

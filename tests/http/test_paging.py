@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from django_bgtasks.conf import conf
+
 
 def test_the_django_tasks_list_pages_by_its_next_link_with_its_filters(
     tasks_site_alias: str, viewer: Client
@@ -39,7 +41,15 @@ def test_the_django_tasks_list_pages_by_its_next_link_with_its_filters(
     last = viewer.get(page["next"]).json()
     assert ([item["id"] for item in last["django_tasks"]], last["next"]) == ([echoed[0]], None)
     failed = viewer.get("/bgtasks/django-tasks/?status=failed&backend=default").json()
+    read_from = failed.pop("read_from")
     assert failed == {"django_tasks": [], "next": None}
+    # No BGTASKS_READ_DATABASE: read from BGTASKS_DATABASE, as it says.
+    assert read_from == {
+        "database": conf.DATABASE,
+        "replica": False,
+        "lag_seconds": 0.0,
+        "fallback": None,
+    }
     assert viewer.head("/bgtasks/django-tasks/?status=READY").status_code == 200
 
 

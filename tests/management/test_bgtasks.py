@@ -53,7 +53,8 @@ def test_list_json_is_only_json_in_the_api_shape(site_alias: str) -> None:
 
     data = json.loads(bgtasks("list", "--json"))
 
-    assert set(data) == {"tasks", "django_tasks"}
+    assert set(data) == {"tasks", "django_tasks", "read_from"}
+    assert data["read_from"]["replica"] is False  # no BGTASKS_READ_DATABASE
     # The API's list: the rows, and the registered tasks that never ran.
     expected = [task_reads.task_json(state) for state in task_reads.task_states()]
     assert [without_age(task) for task in data["tasks"]] == [without_age(t) for t in expected]

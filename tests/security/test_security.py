@@ -118,11 +118,12 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
     # INSERT with RETURNING); db/sqlite/driver.py's _run_steps runs a statement
     # of several steps through fetch_all; db/mysql/probes.py's mysql_server and
     # db/postgresql/probes.py's postgresql_replication read a server's
-    # settings for the checks; db/schema.py runs the migrations' constant DDL
-    # (db/<engine>/schema.py, with no f-string or % formatting in it: SchemaSQL)
-    # and looks up the pattern indexes 0009 and 0017 drop (the table's name
-    # the one parameter: drop_pattern_indexes, create_pattern_indexes); db/cursor.py's
-    # cursor passes what fetch_all runs on to psycopg, asking to prepare it.
+    # settings for the checks, and its postgresql_standby a replica's lag;
+    # db/schema.py runs the migrations' constant DDL (db/<engine>/schema.py,
+    # with no f-string or % formatting in it: SchemaSQL) and looks up the
+    # pattern indexes 0009 and 0017 drop (the table's name the one parameter:
+    # drop_pattern_indexes, create_pattern_indexes); db/cursor.py's cursor
+    # passes what fetch_all runs on to psycopg, asking to prepare it.
     # Nothing else in the package talks SQL.
     calls = _execute_calls()
     assert "db/cursor.py:fetch_all" in calls and "db/mysql/leases.py:_upsert" in calls
@@ -146,6 +147,8 @@ def test_sql_is_executed_in_one_place_with_parameters() -> None:
         "db/mysql/routines.py:_drop",
         "db/mysql/probes.py:mysql_server",
         "db/postgresql/probes.py:postgresql_replication",
+        # How far behind a replica the operator's lists read may be (a constant).
+        "db/postgresql/probes.py:postgresql_standby",
         "db/cursor.py:fetch_all",
         "db/cursor.py:execute",
         # The change feed's LISTEN (db/postgresql/notify.py), on its own connection.

@@ -1,6 +1,7 @@
-"""What the system checks read from a PostgreSQL server: its replication
-settings. A constant statement, run here (the checks themselves live in
-:mod:`django_bgtasks.checks.database`).
+"""What the app reads of a PostgreSQL server's replication: its settings, for
+the system checks (which live in :mod:`django_bgtasks.checks.database`), and
+how far a standby may be behind, for the operator's reads from it
+(:mod:`django_bgtasks.db.read_database`). Constant statements, run here.
 """
 
 from __future__ import annotations
@@ -51,4 +52,45 @@ def postgresql_replication(connection: BaseDatabaseWrapper) -> PostgreSQLReplica
         synchronous_commit=str(commit),
         sync_standbys=int(sync),
         hidden_standbys=int(hidden),
+    )
+
+
+# How old what a standby serves may be (db/read_database.py), by the
+# standby's clock: 0 on a primary, and on a standby that is streaming and has
+# replayed all it received; else the age of the last transaction it replayed,
+# a bound that holds whatever happened since (its WAL receiver stopped, or
+# replay paused or behind): the primary may have committed nothing newer.
+# NULL where that is not known yet (no transaction replayed since it
+# started). pg_stat_wal_receiver's status is NULL to a user without
+# pg_read_all_stats: such a standby is bounded by its last replay, as one
+# whose receiver stopped.
+POSTGRESQL_STANDBY_LAG = """
+    SELECT pg_is_in_recovery(),
+        CASE WHEN NOT pg_is_in_recovery() THEN 0.0
+            WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn()
+                AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')
+                THEN 0.0
+            ELSE EXTRACT(EPOCH FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8
+        END
+"""
+
+
+@dataclass(frozen=True)
+class PostgreSQLStandby:
+    """Whether a PostgreSQL server is a standby, and how old its data may be."""
+
+    in_recovery: bool
+    lag: float | None  # seconds, None when not known
+
+
+def postgresql_standby(connection: BaseDatabaseWrapper) -> PostgreSQLStandby | None:
+    """Read how far behind its primary this connection's server may be; None
+    when it is not PostgreSQL."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(POSTGRESQL_STANDBY_LAG)
+        in_recovery, lag = cursor.fetchone()
+    return PostgreSQLStandby(
+        in_recovery=bool(in_recovery), lag=None if lag is None else max(0.0, float(lag))
     )

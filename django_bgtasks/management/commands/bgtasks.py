@@ -48,6 +48,8 @@ from django_bgtasks.authentication import SIGNED_TOKEN, make_token
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import conf
 from django_bgtasks.core.states import TaskState
+from django_bgtasks.db import read_database
+from django_bgtasks.db.read_database import ReadSource
 from django_bgtasks.management import (
     arguments,
     bulk,
@@ -94,12 +96,21 @@ class Command(BaseCommand):
 
     def handle_list(self, *, json_output: bool, limit: int | None = None, **options: Any) -> None:
         filters = bulk.filter_of(options)
-        if filters is not None:
-            self._list_matching(filters, json_output, limit or queued.RECENT_QUEUED)
-            return
-        if limit is not None:
+        if filters is None and limit is not None:
             raise CommandError("--limit goes with a filter option (--status, --queue, ...).")
-        # Every task with a row, and every registered one (also never run).
+        # Read from the read database (db/read_database.py); what it read is
+        # said last, or in the JSON's "read_from".
+        with read_database.reading() as source:
+            if filters is not None:
+                self._list_matching(filters, json_output, limit or queued.RECENT_QUEUED, source)
+            else:
+                self._list_all(json_output, source)
+        said = source.describe()
+        if said and not json_output:
+            self.stdout.write(self.style.WARNING(said) if source.fallback else said)
+
+    def _list_all(self, json_output: bool, source: ReadSource) -> None:
+        """Every task with a row, and every registered one (also never run)."""
         states = task_reads.task_states()
         rows = queued.queued_tasks()
         paused = queues.paused_queues()
@@ -109,20 +120,27 @@ class Command(BaseCommand):
                 {
                     "tasks": [task_reads.task_json(state) for state in states],
                     "django_tasks": [queued.queued_json(row, paused) for row in rows],
+                    "read_from": source.as_json(),
                 },
             )
         else:
             reads.show_list(self.stdout, self.style, states, registered_tasks())
             reads.show_queued_list(self.stdout, self.style, rows, paused)
 
-    def _list_matching(self, filters: queued.QueuedFilter, json_output: bool, limit: int) -> None:
+    def _list_matching(
+        self, filters: queued.QueuedFilter, json_output: bool, limit: int, source: ReadSource
+    ) -> None:
         """The newest ``limit`` Django Tasks ``filters`` matches (a search reads
         its budget of rows at most: it says so when it stopped before the end)."""
         page = queued.queued_page(filters, limit=limit)
         paused = queues.paused_queues()
         if json_output:
             items = [queued.queued_json(row, paused) for row in page.rows]
-            write_json(self.stdout, {"django_tasks": items, "more": page.next_before is not None})
+            more = page.next_before is not None
+            write_json(
+                self.stdout,
+                {"django_tasks": items, "more": more, "read_from": source.as_json()},
+            )
             return
         if not page.rows:
             self.stdout.write("No Django Task matches.")
