@@ -5,12 +5,12 @@ can't be read.
 A dashboard refreshed every few seconds on every web replica reads where the
 claims commit. A site with a streaming replica of ``BGTASKS_DATABASE`` names
 it in ``BGTASKS_READ_DATABASE``, and the surfaces that list (the admin's
-lists and dashboard, the API's lists, the metrics view, ``bgtasks list``)
-run their reads inside :func:`reading`: there the managers' reads go to
-:func:`alias`. Everything else stays on the primary: a task's own page
-(what an operator acts on), every action and write, the workers, the
-readiness view (which says whether *this* deployment works), and the
-rollups that the dashboard's catch-up writes.
+lists and dashboard, the API's lists, the metrics view, ``bgtasks list``,
+``queues`` and ``workers``) run their reads inside :func:`reading`: there
+the managers' reads go to :func:`alias`. Everything else stays on the
+primary: a task's own page (what an operator acts on), every action and
+write, the worker processes, the health checks (which say whether *this*
+deployment works), and the rollups that the dashboard's catch-up writes.
 
 Only reads are routed: the managers' writes name ``BGTASKS_DATABASE``
 themselves, so a write reached from inside :func:`reading` still goes to the

@@ -19,6 +19,7 @@ from django.core.management.color import Style
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.conf import lease_backends
 from django_bgtasks.core.states import WorkerState
+from django_bgtasks.db.read_database import ReadSource
 from django_bgtasks.exceptions import UnknownTask
 from django_bgtasks.management.interrupts import stop_on_signals
 from django_bgtasks.management.terminal import Cell, write_json, write_table
@@ -167,12 +168,16 @@ def uses_lease_backend() -> bool:
     return bool(lease_backends())
 
 
-def show_workers(stdout: OutputWrapper, style: Style, *, json_output: bool) -> None:
+def show_workers(
+    stdout: OutputWrapper, style: Style, *, json_output: bool, source: ReadSource
+) -> None:
     """``workers``: each worker's last report, its age by the database's clock;
-    a silent one as such, with what became of the runs it reported."""
+    a silent one as such, with what became of the runs it reported (read
+    from ``source``, which the JSON names as the API's list does)."""
     workers = worker_views.workers()
     if json_output:
-        write_json(stdout, {"workers": [worker.as_json() for worker in workers]})
+        items = [worker.as_json() for worker in workers]
+        write_json(stdout, {"workers": items, "read_from": source.as_json()})
         return
     if not workers:
         stdout.write("No worker has reported itself.")

@@ -56,10 +56,14 @@ def _listed(client: Client) -> tuple[list[str], dict[str, Any]]:
     return [item["id"] for item in body["django_tasks"]], body["read_from"]
 
 
-def _cli_list() -> dict[str, Any]:
+def _cli(*args: str) -> str:
     out = StringIO()
-    call_command("bgtasks", "list", "--json", stdout=out)
-    result: dict[str, Any] = json.loads(out.getvalue())
+    call_command("bgtasks", *args, stdout=out)
+    return out.getvalue()
+
+
+def _cli_list() -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(_cli("list", "--json"))
     return result
 
 
@@ -103,6 +107,13 @@ def test_the_lists_read_the_replica_and_say_how_far_behind_it_may_be(
         cli = _cli_list()
         assert [task["id"] for task in cli["django_tasks"]] == [first]
         assert cli["read_from"]["database"] == "replica"
+        # The command's other lists, as the API's.
+        for command in ("queues", "workers"):
+            assert json.loads(_cli(command, "--json"))["read_from"]["database"] == "replica"
+            last = _cli(command).rstrip().splitlines()[-1]
+            assert last.startswith("Read from the replica 'replica', up to "), command
+        [queue] = json.loads(_cli("queues", "--json"))["queues"]
+        assert (queue["name"], queue["counts"]["READY"]) == ("default", 1)
         lag = _metrics(viewer)
         assert lag["bgtasks_read_lag_seconds"] >= 0.2 and lag["bgtasks_read_fallback"] == 0
         queues = viewer.get(f"{LIST}queues/").json()["queues"]
@@ -141,14 +152,11 @@ def test_a_replica_down_is_not_read_and_each_list_says_so(
         assert read_from["fallback"].startswith("the replica 'replica' can't be read (")
         assert _metrics(viewer) == {"bgtasks_read_lag_seconds": 0.0, "bgtasks_read_fallback": 1.0}
         assert _cli_list()["read_from"]["fallback"] == read_from["fallback"]
-        out = StringIO()
-        call_command("bgtasks", "list", stdout=out)
-        assert (
-            out.getvalue()
-            .rstrip()
-            .splitlines()[-1]
-            .startswith("Read from the primary: the replica 'replica' can't be read (")
-        )
+        for command in ("list", "queues", "workers"):
+            last = _cli(command).rstrip().splitlines()[-1]
+            assert last.startswith(
+                "Read from the primary: the replica 'replica' can't be read ("
+            ), command
     finally:
         read_replica.start()
     # Back: read again, on a connection made afresh.

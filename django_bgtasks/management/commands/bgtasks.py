@@ -105,6 +105,11 @@ class Command(BaseCommand):
                 self._list_matching(filters, json_output, limit or queued.RECENT_QUEUED, source)
             else:
                 self._list_all(json_output, source)
+        self._say_read(source, json_output)
+
+    def _say_read(self, source: ReadSource, json_output: bool) -> None:
+        """What a list read (db/read_database.py), last, where a replica is
+        named (the JSON's ``"read_from"`` says it there)."""
         said = source.describe()
         if said and not json_output:
             self.stdout.write(self.style.WARNING(said) if source.fallback else said)
@@ -182,14 +187,19 @@ class Command(BaseCommand):
         )
 
     def handle_workers(self, *, json_output: bool, **_: Any) -> None:
-        workers.show_workers(self.stdout, self.style, json_output=json_output)
+        with read_database.reading() as source:
+            workers.show_workers(self.stdout, self.style, json_output=json_output, source=source)
+        self._say_read(source, json_output)
 
     def handle_queues(self, *, json_output: bool, **_: Any) -> None:
-        found = queues.queues()
+        with read_database.reading() as source:
+            found = queues.queues()
         if json_output:
-            write_json(self.stdout, {"queues": [queue.as_json() for queue in found]})
+            items = [queue.as_json() for queue in found]
+            write_json(self.stdout, {"queues": items, "read_from": source.as_json()})
         else:
             reads.show_queues(self.stdout, self.style, found)
+        self._say_read(source, json_output)
 
     def handle_health(self, *, workers: int, **_: Any) -> None:
         found = problem(workers=workers)
