@@ -187,3 +187,20 @@ def test_what_each_source_says() -> None:
     assert unknown.as_json()["lag_seconds"] is None
     down = ReadSource("default", replica=False, lag=0.0, fallback="it is down.")
     assert down.describe() == "Read from the primary: it is down."
+
+
+def test_a_read_database_whose_lag_is_not_measured_is_read_and_says_so(
+    pg_site_alias: str, settings: Any
+) -> None:
+    # Only PostgreSQL's lag is measured: another engine's read alias is read
+    # once it answers, its lag unknown, and no limit applies. ("default", the
+    # suite's SQLite, stands in for such a replica here; the checks refuse
+    # one of another engine than the primary's: bgtasks.E037.)
+    from django_bgtasks.db import read_database
+
+    settings.BGTASKS_READ_DATABASE = "default"
+    settings.BGTASKS_READ_MAX_LAG = 0
+    with read_database.reading() as source:
+        assert read_database.alias() == "default"
+    assert source == ReadSource("default", replica=True, lag=None)
+    assert source.describe().endswith("how far behind it is, is not known.")
