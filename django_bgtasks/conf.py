@@ -93,9 +93,9 @@ class Settings:
     @property
     def READ_DATABASE(self) -> str:
         """The database alias the operator's list reads go to (the admin's
-        lists, the API's, the dashboard, the metrics view, ``bgtasks list``):
-        a replica of ``BGTASKS_DATABASE``, or by default that alias itself
-        (django_bgtasks.db.read_database)."""
+        lists, the API's, the dashboard, the metrics view, ``bgtasks list``,
+        ``queues`` and ``workers``): a replica of ``BGTASKS_DATABASE``, or by
+        default that alias itself (django_bgtasks.db.read_database)."""
         value: str | None = _setting("BGTASKS_READ_DATABASE", None)
         return self.DATABASE if value is None else value
 

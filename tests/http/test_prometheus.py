@@ -165,6 +165,9 @@ def test_prometheus_scrapes_the_cluster_s_series_with_a_bearer_token(
             {"status=running": 1, "status=stale": 1, "status=never run": 4},
         )
         eventually(url, "bgtasks_stale_leases", {"": 1})
+        # No BGTASKS_READ_DATABASE: read from the lease database, as it says.
+        eventually(url, "bgtasks_read_lag_seconds", {"": 0})
+        eventually(url, "bgtasks_read_fallback", {"": 0})
         eventually(url, "bgtasks_workers", {"state=live": 1, "state=silent": 1})
         eventually(
             url,
@@ -236,7 +239,7 @@ def promtool(*args: str) -> str:
 
 
 def test_the_alert_rules_pass_promtool() -> None:
-    assert "SUCCESS: 6 rules found" in promtool("check", "rules", str(ALERTS))
+    assert "SUCCESS: 7 rules found" in promtool("check", "rules", str(ALERTS))
 
 
 # promtool's unit test of the lag alert: two queues 400 s behind for 15
@@ -272,6 +275,40 @@ tests:
 def test_the_lag_alert_leaves_a_paused_queue_out(tmp_path: Path) -> None:
     spec = tmp_path / "lag_test.yml"
     spec.write_text(LAG_RULE_TEST.format(alerts=ALERTS))
+    assert "SUCCESS" in promtool("test", "rules", str(spec))
+
+
+# promtool's unit test of the replica's alert: two replicas of the view, one
+# of which read the primary a few scrapes only; then both, for 12 minutes.
+FALLBACK_RULE_TEST = """
+rule_files:
+  - {alerts}
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'bgtasks_read_fallback{{job="bgtasks",instance="a"}}'
+        values: '0 1 1 0 0 1x12'
+      - series: 'bgtasks_read_fallback{{job="bgtasks",instance="b"}}'
+        values: '0 0 0 0 0 1x12'
+    alert_rule_test:
+      - eval_time: 4m
+        alertname: BgTasksReadReplicaFallback
+        exp_alerts: []
+      - eval_time: 16m
+        alertname: BgTasksReadReplicaFallback
+        exp_alerts:
+          - exp_labels:
+              severity: warning
+            exp_annotations:
+              summary: "The operator's lists read the primary: the replica can't be read"
+              description: "Why: the site's log (django_bgtasks.read_database), the admin's lists."
+"""
+
+
+def test_the_replica_alert_waits_for_a_lasting_fall_back(tmp_path: Path) -> None:
+    spec = tmp_path / "fallback_test.yml"
+    spec.write_text(FALLBACK_RULE_TEST.format(alerts=ALERTS))
     assert "SUCCESS" in promtool("test", "rules", str(spec))
 
 
@@ -383,7 +420,7 @@ def _rules_load_healthy(url: str) -> None:
         groups = api(url, "rules")["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
         health = {rule["name"]: (rule["health"], rule.get("lastError", "")) for rule in rules}
-        if len(rules) == 6 and all(h == "ok" for h, _ in health.values()):
+        if len(rules) == 7 and all(h == "ok" for h, _ in health.values()):
             return
         assert not any(h == "err" for h, _ in health.values()), health
         if time.monotonic() > deadline:
