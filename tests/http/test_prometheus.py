@@ -242,74 +242,61 @@ def test_the_alert_rules_pass_promtool() -> None:
     assert "SUCCESS: 7 rules found" in promtool("check", "rules", str(ALERTS))
 
 
-# promtool's unit test of the lag alert: two queues 400 s behind for 15
-# minutes, one of them paused, which must not alert.
-LAG_RULE_TEST = """
-rule_files:
-  - {alerts}
-evaluation_interval: 1m
-tests:
+def rule_test(tmp_path: Path, tests: str) -> str:
+    """promtool's unit test of docs/prometheus/alerts.yml: ``tests``, the
+    YAML list of its ``tests:`` (series a minute apart, and the alerts due)."""
+    spec = tmp_path / "rule_test.yml"
+    spec.write_text(f"rule_files:\n  - {ALERTS}\nevaluation_interval: 1m\ntests:\n{tests}")
+    return promtool("test", "rules", str(spec))
+
+
+def test_the_lag_alert_leaves_a_paused_queue_out(tmp_path: Path) -> None:
+    # Two queues 400 s behind for 15 minutes, one of them paused, which
+    # must not alert.
+    tests = """
   - interval: 1m
     input_series:
-      - series: 'bgtasks_queue_lag_seconds{{job="bgtasks",queue="default"}}'
+      - series: 'bgtasks_queue_lag_seconds{job="bgtasks",queue="default"}'
         values: '400x15'
-      - series: 'bgtasks_queue_paused{{job="bgtasks",queue="default"}}'
+      - series: 'bgtasks_queue_paused{job="bgtasks",queue="default"}'
         values: '1x15'
-      - series: 'bgtasks_queue_lag_seconds{{job="bgtasks",queue="emails"}}'
+      - series: 'bgtasks_queue_lag_seconds{job="bgtasks",queue="emails"}'
         values: '400x15'
-      - series: 'bgtasks_queue_paused{{job="bgtasks",queue="emails"}}'
+      - series: 'bgtasks_queue_paused{job="bgtasks",queue="emails"}'
         values: '0x15'
     alert_rule_test:
       - eval_time: 12m
         alertname: BgTasksQueueLagging
         exp_alerts:
-          - exp_labels:
-              severity: warning
-              queue: emails
+          - exp_labels: {severity: warning, queue: emails}
             exp_annotations:
               summary: "Django Tasks queue emails is 6m 40s behind"
               description: "Add workers (or --queue workers for it), or look for a slow task."
 """
+    assert "SUCCESS" in rule_test(tmp_path, tests)
 
 
-def test_the_lag_alert_leaves_a_paused_queue_out(tmp_path: Path) -> None:
-    spec = tmp_path / "lag_test.yml"
-    spec.write_text(LAG_RULE_TEST.format(alerts=ALERTS))
-    assert "SUCCESS" in promtool("test", "rules", str(spec))
-
-
-# promtool's unit test of the replica's alert: two replicas of the view, one
-# of which read the primary a few scrapes only; then both, for 12 minutes.
-FALLBACK_RULE_TEST = """
-rule_files:
-  - {alerts}
-evaluation_interval: 1m
-tests:
+def test_the_replica_alert_waits_for_a_lasting_fall_back(tmp_path: Path) -> None:
+    # Two replicas of the view, one of which read the primary for a few
+    # scrapes only; then both, for 12 minutes.
+    tests = """
   - interval: 1m
     input_series:
-      - series: 'bgtasks_read_fallback{{job="bgtasks",instance="a"}}'
+      - series: 'bgtasks_read_fallback{job="bgtasks",instance="a"}'
         values: '0 1 1 0 0 1x12'
-      - series: 'bgtasks_read_fallback{{job="bgtasks",instance="b"}}'
+      - series: 'bgtasks_read_fallback{job="bgtasks",instance="b"}'
         values: '0 0 0 0 0 1x12'
     alert_rule_test:
-      - eval_time: 4m
-        alertname: BgTasksReadReplicaFallback
-        exp_alerts: []
+      - {eval_time: 4m, alertname: BgTasksReadReplicaFallback, exp_alerts: []}
       - eval_time: 16m
         alertname: BgTasksReadReplicaFallback
         exp_alerts:
-          - exp_labels:
-              severity: warning
+          - exp_labels: {severity: warning}
             exp_annotations:
               summary: "The operator's lists read the primary: the replica can't be read"
               description: "Why: the site's log (django_bgtasks.read_database), the admin's lists."
 """
-
-
-def test_the_replica_alert_waits_for_a_lasting_fall_back(tmp_path: Path) -> None:
-    spec = tmp_path / "fallback_test.yml"
-    spec.write_text(FALLBACK_RULE_TEST.format(alerts=ALERTS))
-    assert "SUCCESS" in promtool("test", "rules", str(spec))
+    assert "SUCCESS" in rule_test(tmp_path, tests)
 
 
 def test_prometheus_scrapes_a_worker_s_runs_beside_the_view(
