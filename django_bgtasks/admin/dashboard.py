@@ -26,9 +26,9 @@ from django.utils import timezone
 from django.utils.formats import time_format
 from django.utils.translation import gettext as _
 
-from django_bgtasks.admin import read_from
 from django_bgtasks.admin.charts import Chart, Series, bars, lines
 from django_bgtasks.admin.formats import id_html
+from django_bgtasks.admin.read_from import listing
 from django_bgtasks.conf import lease_backends
 from django_bgtasks.limits import COUNT_CAP
 from django_bgtasks.models import QueuedTask
@@ -70,9 +70,9 @@ class QueuedDashboard(DashboardModelAdmin):
             "task": task,
             "refresh": REFRESH_SECONDS,
         }
-        # Read from the read database (read_from.listing), but for the
+        # Read from the read database (admin/read_from.py), but for the
         # rollups, which the dashboard's catch-up writes on the primary.
-        with read_from.listing(request):
+        with listing(request):
             try:
                 board = dashboard(window, queue, task)
             except ValueError as exc:

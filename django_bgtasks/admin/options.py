@@ -31,7 +31,6 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from django_bgtasks.admin import read_from
 from django_bgtasks.admin.changelist import StatusFilter, TaskChangeList, states_for
 from django_bgtasks.admin.columns import (
     TaskColumns,
@@ -44,6 +43,7 @@ from django_bgtasks.admin.columns import (
 )
 from django_bgtasks.admin.formats import date_settings, id_html
 from django_bgtasks.admin.pauses import TaskPauseActions
+from django_bgtasks.admin.read_from import listing
 from django_bgtasks.admin.views import OperatorViews, admin_url, parse_tokens
 from django_bgtasks.background.functions import registered_tasks
 from django_bgtasks.core.states import WorkerState
@@ -152,10 +152,10 @@ class BackgroundTaskAdmin(TaskPauseActions, TaskColumns, OperatorViews):
         # Every task with a row now, and every registered one (listed as never
         # run): live.js points out rows that appear later (started on another
         # replica), which only a reload can add. Read from the read database
-        # (read_from.listing), rendered there; an action (POST) acts on the primary.
+        # (admin/read_from.py), rendered there; an action (POST) acts on the primary.
         if request.method == "POST":
             return self._changelist(request, extra_context)
-        with read_from.listing(request):
+        with listing(request):
             response = self._changelist(request, extra_context)
             if isinstance(response, TemplateResponse):
                 response.render()

@@ -37,7 +37,6 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from django_bgtasks.admin import read_from
 from django_bgtasks.admin.dashboard import QueuedDashboard
 from django_bgtasks.admin.pauses import QueuePauseActions
 from django_bgtasks.admin.queued_bulk import BULK_SELECTION, QueuedBulk
@@ -54,6 +53,7 @@ from django_bgtasks.admin.queued_list import (
     searched,
 )
 from django_bgtasks.admin.queued_retry import RETRY_BUTTON, QueuedRetry
+from django_bgtasks.admin.read_from import listing
 from django_bgtasks.admin.views import admin_url
 from django_bgtasks.conf import lease_backends
 from django_bgtasks.db import read_database
@@ -193,9 +193,9 @@ class QueuedTaskAdmin(
         if request.method == "POST":  # an action: the queue's own writes
             return super().changelist_view(request, context)
         # Every read of the page (rendered here, not after) from the read
-        # database (read_from.listing), and by an index
+        # database (admin/read_from.py), and by an index
         # (QueuedTask.objects.index_reads, .queued_list).
-        with read_from.listing(request), QueuedTask.objects.index_reads():
+        with listing(request), QueuedTask.objects.index_reads():
             _say_paused(request)
             response = super().changelist_view(request, context)
             if isinstance(response, TemplateResponse):

@@ -69,6 +69,7 @@ from django_bgtasks.http.responses import (
     endpoint,
     error,
     outside_request_transactions,
+    read_list,
     task_list_response,
 )
 from django_bgtasks.models import BackgroundTask
@@ -255,9 +256,7 @@ def worker_list(request: HttpRequest) -> HttpResponse:
     """``GET <prefix>/workers/``: every worker as ``bgtasks workers --json``
     prints it (:mod:`django_bgtasks.operations.workers`): its last report,
     a silent one's runs with what became of each, and the Django Tasks it holds."""
-    with read_database.reading() as source:
-        items = [worker.as_json() for worker in worker_views.workers()]
-    return conditional_json(request, {"workers": items, "read_from": source.as_json()}, items)
+    return read_list(request, "workers", lambda: [w.as_json() for w in worker_views.workers()])
 
 
 @endpoint("GET", "HEAD")
@@ -267,9 +266,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     """``GET <prefix>/django-tasks/queues/``: every queue that has tasks or a
     pause (:mod:`django_bgtasks.operations.queues`): ``{"queues": [{"name",
     "paused", "paused_at", "counts": {"READY": n, ...}, "capped": [...]}]}``."""
-    with read_database.reading() as source:
-        items = [queue.as_json() for queue in queues.queues()]
-    return conditional_json(request, {"queues": items, "read_from": source.as_json()}, items)
+    return read_list(request, "queues", lambda: [q.as_json() for q in queues.queues()])
 
 
 def _task_json(row: Any) -> dict[str, Any]:

@@ -155,11 +155,22 @@ def task_list_response(request: HttpRequest, *, never_run: bool = False) -> Http
     """Every task's state; shared with the admin's live view. With
     ``never_run``, the registered tasks that never ran too, and each
     registered task's schedule and description (``task_reads.task_states``).
-    Read from the read database, which ``"read_from"`` names
-    (db/read_database.py)."""
+    Read from the read database (:func:`read_list`)."""
+    if never_run:
+        return read_list(
+            request, "tasks", lambda: [task_reads.task_json(s) for s in task_reads.task_states()]
+        )
+    return read_list(
+        request, "tasks", lambda: [s.as_json() for s in BackgroundTask.objects.list_states()]
+    )
+
+
+def read_list(
+    request: HttpRequest, key: str, read: Callable[[], list[dict[str, Any]]]
+) -> HttpResponse:
+    """``{key: read(), "read_from": ...}``: a list's items, read from the read
+    database, which ``"read_from"`` names (db/read_database.py); the ETag is
+    the items' (:func:`conditional_json`)."""
     with read_database.reading() as source:
-        if never_run:
-            items = [task_reads.task_json(state) for state in task_reads.task_states()]
-        else:
-            items = [state.as_json() for state in BackgroundTask.objects.list_states()]
-    return conditional_json(request, {"tasks": items, "read_from": source.as_json()}, items)
+        items = read()
+    return conditional_json(request, {key: items, "read_from": source.as_json()}, items)

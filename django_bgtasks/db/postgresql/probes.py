@@ -65,8 +65,7 @@ def postgresql_replication(connection: BaseDatabaseWrapper) -> PostgreSQLReplica
 # pg_read_all_stats: such a standby is bounded by its last replay, as one
 # whose receiver stopped.
 POSTGRESQL_STANDBY_LAG = """
-    SELECT pg_is_in_recovery(),
-        CASE WHEN NOT pg_is_in_recovery() THEN 0.0
+    SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0.0
             WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn()
                 AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')
                 THEN 0.0
@@ -77,9 +76,8 @@ POSTGRESQL_STANDBY_LAG = """
 
 @dataclass(frozen=True)
 class PostgreSQLStandby:
-    """Whether a PostgreSQL server is a standby, and how old its data may be."""
+    """How old a PostgreSQL server's data may be (0 on a primary)."""
 
-    in_recovery: bool
     lag: float | None  # seconds, None when not known
 
 
@@ -90,7 +88,5 @@ def postgresql_standby(connection: BaseDatabaseWrapper) -> PostgreSQLStandby | N
         return None
     with connection.cursor() as cursor:
         cursor.execute(POSTGRESQL_STANDBY_LAG)
-        in_recovery, lag = cursor.fetchone()
-    return PostgreSQLStandby(
-        in_recovery=bool(in_recovery), lag=None if lag is None else max(0.0, float(lag))
-    )
+        [lag] = cursor.fetchone()
+    return PostgreSQLStandby(lag=None if lag is None else max(0.0, float(lag)))
